@@ -1,0 +1,124 @@
+"""`explain`: error text (a message, a traceback or a whole training log) -> ranked catalog rules.
+
+A rule is a candidate when one of its signatures matches; traceback/log context the rule names
+(the `bmm` on attention probabilities, `scaler.step`, flash-attn's `rotary.py`, `backward`) decides
+between rules that share a signature, as "expected scalar type BFloat16 but found Float" is shared.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ampdoctor.rules import Finding, Location, Rule, Severity, Signature, catalog, finding
+
+# A signature alone earns at most this share of the score; the rest comes from matching context.
+_SIGNATURE_SHARE = 0.55
+# Rules that name no context get this fraction of the context share, so they are not out-ranked by
+# rules whose context simply failed to match.
+_NEUTRAL_CONTEXT = 0.3
+MIN_SCORE = 0.2
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>\S+))?')
+
+
+@dataclass(frozen=True)
+class Candidate:
+    rule: Rule
+    score: float
+    reason: str
+    matched: str
+    location: Location | None
+
+    @property
+    def confirm(self) -> str:
+        return confirm_command(self.rule)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "name": self.rule.name,
+            "id": self.rule.id,
+            "score": round(self.score, 3),
+            "reason": self.reason,
+            "fix": self.rule.fix,
+            "why": self.rule.why,
+            "severity": self.rule.severity.value,
+            "matched": self.matched,
+            "confirm": self.confirm,
+        }
+        if self.location is not None:
+            out["location"] = self.location.to_dict()
+        return out
+
+
+def confirm_command(rule: Rule) -> str:
+    """The command that would confirm the diagnosis on the user's own project."""
+    if rule.confirm:
+        return rule.confirm
+    if "runtime" in rule.detectors:
+        return "ampdoctor run --policy bf16-mixed <your train script>"
+    if "config" in rule.detectors or "code" in rule.detectors:
+        return "ampdoctor lint <your project directory>"
+    return "ampdoctor env"
+
+
+def _search(sig: Signature, text: str) -> re.Match[str] | None:
+    return re.search(sig.pattern, text, flags=re.IGNORECASE)
+
+
+def _last_frame_before(text: str, position: int) -> Location | None:
+    """The innermost traceback frame printed before the error line: where the failing call was made."""
+    frames = [m for m in _FRAME.finditer(text, 0, position)]
+    if not frames:
+        return None
+    m = frames[-1]
+    return Location(file=m["file"], line=int(m["line"]), op=m["func"])
+
+
+def _score(rule: Rule, text: str) -> Candidate | None:
+    best: tuple[Signature, re.Match[str]] | None = None
+    for sig in rule.signatures:
+        match = _search(sig, text)
+        if match and (best is None or sig.weight > best[0].weight):
+            best = (sig, match)
+    if best is None:
+        return None
+    sig, match = best
+    hits = [c for c in rule.context if _search(c, text)]
+    if rule.context:
+        fraction = sum(c.weight for c in hits) / sum(c.weight for c in rule.context)
+    else:
+        fraction = _NEUTRAL_CONTEXT
+    score = sig.weight * (_SIGNATURE_SHARE + (1 - _SIGNATURE_SHARE) * fraction)
+    reason = f"error text matches {match.group(0)!r}"
+    if hits:
+        shown = ", ".join(repr(_search(c, text).group(0)) for c in hits)  # type: ignore[union-attr]
+        reason += f"; traceback/log context matches {shown}"
+    elif rule.context:
+        reason += "; none of this rule's usual context (" + ", ".join(c.pattern for c in rule.context) + ") was seen"
+    return Candidate(rule, score, reason, match.group(0), _last_frame_before(text, match.start()))
+
+
+def explain(text: str, *, limit: int = 5) -> list[Candidate]:
+    """Candidate rules for an error text, best first; empty when nothing in the catalog matches."""
+    scored = [c for rule in catalog() if "explain" in rule.detectors if (c := _score(rule, text)) is not None]
+    scored = [c for c in scored if c.score >= MIN_SCORE]
+    scored.sort(key=lambda c: (-c.score, c.rule.id))
+    return scored[:limit]
+
+
+def explain_findings(text: str, *, limit: int = 3, location: Location | None = None) -> list[Finding]:
+    """The top candidates as findings: the best one an error, the others info, for detectors
+    (such as the runtime audit) that caught an exception and want it diagnosed."""
+    out = []
+    for rank, cand in enumerate(explain(text, limit=limit)):
+        out.append(
+            finding(
+                cand.rule.name,
+                f"{cand.reason} (score {cand.score:.2f})",
+                location or cand.location,
+                severity=Severity.ERROR if rank == 0 else Severity.INFO,
+            )
+        )
+    return out

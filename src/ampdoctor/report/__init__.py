@@ -1,0 +1,30 @@
+"""One Report, many renderers."""
+
+from __future__ import annotations
+
+from typing import IO
+
+from ampdoctor.report.json_format import render_json, report_to_dict
+from ampdoctor.report.model import Report, Table, sort_findings
+from ampdoctor.report.sarif import render_sarif, report_to_sarif
+from ampdoctor.report.text import render_text, write_text
+
+FORMATS = ("text", "json", "sarif")
+
+
+def write_report(report: Report, fmt: str, stream: IO[str]) -> None:
+    """Render in `fmt` to `stream`; text is coloured only when `stream` is a terminal."""
+    if fmt == "text":
+        write_text(report, stream)
+    elif fmt == "json":
+        stream.write(render_json(report) + "\n")
+    elif fmt == "sarif":
+        stream.write(render_sarif(report) + "\n")
+    else:
+        raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
+
+
+__all__ = [
+    "FORMATS", "Report", "Table", "render_json", "render_sarif", "render_text", "report_to_dict",
+    "report_to_sarif", "sort_findings", "write_report", "write_text",
+]

@@ -1,0 +1,67 @@
+"""One `Report` for every detector: findings plus optional tables (e.g. the audit's per-module dtypes)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from ampdoctor.rules import Finding, Severity
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"title": self.title, "columns": list(self.columns), "rows": [list(r) for r in self.rows]}
+
+
+@dataclass(frozen=True)
+class Report:
+    findings: tuple[Finding, ...] = ()
+    tables: tuple[Table, ...] = ()
+    # Files, scripts or models the detector looked at, for the summary ("checked 12 files").
+    checked: tuple[str, ...] = ()
+    # Problems with the input itself (a config that does not parse), as "file:line: message".
+    errors: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, findings: Iterable[Finding], **kwargs: Any) -> "Report":
+        return cls(findings=tuple(sort_findings(findings)), **kwargs)
+
+    def merge(self, other: "Report") -> "Report":
+        return Report(
+            findings=tuple(sort_findings(self.findings + other.findings)),
+            tables=self.tables + other.tables,
+            checked=self.checked + other.checked,
+            errors=self.errors + other.errors,
+        )
+
+    def counts(self) -> dict[str, int]:
+        counted = Counter(f.severity.value for f in self.findings)
+        return {s.value: counted.get(s.value, 0) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)}
+
+    def at_or_above(self, severity: Severity) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity.rank >= severity.rank)
+
+    def summary(self) -> dict[str, Any]:
+        return {**self.counts(), "total": len(self.findings), "checked": len(self.checked), "input_errors": len(self.errors)}
+
+
+def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """File, then line, then module; within a place, the most severe first."""
+
+    def key(f: Finding) -> tuple[Any, ...]:
+        loc = f.location
+        return (loc.file is None, loc.file or "", loc.line or 0, loc.column or 0, loc.module or "", -f.severity.rank, f.rule_id)
+
+    return sorted(findings, key=key)
+
+
+def summary_line(counts: dict[str, int], checked: Sequence[str] = ()) -> str:
+    parts = [f"{n} {name}{'s' if n != 1 else ''}" for name, n in counts.items() if n]
+    found = ", ".join(parts) if parts else "no findings"
+    return f"{found}" + (f" in {len(checked)} checked" if checked else "")

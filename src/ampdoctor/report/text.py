@@ -1,0 +1,70 @@
+"""Terminal rendering with rich: findings grouped by file (or module), colour only on a TTY."""
+
+from __future__ import annotations
+
+import io
+from itertools import groupby
+from typing import IO
+
+from rich.console import Console
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from ampdoctor.report.model import Report, summary_line
+from ampdoctor.rules import Finding, Severity
+
+_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+
+def _group(f: Finding) -> str:
+    loc = f.location
+    if loc.file:
+        return loc.file
+    if loc.module is not None:
+        return f"module {loc.module or '<root>'}"
+    return loc.label or "general"
+
+
+def _where(f: Finding) -> str:
+    loc = f.location
+    if loc.file and loc.line:
+        return f"{loc.line}:{loc.column or 1}"
+    bits = [b for b in (loc.op, loc.phase) if b]
+    return " ".join(bits)
+
+
+def write_text(report: Report, stream: IO[str], *, color: bool | None = None, width: int | None = None) -> None:
+    """Write the report; `color=None` colours only when `stream` is a terminal."""
+    console = Console(file=stream, force_terminal=color, no_color=color is False, width=width or 100, highlight=False, soft_wrap=False)
+    for error in report.errors:
+        console.print(Text("error: ", style="bold red") + Text(error))
+    for group, items in groupby(report.findings, key=_group):
+        console.print(Text(group, style="bold underline"))
+        for f in items:
+            line = Text("  ")
+            where = _where(f)
+            if where:
+                line.append(f"{where} ", style="dim")
+            line.append(f"{f.severity.value} ", style=_STYLE[f.severity])
+            line.append(f"{f.rule_id} {f.name}", style="bold")
+            line.append(f": {f.message}")
+            console.print(line)
+            if f.origin is not None:
+                console.print(Text(f"      origin: {f.origin}", style="magenta"))
+            for rel in f.related:
+                console.print(Text(f"      related: {rel}", style="dim"))
+            console.print(Text(f"      fix: {f.fix}", style="green"))
+    for table in report.tables:
+        rich_table = RichTable(title=table.title, title_justify="left", show_lines=False)
+        for col in table.columns:
+            rich_table.add_column(col)
+        for row in table.rows:
+            rich_table.add_row(*row)
+        console.print(rich_table)
+    console.print(Text(summary_line(report.counts(), report.checked), style="bold"))
+
+
+def render_text(report: Report, *, color: bool = False, width: int | None = None) -> str:
+    buffer = io.StringIO()
+    write_text(report, buffer, color=color, width=width)
+    return buffer.getvalue()
