@@ -22,7 +22,7 @@ def report_to_dict(report: Report) -> dict[str, Any]:
     if report.tables:
         out["tables"] = [t.to_dict() for t in report.tables]
     if report.errors:
-        out["errors"] = list(report.errors)
+        out["errors"] = [e.to_dict() for e in report.errors]
     if report.checked:
         out["checked"] = list(report.checked)
     return out

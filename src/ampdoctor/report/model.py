@@ -20,13 +20,33 @@ class Table:
 
 
 @dataclass(frozen=True)
+class InputError:
+    """Input a detector could not read (a config that does not parse, a script that does not run).
+    `fatal` errors make the command exit 2; a Python file with a syntax error is not fatal as long
+    as other files could be checked."""
+
+    file: str
+    message: str
+    line: int | None = None
+    column: int | None = None
+    fatal: bool = True
+
+    def __str__(self) -> str:
+        where = self.file + (f":{self.line}" if self.line else "") + (f":{self.column}" if self.line and self.column else "")
+        return f"{where}: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass(frozen=True)
 class Report:
     findings: tuple[Finding, ...] = ()
     tables: tuple[Table, ...] = ()
     # Files, scripts or models the detector looked at, for the summary ("checked 12 files").
     checked: tuple[str, ...] = ()
-    # Problems with the input itself (a config that does not parse), as "file:line: message".
-    errors: tuple[str, ...] = ()
+    # Problems with the input itself (a config that does not parse).
+    errors: tuple[InputError, ...] = ()
 
     @classmethod
     def of(cls, findings: Iterable[Finding], **kwargs: Any) -> "Report":

@@ -85,7 +85,7 @@ def report_to_sarif(report: Report) -> dict[str, Any]:
                     {
                         "executionSuccessful": not report.errors,
                         "toolExecutionNotifications": [
-                            {"level": "error", "message": {"text": e}} for e in report.errors
+                            {"level": "error", "message": {"text": str(e)}} for e in report.errors
                         ],
                     }
                 ],

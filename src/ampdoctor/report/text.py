@@ -37,7 +37,7 @@ def write_text(report: Report, stream: IO[str], *, color: bool | None = None, wi
     """Write the report; `color=None` colours only when `stream` is a terminal."""
     console = Console(file=stream, force_terminal=color, no_color=color is False, width=width or 100, highlight=False, soft_wrap=False)
     for error in report.errors:
-        console.print(Text("error: ", style="bold red") + Text(error))
+        console.print(Text("error: ", style="bold red") + Text(str(error)))
     for group, items in groupby(report.findings, key=_group):
         console.print(Text(group, style="bold underline"))
         for f in items:

@@ -1,0 +1,5 @@
+import sys
+
+from ampdoctor.cli import main
+
+sys.exit(main())

@@ -1,0 +1,217 @@
+"""Command-line interface: argument parsing only; every command calls the library.
+
+Exit codes follow ruff: 0 nothing at or above --fail-on, 1 findings, 2 usage error or unreadable input.
+Each command is a `_add_<name>(subparsers)` that registers its parser and a `_cmd_<name>(args) -> int`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import IO, Iterator
+
+from ampdoctor import __version__
+from ampdoctor.report import FORMATS, Report, write_report
+
+
+class UsageError(Exception):
+    """Bad arguments or unreadable input: printed as one line, exit 2."""
+
+
+@contextlib.contextmanager
+def _output(path: str | None) -> Iterator[IO[str]]:
+    if path is None:
+        yield sys.stdout
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            yield fh
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def _emit(report: Report, args: argparse.Namespace) -> None:
+    with _output(args.output) as stream:
+        write_report(report, args.format, stream)
+
+
+def _add_output_options(parser: argparse.ArgumentParser, formats: tuple[str, ...] = FORMATS) -> None:
+    parser.add_argument("--format", choices=formats, default="text", help="output format (default: text)")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+
+
+# --- rules ---------------------------------------------------------------------------------------
+
+
+def _add_rules(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("rules", help="list the rule catalog, or show one rule")
+    p.add_argument("rule", nargs="?", help="a rule name (grad-scaler-with-bf16) or id (AMP004)")
+    _add_output_options(p, ("text", "json"))
+    p.set_defaults(func=_cmd_rules)
+
+
+def _cmd_rules(args: argparse.Namespace) -> int:
+    from ampdoctor.rules import catalog, get_rule
+    from ampdoctor.rules.docs import rule_to_dict, write_rule, write_rule_table
+
+    try:
+        rules = [get_rule(args.rule)] if args.rule else list(catalog())
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    with _output(args.output) as stream:
+        if args.format == "json":
+            data = [rule_to_dict(r) for r in rules]
+            json.dump(data[0] if args.rule else data, stream, indent=2)
+            stream.write("\n")
+        elif args.rule:
+            write_rule(rules[0], stream)
+        else:
+            write_rule_table(rules, stream)
+    return 0
+
+
+# --- explain -------------------------------------------------------------------------------------
+
+
+def _add_explain(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("explain", help="explain an error message, traceback or training log")
+    p.add_argument("text", nargs="*", help="the error text; '-' reads standard input")
+    p.add_argument("--file", "-f", metavar="FILE", help="read the text (a log, a traceback) from FILE")
+    p.add_argument("--limit", type=int, default=5, help="most candidates to show (default 5)")
+    _add_output_options(p)
+    p.set_defaults(func=_cmd_explain)
+
+
+def _read_explain_input(args: argparse.Namespace) -> str:
+    if args.file:
+        try:
+            return Path(args.file).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise UsageError(f"cannot read {args.file}: {exc.strerror}") from None
+    if args.text == ["-"]:
+        return sys.stdin.read()
+    if args.text:
+        return " ".join(args.text)
+    raise UsageError("explain needs error text: an argument, '-' for standard input, or --file FILE")
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from ampdoctor.explain import explain, explain_findings
+    from ampdoctor.report.candidates import write_candidates
+
+    text = _read_explain_input(args)
+    if not text.strip():
+        raise UsageError("the error text is empty")
+    candidates = explain(text, limit=args.limit)
+    with _output(args.output) as stream:
+        if args.format == "json":
+            json.dump({"candidates": [c.to_dict() for c in candidates]}, stream, indent=2)
+            stream.write("\n")
+        elif args.format == "sarif":
+            write_report(Report.of(explain_findings(text, limit=args.limit)), "sarif", stream)
+        else:
+            write_candidates(candidates, stream)
+    return 0 if candidates else 1
+
+
+# --- env -----------------------------------------------------------------------------------------
+
+
+def _add_env(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("env", help="what this machine can do for mixed precision")
+    _add_output_options(p, ("text", "json"))
+    p.set_defaults(func=_cmd_env)
+
+
+def _cmd_env(args: argparse.Namespace) -> int:
+    from ampdoctor.env import collect, env_findings, env_report
+
+    env = collect()
+    if args.format == "json":
+        with _output(args.output) as stream:
+            data = {"version": 1, "tool": "ampdoctor", "environment": env.to_dict(),
+                    "findings": [f.to_dict() for f in env_findings(env)]}
+            json.dump(data, stream, indent=2)
+            stream.write("\n")
+    else:
+        _emit(env_report(env), args)
+    return 0
+
+
+# --- lint ----------------------------------------------------------------------------------------
+
+
+def _add_lint(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("lint", help="check configs and Python sources for mixed-precision bugs")
+    p.add_argument("paths", nargs="*", default=["."], help="files or directories (default: .)")
+    p.add_argument("--select", metavar="RULES", help="comma-separated rule names or ids to check (default: all)")
+    p.add_argument("--ignore", metavar="RULES", help="comma-separated rule names or ids to skip")
+    p.add_argument("--fail-on", choices=("error", "warning", "info"), help="lowest severity that fails (default: error)")
+    p.add_argument("--jobs", "-j", type=int, help="worker processes for Python files (default: one per core)")
+    p.add_argument("--config", metavar="PYPROJECT", help="read [tool.ampdoctor] from this file instead of the nearest pyproject.toml")
+    p.add_argument("--no-config", action="store_true", help="ignore [tool.ampdoctor] settings")
+    _add_output_options(p)
+    p.set_defaults(func=_cmd_lint)
+
+
+def _cmd_lint(args: argparse.Namespace) -> int:
+    from ampdoctor.lint import SettingsError, exit_code, lint_paths, load_settings
+    from ampdoctor.lint.settings import find_pyproject, rule_ids
+    from ampdoctor.rules import Severity
+
+    try:
+        if args.no_config:
+            settings = load_settings(None)
+        else:
+            pyproject = Path(args.config) if args.config else find_pyproject(Path(args.paths[0]))
+            if args.config and not pyproject.is_file():
+                raise UsageError(f"--config {args.config}: no such file")
+            settings = load_settings(pyproject)
+        settings = settings.override(
+            select=rule_ids(args.select.split(","), "--select") if args.select else None,
+            ignore=rule_ids(args.ignore.split(","), "--ignore") if args.ignore else None,
+            fail_on=Severity.parse(args.fail_on) if args.fail_on else None,
+            jobs=args.jobs,
+        )
+    except SettingsError as exc:
+        raise UsageError(str(exc)) from None
+    report = lint_paths(args.paths, settings)
+    _emit(report, args)
+    return exit_code(report, settings)
+
+
+# --- main ----------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ampdoctor",
+        description="Make BF16 mixed-precision training correct by construction, and diagnose it when it is not.",
+    )
+    parser.add_argument("--version", action="version", version=f"ampdoctor {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add in (_add_lint, _add_explain, _add_rules, _add_env):
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "func"):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        print(f"ampdoctor: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

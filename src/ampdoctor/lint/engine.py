@@ -1,0 +1,67 @@
+"""`ampdoctor lint`: find the files under the given paths, hand Python sources to the code linter and
+everything that may be a config to the config linter, then apply the select/ignore settings."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence
+
+from ampdoctor.lint.settings import LintSettings
+from ampdoctor.report import InputError, Report
+
+# Folders that never hold the user's own training code or configs.
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "env", "node_modules", "__pycache__", ".tox", ".nox",
+                       ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages", ".eggs", "build", "dist"})
+CONFIG_SUFFIXES = frozenset({".json", ".yaml", ".yml", ".env"})
+
+
+def is_config_candidate(path: Path) -> bool:
+    return path.suffix.lower() in CONFIG_SUFFIXES or path.name.endswith(".env")
+
+
+def discover(paths: Sequence[Path], settings: LintSettings) -> tuple[list[Path], list[Path], list[InputError]]:
+    """Python files and config candidates under `paths` (sorted, unique), and paths that do not exist.
+    Files named explicitly are always taken; directories are walked, skipping SKIP_DIRS and hidden folders."""
+    python: set[Path] = set()
+    configs: set[Path] = set()
+    missing: list[InputError] = []
+    for root in paths:
+        if root.is_file():
+            (python if root.suffix == ".py" else configs).add(root)
+        elif root.is_dir():
+            for folder, dirs, files in os.walk(root):
+                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+                for name in files:
+                    path = Path(folder, name)
+                    if settings.excluded(path):
+                        continue
+                    if path.suffix == ".py":
+                        python.add(path)
+                    elif is_config_candidate(path):
+                        configs.add(path)
+        else:
+            missing.append(InputError(str(root), "no such file or directory"))
+    return sorted(python), sorted(configs), missing
+
+
+def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSettings()) -> Report:
+    """Lint files and directories; findings outside the settings' selection are dropped."""
+    from ampdoctor.lint.configs import lint_config_files
+    from ampdoctor.lint.python import lint_python_files
+
+    python, configs, missing = discover([Path(p) for p in paths], settings)
+    report = Report(errors=tuple(missing))
+    if configs:
+        report = report.merge(lint_config_files(configs))
+    if python:
+        report = report.merge(lint_python_files(python, jobs=settings.jobs))
+    return replace(report, findings=tuple(f for f in report.findings if settings.enabled(f)))
+
+
+def exit_code(report: Report, settings: LintSettings) -> int:
+    """0 clean, 1 findings at or above fail-on, 2 input that could not be read (ruff's convention)."""
+    if any(e.fatal for e in report.errors) or (report.errors and not report.checked):
+        return 2
+    return 1 if report.at_or_above(settings.fail_on) else 0
