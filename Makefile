@@ -23,7 +23,7 @@ install: $(VENV)/.installed
 dev: $(VENV)/.dev-installed
 
 demo: $(VENV)/.installed
-	$(PY) -m examples.demo
+	$(PY) examples/demo.py
 
 test: $(VENV)/.dev-installed
 	$(PY) -m pytest -q

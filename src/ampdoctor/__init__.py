@@ -1,3 +1,12 @@
-"""ampdoctor: BF16 mixed-precision training for PyTorch, correct by construction."""
+"""ampdoctor: BF16 mixed-precision training for PyTorch, correct by construction and diagnosed when it is not."""
 
 __version__ = "0.1.0"
+
+from ampdoctor.explain import Candidate, explain  # noqa: E402
+from ampdoctor.policy import Policy  # noqa: E402
+from ampdoctor.report import Report  # noqa: E402
+from ampdoctor.rules import Finding, Location, Rule, Severity, catalog, get_rule  # noqa: E402
+
+__all__ = [
+    "Candidate", "Finding", "Location", "Policy", "Report", "Rule", "Severity", "__version__", "catalog", "explain", "get_rule",
+]

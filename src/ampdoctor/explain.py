@@ -73,7 +73,7 @@ def _last_frame_before(text: str, position: int) -> Location | None:
     if not frames:
         return None
     m = frames[-1]
-    return Location(file=m["file"], line=int(m["line"]), op=m["func"])
+    return Location(file=m["file"], line=int(m["line"]), label=f"in {m['func']}" if m["func"] else None)
 
 
 def _score(rule: Rule, text: str) -> Candidate | None:

@@ -216,8 +216,9 @@ class Policy:
         from torch.amp import GradScaler
 
         if self.loss_scale == "static":
-            # A static scale is a dynamic scaler that never grows: growth_interval far beyond any run.
-            return GradScaler(device_type, growth_interval=2**31 - 1, backoff_factor=1.0)
+            # torch's GradScaler cannot hold its scale fixed (backoff_factor must be < 1): "static" here
+            # never grows the scale, and still halves it on an overflow rather than training on infs.
+            return GradScaler(device_type, growth_interval=2**31 - 1)
         return GradScaler(device_type)
 
 

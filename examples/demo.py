@@ -1,0 +1,47 @@
+"""`make demo`: ampdoctor on the examples shipped in this repository.
+
+Each step runs the real CLI (`python -m ampdoctor ...`) and checks its exit code, so the demo also
+fails loudly when a command stops diagnosing what it should.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EX = "examples"
+
+# (title, ampdoctor arguments, expected exit code)
+STEPS: list[tuple[str, list[str], int]] = [
+    ("What this machine can do for mixed precision", ["env"], 0),
+    ("Incident 1 (GPT-NeoX): bf16 engine, fp32 rotary path -> bmm dtype error",
+     ["explain", "--file", f"{EX}/errors/incident1_neox_bf16.log", "--limit", "2"], 0),
+    ("Incident 2 (modded-nanoGPT): silent; the log alone names no cause",
+     ["explain", "--file", f"{EX}/errors/incident2_nanogpt_val_loss.log"], 1),
+    ("Incident 3 (SimpleTuner): --gradient_precision=fp32 on a bf16 model",
+     ["explain", "--file", f"{EX}/errors/incident3_simpletuner_backward.log", "--limit", "1"], 0),
+    ("Incident 4 (H2O LLM Studio): GradScaler with bf16",
+     ["explain", "--file", f"{EX}/errors/incident4_h2o_gradscaler.log", "--limit", "1"], 0),
+    ("Incident 5 (Qwen2.5-Omni): fp32 rotary input, bf16 cos/sin",
+     ["explain", "--file", f"{EX}/errors/incident5_qwen_omni_rotary.log", "--limit", "1"], 0),
+]
+
+
+def main() -> int:
+    failed = []
+    for title, args, expected in STEPS:
+        print(f"\n\033[1m=== {title}\033[0m\n$ ampdoctor {' '.join(args)}", flush=True)
+        code = subprocess.run([sys.executable, "-m", "ampdoctor", *args], cwd=ROOT).returncode
+        if code != expected:
+            failed.append(f"ampdoctor {' '.join(args)}: exit {code}, expected {expected}")
+    if failed:
+        print("\ndemo FAILED:\n  " + "\n  ".join(failed), file=sys.stderr)
+        return 1
+    print(f"\ndemo: {len(STEPS)} steps ran as expected")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

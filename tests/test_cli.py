@@ -1,0 +1,34 @@
+import subprocess
+import sys
+
+import ampdoctor
+from ampdoctor.cli import main
+
+
+def test_version(capsys):
+    try:
+        main(["--version"])
+    except SystemExit as exc:
+        assert exc.code == 0
+    assert capsys.readouterr().out.strip() == f"ampdoctor {ampdoctor.__version__}"
+
+
+def test_console_script_and_module_agree():
+    via_module = subprocess.run([sys.executable, "-m", "ampdoctor", "--version"], capture_output=True, text=True)
+    assert via_module.returncode == 0 and via_module.stdout.strip() == f"ampdoctor {ampdoctor.__version__}"
+
+
+def test_no_command_prints_help_and_exits_2(capsys):
+    assert main([]) == 2
+    assert "COMMAND" in capsys.readouterr().err
+
+
+def test_output_file(tmp_path):
+    out = tmp_path / "candidates.json"
+    assert main(["explain", "--format", "json", "--output", str(out), "Attempting to unscale FP16 gradients."]) == 0
+    assert '"grad-scaler-with-fp16-params"' in out.read_text()
+
+
+def test_unwritable_output_is_a_usage_error(tmp_path, capsys):
+    assert main(["explain", "--output", str(tmp_path / "missing" / "x.txt"), "Expected BFloat16, got Float"]) == 2
+    assert "cannot write" in capsys.readouterr().err

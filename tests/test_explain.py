@@ -1,0 +1,164 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ampdoctor.explain import MIN_SCORE, explain, explain_findings
+from ampdoctor.rules import Severity
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "errors"
+
+
+def top(text):
+    cands = explain(text)
+    assert cands, f"no candidate for {text!r}"
+    return cands[0].rule.name
+
+
+# Every exact error text of shared/BUGS.md, with the rule that must rank first.
+@pytest.mark.parametrize(
+    "text, rule",
+    [
+        ("RuntimeError: expected scalar type BFloat16 but found Float", "precision-config-mismatch"),
+        ("RuntimeError: Expected BFloat16, got Float", "grad-dtype-mismatch"),
+        ("RuntimeError: \"_amp_foreach_non_finite_check_and_unscale_cuda\" not implemented for 'BFloat16'", "grad-scaler-with-bf16"),
+        ("AssertionError: Input and cos/sin must have the same dtype, got torch.float32 and torch.bfloat16", "rope-dtype-mismatch"),
+        ("ValueError: Attempting to unscale FP16 gradients.", "grad-scaler-with-fp16-params"),
+        ("FutureWarning: `torch.cuda.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cuda', args...)` instead.", "deprecated-cuda-amp"),
+        ("FutureWarning: `torch.cuda.amp.GradScaler(args...)` is deprecated. Please use `torch.amp.GradScaler('cuda', args...)` instead.", "deprecated-cuda-amp"),
+        ("RuntimeError: FlashAttention only support fp16 and bf16 data type", "flash-attention-fp32-inputs"),
+        ("Flash Attention 2.0 only supports torch.float16 and torch.bfloat16 dtypes, but the current dype in LlamaModel is torch.float32. You should run training or inference using Automatic Mixed-Precision", "flash-attention-fp32-model"),
+        ("ValueError: Flash Attention 2.0 only supports torch.float16 and torch.bfloat16 dtypes. You passed torch.float32, this might lead to unexpected behaviour.", "flash-attention-fp32-model"),
+        ("ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0", "bf16-unsupported-hardware"),
+        ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5.", "bf16-unsupported-hardware"),
+        ("bf16 is only supported on A100+ GPUs", "bf16-unsupported-hardware"),
+        ("RuntimeError: bf16 precision was requested but not available on this hardware. Please use fp32 precision instead.", "bf16-unsupported-hardware"),
+        ("bf16 mixed precision requires PyTorch >= 1.10 and a supported device.", "bf16-unsupported-hardware"),
+        ("AssertionError: bfloat16 and fp16 modes cannot be simultaneously enabled", "fp16-bf16-both-enabled"),
+        ("ValueError: `precision='bf16-true')` is not supported in DeepSpeed. `precision` must be one of: ('32-true', '16-mixed', 'bf16-mixed').", "precision-strategy-mismatch"),
+        ("NotImplementedError: Bfloat16 wrapper must use a gradient accumulation type of fp32, enable ZeRO to use Bfloat16 gradient accumulation", "bf16-grad-accumulation"),
+        ("AssertionError: only bfloat 16 is supported.", "optimizer-dtype-mismatch"),
+        ("RuntimeError: expected dtype float for `end` but got dtype c10::BFloat16", "optimizer-dtype-mismatch"),
+        ("Your configuration is requesting an incompatible dtype and optimizer combination.", "optimizer-dtype-mismatch"),
+        ("RuntimeError: Expected tensor for argument #1 'grad_output' to have the same type as tensor for argument #2 'weight'; but type CUDABFloat16Type does not equal torch.cuda.HalfTensor (while checking arguments for cudnn_convolution_backward_input)", "mixed-half-dtypes"),
+        ("RuntimeError: Input type (c10::BFloat16) and bias type (c10::Half) should be the same", "mixed-half-dtypes"),
+        ("RuntimeError: Expected attn_mask dtype to be bool or to match query dtype, but got attn_mask.dtype: c10::BFloat16 and query.dtype: float instead.", "attn-mask-dtype-mismatch"),
+        ("RuntimeError: Expected attn_mask dtype to be bool or float or to match query dtype, but got attn_mask.dtype: c10::BFloat16 and  query.dtype: float instead.", "attn-mask-dtype-mismatch"),
+        ("RuntimeError: Index put requires the source and destination dtypes match, got Float for the destination and BFloat16 for the source.", "loss-low-precision"),
+        ("TypeError: Got unsupported ScalarType BFloat16", "bf16-to-numpy"),
+        ("RuntimeError: attempting to assign a gradient with dtype 'float' to a tensor with grad_dtype 'BFloat16'.", "grad-dtype-mismatch"),
+    ],
+)
+def test_exact_error_texts_rank_the_right_rule_first(text, rule):
+    assert top(text) == rule
+
+
+def test_shared_signature_is_decided_by_context():
+    bare = "RuntimeError: expected scalar type Half but found Float"
+    in_extension = 'File "ops/roi_align.py", line 40, in forward\n    return _C.roi_align(x)\n' + bare
+    assert top(in_extension) == "custom-function-without-custom-fwd"
+
+
+def test_mat_mul_dtype_variants_cpu_and_cuda_are_recognised():
+    for text in (
+        "RuntimeError: expected m1 and m2 to have the same dtype, but got: c10::BFloat16 != float",
+        "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: float != c10::BFloat16",
+        "RuntimeError: mat1 and mat2 must have the same dtype, but got BFloat16 and Float",
+    ):
+        names = [c.rule.name for c in explain(text)]
+        assert "implicit-dtype-promotion" in names and "precision-config-mismatch" in names
+
+
+def test_norm_context_points_at_norm_rule():
+    text = (
+        '  File "modeling_llama.py", line 88, in forward\n    hidden_states = self.input_layernorm(hidden_states)\n'
+        '  File "modeling_llama.py", line 70, in forward  # LlamaRMSNorm\n    return self.weight * hidden_states.to(input_dtype)\n'
+        "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: float != c10::BFloat16"
+    )
+    assert top(text) == "norm-low-precision"
+
+
+def test_lora_context_points_at_adapter_rule():
+    text = 'File "peft/tuners/lora/layer.py", line 500, in forward\n    result = self.lora_B(self.lora_A(x))\nRuntimeError: expected mat1 and mat2 to have the same dtype, but got: float != c10::BFloat16'
+    assert top(text) == "adapter-dtype-mismatch"
+
+
+@pytest.mark.parametrize(
+    "log, rule, frame",
+    [
+        ("incident1_neox_bf16.log", "precision-config-mismatch", "transformer.py"),
+        ("incident3_simpletuner_backward.log", "grad-dtype-mismatch", None),
+        ("incident4_h2o_gradscaler.log", "grad-scaler-with-bf16", "grad_scaler.py"),
+        ("incident5_qwen_omni_rotary.log", "rope-dtype-mismatch", "rotary.py"),
+    ],
+)
+def test_incident_logs(log, rule, frame):
+    cands = explain((EXAMPLES / log).read_text())
+    assert cands[0].rule.name == rule
+    assert cands[0].score > 0.7
+    if frame:
+        assert cands[0].location.file.endswith(frame)
+
+
+def test_incident1_context_raises_the_score_over_the_bare_message():
+    bare = explain("RuntimeError: expected scalar type BFloat16 but found Float")[0]
+    full = explain((EXAMPLES / "incident1_neox_bf16.log").read_text())[0]
+    assert full.rule.name == bare.rule.name == "precision-config-mismatch"
+    assert full.score > bare.score
+    assert "'bmm'" in full.reason and "'gpt-neox'" in full.reason
+
+
+def test_incident2_has_no_error_text():
+    assert explain((EXAMPLES / "incident2_nanogpt_val_loss.log").read_text()) == []
+
+
+def test_unrelated_text_has_no_candidates_and_scores_are_bounded():
+    assert explain("ModuleNotFoundError: No module named 'foo'") == []
+    for c in explain((EXAMPLES / "incident1_neox_bf16.log").read_text()):
+        assert MIN_SCORE <= c.score <= 1.0
+
+
+def test_explain_findings_best_is_error_rest_info():
+    found = explain_findings("RuntimeError: expected scalar type BFloat16 but found Float")
+    assert found[0].name == "precision-config-mismatch" and found[0].severity is Severity.ERROR
+    assert all(f.severity is Severity.INFO for f in found[1:])
+
+
+def run_cli(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "ampdoctor", "explain", *args], input=stdin, capture_output=True, text=True)
+
+
+def test_cli_explain_argument_text_and_json():
+    proc = run_cli("--format", "json", "RuntimeError: Expected BFloat16, got Float")
+    assert proc.returncode == 0
+    data = json.loads(proc.stdout)
+    first = data["candidates"][0]
+    assert first["name"] == "grad-dtype-mismatch" and first["id"] == "AMP003"
+    assert {"name", "id", "score", "reason", "fix"} <= set(first)
+
+
+def test_cli_explain_stdin_and_file():
+    text = (EXAMPLES / "incident4_h2o_gradscaler.log").read_text()
+    assert "grad-scaler-with-bf16" in run_cli("-", stdin=text).stdout
+    proc = run_cli("--file", str(EXAMPLES / "incident5_qwen_omni_rotary.log"))
+    assert proc.returncode == 0 and "rope-dtype-mismatch" in proc.stdout and "confirm with" in proc.stdout
+
+
+def test_cli_explain_no_match_exits_1_and_says_so():
+    proc = run_cli("something unrelated went wrong")
+    assert proc.returncode == 1
+    assert "No rule in the ampdoctor catalog matches" in proc.stdout and "ampdoctor run" in proc.stdout
+
+
+def test_cli_explain_bad_input_exits_2():
+    proc = run_cli("--file", "/nonexistent/log.txt")
+    assert proc.returncode == 2 and "cannot read /nonexistent/log.txt" in proc.stderr and "Traceback" not in proc.stderr
+    assert run_cli().returncode == 2
+
+
+def test_cli_explain_sarif():
+    proc = run_cli("--format", "sarif", "AssertionError: Input and cos/sin must have the same dtype")
+    sarif = json.loads(proc.stdout)
+    assert sarif["runs"][0]["results"][0]["ruleId"] == "AMP005"

@@ -1,0 +1,99 @@
+import io
+import json
+
+from ampdoctor.report import InputError, Report, Table, render_json, render_sarif, render_text, report_to_sarif, write_report
+from ampdoctor.rules import Location, Severity, catalog, finding
+
+
+def sample():
+    return Report.of(
+        [
+            finding("rope-cache-low-precision", "cos_cached is bf16", Location(module="blocks.0.attn.rotary", op="aten::cos", phase="forward")),
+            finding("grad-scaler-with-bf16", "GradScaler with bf16 autocast", Location(file="train.py", line=12, column=5)),
+            finding(
+                "precision-config-mismatch", "bf16 block but precision unset", Location(file="neox.yml", line=3, column=1),
+                related=[Location(file="ds.json", line=7)], origin=Location(module="blocks.0.attn.pos_enc", op="aten::cos"),
+            ),
+        ],
+        checked=("train.py", "neox.yml"),
+    )
+
+
+def test_findings_sorted_by_file_then_line_with_runtime_ones_last():
+    r = sample()
+    assert [f.location.file for f in r.findings] == ["neox.yml", "train.py", None]
+
+
+def test_counts_and_threshold():
+    r = sample()
+    assert r.counts() == {"error": 2, "warning": 1, "info": 0}
+    assert len(r.at_or_above(Severity.WARNING)) == 3
+    assert [f.name for f in r.at_or_above(Severity.ERROR)] == ["precision-config-mismatch", "grad-scaler-with-bf16"]
+
+
+def test_json_schema():
+    data = json.loads(render_json(sample()))
+    assert data["version"] == 1 and data["tool"] == "ampdoctor"
+    assert data["summary"] == {"error": 2, "warning": 1, "info": 0, "total": 3, "checked": 2, "input_errors": 0}
+    f = data["findings"][0]
+    assert f == {
+        "id": "AMP001", "name": "precision-config-mismatch", "severity": "error", "message": "bf16 block but precision unset",
+        "fix": f["fix"], "location": {"file": "neox.yml", "line": 3, "column": 1},
+        "origin": {"module": "blocks.0.attn.pos_enc", "op": "aten::cos"}, "related": [{"file": "ds.json", "line": 7}],
+    }
+
+
+def test_sarif_required_fields():
+    sarif = report_to_sarif(sample())
+    assert sarif["version"] == "2.1.0" and sarif["$schema"].endswith("sarif-2.1.0.json")
+    run = sarif["runs"][0]
+    driver = run["tool"]["driver"]
+    assert driver["name"] == "ampdoctor"
+    assert [r["id"] for r in driver["rules"]] == [r.id for r in catalog()]
+    for rule in driver["rules"]:
+        assert rule["shortDescription"]["text"] and rule["defaultConfiguration"]["level"] in ("error", "warning", "note")
+    for result in run["results"]:
+        assert result["message"]["text"]
+        assert driver["rules"][result["ruleIndex"]]["id"] == result["ruleId"]
+        assert result["level"] in ("error", "warning", "note")
+    first = run["results"][0]
+    assert first["locations"][0]["physicalLocation"] == {"artifactLocation": {"uri": "neox.yml"}, "region": {"startLine": 3, "startColumn": 1}}
+    assert first["relatedLocations"][0]["logicalLocations"][0] == {"fullyQualifiedName": "blocks.0.attn.pos_enc", "kind": "module"}
+    assert run["results"][2]["locations"][0]["logicalLocations"][0]["fullyQualifiedName"] == "blocks.0.attn.rotary"
+
+
+def test_sarif_reports_input_errors_as_failed_invocation():
+    sarif = json.loads(render_sarif(Report(errors=(InputError("ds.json", "Expecting ',' delimiter", 4, 9),))))
+    inv = sarif["runs"][0]["invocations"][0]
+    assert inv["executionSuccessful"] is False
+    assert inv["toolExecutionNotifications"][0]["message"]["text"] == "ds.json:4:9: Expecting ',' delimiter"
+
+
+def test_text_groups_by_file_and_shows_origin_fix_and_summary():
+    text = render_text(sample(), width=200)
+    assert text.index("neox.yml") < text.index("train.py") < text.index("module blocks.0.attn.rotary")
+    assert "12:5 error AMP004 grad-scaler-with-bf16: GradScaler with bf16 autocast" in text
+    assert "origin: module blocks.0.attn.pos_enc, op aten::cos" in text
+    assert "related: ds.json:7" in text
+    assert text.rstrip().endswith("2 errors, 1 warning in 2 checked")
+    assert "\x1b[" not in text
+
+
+def test_text_colours_only_when_asked():
+    assert "\x1b[" in render_text(sample(), color=True)
+    buffer = io.StringIO()  # not a TTY
+    write_report(sample(), "text", buffer)
+    assert "\x1b[" not in buffer.getvalue()
+
+
+def test_tables_render_in_text_and_json():
+    r = Report(tables=(Table("Modules", ("module", "params"), (("blocks.0", "bf16"),)),))
+    assert "blocks.0" in render_text(r, width=120)
+    assert json.loads(render_json(r))["tables"] == [{"title": "Modules", "columns": ["module", "params"], "rows": [["blocks.0", "bf16"]]}]
+
+
+def test_merge_keeps_everything():
+    a = Report.of([finding("grad-scaler-with-bf16", "a", Location(file="b.py", line=1))], checked=("b.py",))
+    b = Report(errors=(InputError("c.json", "bad"),), checked=("c.json",))
+    m = a.merge(b)
+    assert len(m.findings) == 1 and m.checked == ("b.py", "c.json") and str(m.errors[0]) == "c.json: bad"

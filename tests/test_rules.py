@@ -1,0 +1,94 @@
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ampdoctor.rules import Severity, Source, catalog, finding, get_rule
+from ampdoctor.rules.docs import rules_markdown
+
+ROOT = Path(__file__).resolve().parent.parent
+BUGS = ROOT.parent / "shared" / "BUGS.md"
+
+
+def test_fixed_names_and_ids():
+    fixed = {
+        "precision-config-mismatch": "AMP001", "rope-cache-low-precision": "AMP002", "grad-dtype-mismatch": "AMP003",
+        "grad-scaler-with-bf16": "AMP004", "rope-dtype-mismatch": "AMP005",
+    }
+    for name, rule_id in fixed.items():
+        assert get_rule(name).id == rule_id
+    for name in ("implicit-dtype-promotion", "low-precision-positions", "autocast-without-dtype", "deprecated-cuda-amp", "bf16-grad-accumulation"):
+        assert get_rule(name).name == name
+
+
+def test_every_bugs_md_pattern_has_a_rule():
+    # B2 and B6 are folded into AMP002 and AMP004; every other BNN is AMP1NN.
+    present = {r.id for r in catalog()}
+    for n in range(1, 30):
+        if n in (2, 6):
+            continue
+        assert f"AMP1{n:02d}" in present, f"B{n} has no rule"
+
+
+def test_rules_are_complete():
+    for r in catalog():
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", r.name)
+        assert r.summary and r.why and r.fix and r.sources
+        assert isinstance(r.severity, Severity)
+
+
+def test_lookup_by_id_is_case_insensitive():
+    assert get_rule("amp004") is get_rule("AMP004") is get_rule("grad-scaler-with-bf16")
+    with pytest.raises(KeyError, match="unknown rule 'no-such-rule'"):
+        get_rule("no-such-rule")
+
+
+def test_source_parsing_and_urls():
+    s = Source.parse("EleutherAI/gpt-neox PR#1311 (derive precision)")
+    assert (s.repo, s.number, s.pull_request, s.note) == ("EleutherAI/gpt-neox", 1311, True, "derive precision")
+    assert s.url == "https://github.com/EleutherAI/gpt-neox/pull/1311"
+    assert Source.parse("h2oai/h2o-llmstudio#628").url == "https://github.com/h2oai/h2o-llmstudio/issues/628"
+    with pytest.raises(ValueError, match="malformed source"):
+        Source.parse("gpt-neox 1311")
+
+
+def test_finding_takes_defaults_from_catalog():
+    f = finding("grad-scaler-with-bf16", "scaler on bf16")
+    assert (f.rule_id, f.severity, f.fix) == ("AMP004", Severity.ERROR, get_rule("AMP004").fix)
+    assert finding("AMP004", "x", severity=Severity.INFO).severity is Severity.INFO
+
+
+def test_docs_rules_md_is_generated_from_the_catalog():
+    on_disk = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
+    assert on_disk == rules_markdown(), "docs/rules.md is stale: run `make docs`"
+
+
+def test_docs_have_a_section_per_rule():
+    text = rules_markdown()
+    for r in catalog():
+        assert f"## {r.id} {r.name}" in text
+
+
+def test_cli_rules_table_and_single_rule():
+    out = subprocess.run([sys.executable, "-m", "ampdoctor", "rules"], capture_output=True, text=True, check=True).stdout
+    assert "AMP001" in out and "precision-config-mismatch" in out and "AMP206" in out
+    one = subprocess.run([sys.executable, "-m", "ampdoctor", "rules", "AMP005"], capture_output=True, text=True, check=True).stdout
+    assert "rope-dtype-mismatch" in one and "Why is this bad?" in one and "QwenLM/Qwen2.5-Omni#205" in one
+
+
+def test_cli_rules_json():
+    import json
+
+    out = subprocess.run([sys.executable, "-m", "ampdoctor", "rules", "--format", "json"], capture_output=True, text=True, check=True).stdout
+    data = json.loads(out)
+    assert len(data) == len(catalog())
+    assert {"id", "name", "severity", "summary", "why", "fix", "sources"} <= set(data[0])
+    assert data[0]["sources"][0]["url"].startswith("https://github.com/")
+
+
+def test_cli_unknown_rule_exits_2():
+    proc = subprocess.run([sys.executable, "-m", "ampdoctor", "rules", "nope"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "unknown rule 'nope'" in proc.stderr and "Traceback" not in proc.stderr
