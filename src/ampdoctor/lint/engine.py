@@ -62,6 +62,7 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
 
 def exit_code(report: Report, settings: LintSettings) -> int:
     """0 clean, 1 findings at or above fail-on, 2 input that could not be read (ruff's convention)."""
-    if any(e.fatal for e in report.errors) or (report.errors and not report.checked):
+    unreadable = {e.file for e in report.errors}
+    if any(e.fatal for e in report.errors) or (unreadable and set(report.checked) <= unreadable):
         return 2
     return 1 if report.at_or_above(settings.fail_on) else 0

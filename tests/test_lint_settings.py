@@ -1,0 +1,96 @@
+from pathlib import Path
+
+import pytest
+
+from ampdoctor.lint.engine import discover, exit_code
+from ampdoctor.lint.settings import LintSettings, SettingsError, find_pyproject, load_settings, rule_ids
+from ampdoctor.report import InputError, Report
+from ampdoctor.rules import Location, Severity, finding
+
+
+def write(path: Path, text: str = "") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_rule_ids_accept_names_and_ids():
+    assert rule_ids(["grad-scaler-with-bf16", "amp005", " "], "--select") == frozenset({"AMP004", "AMP005"})
+    assert rule_ids(["ALL"], "--select") == frozenset({"ALL"})
+    with pytest.raises(SettingsError, match="--ignore: unknown rule 'typo-rule'"):
+        rule_ids(["typo-rule"], "--ignore")
+
+
+def test_pyproject_settings(tmp_path):
+    pyproject = write(tmp_path / "pyproject.toml", '[tool.ampdoctor]\nselect = ["AMP004", "rope-cache-low-precision"]\nignore = "AMP002"\nfail-on = "warning"\nexclude = ["third_party"]\njobs = 1\n')
+    s = load_settings(pyproject)
+    assert s.select == {"AMP004", "AMP002"} and s.ignore == {"AMP002"}
+    assert s.fail_on is Severity.WARNING and s.exclude == ("third_party",) and s.jobs == 1
+    assert s.enabled(finding("AMP004", "x")) and not s.enabled(finding("AMP002", "x")) and not s.enabled(finding("AMP005", "x"))
+
+
+def test_find_pyproject_walks_up(tmp_path):
+    pyproject = write(tmp_path / "pyproject.toml", "[project]\nname='x'\n")
+    write(tmp_path / "pkg" / "sub" / "train.py")
+    assert find_pyproject(tmp_path / "pkg" / "sub" / "train.py") == pyproject
+    assert find_pyproject(tmp_path / "pkg") == pyproject
+    assert load_settings(pyproject) == LintSettings()
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("[tool.ampdoctor]\nselct = ['AMP004']\n", "unknown \\[tool.ampdoctor\\] key"),
+        ("[tool.ampdoctor]\nfail-on = 'fatal'\n", "fail-on: unknown severity 'fatal'"),
+        ("[tool.ampdoctor]\nselect = [1, 2]\n", "expected a list of strings"),
+        ("[tool.ampdoctor\n", "cannot read settings"),
+        ("[tool.ampdoctor]\njobs = -1\n", "jobs must be a non-negative integer"),
+    ],
+)
+def test_bad_settings_name_the_file(tmp_path, body, message):
+    pyproject = write(tmp_path / "pyproject.toml", body)
+    with pytest.raises(SettingsError, match=message) as info:
+        load_settings(pyproject)
+    assert str(pyproject) in str(info.value)
+
+
+def test_override_ignores_unset_values():
+    s = LintSettings(fail_on=Severity.WARNING).override(fail_on=None, select=frozenset({"AMP001"}))
+    assert s.fail_on is Severity.WARNING and s.select == {"AMP001"}
+
+
+def test_discover_walks_and_skips(tmp_path):
+    train = write(tmp_path / "train.py")
+    ds = write(tmp_path / "configs" / "ds.json", "{}")
+    env = write(tmp_path / "config" / "config.env")
+    neox = write(tmp_path / "configs" / "neox.yml")
+    write(tmp_path / ".venv" / "lib" / "x.py")
+    write(tmp_path / "node_modules" / "a.json")
+    write(tmp_path / ".hidden" / "b.yaml")
+    write(tmp_path / "third_party" / "vendored.py")
+    write(tmp_path / "README.md")
+    python, configs, missing = discover([tmp_path, tmp_path / "nope.py"], LintSettings(exclude=("third_party",)))
+    assert python == [train]
+    assert configs == sorted([ds, env, neox])
+    assert [(e.file, e.message) for e in missing] == [(str(tmp_path / "nope.py"), "no such file or directory")]
+
+
+def test_explicit_files_are_always_taken(tmp_path):
+    odd = write(tmp_path / "settings.cfg", "")
+    python, configs, _ = discover([odd], LintSettings(exclude=("*.cfg",)))
+    assert configs == [odd] and python == []
+
+
+def test_exit_codes():
+    s = LintSettings()
+    clean = Report(checked=("a.py",))
+    warn = Report.of([finding("rope-cache-low-precision", "x", Location(file="a.py", line=1))], checked=("a.py",))
+    err = Report.of([finding("grad-scaler-with-bf16", "x", Location(file="a.py", line=1))], checked=("a.py",))
+    assert exit_code(clean, s) == 0
+    assert exit_code(warn, s) == 0 and exit_code(warn, s.override(fail_on=Severity.WARNING)) == 1
+    assert exit_code(err, s) == 1
+    assert exit_code(Report(errors=(InputError("ds.json", "bad", 3, 1),), checked=("a.py",)), s) == 2
+    syntax = InputError("b.py", "syntax error", 1, 1, fatal=False)
+    assert exit_code(Report(errors=(syntax,), checked=("a.py", "b.py")), s) == 0
+    assert exit_code(Report(errors=(syntax,)), s) == 2
+    assert exit_code(Report(errors=(syntax,), checked=("b.py",)), s) == 2
