@@ -1,0 +1,162 @@
+"""`apply_rotary`: rotate x by fp32 cos/sin tables in fp32 arithmetic and return x's dtype.
+
+One kernel serves forward and backward (the backward of a rotation is the rotation by -angle, flash-attn's
+``conjugate``). It reads x in any float dtype and fp32 tables, never asserts that their dtypes agree
+(flash-attn #823, transformers #38451 / incident 5) and never leaks fp32 into the output (GPT-NeoX #1305).
+Large inputs go through a `torch.compile`d copy of the same function, so the upcast, the rotation and the
+downcast happen in one pass; if compiling fails the eager function is used instead.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable, Literal
+
+import torch
+
+Layout = Literal["half", "interleaved"]
+LAYOUTS: tuple[str, ...] = ("half", "interleaved")
+Backend = Literal["auto", "compile", "eager"]
+BACKENDS: tuple[str, ...] = ("auto", "compile", "eager")
+
+# Compiling costs seconds once per shape family and pays off only on big tensors; small inputs (decoding,
+# tests) stay eager.
+COMPILE_MIN_NUMEL = 1 << 20
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, conjugate: bool) -> torch.Tensor:
+    """The rotation itself, in cos's dtype, on the first ``2 * cos.shape[-1]`` channels; the rest is copied through."""
+    rotary_dim = 2 * cos.shape[-1]
+    rot = x[..., :rotary_dim].to(cos.dtype)
+    if interleaved:
+        x1, x2 = rot[..., 0::2], rot[..., 1::2]
+    else:
+        x1, x2 = rot[..., : rotary_dim // 2], rot[..., rotary_dim // 2 :]
+    if conjugate:
+        sin = -sin
+    o1 = x1 * cos - x2 * sin
+    o2 = x2 * cos + x1 * sin
+    out = torch.stack((o1, o2), dim=-1).flatten(-2) if interleaved else torch.cat((o1, o2), dim=-1)
+    out = out.to(x.dtype)
+    if rotary_dim < x.shape[-1]:
+        out = torch.cat((out, x[..., rotary_dim:]), dim=-1)
+    return out
+
+
+class _CompiledRotate:
+    """`rotate` under torch.compile, built on first use; falls back to eager for good after a failure."""
+
+    def __init__(self) -> None:
+        self._fn: Callable[..., torch.Tensor] | None = None
+        self.failed: str | None = None
+
+    def __call__(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, conjugate: bool,
+                 strict: bool) -> torch.Tensor:
+        if self.failed is not None and not strict:
+            return rotate(x, cos, sin, interleaved, conjugate)
+        try:
+            if self._fn is None:
+                self._fn = torch.compile(rotate, dynamic=True)
+            return self._fn(x, cos, sin, interleaved, conjugate)
+        except Exception as exc:  # inductor raises many types (no compiler, codegen, backend errors)
+            if strict:
+                raise
+            self.failed = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            warnings.warn(
+                f"ampdoctor: torch.compile of the rotary kernel failed ({self.failed}); using the eager kernel",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            return rotate(x, cos, sin, interleaved, conjugate)
+
+
+compiled_rotate = _CompiledRotate()
+
+
+def _run(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, conjugate: bool,
+         backend: str) -> torch.Tensor:
+    # Inside an outer torch.compile the eager function is traced and fused with its neighbours.
+    if backend == "eager" or torch.compiler.is_compiling() or (backend == "auto" and x.numel() < COMPILE_MIN_NUMEL):
+        return rotate(x, cos, sin, interleaved, conjugate)
+    return compiled_rotate(x, cos, sin, interleaved, conjugate, strict=backend == "compile")
+
+
+class _Rotary(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, cos, sin, interleaved, conjugate, backend):  # type: ignore[override]
+        ctx.save_for_backward(cos, sin)
+        ctx.config = (interleaved, conjugate, backend)
+        # An ambient autocast must not decide the dtype of this math (it is fp32 by design).
+        with torch.autocast(x.device.type, enabled=False):
+            return _run(x, cos, sin, interleaved, conjugate, backend)
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        cos, sin = ctx.saved_tensors
+        interleaved, conjugate, backend = ctx.config
+        # The adjoint of a rotation is the opposite rotation; going through apply again keeps it differentiable.
+        return _Rotary.apply(grad, cos, sin, interleaved, not conjugate, backend), None, None, None, None, None
+
+
+def check_layout(layout: str) -> bool:
+    """Validate a layout name; True for interleaved."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown rotary layout {layout!r}: expected 'half' (NeoX/HF rotate_half) or 'interleaved' (GPT-J/Meta)")
+    return layout == "interleaved"
+
+
+def apply_rotary(
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    layout: Layout = "half",
+    *,
+    backend: Backend = "auto",
+) -> torch.Tensor:
+    """Rotate ``x`` (``[..., seq, head_dim]``, any float dtype) by ``cos``/``sin`` of shape ``[..., seq, rotary_dim // 2]``.
+
+    The tables are what `RotaryEmbedding.cos_sin` returns: ``[seq, r/2]`` or ``[batch, seq, r/2]`` (for 4-D
+    ``x = [batch, heads, seq, head_dim]`` the heads axis is broadcast), or any shape that broadcasts against
+    ``x[..., :r/2]``. ``rotary_dim = 2 * cos.shape[-1]`` channels are rotated, the rest pass through. Math runs
+    in fp32 (fp64 for fp64 x); the result has x's dtype, also under autocast, and so does x's gradient.
+    """
+    interleaved = check_layout(layout)
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown rotary backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+    for name, t in (("x", x), ("cos", cos), ("sin", sin)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"apply_rotary: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if not t.is_floating_point():
+            raise TypeError(f"apply_rotary: {name} must be a floating tensor, got {t.dtype}")
+    if cos.shape != sin.shape:
+        raise ValueError(f"apply_rotary: cos and sin shapes differ: {tuple(cos.shape)} vs {tuple(sin.shape)}")
+    if x.dim() < 2 or cos.dim() < 1:
+        raise ValueError(f"apply_rotary: x must be [..., seq, head_dim], got shape {tuple(x.shape)}")
+    rotary_dim = 2 * cos.shape[-1]
+    if rotary_dim == 0 or rotary_dim > x.shape[-1]:
+        raise ValueError(
+            f"apply_rotary: cos/sin cover rotary_dim = 2 * {cos.shape[-1]} = {rotary_dim} channels, "
+            f"but x has head_dim {x.shape[-1]}"
+        )
+    if cos.dim() == 3 and x.dim() == 4:
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    target = (*x.shape[:-1], rotary_dim // 2)
+    try:
+        fits = torch.broadcast_shapes(cos.shape, target) == target
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(f"apply_rotary: cos/sin of shape {tuple(cos.shape)} do not broadcast to x[..., :rotary_dim // 2] of shape {target}")
+    if cos.dtype not in (torch.float32, torch.float64) or sin.dtype != cos.dtype:
+        # A half-precision table has already lost the angle (incident 2, modded-nanogpt #39): refuse it.
+        raise TypeError(
+            f"apply_rotary: cos/sin must be fp32 (or fp64) tables, got {cos.dtype}/{sin.dtype}; "
+            "build them with RotaryEmbedding.cos_sin or keep them fp32"
+        )
+    # fp32 math for every input dtype except fp64, which keeps fp64 (gradcheck, references).
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    cos, sin = cos.to(compute), sin.to(compute)
+    if cos.requires_grad or sin.requires_grad:
+        # Learned tables need their own gradient: plain autograd through the eager function.
+        return rotate(x, cos, sin, interleaved, False)
+    return _Rotary.apply(x, cos, sin, interleaved, False, backend)
