@@ -64,6 +64,21 @@ def check_positions(position_ids: Any) -> torch.Tensor:
     return position_ids
 
 
+def hf_rope_arguments(config: Any) -> dict[str, Any]:
+    """RotaryEmbedding arguments from a transformers config: ``rope_parameters`` (v5) or ``rope_theta`` +
+    ``rope_scaling`` + ``partial_rotary_factor`` (v4)."""
+    params = dict(getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {})
+    base = params.pop("rope_theta", None) or getattr(config, "rope_theta", None) or 10000.0
+    partial = params.pop("partial_rotary_factor", None) or getattr(config, "partial_rotary_factor", None) or 1.0
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    original = getattr(config, "original_max_position_embeddings", None)
+    if original is not None and params.get("rope_type", params.get("type")) in ("yarn", "longrope", "llama3"):
+        # Phi3 keeps the pretraining length on the config; HF gives it priority over the dict.
+        params["original_max_position_embeddings"] = original
+    return {"head_dim": head_dim, "base": float(base), "max_position": int(config.max_position_embeddings),
+            "rotary_dim": int(head_dim * float(partial)), "scaling": params or None}
+
+
 class RotaryEmbedding(nn.Module):
     """Rotary position embedding for ``q, k`` of shape ``[batch, heads, seq, head_dim]``.
 
@@ -107,18 +122,8 @@ class RotaryEmbedding(nn.Module):
 
     @classmethod
     def from_hf_config(cls, config: Any, **kwargs: Any) -> "RotaryEmbedding":
-        """The rotary embedding a transformers config describes (``rope_parameters`` in v5, ``rope_theta`` +
-        ``rope_scaling`` + ``partial_rotary_factor`` in v4); ``kwargs`` go to the constructor (layout, backend)."""
-        params = dict(getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {})
-        base = params.pop("rope_theta", None) or getattr(config, "rope_theta", None) or 10000.0
-        partial = params.pop("partial_rotary_factor", None) or getattr(config, "partial_rotary_factor", None) or 1.0
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        original = getattr(config, "original_max_position_embeddings", None)
-        if original is not None and params.get("rope_type", params.get("type")) in ("yarn", "longrope", "llama3"):
-            # Phi3 keeps the pretraining length on the config; HF gives it priority over the dict.
-            params["original_max_position_embeddings"] = original
-        return cls(head_dim, base=float(base), max_position=int(config.max_position_embeddings),
-                   rotary_dim=int(head_dim * float(partial)), scaling=params or None, **kwargs)
+        """The rotary embedding a transformers config describes; ``kwargs`` go to the constructor (layout, backend)."""
+        return cls(**hf_rope_arguments(config), **kwargs)
 
     def _check_hf_keys(self) -> None:
         # HF rope_parameters dicts repeat rope_theta and partial_rotary_factor; they must agree with ours.
