@@ -1,0 +1,83 @@
+"""Audit one train step of a transformers model built from a config (random init, no download),
+on real tensors or on fake ones (`FakeTensorMode`: no memory for weights, so a 70B config audits
+on a laptop)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from typing import Any
+
+import torch
+
+from ampdoctor.audit.session import Audit, audit_step
+from ampdoctor.policy import Policy, is_half
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def load_config(path: str) -> Any:
+    try:
+        import transformers
+    except ImportError:
+        raise ConfigError("auditing a transformers config needs transformers: pip install 'ampdoctor[transformers]'") from None
+    if not os.path.isfile(path):
+        raise ConfigError(f"cannot read {path}: no such file")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            raw = json.load(fh)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"cannot read {path}: {err}") from None
+    if not isinstance(raw, dict) or "model_type" not in raw:
+        raise ConfigError(f"{path}: not a transformers config (no \"model_type\")")
+    model_type = raw.pop("model_type")
+    try:
+        return transformers.AutoConfig.for_model(model_type, **raw)
+    except (ValueError, KeyError, TypeError) as err:
+        raise ConfigError(f"{path}: {err}") from None
+
+
+def build_model(config: Any, policy: Policy) -> torch.nn.Module:
+    import transformers
+
+    try:
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    except ValueError as err:
+        raise ConfigError(f"cannot build a causal LM from this config: {err}") from None
+    if is_half(policy.params):
+        model = model.to(policy.params)
+    model.train()
+    return model
+
+
+def audit_hf_config(
+    path: str,
+    *,
+    policy: Policy | str = "bf16-mixed",
+    fake: bool = False,
+    seq_len: int = 128,
+    batch_size: int = 1,
+    optimizer: bool | None = None,
+    device_type: str = "cpu",
+    target_device: str | None = None,
+) -> Audit:
+    """Build the model from `path` and audit one step: forward, loss, backward and (by default on
+    real tensors only) an AdamW step."""
+    pol = policy if isinstance(policy, Policy) else Policy.parse(policy)
+    config = load_config(path)
+    mode = contextlib.nullcontext()
+    if fake:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        mode = FakeTensorMode(allow_non_fake_inputs=False)
+    with mode:
+        torch.manual_seed(0)
+        model = build_model(config, pol)
+        vocab = int(getattr(config, "vocab_size", 32000))
+        ids = torch.randint(0, vocab, (batch_size, seq_len))
+        batch = {"input_ids": ids, "labels": ids}
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False) if (optimizer if optimizer is not None else not fake) else None
+        return audit_step(model, batch, optimizer=opt, policy=pol, device_type=device_type, target_device=target_device)

@@ -1,0 +1,266 @@
+"""Names and provenance over a finished recording: module paths as in `named_modules()`, leaf
+tensors named as parameters/buffers, and the walks from a failing op back to where a dtype first
+left the policy."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import deque
+from typing import Any, Iterable
+
+import torch
+
+from ampdoctor.audit.recorder import CODE, EXTRA, FUNC, IN_DT, IN_PROD, LINE, MOD, OUT_DT, PHASE, Recorder
+from ampdoctor.policy import dtype_name
+from ampdoctor.rules import Location
+
+HALF = (torch.bfloat16, torch.float16)
+FLOATS = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+_TRIG = {"aten::cos", "aten::sin"}
+TABLE_NAME = re.compile(r"(^|[._])(cos|sin|inv_freq|freqs?|rope|rotary|theta)", re.IGNORECASE)
+# Ops that carry a tensor's role through unchanged (a view or a copy of a cos table is still one).
+_CARRY = {
+    "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::slice", "aten::select", "aten::unsqueeze", "aten::squeeze",
+    "aten::expand", "aten::cat", "aten::stack", "aten::index", "aten::_to_copy", "aten::clone", "aten::t", "aten::transpose",
+    "aten::permute", "aten::repeat", "aten::contiguous", "aten::alias", "aten::detach", "aten::lift_fresh", "aten::split",
+    "aten::split_with_sizes", "aten::chunk", "aten::narrow", "aten::embedding", "aten::index_select", "aten::repeat_interleave",
+}
+
+
+_VIEWS = {
+    "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::slice", "aten::select", "aten::unsqueeze", "aten::squeeze",
+    "aten::expand", "aten::t", "aten::transpose", "aten::permute", "aten::alias", "aten::detach", "aten::clone",
+    "aten::contiguous", "aten::narrow", "aten::unbind", "aten::split", "aten::chunk", "aten::lift_fresh",
+}
+
+
+def op_name(func: Any) -> str:
+    try:
+        return func._schema.name
+    except AttributeError:
+        return str(func)
+
+
+def dtypes_text(dts: Iterable[Any]) -> str:
+    return ", ".join(dtype_name(d) for d in dts)
+
+
+def _relpath(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+class Trace:
+    """A finished recording with names resolved; all analyses read it."""
+
+    def __init__(self, rec: Recorder, model: torch.nn.Module | None = None) -> None:
+        self.rec = rec
+        self.records = rec.records
+        self.modules = [info.ref() for info in rec.modules]
+        self.names = self._module_names(model)
+        self.leaf_names = self._leaf_names()
+        # Buffers/parameters made by an op inside the audit (when the whole script is audited, the
+        # model's `.to(bf16)` is recorded too): their producing op -> their name.
+        self.named_seq: dict[int, str] = {}
+        for tid, name in self.leaf_names.items():
+            entry = rec.producers.get(tid)
+            if entry is not None and entry[0]() is not None:
+                self.named_seq[entry[1]] = name
+        self._trig: dict[int, bool] = {}
+        self._op_names: dict[Any, str] = {}
+
+    # --- names -----------------------------------------------------------------------------------
+
+    def _module_names(self, model: torch.nn.Module | None) -> list[str | None]:
+        index = {id(m): i for i, m in enumerate(self.modules) if m is not None}
+        children: set[int] = set()
+        for m in self.modules:
+            if m is not None:
+                children.update(id(c) for c in m.children())
+        roots = [m for m in self.modules if m is not None and id(m) not in children]
+        if model is not None:
+            roots = [model] + [m for m in roots if m is not model]
+        else:
+            roots.sort(key=lambda m: -sum(p.numel() for p in m.parameters()))
+        names: list[str | None] = [None] * len(self.modules)
+        self.roots: list[tuple[str, torch.nn.Module]] = []
+        for k, root in enumerate(roots):
+            prefix = "" if k == 0 else f"<{type(root).__name__}>"
+            self.roots.append((prefix, root))
+            for name, sub in root.named_modules(remove_duplicate=False):
+                i = index.get(id(sub))
+                if i is not None and names[i] is None:
+                    names[i] = ".".join(x for x in (prefix, name) if x)
+        for i, name in enumerate(names):
+            if name is None:
+                info = self.rec.modules[i]
+                parent = names[info.parent] if info.parent >= 0 else None
+                names[i] = f"{parent}.<{info.cls}>" if parent else f"<{info.cls}>"
+        return names
+
+    def _leaf_names(self) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for prefix, root in self.roots:
+            for mname, m in root.named_modules(remove_duplicate=False):
+                full = ".".join(x for x in (prefix, mname) if x)
+                tensors = list(m._parameters.items()) + list(m._buffers.items())
+                tensors += [(k, v) for k, v in vars(m).items() if isinstance(v, torch.Tensor)]
+                for k, t in tensors:
+                    if t is not None:
+                        out.setdefault(id(t), f"{full}.{k}" if full else k)
+        return out
+
+    def module(self, idx: int) -> str | None:
+        return self.names[idx] if idx is not None and idx >= 0 else None
+
+    def param_name(self, pid: int) -> str:
+        return self.leaf_names.get(pid, f"<parameter {pid:#x}>")
+
+    # --- records ---------------------------------------------------------------------------------
+
+    def op(self, seq: int) -> str:
+        func = self.records[seq][FUNC]
+        name = self._op_names.get(func)
+        if name is None:
+            name = self._op_names[func] = op_name(func)
+        return name
+
+    def location(self, seq: int, label: str | None = None) -> Location:
+        r = self.records[seq]
+        code = r[CODE]
+        return Location(
+            file=_relpath(code.co_filename) if code is not None else None,
+            line=r[LINE] or None if code is not None else None,
+            module=self.module(r[MOD]),
+            op=self.op(seq),
+            phase=r[PHASE],
+            label=label,
+        )
+
+    def leaf_location(self, leaf_id: int, dtype: Any) -> Location:
+        name = self.leaf_names.get(leaf_id)
+        if name is None:
+            return Location(label=f"a {dtype_name(dtype)} tensor made outside the audit (input or constant)")
+        module, _, attr = name.rpartition(".")
+        return Location(module=module, label=f"{attr} ({dtype_name(dtype)})")
+
+    def source(self, prod: int, depth: int = 16) -> int:
+        """Skip views, slices and same-role copies back to the op that computed the values
+        (`cos_cached[:, :s]` was made by `aten::cos`, not by the slice)."""
+        while prod >= 0 and depth > 0 and self.op(prod) in _VIEWS:
+            ins = self.float_inputs(prod)
+            if len(ins) != 1 or ins[0][1] < 0 or ins[0][0] != self.out_dtype(prod):
+                break
+            prod = ins[0][1]
+            depth -= 1
+        return prod
+
+    def describe(self, prod: int, dtype: Any) -> str:
+        """`aten::cos in blocks.0.attn.pos_enc` or `buffer blocks.0.attn.rotary.inv_freq`."""
+        prod = self.source(prod)
+        if prod in self.named_seq:
+            return f"{self.named_seq[prod]} ({dtype_name(dtype)})"
+        if prod >= 0:
+            mod = self.module(self.records[prod][MOD])
+            return f"{self.op(prod)} in {mod or '<no module>'}"
+        name = self.leaf_names.get(-prod)
+        return f"{name} ({dtype_name(dtype)})" if name else f"a {dtype_name(dtype)} tensor from outside the audit"
+
+    def float_inputs(self, seq: int) -> list[tuple[Any, int]]:
+        r = self.records[seq]
+        return [(d, p) for d, p in zip(r[IN_DT], r[IN_PROD]) if p is not None]
+
+    def out_dtype(self, seq: int) -> Any:
+        out = self.records[seq][OUT_DT]
+        return out[0] if out else None
+
+    def is_promotion(self, seq: int) -> bool:
+        """Mixed float inputs with an output wider than a half-precision input."""
+        ins = self.float_inputs(seq)
+        dts = {d for d, _ in ins}
+        out = self.out_dtype(seq)
+        return len(dts) > 1 and any(d in HALF for d in dts) and out in (torch.float32, torch.float64) and out in dts
+
+    def is_trig(self, prod: int, depth: int = 12) -> bool:
+        """Is this tensor (a producer seq, or minus a leaf id) a cos/sin table or a view/copy of one?"""
+        if prod < 0:
+            name = self.leaf_names.get(-prod, "")
+            return bool(re.search(r"(^|[._])(cos|sin)", name.rpartition(".")[2] or name))
+        cached = self._trig.get(prod)
+        if cached is not None:
+            return cached
+        name = self.op(prod)
+        result = False
+        if name in _TRIG:
+            result = True
+        elif depth > 0 and (name in _CARRY or len(self.float_inputs(prod)) == 1):
+            ins = self.float_inputs(prod)
+            result = bool(ins) and all(self.is_trig(p, depth - 1) for _, p in ins[:1])
+        self._trig[prod] = result
+        return result
+
+    # --- provenance walks ------------------------------------------------------------------------
+
+    def divergence(self, prods: Iterable[int], odd: Any, compute: Any, limit: int = 20000) -> tuple[int | None, list[tuple[int, Any]]]:
+        """Walk back from tensors of the `odd` dtype to the first op where an activation in the
+        compute dtype became `odd`: a promotion (bf16 activation x fp32 buffer -> fp32) or a cast.
+        Returns (origin seq or None, the odd-dtype operands of the origin as (producer, dtype))."""
+        queue = deque(p for p in prods if p >= 0)
+        seen: set[int] = set()
+        candidates: list[int] = []
+        leaf_users: list[int] = []
+        while queue and len(seen) < limit:
+            s = queue.popleft()
+            if s in seen:
+                continue
+            seen.add(s)
+            ins = self.float_inputs(s)
+            if any(d == compute for d, _ in ins) and self.out_dtype(s) == odd:
+                candidates.append(s)
+                continue
+            for d, p in ins:
+                if d == odd:
+                    if p >= 0:
+                        queue.append(p)
+                    else:
+                        leaf_users.append(s)
+        pool = candidates or leaf_users
+        if not pool:
+            return None, []
+        origin = min(pool)
+        operands = [(p, d) for d, p in self.float_inputs(origin) if d == odd]
+        return origin, operands
+
+    def table_origin(self, prod: int, limit: int = 5000) -> tuple[int | None, list[tuple[int, Any]]]:
+        """For a half-precision cos/sin table: the op that made it in half precision from a named
+        buffer (B2) or from nothing (an arange in half), following half-precision inputs back."""
+        queue = deque([prod] if prod >= 0 else [])
+        seen: set[int] = set()
+        named: list[int] = []
+        creations: list[int] = []
+        while queue and len(seen) < limit:
+            s = queue.popleft()
+            if s in seen:
+                continue
+            seen.add(s)
+            ins = self.float_inputs(s)
+            if not ins:
+                creations.append(s)
+            for d, p in ins:
+                if d not in HALF:
+                    continue
+                if p in self.named_seq:
+                    named.append(s)
+                elif p >= 0:
+                    queue.append(p)
+                elif -p in self.leaf_names:
+                    named.append(s)
+        pool = named or creations or sorted(seen)[:1]
+        if not pool:
+            return None, []
+        origin = min(pool)
+        return origin, [(p, d) for d, p in self.float_inputs(origin) if d in HALF]

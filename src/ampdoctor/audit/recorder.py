@@ -1,0 +1,460 @@
+"""The hot path of the runtime audit: a `TorchDispatchMode` that records every aten op as a compact
+tuple, global module hooks that say which module is running, and optimizer hooks that mark the
+optimizer phase and count steps. Analysis happens after the step (see `checks.py`).
+
+Everything global this installs (the dispatch mode, module and optimizer hooks) is removed in
+`Recorder.__exit__`, also when the step raises.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+_FLOATS = frozenset({torch.float32, torch.bfloat16, torch.float16, torch.float64})
+_HALF = frozenset({torch.bfloat16, torch.float16})
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_AMPDOCTOR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_STDLIB_DIRS = tuple({os.path.abspath(p) + os.sep for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])})
+_AUDIT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# Frames between an op call and `__torch_dispatch__` that belong to the mode machinery itself.
+_MODE_FILES = (_AUDIT_DIR, os.path.join(_TORCH_DIR, "utils", "_python_dispatch.py"), os.path.join(_TORCH_DIR, "_dynamo"), os.path.join(_TORCH_DIR, "_compile.py"))
+
+# Records are plain tuples for speed; these name their fields.
+SEQ, FUNC, IN_DT, IN_PROD, OUT_DT, MOD, PHASE, CODE, LINE, INNER, AUTOCAST, EXTRA = range(12)
+FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
+
+
+def _flatten(args: Any, out: list) -> None:
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            for b in a:
+                if isinstance(b, torch.Tensor):
+                    out.append(b)
+
+
+@dataclass
+class ModuleInfo:
+    ref: Callable[[], Any]
+    cls: str
+    parent: int  # index of the module that was running when this one was first entered, -1 for none
+    inputs: set = field(default_factory=set)
+    outputs: set = field(default_factory=set)
+    calls: int = 0
+    # (code, line) of the user frame that called this module first.
+    caller: tuple | None = None
+
+
+@dataclass
+class Failure:
+    seq: int
+    exc: BaseException
+
+
+class _Mode(TorchDispatchMode):
+    def __init__(self, recorder: "Recorder") -> None:
+        super().__init__()
+        self.r = recorder
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: C901 - the hot path, kept flat
+        kwargs = kwargs or {}
+        r = self.r
+        if not r.active:
+            return func(*args, **kwargs)
+        ins: list = []
+        _flatten(args, ins)
+        if kwargs:
+            _flatten(kwargs.values(), ins)
+        prov = r.producers
+        in_dt = []
+        in_prod = []
+        node = torch._C._current_autograd_node()
+        forward = node is None
+        for t in ins:
+            dt = t.dtype
+            in_dt.append(dt)
+            if dt in _FLOATS:
+                entry = prov.get(id(t))
+                # A producer's seq, or minus the id of a leaf (parameter, buffer, input) to name it later.
+                p = entry[1] if entry is not None and entry[0]() is t else -id(t)
+                in_prod.append(p)
+                # Remember, on the autograd node, which module made this tensor: backward ops run by
+                # that node are attributed to the module (cheaper than per-module grad hooks).
+                if forward and p >= 0 and t.requires_grad:
+                    gf = t.grad_fn
+                    if gf is not None:
+                        md = gf.metadata
+                        if "ampdoctor_module" not in md:
+                            md["ampdoctor_module"] = r.records[p][MOD]
+            else:
+                in_prod.append(None)
+        extra = None
+        if forward:
+            mod = r.stack[-1] if r.stack else -1
+            phase = OPTIMIZER if (r.in_optimizer or (r.saw_backward and not r.stack)) else FORWARD
+        else:
+            phase = BACKWARD
+            md = node.metadata
+            mod = md.get("ampdoctor_module", -1)
+            if mod == -1:
+                var = getattr(node, "variable", None)
+                if var is not None:
+                    extra = ("accumulate", id(var))
+            r.saw_backward = True
+        code, line, inner = r.frames()
+        autocast = r.autocast_on
+        seq = len(r.records)
+        try:
+            out = func(*args, **kwargs)
+        except Exception as exc:
+            r.records.append((seq, func, tuple(in_dt), tuple(in_prod), None, mod, phase, code, line, inner, autocast, extra))
+            r.failure = Failure(seq, exc)
+            r.failure_leaves = {id(t): t.dtype for t in ins}
+            raise
+        outs: list = []
+        if isinstance(out, torch.Tensor):
+            outs.append(out)
+        elif isinstance(out, (list, tuple)):
+            _flatten(out, outs)
+        out_dt = []
+        for t in outs:
+            dt = t.dtype
+            out_dt.append(dt)
+            if dt in _FLOATS:
+                key = id(t)
+                prov[key] = (weakref.ref(t, r._forget(key)), seq)
+        watch = r.watch.get(func)
+        if watch is not None:
+            extra = watch(r, func, args, kwargs, out, ins)
+        r.records.append((seq, func, tuple(in_dt), tuple(in_prod), tuple(out_dt), mod, phase, code, line, inner, autocast, extra))
+        return out
+
+
+class Recorder:
+    """Install with `with Recorder(...)`; `records` holds one tuple per op (fields: SEQ, FUNC, ...)."""
+
+    def __init__(self, *, device_type: str = "cpu", max_steps: int | None = None, on_stop: Callable[[], None] | None = None) -> None:
+        self.device_type = device_type
+        self.max_steps = max_steps
+        self.on_stop = on_stop
+        self.records: list[tuple] = []
+        self.producers: dict[int, tuple] = {}
+        self.modules: list[ModuleInfo] = []
+        self._module_index: dict[int, int] = {}
+        self.stack: list[int] = []
+        self.active = False
+        self.in_optimizer = False
+        self.saw_backward = False
+        self.backward_passes = 0
+        self.optimizer_steps = 0
+        self.failure: Failure | None = None
+        self.failure_leaves: dict[int, Any] = {}
+        self.autocast_dtypes: set = set()
+        self.autocast_on = False
+        # Modules seen are kept alive until the report is built, so that their names resolve even
+        # when the script has dropped the model; `release()` lets go.
+        self._alive: list[Any] = []
+        self._autocast_methods: tuple | None = None
+        self.optimizers: list[Any] = []  # weakrefs
+        self.opt_events: list[dict] = []
+        # grad snapshots taken at micro-batch boundaries: (when, param id, grad dtype, param dtype)
+        self.grad_events: list[tuple] = []
+        self.params: dict[int, Any] = {}  # id -> weakref of parameters of modules seen
+        self.module_scans: list[tuple] = []  # (module index, attr name, dtype, shape, max_abs or None)
+        self._scanned: set[int] = set()
+        self._internal: dict[Any, tuple[bool, bool]] = {}
+        self._handles: list[Any] = []
+        self._mode: _Mode | None = None
+        self._state: tuple | None = None
+        self._pending_snapshot: dict[int, tuple] = {}
+        from ampdoctor.audit import watch
+
+        self.watch = watch.WATCHED
+
+    # --- provenance housekeeping ---------------------------------------------------------------
+
+    def _forget(self, key: int) -> Callable[[Any], None]:
+        producers = self.producers
+
+        def drop(ref: Any) -> None:
+            entry = producers.get(key)
+            if entry is not None and entry[0] is ref:
+                del producers[key]
+
+        return drop
+
+    def producer_of(self, t: torch.Tensor) -> int:
+        entry = self.producers.get(id(t))
+        return entry[1] if entry is not None and entry[0]() is t else -1
+
+    # --- frames ----------------------------------------------------------------------------------
+
+    def _classify(self, code: Any) -> tuple[bool, bool]:
+        name = code.co_filename
+        path = os.path.abspath(name) if not name.startswith("<") else name
+        mode = path.startswith(_MODE_FILES)
+        internal = mode or path.startswith(_TORCH_DIR) or path.startswith(_AMPDOCTOR_DIR) or path.startswith(_STDLIB_DIRS) or name.startswith("<frozen")
+        out = (mode, internal)
+        self._internal[code] = out
+        return out
+
+    def frames(self) -> tuple[Any, int, tuple | None]:
+        """(code, line) of the first frame outside torch/ampdoctor/stdlib, and (code id, lasti) of
+        the innermost frame that called the op (shared by autocast's casts and the op they feed)."""
+        f = sys._getframe(2)
+        inner = None
+        cache = self._internal
+        while f is not None:
+            c = f.f_code
+            kind = cache.get(c) or self._classify(c)
+            if inner is None and not kind[0]:
+                inner = (id(c), f.f_lasti)
+            if not kind[1]:
+                return c, f.f_lineno, inner
+            f = f.f_back
+        return None, 0, inner
+
+    def user_frame(self) -> tuple[Any, int]:
+        code, line, _ = self.frames()
+        return code, line
+
+    # --- modules ---------------------------------------------------------------------------------
+
+    def module_index(self, m: torch.nn.Module) -> int:
+        idx = self._module_index.get(id(m))
+        if idx is not None and self.modules[idx].ref() is m:
+            return idx
+        idx = len(self.modules)
+        self._module_index[id(m)] = idx
+        self.modules.append(ModuleInfo(weakref.ref(m), type(m).__name__, self.stack[-1] if self.stack else -1))
+        self._alive.append(m)
+        for p in m.parameters(recurse=False):
+            self.params.setdefault(id(p), weakref.ref(p))
+        return idx
+
+    def _pre_hook(self, m: torch.nn.Module, args: Any) -> None:
+        if not self.active:
+            return
+        if not self.stack:
+            self._micro_batch_boundary()
+        idx = self.module_index(m)
+        info = self.modules[idx]
+        info.calls += 1
+        if info.caller is None:
+            info.caller = self.user_frame()
+        if idx not in self._scanned:
+            self._scanned.add(idx)
+            self.scan_module(idx, "before")
+        ins: list = []
+        _flatten(args, ins)
+        info.inputs.update(t.dtype for t in ins if t.dtype in _FLOATS)
+        self.stack.append(idx)
+
+    def _post_hook(self, m: torch.nn.Module, args: Any, output: Any) -> None:
+        if not self.stack:
+            return
+        idx = self.stack.pop()
+        outs: list = []
+        if isinstance(output, torch.Tensor):
+            outs.append(output)
+        elif isinstance(output, (list, tuple)):
+            _flatten(output, outs)
+        elif isinstance(output, dict) or hasattr(output, "values"):
+            try:
+                _flatten(list(output.values()), outs)
+            except Exception:  # an exotic output container: dtypes are a nicety, never a failure
+                pass
+        self.modules[idx].outputs.update(t.dtype for t in outs if t.dtype in _FLOATS)
+
+    def scan_module(self, idx: int, when: str) -> None:
+        """Buffers and tensor attributes (the rotary caches of B2 live in both), for rope-cache checks."""
+        m = self.modules[idx].ref()
+        if m is None:
+            return
+        items = list(m._buffers.items()) + [(k, v) for k, v in vars(m).items() if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter)]
+        for name, t in items:
+            if isinstance(t, torch.Tensor) and t.dtype in _FLOATS:
+                self.module_scans.append((idx, name, t.dtype, tuple(t.shape), when, weakref.ref(t)))
+
+    # --- micro-batches and the optimizer ---------------------------------------------------------
+
+    def _micro_batch_boundary(self) -> None:
+        """A root module is entered: a new micro-batch. `.grad` left by the previous one is what the
+        next backward accumulates into (incident 3)."""
+        if self.saw_backward:
+            self.backward_passes += 1
+            self.saw_backward = False
+            self.snapshot_grads("before micro-batch")
+
+    def snapshot_grads(self, when: str) -> None:
+        for pid, ref in list(self.params.items()):
+            p = ref()
+            if p is not None and p.grad is not None:
+                self.grad_events.append((when, self.backward_passes, pid, p.grad.dtype, p.dtype))
+
+    def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if not self.active:
+            return
+        if self.saw_backward:
+            self.backward_passes += 1
+            self.saw_backward = False
+        self.in_optimizer = True
+        if not any(r() is opt for r in self.optimizers):
+            self.optimizers.append(weakref.ref(opt))
+        samples = []
+        for group in opt.param_groups:
+            for p in group["params"]:
+                self.params.setdefault(id(p), weakref.ref(p))
+                if p.grad is None:
+                    continue
+                self.grad_events.append(("optimizer step", self.backward_passes, id(p), p.grad.dtype, p.dtype))
+                if p.dtype in _HALF and not _is_fake(p):
+                    n = min(p.numel(), 1 << 16)
+                    flat = p.detach().reshape(-1)[:n]
+                    samples.append((id(p), p, flat.clone(), p.grad.detach().reshape(-1)[:n].ne(0)))
+        self._pending_snapshot = {"samples": samples, "passes": self.backward_passes}
+
+    def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if not self.in_optimizer:
+            return
+        self.in_optimizer = False
+        unchanged = considered = 0
+        per_param = []
+        for pid, p, before, nonzero in self._pending_snapshot.get("samples", ()):
+            after = p.detach().reshape(-1)[: before.numel()]
+            same = (after == before) & nonzero
+            k = int(same.sum())
+            n = int(nonzero.sum())
+            unchanged += k
+            considered += n
+            per_param.append((pid, k, n))
+        state_dtypes = {}
+        for group in opt.param_groups:
+            for p in group["params"]:
+                for key, v in opt.state.get(p, {}).items():
+                    if isinstance(v, torch.Tensor) and v.dtype in _FLOATS and v.dim() > 0:
+                        state_dtypes.setdefault((key, v.dtype), []).append(id(p))
+        self.opt_events.append({
+            "optimizer": type(opt).__name__,
+            "backward_passes": self._pending_snapshot.get("passes", 0),
+            "unchanged": unchanged,
+            "considered": considered,
+            "per_param": per_param,
+            "state_dtypes": state_dtypes,
+            "frame": self.user_frame(),
+        })
+        self._pending_snapshot = {}
+        self.backward_passes = 0
+        self.optimizer_steps += 1
+        if self.max_steps is not None and self.optimizer_steps >= self.max_steps:
+            self.stop()
+
+    # --- install / remove ------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop recording (the script keeps running); the report is built from what was recorded."""
+        if not self.active:
+            return
+        if self.saw_backward:
+            self.backward_passes += 1
+            self.saw_backward = False
+        self.snapshot_grads("end")
+        for idx in range(len(self.modules)):
+            self.scan_module(idx, "after")
+        self.active = False
+        if self.on_stop is not None:
+            self.on_stop()
+
+    def __enter__(self) -> "Recorder":
+        import torch.nn.modules.module as module_mod
+        from torch.optim import optimizer as optim_mod
+
+        self._state = (torch.is_grad_enabled(),)
+        self._mode = _Mode(self)
+        self._handles = [
+            module_mod.register_module_forward_pre_hook(self._pre_hook),
+            module_mod.register_module_forward_hook(self._post_hook, always_call=True),
+            optim_mod.register_optimizer_step_pre_hook(self._opt_pre),
+            optim_mod.register_optimizer_step_post_hook(self._opt_post),
+        ]
+        try:
+            self._patch_autocast()
+            self.refresh_autocast()
+            self._mode.__enter__()
+        except BaseException:
+            self._unpatch_autocast()
+            self._remove_hooks()
+            raise
+        self.active = True
+        return self
+
+    def refresh_autocast(self) -> None:
+        # Inside __torch_dispatch__ autocast always reads as disabled, so the state is tracked at
+        # Python level: on entry and on every autocast context enter/exit.
+        on = torch.is_autocast_enabled(self.device_type)
+        self.autocast_on = on
+        if on:
+            self.autocast_dtypes.add(torch.get_autocast_dtype(self.device_type))
+
+    def _patch_autocast(self) -> None:
+        cls = torch.amp.autocast_mode.autocast
+        enter, exit_ = cls.__enter__, cls.__exit__
+        self._autocast_methods = (cls, enter, exit_)
+        recorder = self
+
+        def __enter__(ac: Any) -> Any:
+            out = enter(ac)
+            recorder.refresh_autocast()
+            return out
+
+        def __exit__(ac: Any, *exc: Any) -> Any:
+            out = exit_(ac, *exc)
+            recorder.refresh_autocast()
+            return out
+
+        cls.__enter__, cls.__exit__ = __enter__, __exit__
+
+    def _unpatch_autocast(self) -> None:
+        if self._autocast_methods is not None:
+            cls, enter, exit_ = self._autocast_methods
+            cls.__enter__, cls.__exit__ = enter, exit_
+            self._autocast_methods = None
+
+    def release(self) -> None:
+        """Drop everything that keeps the user's objects alive (after the report is built)."""
+        self._alive.clear()
+        self.producers.clear()
+        self.failure = None
+
+    def _remove_hooks(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            if self.active:
+                self.stop()
+        finally:
+            try:
+                if self._mode is not None:
+                    self._mode.__exit__(*exc)
+            finally:
+                self._mode = None
+                self._unpatch_autocast()
+                self._remove_hooks()
+                self.stack.clear()
+
+
+def _is_fake(t: torch.Tensor) -> bool:
+    return type(t).__name__ == "FakeTensor" or t.device.type == "meta" or "Fake" in type(t).__name__

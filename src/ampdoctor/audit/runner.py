@@ -1,0 +1,109 @@
+"""Run a script or module the way `python script.py args` / `python -m mod args` would (same
+`sys.argv`, `__main__`, `sys.path[0]`, cwd) under an audit, and always produce the report."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from ampdoctor.audit.session import Audit
+from ampdoctor.policy import Policy
+from ampdoctor.report import Report
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class ScriptNotFound(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class RunResult:
+    report: Report
+    # The script's own exit status: 0 when it ran to the end, its SystemExit code, or 1 when it raised.
+    exit_code: int
+    exception: BaseException | None
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _print_user_traceback(exc: BaseException) -> None:
+    """The script's traceback as Python would print it, without runpy's and ampdoctor's frames."""
+    tb = exc.__traceback__
+    while tb is not None and (tb.tb_frame.f_code.co_filename.startswith(_HERE) or tb.tb_frame.f_code.co_filename.endswith("runpy.py")):
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+
+
+def run(
+    target: str,
+    args: Sequence[str] = (),
+    *,
+    module: bool = False,
+    policy: Policy | str = "bf16-mixed",
+    max_steps: int | None = 1,
+    device_type: str | None = None,
+    target_device: str | None = None,
+    on_stop: Callable[[Audit], None] | None = None,
+) -> RunResult:
+    """Run `target` (a path, or a module name with module=True) with `args` under an audit that
+    stops recording after `max_steps` optimizer steps; the script itself runs to its end."""
+    if module:
+        import importlib.util
+
+        try:
+            spec = importlib.util.find_spec(target)
+        except (ImportError, ValueError) as err:
+            raise ScriptNotFound(f"cannot find module {target!r}: {err}") from None
+        if spec is None:
+            raise ScriptNotFound(f"no module named {target!r}")
+        argv0 = spec.origin or target
+    else:
+        if not os.path.isfile(target):
+            raise ScriptNotFound(f"can't open file {target!r}: no such file")
+        argv0 = target
+    saved_argv, saved_path0, saved_main = list(sys.argv), (sys.path[0] if sys.path else None), sys.modules.get("__main__")
+    sys.argv = [argv0, *args]
+    if module:
+        sys.path.insert(0, os.getcwd())
+    else:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+    holder: list[Audit] = []
+    a = Audit(policy, device_type=device_type, target_device=target_device, max_steps=max_steps,
+              on_stop=(lambda: on_stop(holder[0])) if on_stop else None, checked=(target,))
+    holder.append(a)
+    exc: BaseException | None = None
+    code = 0
+    try:
+        a.__enter__()
+        try:
+            if module:
+                runpy.run_module(target, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(target, run_name="__main__")
+        except SystemExit as stop:
+            code = _exit_code(stop.code)
+        except KeyboardInterrupt as err:
+            exc, code = err, 130
+        except Exception as err:
+            exc, code = err, 1
+    finally:
+        a.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+        sys.argv = saved_argv
+        del sys.path[0]
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
+    if exc is not None and not isinstance(exc, KeyboardInterrupt):
+        _print_user_traceback(exc)
+    return RunResult(a.report, code, exc)

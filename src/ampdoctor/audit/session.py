@@ -1,0 +1,129 @@
+"""`audit()`: record real training steps and report what the dtype flow did against a `Policy`."""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+from typing import Any, Callable
+
+import torch
+
+from ampdoctor.audit.recorder import Recorder
+from ampdoctor.policy import Policy, is_half
+from ampdoctor.report import Report
+
+
+def _policy(policy: Policy | str) -> Policy:
+    return policy if isinstance(policy, Policy) else Policy.parse(policy)
+
+
+def default_device_type() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class Audit:
+    """``with Audit(policy="bf16-mixed") as a: <forward, loss, backward, optimizer step>`` then
+    ``a.report``. Restores every hook and mode it installs on exit, also when the step raises;
+    the exception is diagnosed in the report and then propagates unchanged."""
+
+    def __init__(
+        self,
+        policy: Policy | str = "bf16-mixed",
+        *,
+        model: torch.nn.Module | None = None,
+        device_type: str | None = None,
+        target_device: str | None = None,
+        max_steps: int | None = None,
+        on_stop: Callable[[], None] | None = None,
+        checked: tuple[str, ...] = (),
+    ) -> None:
+        self.policy = _policy(policy)
+        self.model = model
+        self.device_type = device_type or default_device_type()
+        self.target_device = target_device or self.device_type
+        self.checked = checked or ("training step",)
+        self.recorder = Recorder(device_type=self.device_type, max_steps=max_steps, on_stop=on_stop)
+        self._report: Report | None = None
+        self.exception: BaseException | None = None
+
+    @property
+    def report(self) -> Report:
+        if self._report is None:
+            raise RuntimeError("the audit's report exists once its `with` block has exited")
+        return self._report
+
+    def __enter__(self) -> "Audit":
+        self.recorder.__enter__()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        self.recorder.__exit__(exc_type, exc, tb)
+        self.exception = exc if isinstance(exc, Exception) else None
+        try:
+            self._report = self.build_report(self.exception)
+        finally:
+            self.recorder.release()
+        return False
+
+    def build_report(self, exc: BaseException | None) -> Report:
+        from ampdoctor.audit.checks import analyze
+
+        try:
+            return analyze(self.recorder, self.policy, target_device=self.target_device, model=self.model, exc=exc, checked=self.checked)
+        except Exception as err:  # the audit must never take the user's program down with it
+            return Report(checked=self.checked, errors=(f"ampdoctor audit failed to analyse the recording: {type(err).__name__}: {err} "
+                                                        f"({traceback.extract_tb(err.__traceback__)[-1].name})",))
+
+    def stop(self) -> None:
+        self.recorder.stop()
+
+
+def audit(policy: Policy | str = "bf16-mixed", **kwargs: Any) -> Audit:
+    """``with ampdoctor.audit(policy="bf16-mixed") as a: ...`` then ``a.report``."""
+    return Audit(policy, **kwargs)
+
+
+def _default_loss(output: Any, batch: Any) -> torch.Tensor:
+    loss = getattr(output, "loss", None)
+    if loss is None and isinstance(output, dict):
+        loss = output.get("loss")
+    if loss is None and isinstance(output, torch.Tensor) and output.dim() == 0:
+        loss = output
+    if loss is None:
+        raise ValueError("the model returned no loss: pass loss_fn(output, batch) -> scalar tensor")
+    return loss
+
+
+def audit_step(
+    model: torch.nn.Module,
+    batch: Any,
+    loss_fn: Callable[[Any, Any], torch.Tensor] | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    policy: Policy | str = "bf16-mixed",
+    *,
+    device_type: str | None = None,
+    target_device: str | None = None,
+) -> Audit:
+    """Run and audit one training step the way `policy` says: autocast to the compute dtype when the
+    parameters are wider than it, then loss, backward and (if given) the optimizer step."""
+    pol = _policy(policy)
+    dev = device_type or next((p.device.type for p in model.parameters()), default_device_type())
+    params = next((p.dtype for p in model.parameters()), pol.params)
+    use_autocast = is_half(pol.compute) and params != pol.compute
+    a = Audit(pol, model=model, device_type=dev, target_device=target_device, checked=(f"train step of {type(model).__name__}",))
+    with a:
+        with torch.autocast(dev, dtype=pol.compute) if use_autocast else contextlib.nullcontext():
+            if isinstance(batch, dict):
+                output = model(**batch)
+            elif isinstance(batch, (list, tuple)):
+                output = model(*batch)
+            else:
+                output = model(batch)
+            loss = (loss_fn or _default_loss)(output, batch)
+        loss.backward()
+        if optimizer is not None:
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    a.output = output  # type: ignore[attr-defined]
+    a.loss = loss  # type: ignore[attr-defined]
+    return a

@@ -1,0 +1,97 @@
+"""The incidents of BUGS.md, reproduced as CPU scripts and audited like `ampdoctor run` does."""
+
+import torch
+
+from ampdoctor.audit.runner import run
+from ampdoctor.rules import Severity
+
+
+
+
+def by_name(report, name):
+    return [f for f in report.findings if f.name == name]
+
+
+def test_incident1_bmm_failure_is_traced_back_to_the_rotary_promotion(incident, line_of):
+    path = incident("incident1_neox_rotary.py")
+    result = run(path, policy="bf16-true", max_steps=None)
+    assert result.exit_code == 1 and isinstance(result.exception, RuntimeError)
+    chain = [f for f in by_name(result.report, "implicit-dtype-promotion") if f.severity is Severity.ERROR and f.origin is not None]
+    assert len(chain) == 1
+    f = chain[0]
+    assert (f.location.module, f.location.op, f.location.phase) == ("blocks.0.attn", "aten::bmm", "forward")
+    assert f.location.line == line_of(path, "context = torch.bmm(probs, v)")
+    assert "aten::bmm failed on fp32, bf16 inputs" in f.message
+    assert (f.origin.module, f.origin.op) == ("blocks.0.attn", "aten::mul")
+    assert f.origin.line == line_of(path, "q = q * cos + rotate_half(q) * sin")
+    assert [(r.module, r.op) for r in f.related] == [("blocks.0.attn.pos_enc", "aten::cos")]
+    assert f.related[0].line == line_of(path, "self.cos_cached = emb.cos()")
+    # explain on the exception text: the incident's own rule is the best candidate, as an error.
+    errors = [x.name for x in result.report.findings if x.severity is Severity.ERROR]
+    assert "precision-config-mismatch" in errors
+    rope = by_name(result.report, "rope-dtype-mismatch")
+    assert [(x.location.module, x.location.op, x.origin.module) for x in rope] == [("blocks.0.attn", "aten::mul", "blocks.0.attn.pos_enc")]
+
+
+def test_incident3_fp32_grad_of_bf16_params_is_found_from_grad_dtypes(incident, line_of):
+    path = incident("incident3_grad_precision.py")
+    result = run(path, policy="bf16-mixed", max_steps=None)
+    assert result.exit_code == 0  # torch 2.13 on CPU accumulates silently
+    [f] = by_name(result.report, "grad-dtype-mismatch")
+    assert f.severity is Severity.ERROR
+    assert f.details["params"] == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    assert f.details["grad"] == "fp32" and f.details["param"] == "bf16" and f.details["accumulated"] is True
+    assert f.location.line == line_of(path, "param.grad.data = param.grad.data.to(torch.float32)")
+    assert f.location.phase == "optimizer"
+
+
+def test_incident4_grad_scaler_with_bf16_is_reported_although_cpu_runs_it(incident, line_of):
+    path = incident("incident4_gradscaler_bf16.py")
+    result = run(path, policy="bf16-mixed", max_steps=None)
+    assert result.exit_code == 0
+    [f] = by_name(result.report, "grad-scaler-with-bf16")
+    assert f.severity is Severity.ERROR
+    assert f.location.op == "aten::_amp_foreach_non_finite_check_and_unscale_"
+    assert f.location.phase == "optimizer"
+    assert f.location.line == line_of(path, "scaler.step(optimizer)")
+    assert "unscales bf16 gradients" in f.message
+
+
+def test_incident5_kernel_wrapper_assert_names_the_bf16_table_origin(incident, line_of):
+    path = incident("incident5_rotary_dtype.py")
+    result = run(path, policy="bf16-true", max_steps=None)
+    assert result.exit_code == 1 and isinstance(result.exception, AssertionError)
+    rope = [f for f in by_name(result.report, "rope-dtype-mismatch") if f.origin is not None]
+    assert len(rope) == 1
+    f = rope[0]
+    assert f.severity is Severity.ERROR
+    assert (f.location.module, f.location.op) == ("blocks.0.attn", "apply_rotary_emb()")
+    assert f.location.line == line_of(path, "assert x.dtype == cos.dtype")
+    assert "x=fp32, cos=bf16, sin=bf16" in f.message
+    assert (f.origin.module, f.origin.op) == ("rotary_pos_emb", "aten::mul")
+    assert ("blocks.0.attn", "aten::_to_copy") in [(r.module, r.op) for r in f.related]  # the tensor.float()
+    assert ("blocks.0.attn", "aten::cos") in [(r.module, r.op) for r in f.related]
+    explained = [x for x in by_name(result.report, "rope-dtype-mismatch") if x.origin is None]
+    assert explained and explained[0].severity is Severity.ERROR
+    [cache] = by_name(result.report, "rope-cache-low-precision")
+    assert cache.details["tensor"] == "rotary_pos_emb.inv_freq" and cache.details["dtype"] == "bf16"
+    assert result.report.errors == ()
+
+
+def test_correct_bf16_mixed_script_gets_no_findings(incident, line_of):
+    result = run(incident("correct_bf16_mixed.py"), policy="bf16-mixed", max_steps=None)
+    assert result.exit_code == 0
+    assert result.report.findings == ()
+    assert result.report.errors == ()
+    table = {row[0]: row for row in result.report.tables[0].rows}
+    # ops by dtype, autocast casts vs user casts: the qkv projection runs in bf16 via autocast.
+    assert "bf16" in table["blocks.0.attn.qkv"][6]
+    assert int(table["blocks.0.attn.qkv"][7]) >= 1
+    assert int(table["blocks.0.attn"][8]) >= 2  # cos.to(q.dtype), sin.to(q.dtype)
+
+
+def test_correct_script_judged_by_cuda_autocast_flags_only_sensitive_ops(incident, line_of):
+    result = run(incident("correct_bf16_mixed.py"), policy="bf16-mixed", max_steps=None, target_device="cuda")
+    names = {f.name for f in result.report.findings}
+    assert names <= {"low-precision-sensitive-op"}
+    assert torch.bfloat16 is not None
