@@ -183,6 +183,121 @@ def _cmd_lint(args: argparse.Namespace) -> int:
     return exit_code(report, settings)
 
 
+# --- run / audit (runtime dtype-flow audit) ------------------------------------------------------
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run a training script as python would and audit its dtype flow",
+                       usage="ampdoctor run [options] script.py [args ...] | ampdoctor run [options] -m module [args ...]")
+    p.add_argument("-m", dest="module", metavar="MODULE", help="run a library module as a script, like python -m")
+    _add_audit_options(p)
+    p.add_argument("--max-steps", type=int, default=1, metavar="N", help="stop recording after N optimizer steps; the script keeps running (default 1)")
+    p.add_argument("command_line", nargs=argparse.REMAINDER, help="the script and its arguments")
+    p.set_defaults(func=_cmd_run)
+
+
+def _add_audit_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policy", default="bf16-mixed", help="the intended precision policy (default: bf16-mixed)")
+    p.add_argument("--device-type", choices=("cpu", "cuda"), help="judge autocast-sensitive ops by this device's autocast lists (default: the device that ran)")
+    p.add_argument("--fail-on", choices=("error", "warning", "info"), default="error", help="lowest severity that fails (default: error)")
+    _add_output_options(p)
+
+
+def _audit_policy(text: str):
+    from ampdoctor.policy import Policy
+
+    try:
+        return Policy.parse(text)
+    except ValueError as exc:
+        raise UsageError(f"--policy: {exc}") from None
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from ampdoctor.audit.commands import ScriptNotFound, run_command
+    from ampdoctor.rules import Severity
+
+    line = list(args.command_line)
+    if line and line[0] == "--":
+        line = line[1:]
+    if args.module:
+        target, rest = args.module, line
+    elif line:
+        target, rest = line[0], line[1:]
+    else:
+        raise UsageError("run needs a script (ampdoctor run train.py ...) or -m module")
+    if args.max_steps < 1:
+        raise UsageError("--max-steps must be at least 1")
+    try:
+        result = run_command(target, rest, module=bool(args.module), policy=_audit_policy(args.policy), max_steps=args.max_steps,
+                             device_type=None, target_device=args.device_type, fail_on=Severity.parse(args.fail_on), output=args.output)
+    except ScriptNotFound as exc:
+        raise UsageError(str(exc)) from None
+    if result.report is not None:
+        _emit(result.report, args)
+    return result.exit_code
+
+
+def _add_audit(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("audit", help="audit one train step of a transformers model built from its config (random weights)")
+    p.add_argument("--hf-config", required=True, metavar="CONFIG_JSON", help="a transformers config.json")
+    p.add_argument("--fake", action="store_true", help="run on fake tensors: no memory for weights")
+    p.add_argument("--seq-len", type=int, default=128, metavar="N", help="sequence length (default 128)")
+    p.add_argument("--batch-size", type=int, default=1, metavar="N", help="batch size (default 1)")
+    _add_audit_options(p)
+    p.set_defaults(func=_cmd_audit)
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from ampdoctor.audit.commands import exit_code
+    from ampdoctor.audit.hf import ConfigError, audit_hf_config
+    from ampdoctor.rules import Severity
+
+    if args.seq_len < 1 or args.batch_size < 1:
+        raise UsageError("--seq-len and --batch-size must be at least 1")
+    try:
+        a = audit_hf_config(args.hf_config, policy=_audit_policy(args.policy), fake=args.fake, seq_len=args.seq_len,
+                            batch_size=args.batch_size, target_device=args.device_type)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    _emit(a.report, args)
+    return exit_code(a.report, 0, Severity.parse(args.fail_on))
+
+
+# --- export --------------------------------------------------------------------------------------
+
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    from ampdoctor.frameworks import TARGETS
+
+    p = sub.add_parser("export", help="print the config fragment that makes a framework run a precision policy")
+    p.add_argument("--policy", required=True, metavar="POLICY", help="a preset (bf16-mixed) or a policy string (params=fp32,compute=bf16)")
+    p.add_argument("--to", required=True, choices=TARGETS, help="the framework")
+    p.add_argument("--output", "-o", metavar="FILE", help="write the fragment to FILE instead of stdout")
+    p.set_defaults(func=_cmd_export)
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from ampdoctor.frameworks import export
+    from ampdoctor.policy import Policy
+
+    try:
+        policy = Policy.parse(args.policy)
+    except ValueError as exc:
+        raise UsageError(f"--policy: {exc}") from None
+    result = export(policy, args.to)
+    comment = "#"
+    header = [f"{comment} ampdoctor export --policy {args.policy} --to {args.to}: {policy}"]
+    notes = [f"{comment} cannot express: {note}" for note in result.cannot_express]
+    with _output(args.output) as stream:
+        if result.syntax == "json":
+            stream.write(result.text)  # JSON has no comments: the notes go to stderr
+        else:
+            stream.write("\n".join(header + notes) + "\n" + result.text)
+    for note in result.cannot_express:
+        print(f"ampdoctor: cannot express in {args.to}: {note}", file=sys.stderr)
+    return 0
+
+
 # --- main ----------------------------------------------------------------------------------------
 
 
@@ -193,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ampdoctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_lint, _add_explain, _add_rules, _add_env):
+    for add in (_add_lint, _add_explain, _add_rules, _add_env, _add_run, _add_audit, _add_export):
         add(sub)
     return parser
 
