@@ -1,0 +1,263 @@
+"""A small dataflow layer: which floating dtypes an expression may denote.
+
+Two questions, both answered with a set of dtype tags (``bf16``, ``fp16``, ``fp32``, ``fp64``) or None when
+the code does not say:
+
+* `dtype_of(expr)`: the dtype *object* an expression names: ``torch.bfloat16``, ``DTYPE`` after
+  ``DTYPE = torch.bfloat16``, ``torch.bfloat16 if args.bf16 else torch.float16`` (``{bf16, fp16}``: maybe bf16),
+  ``{"bf16": torch.bfloat16}[name]``, ``getattr(torch, "bfloat16")``, the strings ``"bf16"``/``"float16"``.
+  Names resolve flow-insensitively: the union over every assignment in the scope.
+* `tensor_dtype(expr)`: the dtype of a *tensor* expression: casts (``.bfloat16()``, ``.to(dtype)``,
+  ``.type_as(y)``), factories with ``dtype=``, dtype-preserving methods (``.cos()``, ``.view()``), and names
+  through their last assignment before the use (so ``logits = logits.float()`` makes later uses fp32).
+
+`fp16_polarity(expr)` says whether a condition being true implies fp16 (+1: ``dtype == torch.float16``,
+``args.fp16``), implies bf16 (-1: ``args.bf16``, ``dtype != torch.float16``), or neither (0): the basis of the
+"is this GradScaler gated on fp16?" question.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from ampdoctor.lint.python.resolve import argument, keyword, tokens
+from ampdoctor.lint.python.source import SourceFile
+
+DTypes = Optional[frozenset]
+HALF = frozenset({"bf16", "fp16"})
+BF16, FP16, FP32, FP64 = frozenset({"bf16"}), frozenset({"fp16"}), frozenset({"fp32"}), frozenset({"fp64"})
+NAMES = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "fp64": "fp64"}
+PRETTY = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp64": "float64"}
+
+TORCH_DTYPES = {
+    "torch.bfloat16": BF16, "torch.float16": FP16, "torch.half": FP16,
+    "torch.float32": FP32, "torch.float": FP32, "torch.float64": FP64, "torch.double": FP64,
+}
+STRING_DTYPES = {
+    "bfloat16": BF16, "bf16": BF16, "torch.bfloat16": BF16, "bf16-mixed": BF16, "bf16-true": BF16,
+    "float16": FP16, "fp16": FP16, "half": FP16, "torch.float16": FP16, "16-mixed": FP16, "16-true": FP16, "16": FP16,
+    "float32": FP32, "fp32": FP32, "torch.float32": FP32, "32-true": FP32, "32": FP32,
+}
+CAST_METHODS = {"bfloat16": BF16, "half": FP16, "float": FP32, "double": FP64}
+# Methods and torch functions whose result has the dtype of their (first) tensor operand.
+PRESERVING = frozenset({
+    "cos", "sin", "exp", "neg", "abs", "sqrt", "rsqrt", "unsqueeze", "squeeze", "view", "reshape", "contiguous",
+    "clone", "detach", "cpu", "cuda", "transpose", "permute", "flatten", "expand", "expand_as", "repeat",
+    "repeat_interleave", "narrow", "t", "mul", "add", "sub", "div", "pow", "mean", "sum", "softmax", "log_softmax",
+    "requires_grad_", "pin_memory", "roll", "flip", "masked_fill", "clamp", "outer", "sigmoid", "tanh",
+})
+FACTORIES = frozenset({
+    "arange", "linspace", "logspace", "zeros", "ones", "empty", "full", "tensor", "as_tensor", "rand", "randn",
+    "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "range", "eye",
+})
+MAX_DEPTH = 8
+
+
+def union(parts: list[DTypes]) -> DTypes:
+    known = [p for p in parts if p is not None]
+    if not known:
+        return None
+    return frozenset().union(*known)
+
+
+def describe(dtypes: frozenset) -> str:
+    names = [PRETTY[d] for d in ("bf16", "fp16", "fp32", "fp64") if d in dtypes]
+    return names[0] if len(names) == 1 else " or ".join(names)
+
+
+class Dataflow:
+    def __init__(self, src: SourceFile) -> None:
+        self.src = src
+        self.half_models: dict[str, tuple[frozenset, int]] = {}
+
+    # --- dtype objects ---------------------------------------------------------------------------
+
+    def dtype_of(self, expr: ast.AST | None, scope: ast.AST | None = None, depth: int = 0) -> DTypes:
+        if expr is None or depth > MAX_DEPTH:
+            return None
+        if isinstance(expr, ast.Constant):
+            if expr.value is None:
+                return frozenset()
+            return STRING_DTYPES.get(expr.value.lower()) if isinstance(expr.value, str) else None
+        if isinstance(expr, (ast.Name, ast.Attribute)):
+            found = TORCH_DTYPES.get(self.src.imports.qualname(expr) or "")
+            if found is not None:
+                return found
+            return self._through_bindings(expr, scope, depth, self.dtype_of, flow_sensitive=False)
+        if isinstance(expr, ast.IfExp):
+            return union([self.dtype_of(expr.body, scope, depth + 1), self.dtype_of(expr.orelse, scope, depth + 1)])
+        if isinstance(expr, ast.Subscript):
+            table = expr.value
+            if isinstance(table, ast.Name):
+                bound = self.src.bindings(table, scope or self.src.scope(expr))
+                table = bound[-1][1] if len(bound) == 1 else table
+            if isinstance(table, ast.Dict):
+                return union([self.dtype_of(v, scope, depth + 1) for v in table.values])
+            return None
+        if isinstance(expr, ast.Call):
+            if isinstance(expr.func, ast.Name) and expr.func.id == "getattr" and len(expr.args) >= 2:
+                if self.src.imports.qualname(expr.args[0]) == "torch" and isinstance(expr.args[1], ast.Constant):
+                    return TORCH_DTYPES.get(f"torch.{expr.args[1].value}")
+        return None
+
+    def _through_bindings(self, expr, scope, depth, resolve, *, flow_sensitive: bool) -> DTypes:
+        scope = scope or self.src.scope(expr)
+        bindings = self.src.bindings(expr, scope)
+        if flow_sensitive:
+            line = getattr(expr, "lineno", 0)
+            before = [b for b in bindings if b[0] < line]
+            bindings = before[-1:]
+        if not bindings:
+            return None
+        parts = []
+        for line, value in bindings:
+            if value is None or value is expr:
+                return None
+            parts.append(resolve(value, scope, depth + 1))
+        if any(p is None for p in parts):
+            return None
+        return union(parts)
+
+    # --- tensors ---------------------------------------------------------------------------------
+
+    def cast_dtype(self, call: ast.Call, scope: ast.AST | None = None) -> DTypes:
+        """The dtype a call casts or creates its result in, if it is a cast or a factory with ``dtype=``."""
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            if func.attr in CAST_METHODS and not call.args and not call.keywords:
+                return CAST_METHODS[func.attr]
+            if func.attr in ("to", "type"):
+                kw = keyword(call, "dtype")
+                if kw is not None:
+                    return self.dtype_of(kw, scope)
+                for arg in call.args[:2]:
+                    found = self.dtype_of(arg, scope)
+                    if found:
+                        return found
+                return None
+        name = self.src.imports.qualname(func)
+        if name and name.startswith("torch.") and name.rsplit(".", 1)[-1] in FACTORIES:
+            return self.dtype_of(keyword(call, "dtype"), scope)
+        return None
+
+    def tensor_dtype(self, expr: ast.AST | None, scope: ast.AST | None = None, depth: int = 0) -> DTypes:
+        if expr is None or depth > MAX_DEPTH:
+            return None
+        if isinstance(expr, ast.Call):
+            found = self.cast_dtype(expr, scope)
+            if found is not None:
+                return found or None
+            func = expr.func
+            if isinstance(func, ast.Attribute):
+                if func.attr == "type_as" and expr.args:
+                    return self.tensor_dtype(expr.args[0], scope, depth + 1)
+                if func.attr == "to" and expr.args and not keyword(expr, "dtype"):
+                    first = expr.args[0]
+                    if _is_device(first):
+                        return self.tensor_dtype(func.value, scope, depth + 1)
+                    return self.tensor_dtype(first, scope, depth + 1) if isinstance(first, ast.Name) else None
+                if func.attr == "to" and not expr.args and keyword(expr, "device") is not None:
+                    return self.tensor_dtype(func.value, scope, depth + 1)
+                name = self.src.imports.qualname(func)
+                if name is None and func.attr in PRESERVING:
+                    return self.tensor_dtype(func.value, scope, depth + 1)
+                if name and name.startswith("torch.") and func.attr in PRESERVING and expr.args:
+                    return self.tensor_dtype(expr.args[0], scope, depth + 1)
+            if isinstance(func, ast.Name) and func.id in self.half_models:
+                return self.half_models[func.id][0]
+            return None
+        if isinstance(expr, ast.Subscript):
+            return self.tensor_dtype(expr.value, scope, depth + 1)
+        if isinstance(expr, ast.Attribute) and expr.attr in ("logits", "last_hidden_state", "data"):
+            inner = self.tensor_dtype(expr.value, scope, depth + 1)
+            if inner is not None:
+                return inner
+        if isinstance(expr, (ast.Name, ast.Attribute)):
+            return self._through_bindings(expr, scope, depth, self.tensor_dtype, flow_sensitive=True)
+        if isinstance(expr, ast.BinOp):
+            left = self.tensor_dtype(expr.left, scope, depth + 1)
+            right = self.tensor_dtype(expr.right, scope, depth + 1)
+            if isinstance(expr.right, ast.Constant):
+                return left
+            if isinstance(expr.left, ast.Constant):
+                return right
+            return left if left is not None and left == right else None
+        return None
+
+    # --- conditions ------------------------------------------------------------------------------
+
+    def fp16_polarity(self, expr: ast.AST | None, scope: ast.AST | None = None, depth: int = 0) -> int:
+        """+1 if `expr` being true implies fp16 (or not-bf16), -1 if it implies bf16 (or not-fp16), else 0."""
+        if expr is None or depth > MAX_DEPTH:
+            return 0
+        if isinstance(expr, ast.Constant):
+            return 1 if expr.value is False else 0  # enabled=False: never active
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+            return -self.fp16_polarity(expr.operand, scope, depth + 1)
+        if isinstance(expr, ast.BoolOp):
+            signs = [self.fp16_polarity(v, scope, depth + 1) for v in expr.values]
+            if isinstance(expr.op, ast.And):
+                return 1 if 1 in signs else (-1 if -1 in signs else 0)
+            return signs[0] if signs and all(s == signs[0] for s in signs) else 0
+        if isinstance(expr, ast.Compare) and len(expr.ops) == 1:
+            return self._compare_polarity(expr, scope, depth)
+        if isinstance(expr, ast.Call):
+            return self.fp16_polarity(expr.func, scope, depth + 1) if isinstance(expr.func, (ast.Name, ast.Attribute)) else 0
+        if isinstance(expr, (ast.Name, ast.Attribute)):
+            sign = name_polarity(expr.id if isinstance(expr, ast.Name) else expr.attr)
+            if sign:
+                return sign
+            bindings = self.src.bindings(expr, scope or self.src.scope(expr))
+            signs = {self.fp16_polarity(v, scope, depth + 1) if v is not None else 0 for _, v in bindings}
+            return signs.pop() if len(signs) == 1 else 0
+        return 0
+
+    def _compare_polarity(self, expr: ast.Compare, scope, depth: int) -> int:
+        op = expr.ops[0]
+        left, right = expr.left, expr.comparators[0]
+        if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+            found = union([self._literal_dtype(e, scope, depth) for e in right.elts])
+        else:
+            found = self._literal_dtype(right, scope, depth) or self._literal_dtype(left, scope, depth)
+        if not found:
+            return 0
+        sign = 1 if found == FP16 else (-1 if found == BF16 else 0)
+        if isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn)):
+            sign = -sign
+        elif not isinstance(op, (ast.Eq, ast.Is, ast.In)):
+            sign = 0
+        return sign
+
+    def _literal_dtype(self, expr: ast.AST, scope, depth: int) -> DTypes:
+        if isinstance(expr, ast.Constant) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
+            return FP16 if expr.value == 16 else None
+        found = self.dtype_of(expr, scope, depth + 1) if isinstance(expr, (ast.Constant, ast.Attribute, ast.Name)) else None
+        # a config variable named like a dtype compared to something unknown says nothing
+        return found if found and len(found) == 1 else None
+
+
+def name_polarity(identifier: str) -> int:
+    """+1 for names that say fp16 (``use_fp16``, ``args.half``), -1 for names that say bf16, else 0."""
+    words = tokens(identifier)
+    if words & {"bf16", "bfloat16", "bfloat"}:
+        return -1
+    if words & {"fp16", "float16", "half", "f16"}:
+        return 1
+    return 0
+
+
+def _is_device(expr: ast.AST) -> bool:
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, (str, int)) and not isinstance(expr.value, bool):
+        return True
+    if isinstance(expr, ast.Attribute) and expr.attr in ("device", "local_rank", "rank"):
+        return True
+    return isinstance(expr, ast.Name) and bool(tokens(expr.id) & {"device", "dev", "rank", "gpu"})
+
+
+def autocast_argument(call: ast.Call, qualname: str, param: str) -> ast.expr | None:
+    """An argument of an autocast constructor; `torch.cuda.amp.autocast` has no device parameter."""
+    positions = {"device_type": 0, "dtype": 1, "enabled": 2} if qualname == "torch.autocast" else {"dtype": 1, "enabled": 0}
+    if param not in positions:
+        return None
+    return argument(call, positions[param], param)

@@ -1,0 +1,182 @@
+"""File-level facts several checks depend on: is autocast (or a framework's mixed precision) in play, which
+modules are cast to half precision, is there any bf16 in the file, is TF32 allowed for fp32 matmuls."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import dataclass
+
+from ampdoctor.lint.python.dataflow import BF16, HALF, STRING_DTYPES, Dataflow, autocast_argument
+from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, tokens
+from ampdoctor.lint.python.source import SourceFile
+
+AUTOCASTS = frozenset({"torch.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast"})
+MODEL_TOKENS = frozenset({
+    "model", "models", "module", "net", "network", "transformer", "unet", "vae", "encoder", "decoder", "backbone",
+    "llm", "gpt", "lm", "policy", "critic", "actor", "generator", "discriminator", "classifier", "student",
+    "teacher", "ema", "pipe", "pipeline", "denoiser", "dit", "vit",
+})
+ROPE_TOKENS = frozenset({"cos", "sin", "freq", "freqs", "cis", "rope", "rotary", "sincos", "cossin", "theta"})
+# keyword=value pairs by which a framework object turns on autocast-style mixed precision
+MIXED_PRECISION_KEYWORDS = frozenset({"mixed_precision", "precision", "amp_dtype", "autocast_dtype"})
+
+
+@dataclass(frozen=True)
+class ModelCast:
+    node: ast.Call
+    dtypes: frozenset
+    name: str | None  # the variable the cast model ends up in, when known
+    local_class: str | None = None  # the class of the cast model, when this file defines it
+
+
+def is_model_expr(expr: ast.AST, src: SourceFile) -> bool:
+    """A module-valued expression: ``model``, ``self.unet``, ``GPT(cfg)``, ``AutoModel.from_pretrained(...)``."""
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in ("from_pretrained", "from_config", "to", "cuda"):
+            return func.attr in ("from_pretrained", "from_config") or is_model_expr(func.value, src)
+        ident = last_identifier(func)
+        return bool(ident and ident[:1].isupper() and not ident.isupper() and src.imports.qualname(func) is None)
+    ident = last_identifier(expr) if isinstance(expr, (ast.Name, ast.Attribute)) else None
+    if not ident:
+        return False
+    words = tokens(ident)
+    return bool(words & MODEL_TOKENS) and not words & ROPE_TOKENS
+
+
+class Facts:
+    def __init__(self, src: SourceFile, flow: Dataflow) -> None:
+        self.src, self.flow = src, flow
+
+    @functools.cached_property
+    def autocast_calls(self) -> list[tuple[ast.Call, str]]:
+        out = []
+        for call in self.src.calls:
+            name = self.src.imports.qualname(call.func)
+            if name in AUTOCASTS:
+                out.append((call, name))
+        return out
+
+    @functools.cached_property
+    def mixed_precision(self) -> list[ast.AST]:
+        """Places that turn autocast on: an enabled autocast, ``accelerator.autocast()``, or a framework set up
+        for mixed precision (``Accelerator(mixed_precision="bf16")``, ``TrainingArguments(bf16=True)``)."""
+        out: list[ast.AST] = []
+        for call, name in self.autocast_calls:
+            enabled = autocast_argument(call, name, "enabled")
+            if not (isinstance(enabled, ast.Constant) and enabled.value is False):
+                out.append(call)
+        for call in self.src.calls:
+            if isinstance(call.func, ast.Attribute) and call.func.attr == "autocast" and self.src.imports.qualname(call.func) is None:
+                out.append(call)
+                continue
+            for kw in call.keywords:
+                if kw.arg in ("bf16", "fp16") and isinstance(kw.value, ast.Constant) and kw.value.value is True:
+                    out.append(call)
+                elif kw.arg in MIXED_PRECISION_KEYWORDS and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+                    text = kw.value.value.lower()
+                    if "mixed" in text or (kw.arg == "mixed_precision" and STRING_DTYPES.get(text, frozenset()) & HALF):
+                        out.append(call)
+        return out
+
+    @functools.cached_property
+    def model_casts(self) -> list[ModelCast]:
+        """Whole modules cast to bf16/fp16 (``model.to(torch.bfloat16)``, ``.half()``, ``from_pretrained(torch_dtype=...)``)."""
+        out: list[ModelCast] = []
+        for call in self.src.calls:
+            func = call.func
+            if not isinstance(func, ast.Attribute):
+                continue
+            dtypes = None
+            if func.attr in ("to", "half", "bfloat16") and is_model_expr(func.value, self.src):
+                dtypes = self.flow.cast_dtype(call)
+            elif func.attr in ("from_pretrained", "from_config"):
+                dtypes = self.flow.dtype_of(keyword(call, "torch_dtype") or keyword(call, "dtype"))
+            if not dtypes or not dtypes & HALF:
+                continue
+            parent = self.src.parents.get(call)
+            name = None
+            if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+                name = dotted(parent.targets[0])
+            elif isinstance(parent, ast.Expr) and func.attr != "from_pretrained":
+                name = dotted(func.value)
+            out.append(ModelCast(call, dtypes & HALF, name, self._local_class(func.value)))
+        for cast in out:
+            if cast.name and "." not in cast.name:
+                self.flow.half_models.setdefault(cast.name, (cast.dtypes, cast.node.lineno))
+        return out
+
+    def _local_class(self, expr: ast.AST, depth: int = 0) -> str | None:
+        """`GPT(cfg)`, or `model` after `model = GPT(cfg)`, where this file defines `class GPT` -> "GPT"."""
+        defined = {c.name for c in self.src.classes}
+        while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("to", "cuda", "train"):
+            expr = expr.func.value
+        if isinstance(expr, ast.Call):
+            ident = last_identifier(expr.func)
+            return ident if ident in defined else None
+        if isinstance(expr, ast.Name) and depth < 3:
+            for _, value in self.src.bindings(expr, self.src.scope(expr)):
+                found = self._local_class(value, depth + 1) if value is not None else None
+                if found:
+                    return found
+        return None
+
+    @functools.cached_property
+    def local_half_model(self) -> ModelCast | None:
+        """A cast of a model whose classes this file defines (nanoGPT-style single-file training), without
+        autocast: its modules' activations, softmax and loss all run in the cast dtype."""
+        if self.mixed_precision:
+            return None
+        return next((c for c in self.model_casts if c.local_class), None)
+
+    @functools.cached_property
+    def half_autocast(self) -> ast.AST | None:
+        """Autocast entered with an explicit half dtype, or a framework configured for half mixed precision."""
+        for node in self.mixed_precision:
+            if not isinstance(node, ast.Call):
+                continue
+            name = self.src.imports.qualname(node.func)
+            if name in AUTOCASTS:
+                dtypes = self.flow.dtype_of(autocast_argument(node, name, "dtype"))
+                if dtypes and dtypes & HALF:
+                    return node
+            elif name is None and not (isinstance(node.func, ast.Attribute) and node.func.attr == "autocast"):
+                return node
+        return None
+
+    @functools.cached_property
+    def bf16_evidence(self) -> ast.AST | None:
+        """The first sign that this file trains or runs in bf16, if any."""
+        for attr in self.src.attributes:
+            if attr.attr == "bfloat16" and (self.src.imports.qualname(attr) == "torch.bfloat16" or isinstance(self.src.parents.get(attr), ast.Call)):
+                return attr
+        for const in self.src.strings:
+            if STRING_DTYPES.get(const.value.lower()) == BF16:
+                return const
+        for call in self.src.calls:
+            if any(kw.arg == "bf16" and isinstance(kw.value, ast.Constant) and kw.value.value is True for kw in call.keywords):
+                return call
+        for call, name in self.autocast_calls:
+            device = autocast_argument(call, name, "device_type")
+            if name == "torch.cpu.amp.autocast" or (isinstance(device, ast.Constant) and device.value == "cpu"):
+                if autocast_argument(call, name, "dtype") is None:
+                    return call  # CPU autocast defaults to bf16
+        return None
+
+    @functools.cached_property
+    def tf32_matmuls(self) -> ast.AST | None:
+        """Where fp32 matmuls are allowed to run in TF32 (`set_float32_matmul_precision("high")`, `allow_tf32 = True`)."""
+        for call in self.src.calls:
+            name = self.src.imports.qualname(call.func) or ""
+            if name.endswith("set_float32_matmul_precision") and call.args:
+                arg = call.args[0]
+                if isinstance(arg, ast.Constant) and arg.value in ("high", "medium"):
+                    return call
+        for node in self.src.assigns:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is True:
+                for target in node.targets:
+                    name = self.src.imports.qualname(target) or ""
+                    if name in ("torch.backends.cuda.matmul.allow_tf32",):
+                        return node
+        return None

@@ -1,0 +1,135 @@
+"""Import resolution and identifier helpers shared by every check.
+
+`Imports` maps the names a file binds with ``import``/``from ... import`` to canonical dotted names, so that
+``T.autocast``, ``from torch import autocast`` and ``torch.amp.autocast`` all resolve to ``torch.autocast``.
+Resolution is flow-insensitive (every import in the file counts, wherever it is) and never imports user code.
+Relative imports are left unresolved: a file inside a package that defines its own ``autocast`` is not torch's.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+# Re-exports and submodules that name the same object; canonical names are the public torch spellings.
+ALIASES = {
+    "torch.amp.autocast": "torch.autocast",
+    "torch.amp.autocast_mode.autocast": "torch.autocast",
+    "torch.cuda.amp.autocast_mode.autocast": "torch.cuda.amp.autocast",
+    "torch.cpu.amp.autocast_mode.autocast": "torch.cpu.amp.autocast",
+    "torch.amp.grad_scaler.GradScaler": "torch.amp.GradScaler",
+    "torch.cuda.amp.grad_scaler.GradScaler": "torch.cuda.amp.GradScaler",
+    "torch.cuda.amp.autocast_mode.custom_fwd": "torch.cuda.amp.custom_fwd",
+    "torch.cuda.amp.autocast_mode.custom_bwd": "torch.cuda.amp.custom_bwd",
+    "torch.amp.autocast_mode.custom_fwd": "torch.amp.custom_fwd",
+    "torch.amp.autocast_mode.custom_bwd": "torch.amp.custom_bwd",
+    "torch.autograd.function.Function": "torch.autograd.Function",
+    "torch.nn.functional.softmax": "torch.softmax",
+    "torch.special.softmax": "torch.softmax",
+    "torch.nn.functional.log_softmax": "torch.log_softmax",
+    "torch.special.log_softmax": "torch.log_softmax",
+    "torch.functional.einsum": "torch.einsum",
+    "torch.distributed.fsdp.fully_sharded_data_parallel.MixedPrecision": "torch.distributed.fsdp.MixedPrecision",
+    "torch.distributed.fsdp.api.MixedPrecision": "torch.distributed.fsdp.MixedPrecision",
+    "torch.distributed._composable.fsdp.MixedPrecisionPolicy": "torch.distributed.fsdp.MixedPrecisionPolicy",
+    "torch.distributed.fsdp._fully_shard.MixedPrecisionPolicy": "torch.distributed.fsdp.MixedPrecisionPolicy",
+    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler": "torch.distributed.fsdp.ShardedGradScaler",
+}
+
+
+class Imports:
+    """Local name -> canonical dotted name, for the absolute imports of one module."""
+
+    __slots__ = ("names",)
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def add(self, node: ast.Import | ast.ImportFrom) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    self.names[alias.asname] = alias.name
+                else:
+                    head = alias.name.split(".", 1)[0]
+                    self.names[head] = head
+        elif node.level == 0 and node.module:
+            for alias in node.names:
+                if alias.name != "*":
+                    self.names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+
+    def qualname(self, node: ast.AST) -> str | None:
+        """Canonical dotted name of a Name/Attribute chain rooted in an import, else None."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        root = self.names.get(node.id)
+        if root is None:
+            return None
+        parts.append(root)
+        name = ".".join(reversed(parts))
+        return ALIASES.get(name, name)
+
+    def callee(self, call: ast.Call) -> str | None:
+        return self.qualname(call.func)
+
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def tokens(identifier: str) -> frozenset[str]:
+    """Lower-case word pieces of an identifier: ``cos_cached`` -> {cos, cached}; ``invFreq`` -> {inv, freq}."""
+    return frozenset(t for t in _CAMEL.sub("_", identifier).lower().split("_") if t)
+
+
+def last_identifier(node: ast.AST) -> str | None:
+    """``self.rotary.cos_cached`` -> ``cos_cached``; ``f(x)`` -> ``f``; ``x[0]`` -> ``x``."""
+    while True:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Attribute):
+            return node.attr
+        if isinstance(node, (ast.Call,)):
+            node = node.func
+        elif isinstance(node, ast.Subscript):
+            node = node.value
+        else:
+            return None
+
+
+def dotted(node: ast.AST) -> str | None:
+    """Source text of a plain Name/Attribute chain (``self.cos_cached``), else None; used as a dataflow key."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def keyword(call: ast.Call, name: str) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def has_star_kwargs(call: ast.Call) -> bool:
+    return any(kw.arg is None for kw in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args)
+
+
+def argument(call: ast.Call, position: int, name: str) -> ast.expr | None:
+    """The argument bound to parameter `name` at `position` (keyword wins)."""
+    value = keyword(call, name)
+    if value is None and len(call.args) > position and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+        value = call.args[position]
+    return value
+
+
+def method_name(call: ast.Call) -> str | None:
+    return call.func.attr if isinstance(call.func, ast.Attribute) else None

@@ -1,0 +1,161 @@
+"""One parsed Python file, walked once: parent links, the nodes the checks look at, and the assignments the
+dataflow layer resolves names through."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from ampdoctor.lint.python.resolve import Imports, dotted
+
+SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+# (line, value) per assignment; value None when the right-hand side cannot be paired with the target
+# (``cos, sin = rotary(x)``), which makes the name unknown rather than silently skipped.
+Binding = tuple[int, "ast.expr | None"]
+
+
+@dataclass
+class SourceFile:
+    path: str
+    text: str
+    tree: ast.Module
+    imports: Imports = field(default_factory=Imports)
+    parents: dict[ast.AST, ast.AST] = field(default_factory=dict)
+    calls: list[ast.Call] = field(default_factory=list)
+    assigns: list[ast.stmt] = field(default_factory=list)
+    classes: list[ast.ClassDef] = field(default_factory=list)
+    attributes: list[ast.Attribute] = field(default_factory=list)
+    import_froms: list[ast.ImportFrom] = field(default_factory=list)
+    matmuls: list[ast.BinOp] = field(default_factory=list)
+    strings: list[ast.Constant] = field(default_factory=list)
+    _names: dict[tuple[ast.AST, str], list[Binding]] | None = None
+    _attrs: dict[str, list[Binding]] | None = None
+    cache: dict = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, path: str, text: str) -> "SourceFile":
+        tree = ast.parse(text, filename=path)
+        src = cls(path, text, tree)
+        src._walk()
+        return src
+
+    @staticmethod
+    def syntax_check(path: str, text: str) -> None:
+        """Parse without indexing: for files no check applies to, which still get their syntax errors reported."""
+        ast.parse(text, filename=path)
+
+    def _walk(self) -> None:
+        parents = self.parents
+        calls, assigns, classes, attributes = self.calls, self.assigns, self.classes, self.attributes
+        Call, Assign, AnnAssign, ClassDef, Attribute = ast.Call, ast.Assign, ast.AnnAssign, ast.ClassDef, ast.Attribute
+        AST = ast.AST
+        todo: list[ast.AST] = [self.tree]
+        pop, push = todo.pop, todo.append
+        while todo:
+            node = pop()
+            kind = node.__class__
+            if kind is Call:
+                calls.append(node)
+            elif kind is Attribute:
+                attributes.append(node)
+            elif kind is Assign or kind is AnnAssign:
+                assigns.append(node)
+            elif kind is ClassDef:
+                classes.append(node)
+            elif kind is ast.Import:
+                self.imports.add(node)
+            elif kind is ast.ImportFrom:
+                self.imports.add(node)
+                self.import_froms.append(node)
+            elif kind is ast.BinOp and node.op.__class__ is ast.MatMult:
+                self.matmuls.append(node)
+            elif kind is ast.Constant and node.value.__class__ is str:
+                self.strings.append(node)
+            for name in node._fields:
+                value = getattr(node, name, None)
+                if value.__class__ is list:
+                    for item in value:
+                        if isinstance(item, AST):
+                            parents[item] = node
+                            push(item)
+                elif isinstance(value, AST):
+                    parents[value] = node
+                    push(value)
+
+    # --- structure ------------------------------------------------------------------------------
+
+    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
+        parent = self.parents.get(node)
+        while parent is not None:
+            yield parent
+            parent = self.parents.get(parent)
+
+    def scope(self, node: ast.AST) -> ast.AST:
+        for parent in self.ancestors(node):
+            if isinstance(parent, SCOPES):
+                return parent
+        return self.tree
+
+    def enclosing_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        for parent in self.ancestors(node):
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return parent
+        return None
+
+    # --- assignments ----------------------------------------------------------------------------
+
+    def _index_assignments(self) -> None:
+        names: dict[tuple[ast.AST, str], list[Binding]] = {}
+        attrs: dict[str, list[Binding]] = {}
+
+        def bind(target: ast.AST, value: ast.expr | None, line: int, scope: ast.AST) -> None:
+            if isinstance(target, (ast.Tuple, ast.List)):
+                paired = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
+                for i, elt in enumerate(target.elts):
+                    bind(elt, value.elts[i] if paired else None, line, scope)
+            elif isinstance(target, ast.Name):
+                names.setdefault((scope, target.id), []).append((line, value))
+            elif isinstance(target, ast.Attribute):
+                key = dotted(target)
+                if key is not None:
+                    attrs.setdefault(key, []).append((line, value))
+            elif isinstance(target, ast.Starred):
+                bind(target.value, None, line, scope)
+
+        for node in self.assigns:
+            scope = self.scope(node)
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if isinstance(node, ast.AnnAssign) and node.value is None:
+                continue
+            for target in targets:
+                bind(target, node.value, node.lineno, scope)
+        for bindings in (*names.values(), *attrs.values()):
+            bindings.sort(key=lambda b: b[0])
+        self._names, self._attrs = names, attrs
+
+    def bindings(self, expr: ast.expr, scope: ast.AST) -> list[Binding]:
+        """Every assignment to the name or attribute chain `expr`: Names in `scope` or, if never assigned
+        there, in the enclosing scopes; attribute chains (``self.dtype``) anywhere in the file."""
+        if self._names is None:
+            self._index_assignments()
+        assert self._names is not None and self._attrs is not None
+        if isinstance(expr, ast.Name):
+            found = self._names.get((scope, expr.id))
+            if found:
+                return found
+            for outer in self.ancestors(scope):
+                if isinstance(outer, SCOPES) and not isinstance(outer, ast.ClassDef):
+                    found = self._names.get((outer, expr.id))
+                    if found:
+                        return found
+            return self._names.get((self.tree, expr.id), [])
+        key = dotted(expr)
+        return self._attrs.get(key, []) if key else []
+
+    def is_parameter(self, name: ast.Name, scope: ast.AST) -> bool:
+        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = scope.args
+            return any(p.arg == name.id for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if p)
+        return False
