@@ -73,6 +73,10 @@ def main() -> None:
         return apply_rotary_pos_emb(q, k, cos, sin)
 
     ours = {backend: RotaryEmbedding(d, max_position=max(4096, s), backend=backend) for backend in ("compile", "eager")}
+    start = time.perf_counter()
+    with torch.inference_mode():
+        ours["compile"](q, k, position_ids)
+    first_call_s = time.perf_counter() - start
 
     def naive() -> object:
         cos, sin = ours["eager"].cos_sin(position_ids)
@@ -86,6 +90,7 @@ def main() -> None:
 
     print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
           f"q/k bf16 [{b}, {h}, {s}, {d}], median of {args.repeat}")
+    print(f"first ampdoctor-compile call (compilation included): {first_call_s:.1f} s")
     print(f"{'variant':<20} {'ms':>8} {'vs HF':>7}")
     for name, ms in results.items():
         print(f"{name:<20} {ms:8.2f} {ms / results['hf']:6.2f}x")

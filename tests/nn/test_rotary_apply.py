@@ -158,3 +158,21 @@ def test_compile_failure_falls_back_to_eager_with_a_warning(monkeypatch):
         apply_rotary(x, cos, sin)
     with pytest.raises(RuntimeError, match="no C\\+\\+ compiler"):
         apply_rotary(x, cos, sin, backend="compile")
+
+
+def test_tables_that_require_grad_get_gradients():
+    x = torch.randn(1, 1, 3, 8, dtype=torch.float64)
+    cos, sin = RotaryEmbedding(8).cos_sin(torch.arange(3))
+    cos, sin = cos.double().requires_grad_(), sin.double().requires_grad_()
+    assert torch.autograd.gradcheck(lambda c, s: apply_rotary(x, c, s, "interleaved"), (cos, sin))
+
+
+def test_inside_an_outer_compile_the_functional_form_is_traced(monkeypatch):
+    x = torch.randn(1, 2, 4, 12, dtype=torch.bfloat16)
+    cos, sin = RotaryEmbedding(12, rotary_dim=8).cos_sin(torch.arange(4))
+    eager = apply_rotary(x, cos, sin, "interleaved", backend="eager")
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    monkeypatch.setattr(rotary_math, "rotate", None)  # the out= form cannot be traced with dynamic shapes
+    traced = apply_rotary(x, cos, sin, "interleaved", backend="eager")
+    assert torch.equal(traced[..., 8:], x[..., 8:])
+    assert (traced.float() - eager.float()).abs().max() <= 2**-6

@@ -24,27 +24,51 @@ BACKENDS: tuple[str, ...] = ("auto", "compile", "eager")
 COMPILE_MIN_NUMEL = 1 << 20
 
 
+def _pairs(rotary_dim: int, interleaved: bool) -> tuple[slice, slice]:
+    """Channel selections of the two members of each rotated pair."""
+    if interleaved:
+        return slice(0, None, 2), slice(1, None, 2)
+    return slice(0, rotary_dim // 2), slice(rotary_dim // 2, rotary_dim)
+
+
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, conjugate: bool) -> torch.Tensor:
-    """The rotation itself, in cos's dtype, on the first ``2 * cos.shape[-1]`` channels; the rest is copied through."""
+    """The rotation, eager: math in cos's dtype on the first ``2 * cos.shape[-1]`` channels, the rest copied.
+
+    Written into views of one buffer with mul + addcmul: no cat/stack copies, about half the time of the
+    functional form on CPU."""
     rotary_dim = 2 * cos.shape[-1]
     rot = x[..., :rotary_dim].to(cos.dtype)
-    if interleaved:
-        x1, x2 = rot[..., 0::2], rot[..., 1::2]
-    else:
-        x1, x2 = rot[..., : rotary_dim // 2], rot[..., rotary_dim // 2 :]
+    out = torch.empty_like(rot)
+    first, second = _pairs(rotary_dim, interleaved)
+    sign = -1.0 if conjugate else 1.0
+    torch.mul(rot[..., first], cos, out=out[..., first])
+    out[..., first].addcmul_(rot[..., second], sin, value=-sign)
+    torch.mul(rot[..., second], cos, out=out[..., second])
+    out[..., second].addcmul_(rot[..., first], sin, value=sign)
+    if rotary_dim == x.shape[-1]:
+        return out.to(x.dtype)
+    result = torch.empty_like(x)
+    result[..., :rotary_dim] = out
+    result[..., rotary_dim:] = x[..., rotary_dim:]
+    return result
+
+
+def rotate_functional(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, conjugate: bool) -> torch.Tensor:
+    """The same rotation without out=/in-place ops, the form inductor fuses into one read-compute-write loop
+    (it rejects `rotate`'s out= views under dynamic shapes)."""
+    rotary_dim = 2 * cos.shape[-1]
+    rot = x[..., :rotary_dim].to(cos.dtype)
+    first, second = _pairs(rotary_dim, interleaved)
+    x1, x2 = rot[..., first], rot[..., second]
     if conjugate:
         sin = -sin
-    o1 = x1 * cos - x2 * sin
-    o2 = x2 * cos + x1 * sin
+    o1, o2 = x1 * cos - x2 * sin, x2 * cos + x1 * sin
     out = torch.stack((o1, o2), dim=-1).flatten(-2) if interleaved else torch.cat((o1, o2), dim=-1)
-    out = out.to(x.dtype)
-    if rotary_dim < x.shape[-1]:
-        out = torch.cat((out, x[..., rotary_dim:]), dim=-1)
-    return out
+    return torch.cat((out.to(x.dtype), x[..., rotary_dim:]), dim=-1)
 
 
 class _CompiledRotate:
-    """`rotate` under torch.compile, built on first use; falls back to eager for good after a failure."""
+    """`rotate_functional` under torch.compile, built on first use; falls back to eager for good after a failure."""
 
     def __init__(self) -> None:
         self._fn: Callable[..., torch.Tensor] | None = None
@@ -56,7 +80,7 @@ class _CompiledRotate:
             return rotate(x, cos, sin, interleaved, conjugate)
         try:
             if self._fn is None:
-                self._fn = torch.compile(rotate, dynamic=True)
+                self._fn = torch.compile(rotate_functional, dynamic=True)
             return self._fn(x, cos, sin, interleaved, conjugate)
         except Exception as exc:  # inductor raises many types (no compiler, codegen, backend errors)
             if strict:
@@ -75,8 +99,10 @@ compiled_rotate = _CompiledRotate()
 
 def _run(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, conjugate: bool,
          backend: str) -> torch.Tensor:
-    # Inside an outer torch.compile the eager function is traced and fused with its neighbours.
-    if backend == "eager" or torch.compiler.is_compiling() or (backend == "auto" and x.numel() < COMPILE_MIN_NUMEL):
+    if torch.compiler.is_compiling():
+        # Inside an outer torch.compile: traced and fused with its neighbours.
+        return rotate_functional(x, cos, sin, interleaved, conjugate)
+    if backend == "eager" or (backend == "auto" and x.numel() < COMPILE_MIN_NUMEL):
         return rotate(x, cos, sin, interleaved, conjugate)
     return compiled_rotate(x, cos, sin, interleaved, conjugate, strict=backend == "compile")
 
@@ -157,6 +183,6 @@ def apply_rotary(
     compute = torch.float64 if x.dtype == torch.float64 else torch.float32
     cos, sin = cos.to(compute), sin.to(compute)
     if cos.requires_grad or sin.requires_grad:
-        # Learned tables need their own gradient: plain autograd through the eager function.
-        return rotate(x, cos, sin, interleaved, False)
+        # Learned tables need their own gradient: plain autograd through the functional form.
+        return rotate_functional(x, cos, sin, interleaved, False)
     return _Rotary.apply(x, cos, sin, interleaved, False, backend)
