@@ -2,11 +2,15 @@
 
 __version__ = "0.1.0"
 
+from ampdoctor import fix  # noqa: E402
 from ampdoctor.explain import Candidate, explain  # noqa: E402
+from ampdoctor.nn import RotaryEmbedding, apply_rotary  # noqa: E402
 from ampdoctor.policy import Policy  # noqa: E402
 from ampdoctor.report import Report  # noqa: E402
 from ampdoctor.rules import Finding, Location, Rule, Severity, catalog, get_rule  # noqa: E402
+from ampdoctor.train import PrecisionStep, StepResult  # noqa: E402
 
 __all__ = [
-    "Candidate", "Finding", "Location", "Policy", "Report", "Rule", "Severity", "__version__", "catalog", "explain", "get_rule",
+    "Candidate", "Finding", "Location", "Policy", "PrecisionStep", "Report", "RotaryEmbedding", "Rule", "Severity",
+    "StepResult", "__version__", "apply_rotary", "catalog", "explain", "fix", "get_rule",
 ]
