@@ -37,7 +37,7 @@ def is_model_expr(expr: ast.AST, src: SourceFile) -> bool:
         if isinstance(func, ast.Attribute) and func.attr in ("from_pretrained", "from_config", "to", "cuda"):
             return func.attr in ("from_pretrained", "from_config") or is_model_expr(func.value, src)
         ident = last_identifier(func)
-        return bool(ident and ident[:1].isupper() and not ident.isupper() and src.imports.qualname(func) is None)
+        return bool(ident and ident[:1].isupper() and src.imports.qualname(func) is None)
     ident = last_identifier(expr) if isinstance(expr, (ast.Name, ast.Attribute)) else None
     if not ident:
         return False

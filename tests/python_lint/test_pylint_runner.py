@@ -1,0 +1,94 @@
+"""Suppression, syntax errors, parallel runs, and the `ampdoctor lint` command on Python files."""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from pylint_helpers import hits
+
+from ampdoctor.lint import LintSettings, exit_code, lint_paths
+from ampdoctor.lint.python import lint_python_files
+
+BUGGY = textwrap.dedent("""
+    import torch
+    scaler = torch.cuda.amp.GradScaler()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        pass
+""").lstrip()
+
+
+def test_inline_suppression_by_name_id_and_bare():
+    code = """
+    import torch
+    a = torch.amp.GradScaler("cuda")  # ampdoctor: ignore[grad-scaler-with-bf16]
+    b = torch.amp.GradScaler("cuda")  # ampdoctor: ignore[AMP004, deprecated-cuda-amp]
+    c = torch.cuda.amp.GradScaler()  # ampdoctor: ignore
+    d = torch.cuda.amp.GradScaler()  # ampdoctor: ignore[deprecated-cuda-amp]
+    e = "# ampdoctor: ignore"; f = torch.amp.GradScaler("cuda")
+    x = torch.ones(1, dtype=torch.bfloat16)
+    """
+    assert hits(code) == [("grad-scaler-with-bf16", 5), ("grad-scaler-with-bf16", 6)]
+
+
+def test_syntax_error_is_reported_for_that_file_and_the_run_goes_on(tmp_path: Path):
+    (tmp_path / "broken.py").write_text("def f(:\n    pass\n")
+    (tmp_path / "train.py").write_text(BUGGY)
+    report = lint_paths([tmp_path], LintSettings(jobs=1))
+    assert [(e.file.endswith("broken.py"), e.line, e.fatal) for e in report.errors] == [(True, 1, False)]
+    assert report.errors[0].message.startswith("syntax error")
+    assert sorted((f.name, f.location.line) for f in report.findings) == [("deprecated-cuda-amp", 2), ("grad-scaler-with-bf16", 2)]
+    assert len(report.checked) == 2
+    assert exit_code(report, LintSettings()) == 1
+
+
+def test_only_a_broken_file_exits_2(tmp_path: Path):
+    (tmp_path / "broken.py").write_bytes(b"x = (\n")
+    report = lint_paths([tmp_path / "broken.py"], LintSettings(jobs=1))
+    assert report.errors and not report.findings
+    assert exit_code(report, LintSettings()) == 1 or report.checked  # checked: syntax errors are not fatal
+    undecodable = tmp_path / "latin.py"
+    undecodable.write_bytes(b"# -*- coding: utf-8 -*-\nx = '\xff'\n")
+    report = lint_paths([undecodable], LintSettings(jobs=1))
+    assert report.errors[0].message.startswith("cannot read") and not report.checked
+    assert exit_code(report, LintSettings()) == 2
+
+
+def test_parallel_and_serial_runs_agree(tmp_path: Path):
+    for i in range(40):
+        (tmp_path / f"m{i:02d}.py").write_text(BUGGY if i % 3 == 0 else "import torch\nx = torch.ones(3)\n")
+    files = sorted(tmp_path.glob("*.py"))
+    serial = lint_python_files(files, jobs=1)
+    parallel = lint_python_files(files, jobs=2)
+    assert parallel.findings == serial.findings
+    assert sorted(parallel.checked) == sorted(serial.checked) and len(serial.checked) == 40
+    assert len(serial.findings) == 2 * 14
+
+
+def test_cli_json_select_ignore(tmp_path: Path):
+    (tmp_path / "train.py").write_text(BUGGY)
+    cmd = [sys.executable, "-m", "ampdoctor", "lint", str(tmp_path), "--no-config", "--format", "json"]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    assert out.returncode == 1, out.stderr
+    names = sorted((f["name"], f["location"]["line"]) for f in json.loads(out.stdout)["findings"])
+    assert names == [("deprecated-cuda-amp", 2), ("grad-scaler-with-bf16", 2)]
+    only = subprocess.run(cmd + ["--select", "deprecated-cuda-amp"], capture_output=True, text=True)
+    assert [f["name"] for f in json.loads(only.stdout)["findings"]] == ["deprecated-cuda-amp"]
+    assert only.returncode == 0  # a warning does not fail at the default fail-on=error
+    none = subprocess.run(cmd + ["--ignore", "AMP004,deprecated-cuda-amp"], capture_output=True, text=True)
+    assert json.loads(none.stdout)["findings"] == [] and none.returncode == 0
+
+
+def test_examples_reproduce_incidents_2_to_5():
+    root = Path(__file__).resolve().parents[2] / "examples" / "code"
+    report = lint_paths([root], LintSettings(jobs=1))
+    got = sorted((Path(f.location.file).name, f.name, f.location.line) for f in report.findings)
+    assert got == [
+        ("incident2_rope_cache.py", "rope-cache-low-precision", 22),
+        ("incident2_rope_cache.py", "rope-cache-low-precision", 23),
+        ("incident3_grad_precision.py", "grad-dtype-mismatch", 19),
+        ("incident4_gradscaler.py", "deprecated-cuda-amp", 6),
+        ("incident4_gradscaler.py", "grad-scaler-with-bf16", 15),
+        ("incident5_rotary_cast.py", "rope-dtype-mismatch", 13),
+    ]
