@@ -221,6 +221,35 @@ class Policy:
             return GradScaler(device_type, growth_interval=2**31 - 1)
         return GradScaler(device_type)
 
+    # --- framework configs (ampdoctor.frameworks) ----------------------------------------------------
+
+    def to_deepspeed(self) -> dict[str, Any]:
+        from ampdoctor.frameworks import export; return export(self, "deepspeed").config  # noqa: E702
+
+    def to_accelerate(self) -> dict[str, Any]:
+        from ampdoctor.frameworks import export; return export(self, "accelerate").config  # noqa: E702
+
+    def to_hf(self) -> dict[str, Any]:
+        from ampdoctor.frameworks import export; return export(self, "hf").config  # noqa: E702
+
+    def to_lightning(self) -> dict[str, Any]:
+        from ampdoctor.frameworks import export; return export(self, "lightning").config  # noqa: E702
+
+    def to_neox(self) -> dict[str, Any]:
+        from ampdoctor.frameworks import export; return export(self, "neox").config  # noqa: E702
+
+    def to_torchtune(self) -> dict[str, Any]:
+        from ampdoctor.frameworks import export; return export(self, "torchtune").config  # noqa: E702
+
+    def to_fsdp(self) -> Any:
+        """An FSDP2 `MixedPrecisionPolicy` (FSDP1 `MixedPrecision` on older torch)."""
+        from ampdoctor.frameworks import export; return export(self, "fsdp").config  # noqa: E702
+
+    @classmethod
+    def from_config(cls, framework: str, config: Any) -> "Policy | None":
+        """The effective policy of a framework config (a dict or a path); None when it is left to "auto"."""
+        from ampdoctor.frameworks import from_config; return from_config(framework, config)  # noqa: E702
+
 
 PRESETS: dict[str, Policy] = {
     "fp32": Policy.derive(params=torch.float32),

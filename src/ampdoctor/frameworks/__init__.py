@@ -1,0 +1,107 @@
+"""One module per framework: its config -> effective `Policy` (with the location of every key used), and
+`Policy` -> its config. `located` is the shared parser that keeps line/column per key path."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+
+from ampdoctor.frameworks import accelerate, deepspeed, fsdp, h2o, hf, launchers, lightning, neox, simpletuner, torchtune
+from ampdoctor.frameworks.base import EffectiveConfig, Reference, Setting
+from ampdoctor.frameworks.located import Document, load_documents
+from ampdoctor.policy import Policy
+
+# Detection order: the most specific shapes first (a NeoX file also holds DeepSpeed blocks; HF arguments are loosest).
+READERS: tuple[ModuleType, ...] = (neox, deepspeed, accelerate, lightning, h2o, torchtune, simpletuner, hf, launchers)
+
+TARGETS = ("deepspeed", "accelerate", "hf", "lightning", "fsdp", "neox", "torchtune")
+_EXPORTERS: dict[str, ModuleType] = {"deepspeed": deepspeed, "accelerate": accelerate, "hf": hf, "lightning": lightning,
+                                     "fsdp": fsdp, "neox": neox, "torchtune": torchtune}
+_FORMAT = {"deepspeed": "json", "hf": "json", "fsdp": "python", "accelerate": "yaml", "lightning": "yaml", "neox": "yaml", "torchtune": "yaml"}
+
+
+def reader_for(doc: Document) -> ModuleType | None:
+    """The framework module whose config this document is, or None for a file that is no training config."""
+    for module in READERS:
+        try:
+            if module.detect(doc):
+                return module
+        except (TypeError, AttributeError, ValueError):
+            continue
+    return None
+
+
+@dataclass(frozen=True)
+class Export:
+    """A framework config fragment for a policy: `config` (dict, or an FSDP policy object), `text` in the
+    framework's own syntax, and what the framework cannot express."""
+
+    target: str
+    config: Any
+    text: str
+    cannot_express: tuple[str, ...]
+    syntax: str
+
+
+def export(policy: Policy, target: str) -> Export:
+    key = target.strip().lower()
+    if key not in _EXPORTERS:
+        raise ValueError(f"unknown export target {target!r}: expected one of {', '.join(TARGETS)}")
+    if key == "fsdp":
+        text, notes = fsdp.export(policy)
+        return Export(key, fsdp.to_fsdp(policy), text, tuple(notes), "python")
+    config, notes = _EXPORTERS[key].export(policy)
+    notes = notes + _unexpressed(policy, key, config, notes)
+    if _FORMAT[key] == "json":
+        text = json.dumps(config, indent=2) + "\n"
+    else:
+        text = yaml.safe_dump(config, sort_keys=False)
+    return Export(key, config, text, tuple(notes), _FORMAT[key])
+
+
+def _unexpressed(policy: Policy, target: str, config: Any, notes: list[str]) -> list[str]:
+    """Fields the fragment does not reproduce when read back, that the exporter did not already explain:
+    the reader is the reference for what the framework runs, so an export can never claim more than it does."""
+    from dataclasses import fields
+
+    from ampdoctor.policy import dtype_name
+
+    back = from_config(target, config)
+    if back is None:
+        return ["the fragment leaves the precision to 'auto'"]
+    out = []
+    for f in fields(Policy):
+        want, got = getattr(policy, f.name), getattr(back, f.name)
+        if want != got and not any(n.startswith(f"{f.name}=") for n in notes):
+            show = (lambda v: v) if f.name == "loss_scale" else dtype_name
+            out.append(f"{f.name}={show(want)}: {target} runs {show(got)} here")
+    return out
+
+
+def from_config(target: str, config: Any, *, file: str = "<config>") -> Policy | None:
+    """The effective policy of a config given as data (a dict) or a path; None when it is left to "auto"."""
+    key = target.strip().lower()
+    if key == "fsdp":
+        return fsdp.from_fsdp(config)
+    if isinstance(config, (str, Path)):
+        docs, error = load_documents(Path(config))
+        if error is not None:
+            raise ValueError(str(error))
+        doc = docs[0]
+    else:
+        doc = Document(file, "yaml", config, {})
+    if key == "neox":
+        doc = neox.merge([doc])
+    module = {"deepspeed": deepspeed, "accelerate": accelerate, "hf": hf, "lightning": lightning, "neox": neox,
+              "torchtune": torchtune, "simpletuner": simpletuner, "h2o": h2o}.get(key)
+    if module is None:
+        raise ValueError(f"unknown framework {target!r}")
+    return module.read(doc).policy
+
+
+__all__ = ["Document", "EffectiveConfig", "Export", "READERS", "Reference", "Setting", "TARGETS", "export", "from_config", "reader_for"]

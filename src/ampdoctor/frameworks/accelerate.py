@@ -1,0 +1,116 @@
+"""HF accelerate config YAML (`accelerate config` / `accelerate launch --config_file`) -> Policy.
+
+- `mixed_precision: bf16|fp16|no` turns on autocast (fp16 adds a GradScaler); the model keeps the dtype it was
+  loaded in, which the config cannot show (fp32 assumed).
+- `distributed_type: DEEPSPEED` with `deepspeed_config.deepspeed_config_file` (resolved next to the YAML first):
+  accelerate fills the file's "auto" values and adds a missing fp16/bf16 block from `mixed_precision`, and
+  refuses the opposite half type ("`--mixed_precision` arg cannot be set to `bf16` when `fp16` is set in the
+  DeepSpeed config file"). Without a file, the inline keys (zero_stage, gradient_accumulation_steps) and
+  `mixed_precision` make the DeepSpeed config.
+- `distributed_type: FSDP`: accelerate sets FSDP `MixedPrecision(param_dtype=dtype, reduce_dtype=dtype)` from
+  `mixed_precision`, so gradients are reduced in bf16/fp16.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ampdoctor.frameworks import deepspeed
+from ampdoctor.frameworks.base import EffectiveConfig, PolicyBuilder, Reference, Setting, as_int, lower_str, resolve_path
+from ampdoctor.frameworks.located import Document
+from ampdoctor.policy import Policy, dtype_name
+from ampdoctor.rules import Location
+
+NAME = "accelerate"
+
+_KEYS = frozenset({"compute_environment", "distributed_type", "mixed_precision", "num_processes", "num_machines",
+                   "machine_rank", "main_process_port", "main_process_ip", "use_cpu", "deepspeed_config", "fsdp_config",
+                   "main_training_function", "downcast_bf16", "gpu_ids", "rdzv_backend", "same_network", "tpu_env",
+                   "dynamo_config", "megatron_lm_config", "enable_cpu_affinity"})
+_HALF = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}
+
+
+def detect(doc: Document) -> bool:
+    if not isinstance(doc.data, dict):
+        return False
+    keys = {k for k in doc.data if isinstance(k, str)}
+    if keys & {"compute_environment", "distributed_type"}:
+        return True
+    return "mixed_precision" in keys and len(keys & _KEYS) >= 2
+
+
+def read(doc: Document) -> EffectiveConfig:
+    cfg = EffectiveConfig(NAME, doc.file, None, files=(doc.file,))
+    mp_raw = doc.get("mixed_precision", default="no")
+    mp = lower_str(mp_raw) or ("no" if mp_raw in (None, False) else str(mp_raw))
+    mp_at = doc.at("mixed_precision")
+    dist = lower_str(doc.get("distributed_type", default="no"))
+    cfg.set("mixed_precision", mp, mp_at, not doc.has("mixed_precision"))
+    cfg.set("strategy", dist, doc.at("distributed_type"), not doc.has("distributed_type"))
+    procs = as_int(doc.get("num_processes"))
+    if procs is not None and procs > 0:
+        cfg.set("world_size", procs, doc.at("num_processes"))
+    half = _HALF.get(mp)
+    if dist == "deepspeed":
+        ds = doc.get("deepspeed_config", default={}) or {}
+        file_value = ds.get("deepspeed_config_file") if isinstance(ds, dict) else None
+        gas = as_int(ds.get("gradient_accumulation_steps")) if isinstance(ds, dict) else None
+        gas_at = doc.at("deepspeed_config", "gradient_accumulation_steps")
+        if file_value:
+            fills: dict[tuple[str, ...], tuple[Any, Location]] = {}
+            if mp in ("bf16", "fp16", "no"):
+                fills[("bf16", "enabled")] = (mp == "bf16", mp_at)
+                fills[("fp16", "enabled")] = (mp == "fp16", mp_at)
+            if gas is not None:
+                fills[("gradient_accumulation_steps",)] = (gas, gas_at)
+            paths = resolve_path(doc.file, str(file_value))
+            target = next((p for p in paths if p.is_file()), paths[0])
+            cfg.references.append(Reference(target, doc.at("deepspeed_config", "deepspeed_config_file"), fills,
+                                            Setting(mp, mp_at, not doc.has("mixed_precision")), NAME))
+            return cfg
+        inline: dict[str, Any] = {"bf16": {"enabled": mp == "bf16"}, "fp16": {"enabled": mp == "fp16"}}
+        locs: dict[tuple[Any, ...], Location] = {("bf16",): mp_at, ("bf16", "enabled"): mp_at, ("fp16",): mp_at, ("fp16", "enabled"): mp_at}
+        stage = as_int(ds.get("zero_stage")) if isinstance(ds, dict) else None
+        if stage is not None:
+            inline["zero_optimization"] = {"stage": stage}
+            locs[("zero_optimization", "stage")] = doc.at("deepspeed_config", "zero_stage")
+        if gas is not None:
+            inline["gradient_accumulation_steps"] = gas
+            locs[("gradient_accumulation_steps",)] = gas_at
+        deepspeed.fill_policy(Document(doc.file, doc.syntax, inline, locs), cfg)
+        return cfg
+    b = PolicyBuilder(mp_at)
+    b.set("params", torch.float32, mp_at)
+    if half is not None:
+        b.set("compute", half, mp_at)
+        cfg.set("autocast", half, mp_at)
+        if half == torch.float16:
+            b.set("loss_scale", "dynamic", mp_at)
+            cfg.set("loss_scaler", "dynamic", mp_at)
+        if dist == "fsdp":
+            b.set("reduce", half, doc.at("fsdp_config") if doc.has("fsdp_config") else mp_at)
+    cfg.policy, cfg.sources = b.build()
+    cfg.set("optimizer_kind", "master", mp_at, True)
+    return cfg
+
+
+def export(policy: Policy) -> tuple[dict[str, Any], list[str]]:
+    notes: list[str] = []
+    mp = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(policy.compute, "no")
+    if policy.compute not in (torch.bfloat16, torch.float16, torch.float32):
+        notes.append(f"compute={dtype_name(policy.compute)}: accelerate's mixed_precision is no, fp16, bf16 or fp8")
+    config: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE", "distributed_type": "MULTI_GPU", "mixed_precision": mp}
+    if policy.params != torch.float32:
+        notes.append(f"params={dtype_name(policy.params)}: accelerate keeps the dtype the model was loaded in; "
+                     f"load it with torch_dtype={dtype_name(policy.params)} in the script")
+    for name in ("grads", "grad_accum", "reduce"):
+        if getattr(policy, name) != policy.params:
+            notes.append(f"{name}={dtype_name(getattr(policy, name))}: under DDP gradients, their accumulation and all-reduce follow the parameter dtype ({dtype_name(policy.params)})")
+    if policy.optimizer_state != policy.params:
+        notes.append(f"optimizer_state={dtype_name(policy.optimizer_state)}: the optimizer (chosen in code) decides its state dtype")
+    expected_scale = "dynamic" if policy.compute == torch.float16 else "none"
+    if policy.loss_scale != expected_scale:
+        notes.append(f"loss_scale={policy.loss_scale}: accelerate uses a dynamic GradScaler exactly when mixed_precision is fp16")
+    return config, notes

@@ -1,0 +1,69 @@
+"""PyTorch FSDP: Policy <-> FSDP2 `MixedPrecisionPolicy` (FSDP1 `MixedPrecision` where FSDP2 is missing).
+
+FSDP keeps the sharded parameters in the dtype the model was built in (the policy's `params`), all-gathers
+and computes in `param_dtype`, reduce-scatters gradients in `reduce_dtype` and hands the optimizer sharded
+gradients in the parameter dtype. Loss scaling needs `ShardedGradScaler` in code; it is not part of the policy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ampdoctor.policy import Policy, dtype_name
+
+NAME = "fsdp"
+
+
+def mixed_precision_class() -> type:
+    try:
+        from torch.distributed.fsdp import MixedPrecisionPolicy  # FSDP2, torch >= 2.6
+
+        return MixedPrecisionPolicy
+    except ImportError:  # pragma: no cover - older torch
+        from torch.distributed.fsdp import MixedPrecision
+
+        return MixedPrecision
+
+
+def to_fsdp(policy: Policy) -> Any:
+    cls = mixed_precision_class()
+    if cls.__name__ == "MixedPrecisionPolicy":
+        return cls(param_dtype=policy.compute, reduce_dtype=policy.reduce, output_dtype=policy.output, cast_forward_inputs=True)
+    return cls(param_dtype=policy.compute, reduce_dtype=policy.reduce, buffer_dtype=policy.compute)  # pragma: no cover
+
+
+def from_fsdp(mp: Any, params: torch.dtype = torch.float32) -> Policy:
+    """The policy an FSDP `MixedPrecisionPolicy`/`MixedPrecision` runs over a model built in `params`."""
+    compute = getattr(mp, "param_dtype", None) or params
+    reduce = getattr(mp, "reduce_dtype", None) or compute
+    output = getattr(mp, "output_dtype", None) or compute
+    return Policy.derive(params=params, compute=compute, output=output, reduce=reduce,
+                         grads=params, grad_accum=params, optimizer_state=params)
+
+
+def export(policy: Policy) -> tuple[str, list[str]]:
+    """Python source that builds the FSDP2 policy, and what FSDP cannot express."""
+    notes: list[str] = []
+    t = {torch.float32: "torch.float32", torch.bfloat16: "torch.bfloat16", torch.float16: "torch.float16", torch.float64: "torch.float64"}
+    for name in ("grads", "grad_accum", "optimizer_state"):
+        if getattr(policy, name) != policy.params:
+            notes.append(f"{name}={dtype_name(getattr(policy, name))}: FSDP keeps sharded gradients and the optimizer's "
+                         f"parameters in the parameter dtype ({dtype_name(policy.params)})")
+    if policy.loss_scale != "none":
+        notes.append(f"loss_scale={policy.loss_scale}: use torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler in the training loop")
+    lines = [
+        "import torch",
+        "from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard",
+        "",
+        f"# Build the model in {t[policy.params]} (the sharded master parameters), then:",
+        "mp_policy = MixedPrecisionPolicy(",
+        f"    param_dtype={t[policy.compute]},",
+        f"    reduce_dtype={t[policy.reduce]},",
+        f"    output_dtype={t[policy.output]},",
+        "    cast_forward_inputs=True,",
+        ")",
+        "# for each transformer block: fully_shard(block, mp_policy=mp_policy); then fully_shard(model, mp_policy=mp_policy)",
+    ]
+    return "\n".join(lines) + "\n", notes

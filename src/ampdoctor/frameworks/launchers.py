@@ -1,0 +1,61 @@
+"""Hardware named in configs: launcher files (SkyPilot `resources.accelerators`, SageMaker/cloud
+`instance_type`, `gpu_type`...) and hardware keys inside any training config. They decide no dtype, but a
+bf16 config next to a V100 or T4 asks for bf16 where it is only emulated (B13/B14)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ampdoctor.frameworks.base import EffectiveConfig
+from ampdoctor.frameworks.located import Document, iter_leaves
+from ampdoctor.rules import Location
+
+NAME = "launcher"
+
+_HW_KEY = re.compile(r"(gpu|accelerator|instance_type|instance|machine_type|node_type|device_type|hardware|resources)", re.I)
+# GPUs without native bf16 (compute capability < 8.0), and cloud instance families built on them.
+_NO_BF16: tuple[tuple[str, str, str], ...] = (
+    (r"k80|\bp2\.", "Tesla K80", "3.7"),
+    (r"m60|\bg3s?\.", "Tesla M60", "5.2"),
+    (r"m40", "Tesla M40", "5.2"),
+    (r"p100", "Tesla P100", "6.0"),
+    (r"p40", "Tesla P40", "6.1"),
+    (r"(?<![a-z0-9])p4(?![0-9a-z])", "Tesla P4", "6.1"),
+    (r"v100|\bp3(dn)?\.", "Tesla V100", "7.0"),
+    (r"(?<![a-z0-9])t4(?![0-9a-z])|\bg4dn\.", "Tesla T4", "7.5"),
+    (r"titan[ _-]?v(?![a-z0-9])", "Titan V", "7.0"),
+    (r"rtx[ _-]?20[5-8]0", "GeForce RTX 20xx", "7.5"),
+    (r"gtx[ _-]?10[5-8]0", "GeForce GTX 10xx", "6.1"),
+    (r"quadro[ _-]?rtx", "Quadro RTX", "7.5"),
+)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    name: str
+    capability: str
+    location: Location
+
+
+def hardware_in(doc: Document) -> list[Hardware]:
+    """GPUs without native bf16 named under a hardware-looking key."""
+    found: list[Hardware] = []
+    for path, value in iter_leaves(doc):
+        if not isinstance(value, str) or not any(isinstance(k, str) and _HW_KEY.search(k) for k in path):
+            continue
+        text = value.lower()
+        for pattern, name, capability in _NO_BF16:
+            if re.search(pattern, text):
+                found.append(Hardware(name, capability, doc.at(*path)))
+                break
+    return found
+
+
+def detect(doc: Document) -> bool:
+    return isinstance(doc.data, dict) and bool(hardware_in(doc))
+
+
+def read(doc: Document) -> EffectiveConfig:
+    cfg = EffectiveConfig(NAME, doc.file, None, files=(doc.file,))
+    return cfg

@@ -1,0 +1,138 @@
+"""SimpleTuner: `config.env` (exported shell variables, `TRAINER_EXTRA_ARGS="--flag=value ..."`) and
+`config.json`/`config.yaml` (`{"--flag": value}`) -> Policy.
+
+SimpleTuner loads the trained model in `weight_dtype`, which `--mixed_precision` decides (bf16 by default),
+so even LoRA weights are bf16 (incident 3: "Flux transformer moved to GPU in torch.bfloat16").
+`--gradient_precision=fp32` casts every `.grad` to fp32 after backward; with gradient accumulation the next
+micro-batch then accumulates a bf16 gradient into an fp32 `.grad` and fails ("Expected BFloat16, got Float",
+bghira/SimpleTuner #854). `adamw_bf16` asserts bf16 parameters (#755).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+import torch
+
+from ampdoctor.frameworks.base import EffectiveConfig, PolicyBuilder, as_int, lower_str
+from ampdoctor.frameworks.located import Document
+from ampdoctor.rules import Location
+
+NAME = "simpletuner"
+
+_ENV_VARS = frozenset({"MIXED_PRECISION", "TRAINER_EXTRA_ARGS", "PRETRAINED_MODEL_NAME_OR_PATH", "MODEL_TYPE", "MODEL_FAMILY",
+                       "OUTPUT_DIR", "LEARNING_RATE", "GRADIENT_ACCUMULATION_STEPS", "ACCUMULATE_STEPS", "MAX_NUM_STEPS",
+                       "TRAIN_BATCH_SIZE", "OPTIMIZER", "DATALOADER_CONFIG", "RESOLUTION", "VALIDATION_PROMPT",
+                       "CHECKPOINTING_STEPS", "LR_SCHEDULE", "BASE_MODEL_PRECISION", "TRACKER_PROJECT_NAME", "NUM_EPOCHS"})
+_FLAGS = frozenset({"model_type", "model_family", "mixed_precision", "pretrained_model_name_or_path", "output_dir",
+                    "data_backend_config", "gradient_precision", "optimizer", "train_batch_size", "lora_type",
+                    "base_model_precision", "gradient_accumulation_steps", "learning_rate", "max_train_steps"})
+_ENV_ALIASES = {"accumulate_steps": "gradient_accumulation_steps"}
+_HALF = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}
+# Optimizers that handle bf16 weights without fp32 masters.
+_SAFE_OPTIMIZERS = ("adamw_bf16", "optimi-", "stableadamw", "adamw_schedulefree", "bnb-", "ao-")
+
+
+def detect(doc: Document) -> bool:
+    if not isinstance(doc.data, dict):
+        return False
+    if doc.syntax == "env":
+        names = set(doc.data)
+        return len(names & _ENV_VARS) >= 2 and bool(names & {"MIXED_PRECISION", "TRAINER_EXTRA_ARGS"})
+    flags = {k[2:].replace("-", "_") for k in doc.data if isinstance(k, str) and k.startswith("--")}
+    return len(flags) >= 2 and bool(flags & _FLAGS)
+
+
+def flags(doc: Document) -> dict[str, tuple[Any, Location]]:
+    """Every SimpleTuner option the document sets, by flag name, with where it is written."""
+    out: dict[str, tuple[Any, Location]] = {}
+    if doc.syntax != "env":
+        for key, value in doc.data.items():
+            if isinstance(key, str) and key.startswith("--"):
+                out[key[2:].replace("-", "_")] = (value, doc.at(key))
+        return out
+    for name, value in doc.data.items():
+        if name == "TRAINER_EXTRA_ARGS":
+            continue
+        flag = _ENV_ALIASES.get(name.lower(), name.lower())
+        out[flag] = (value, doc.at(name))
+    extra = doc.data.get("TRAINER_EXTRA_ARGS")
+    if isinstance(extra, str):
+        out.update(_extra_args(extra, doc))
+    return out
+
+
+def _extra_args(text: str, doc: Document) -> dict[str, tuple[Any, Location]]:
+    try:
+        tokens = shlex.split(text)
+    except ValueError:
+        tokens = text.split()
+    base = doc.at("TRAINER_EXTRA_ARGS")
+    out: dict[str, tuple[Any, Location]] = {}
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.startswith("--"):
+            name, sep, value = token[2:].partition("=")
+            if not sep:
+                if i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+                    value, i = tokens[i + 1], i + 1
+                else:
+                    value = "true"
+            out[name.replace("-", "_")] = (value, _locate(doc, base, token.split("=")[0]))
+        i += 1
+    return out
+
+
+def _locate(doc: Document, base: Location, needle: str) -> Location:
+    """The line/column of a flag inside a (possibly multi-line) variable value."""
+    if not doc.text or base.line is None:
+        return base
+    lines = doc.text.splitlines()
+    for n in range(base.line - 1, min(len(lines), base.line + 50)):
+        match = re.search(re.escape(needle) + r"(?=[=\s\"']|$)", lines[n])
+        if match:
+            return Location(file=doc.file, line=n + 1, column=match.start() + 1)
+    return base
+
+
+def read(doc: Document) -> EffectiveConfig:
+    return read_flags(flags(doc), doc.file)
+
+
+def read_flags(opts: dict[str, tuple[Any, Location]], file: str) -> EffectiveConfig:
+    cfg = EffectiveConfig(NAME, file, None, files=(file,))
+    here = Location(file=file)
+    mp_raw, mp_at = opts.get("mixed_precision", ("bf16", Location(file=file, label="mixed_precision unset: bf16")))
+    mp = lower_str(mp_raw) or "bf16"
+    cfg.set("mixed_precision", mp, mp_at, "mixed_precision" not in opts)
+    weight = _HALF.get(mp, torch.float32)
+    gas_raw, gas_at = opts.get("gradient_accumulation_steps", (1, here))
+    gas = as_int(gas_raw) or 1
+    cfg.set("grad_accum_steps", gas, gas_at, "gradient_accumulation_steps" not in opts)
+    grad_raw, grad_at = opts.get("gradient_precision", ("unmodified", here))
+    grads = torch.float32 if lower_str(grad_raw) == "fp32" else weight
+    optimizer_raw, optimizer_at = opts.get("optimizer", ("adamw_bf16", here))
+    optimizer = lower_str(optimizer_raw) or "adamw_bf16"
+    cfg.set("optimizer", optimizer, optimizer_at, "optimizer" not in opts)
+    cfg.set("optimizer_kind", "stochastic-rounding" if optimizer.startswith(_SAFE_OPTIMIZERS) else "plain", optimizer_at, "optimizer" not in opts)
+    if optimizer == "adamw_bf16":
+        cfg.set("optimizer_requires", torch.bfloat16, optimizer_at)
+    name_raw = opts.get("pretrained_model_name_or_path")
+    if name_raw and isinstance(name_raw[0], str):
+        cfg.set("model_name", name_raw[0], name_raw[1])
+    b = PolicyBuilder(mp_at)
+    b.set("params", weight, mp_at)
+    b.set("compute", weight, mp_at)
+    grad_src = grad_at if grads != weight else mp_at  # the flag only matters where it changes the dtype
+    b.set("grads", grads, grad_src)
+    # .grad is summed across micro-batches in its own dtype.
+    b.set("grad_accum", grads, grad_src)
+    b.set("reduce", grads, grad_src)
+    b.set("optimizer_state", torch.float32 if optimizer.startswith(_SAFE_OPTIMIZERS) else weight, optimizer_at)
+    if weight != torch.float32:
+        cfg.set("autocast", weight, mp_at)
+    cfg.policy, cfg.sources = b.build()
+    return cfg

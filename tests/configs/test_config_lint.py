@@ -1,0 +1,493 @@
+"""Config lint, rule by rule: a positive and a negative case each, asserting rule, file and line."""
+
+import json
+import textwrap
+from pathlib import Path
+
+from ampdoctor.lint.configs import lint_config_files
+from ampdoctor.rules import Severity
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+def line_of(path: Path, needle: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
+
+
+def lint(*paths: Path):
+    return lint_config_files(list(paths))
+
+
+def hits(report, rule: str):
+    return [(Path(f.location.file).name, f.location.line) for f in report.findings if f.name == rule]
+
+
+# --- DeepSpeed ----------------------------------------------------------------------------------------
+
+DS_BOTH = """
+{
+  "train_micro_batch_size_per_gpu": 2,
+  "fp16": {"enabled": true, "loss_scale": 0},
+  "bf16": {
+    "enabled": true
+  },
+  "zero_optimization": {"stage": 2}
+}
+"""
+
+
+def test_deepspeed_fp16_and_bf16_both_enabled(tmp_path):
+    ds = write(tmp_path, "ds.json", DS_BOTH)
+    report = lint(ds)
+    assert hits(report, "fp16-bf16-both-enabled") == [("ds.json", line_of(ds, '"enabled": true\n'.strip()) if False else 5)]
+    finding = next(f for f in report.findings if f.name == "fp16-bf16-both-enabled")
+    assert [r.line for r in finding.related] == [line_of(ds, '"fp16"')]
+
+
+def test_deepspeed_one_half_mode_is_not_both_enabled(tmp_path):
+    ds = write(tmp_path, "ds.json", DS_BOTH.replace('"fp16": {"enabled": true', '"fp16": {"enabled": false'))
+    assert hits(lint(ds), "fp16-bf16-both-enabled") == []
+
+
+def test_deepspeed_legacy_bfloat16_block_counts_as_bf16(tmp_path):
+    ds = write(tmp_path, "ds.json", DS_BOTH.replace('"bf16"', '"bfloat16"'))
+    assert hits(lint(ds), "fp16-bf16-both-enabled") == [("ds.json", 5)]
+
+
+DS_BF16_GAS = """
+{
+  "train_batch_size": 512,
+  "train_micro_batch_size_per_gpu": 4,
+  "gradient_accumulation_steps": 8,
+  "bf16": {"enabled": true},
+  "zero_optimization": {"stage": 1}
+}
+"""
+
+
+def test_deepspeed_bf16_accumulation_defaults_to_bf16(tmp_path):
+    ds = write(tmp_path, "ds.json", DS_BF16_GAS)
+    report = lint(ds)
+    assert hits(report, "bf16-grad-accumulation") == [("ds.json", line_of(ds, '"bf16"'))]
+    finding = next(f for f in report.findings if f.name == "bf16-grad-accumulation")
+    assert [r.line for r in finding.related] == [line_of(ds, "gradient_accumulation_steps")]
+
+
+def test_deepspeed_fp32_grad_accum_dtype_fixes_accumulation(tmp_path):
+    ds = write(tmp_path, "ds.json", DS_BF16_GAS.replace('"zero_optimization"', '"data_types": {"grad_accum_dtype": "fp32"},\n  "zero_optimization"'))
+    assert hits(lint(ds), "bf16-grad-accumulation") == []
+
+
+def test_deepspeed_single_step_does_not_accumulate(tmp_path):
+    ds = write(tmp_path, "ds.json", DS_BF16_GAS.replace('"gradient_accumulation_steps": 8', '"gradient_accumulation_steps": 1'))
+    assert hits(lint(ds), "bf16-grad-accumulation") == []
+
+
+def test_deepspeed_reduce_follows_bf16_and_is_a_warning_at_scale(tmp_path):
+    # world size = 512 / (4 * 8) = 16 ranks
+    ds = write(tmp_path, "ds.json", DS_BF16_GAS)
+    finding = next(f for f in lint(ds).findings if f.name == "low-precision-reduce")
+    assert finding.severity == Severity.WARNING and finding.location.line == line_of(ds, '"bf16"')
+    assert "16 ranks" in finding.message
+
+
+def test_deepspeed_small_world_reduce_is_only_info_and_fp32_comm_is_clean(tmp_path):
+    small = write(tmp_path / "a", "ds.json", DS_BF16_GAS.replace("512", "64"))
+    assert [f.severity for f in lint(small).findings if f.name == "low-precision-reduce"] == [Severity.INFO]
+    fixed = write(tmp_path / "b", "ds.json", DS_BF16_GAS.replace('"zero_optimization"', '"communication_data_type": "fp32",\n  "zero_optimization"'))
+    assert hits(lint(fixed), "low-precision-reduce") == []
+
+
+def test_deepspeed_bf16_optimizer_states_with_fp32_master(tmp_path):
+    ds = write(tmp_path, "ds.json", """
+        {
+          "train_micro_batch_size_per_gpu": 1,
+          "bf16": {"enabled": true,
+                   "bf16_optimizer_states": true},
+          "zero_optimization": {"stage": 2}
+        }
+        """)
+    assert hits(lint(ds), "low-precision-optimizer-state") == [("ds.json", line_of(ds, "bf16_optimizer_states"))]
+
+
+def test_deepspeed_bf16_master_weights_is_pure_bf16(tmp_path):
+    ds = write(tmp_path, "ds.json", """
+        {
+          "train_micro_batch_size_per_gpu": 1,
+          "bf16": {"enabled": true, "bf16_master_weights_and_grads": true},
+          "zero_optimization": {"stage": 2}
+        }
+        """)
+    assert hits(lint(ds), "pure-bf16-optimizer") == [("ds.json", 3)]
+    plain = write(tmp_path / "p", "ds.json", '{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}')
+    assert hits(lint(plain), "pure-bf16-optimizer") == []
+
+
+def test_deepspeed_amp_with_zero_is_refused(tmp_path):
+    ds = write(tmp_path, "ds.json", """
+        {
+          "train_micro_batch_size_per_gpu": 1,
+          "amp": {"enabled": true, "opt_level": "O1"},
+          "zero_optimization": {"stage": 2}
+        }
+        """)
+    assert hits(lint(ds), "precision-strategy-mismatch") == [("ds.json", 3)]
+    no_zero = write(tmp_path / "n", "ds.json", '{"train_micro_batch_size_per_gpu": 1, "amp": {"enabled": true}}')
+    assert hits(lint(no_zero), "precision-strategy-mismatch") == []
+
+
+# --- GPT-NeoX (incident 1) -----------------------------------------------------------------------------
+
+NEOX = """
+{
+  "pipe_parallel_size": 1,
+  "model_parallel_size": 1,
+  "num_layers": 24,
+  "hidden_size": 2048,
+  "num_attention_heads": 16,
+  "seq_length": 2048,
+  "max_position_embeddings": 2048,
+  "pos_emb": "rotary",
+  "rotary_pct": 0.25,
+  "zero_optimization": {"stage": 1},
+  "train_micro_batch_size_per_gpu": 4,
+  "bf16": {
+    "bf16": true,
+    "enabled": true,
+    "loss_scale": 0,
+  },
+}
+"""
+
+
+def test_neox_bf16_block_without_precision_is_incident_1(tmp_path):
+    cfg = write(tmp_path, "1-3B.yml", NEOX)
+    report = lint(cfg)
+    assert hits(report, "precision-config-mismatch") == [("1-3B.yml", line_of(cfg, '"enabled": true'))]
+    finding = report.findings[[f.name for f in report.findings].index("precision-config-mismatch")]
+    assert "rotary" in finding.message and [r.line for r in finding.related] == [line_of(cfg, '"pos_emb"')]
+
+
+def test_neox_precision_in_a_second_file_is_merged(tmp_path):
+    model = write(tmp_path, "1-3B.yml", NEOX)
+    setup = write(tmp_path, "bf16.yml", '{"precision": "bfloat16", "data_path": "data/enwik8", "vocab_file": "v.json"}\n')
+    report = lint(model, setup)
+    assert hits(report, "precision-config-mismatch") == []
+    # With precision bf16 and rotary, NeoX keeps the cos/sin cache in bf16.
+    assert hits(report, "rope-cache-low-precision") == [("1-3B.yml", line_of(model, '"pos_emb"'))]
+    assert {Path(c).name for c in report.checked} == {"1-3B.yml", "bf16.yml"}
+
+
+def test_neox_precision_conflicting_with_block(tmp_path):
+    cfg = write(tmp_path, "m.yml", NEOX.replace('"rotary_pct": 0.25,', '"precision": "fp16",'))
+    report = lint(cfg)
+    finding = next(f for f in report.findings if f.name == "precision-config-mismatch")
+    assert finding.location.line == line_of(cfg, '"precision"')
+    assert [r.line for r in finding.related] == [line_of(cfg, '"enabled": true')]
+
+
+def test_neox_dash_spelling_and_fp32_allreduce(tmp_path):
+    cfg = write(tmp_path, "m.yml", NEOX.replace('"rotary_pct": 0.25,', '"precision": "bfloat16",\n  "fp32-allreduce": true,'))
+    report = lint(cfg)
+    assert hits(report, "precision-config-mismatch") == [] and hits(report, "low-precision-reduce") == []
+
+
+def test_neox_learned_positions_have_no_rope_warning(tmp_path):
+    cfg = write(tmp_path, "m.yml", NEOX.replace('"rotary"', '"learned"').replace('"rotary_pct": 0.25,', '"precision": "bfloat16",'))
+    assert hits(lint(cfg), "rope-cache-low-precision") == []
+
+
+# --- accelerate -> DeepSpeed, HF -> DeepSpeed (cross-file) -----------------------------------------------
+
+ACCEL = """
+compute_environment: LOCAL_MACHINE
+distributed_type: DEEPSPEED
+deepspeed_config:
+  deepspeed_config_file: ds.json
+  zero3_init_flag: false
+mixed_precision: bf16
+num_machines: 1
+num_processes: 8
+"""
+
+
+def test_accelerate_bf16_against_fp16_deepspeed_file(tmp_path):
+    acc = write(tmp_path, "accelerate.yaml", ACCEL)
+    ds = write(tmp_path, "ds.json", '{\n  "fp16": {"enabled": true},\n  "zero_optimization": {"stage": 2},\n  "gradient_accumulation_steps": "auto"\n}\n')
+    report = lint(acc, ds)
+    finding = next(f for f in report.findings if f.name == "precision-config-mismatch")
+    assert (Path(finding.location.file).name, finding.location.line) == ("accelerate.yaml", line_of(acc, "mixed_precision"))
+    assert {(Path(r.file).name, r.line) for r in finding.related} == {("ds.json", 2), ("accelerate.yaml", line_of(acc, "deepspeed_config_file"))}
+    assert hits(report, "fp16-bf16-both-enabled") == []
+
+
+def test_accelerate_fills_deepspeed_auto(tmp_path):
+    acc = write(tmp_path, "accelerate.yaml", ACCEL)
+    ds = write(tmp_path, "ds.json", '{"bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},\n "communication_data_type": "fp32",\n "data_types": {"grad_accum_dtype": "fp32"}, "zero_optimization": {"stage": 2}}')
+    report = lint(acc, ds)
+    assert [f for f in report.findings if f.severity != Severity.INFO] == []
+    assert {Path(c).name for c in report.checked} == {"accelerate.yaml", "ds.json"}
+
+
+def test_accelerate_missing_deepspeed_file_is_an_input_error(tmp_path):
+    acc = write(tmp_path, "accelerate.yaml", ACCEL.replace("ds.json", "missing.json"))
+    report = lint(acc)
+    assert [(Path(e.file).name, e.line) for e in report.errors] == [("accelerate.yaml", line_of(acc, "deepspeed_config_file"))]
+    assert report.errors[0].fatal
+
+
+def test_accelerate_fsdp_bf16_reduces_in_bf16(tmp_path):
+    acc = write(tmp_path, "accelerate.yaml", """
+        compute_environment: LOCAL_MACHINE
+        distributed_type: FSDP
+        fsdp_config:
+          fsdp_sharding_strategy: FULL_SHARD
+          fsdp_version: 2
+        mixed_precision: bf16
+        num_machines: 4
+        num_processes: 32
+        """)
+    finding = next(f for f in lint(acc).findings if f.name == "low-precision-reduce")
+    assert finding.location.line == line_of(acc, "fsdp_config") and finding.severity == Severity.WARNING
+    ddp = write(tmp_path / "ddp", "accelerate.yaml", ACCEL.replace("DEEPSPEED", "MULTI_GPU"))
+    assert hits(lint(ddp), "low-precision-reduce") == []
+
+
+HF_ARGS = {
+    "output_dir": "out",
+    "per_device_train_batch_size": 4,
+    "gradient_accumulation_steps": 4,
+    "learning_rate": 2e-5,
+    "bf16": True,
+    "deepspeed": "ds_config.json",
+}
+
+
+def test_hf_bf16_against_explicit_fp16_deepspeed(tmp_path):
+    args = write(tmp_path, "args.json", json.dumps(HF_ARGS, indent=2))
+    ds = write(tmp_path, "ds_config.json", '{\n  "fp16": {\n    "enabled": true\n  },\n  "gradient_accumulation_steps": "auto",\n  "zero_optimization": {"stage": 2}\n}\n')
+    finding = next(f for f in lint(args, ds).findings if f.name == "precision-config-mismatch")
+    assert (Path(finding.location.file).name, finding.location.line) == ("args.json", line_of(args, '"bf16"'))
+    assert ("ds_config.json", 3) in {(Path(r.file).name, r.line) for r in finding.related}
+
+
+def test_hf_auto_deepspeed_takes_hf_values(tmp_path):
+    args = write(tmp_path, "args.json", json.dumps(HF_ARGS, indent=2))
+    ds = write(tmp_path, "ds_config.json", '{"bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}, "gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 2}}')
+    report = lint(args, ds)
+    assert hits(report, "precision-config-mismatch") == []
+    # The HF side decides bf16 and 4 accumulation steps; DeepSpeed then accumulates in bf16. The finding
+    # sits at the HF key that turned bf16 on and names the DeepSpeed "auto" it filled.
+    finding = next(f for f in report.findings if f.name == "bf16-grad-accumulation")
+    assert (Path(finding.location.file).name, finding.location.line) == ("args.json", line_of(args, '"bf16"'))
+    assert {(Path(r.file).name, r.line) for r in finding.related} == {("args.json", line_of(args, "gradient_accumulation_steps")), ("ds_config.json", 1)}
+
+
+def test_hf_both_flags_and_mixed_half_types(tmp_path):
+    both = write(tmp_path / "a", "args.json", json.dumps({**HF_ARGS, "fp16": True, "deepspeed": None}, indent=2))
+    assert hits(lint(both), "fp16-bf16-both-enabled") == [("args.json", line_of(both, '"fp16"'))]
+    mixed = write(tmp_path / "b", "args.json", json.dumps({**HF_ARGS, "torch_dtype": "float16", "deepspeed": None}, indent=2))
+    assert hits(lint(mixed), "mixed-half-dtypes") == [("args.json", line_of(mixed, '"bf16"'))]
+    clean = write(tmp_path / "c", "args.json", json.dumps({**HF_ARGS, "deepspeed": None}, indent=2))
+    assert [f.name for f in lint(clean).findings] == []
+
+
+def test_hf_fp16_on_fp16_weights_and_scaler_on_bf16_weights(tmp_path):
+    fp16 = write(tmp_path / "a", "args.json", json.dumps({**HF_ARGS, "bf16": False, "fp16": True, "torch_dtype": "float16", "deepspeed": None}, indent=2))
+    assert hits(lint(fp16), "grad-scaler-with-fp16-params") == [("args.json", line_of(fp16, '"fp16"'))]
+    lora = write(tmp_path / "b", "args.json", json.dumps({**HF_ARGS, "bf16": False, "fp16": True, "torch_dtype": "float16", "use_peft": True, "deepspeed": None}, indent=2))
+    assert hits(lint(lora), "grad-scaler-with-fp16-params") == []
+    bf16w = write(tmp_path / "c", "args.json", json.dumps({**HF_ARGS, "bf16": False, "fp16": True, "torch_dtype": "bfloat16", "deepspeed": None}, indent=2))
+    assert hits(lint(bf16w), "grad-scaler-with-bf16") == [("args.json", line_of(bf16w, '"fp16"'))]
+
+
+def test_hf_flash_attention_on_fp32_model(tmp_path):
+    base = {"output_dir": "o", "per_device_train_batch_size": 1, "learning_rate": 1e-5, "attn_implementation": "flash_attention_2"}
+    fp32 = write(tmp_path / "a", "args.json", json.dumps(base, indent=2))
+    report = lint(fp32)
+    assert hits(report, "flash-attention-fp32-model") == [("args.json", line_of(fp32, "attn_implementation"))]
+    assert report.findings[0].severity == Severity.WARNING
+    bf16 = write(tmp_path / "b", "args.json", json.dumps({**base, "torch_dtype": "bfloat16"}, indent=2))
+    assert hits(lint(bf16), "flash-attention-fp32-model") == []
+
+
+def test_hf_bf16_weights_under_bf16_autocast_has_no_master_copy(tmp_path):
+    args = write(tmp_path, "args.json", json.dumps({**HF_ARGS, "torch_dtype": "bfloat16", "deepspeed": None}, indent=2))
+    assert hits(lint(args), "mixed-precision-without-master-weights") == [("args.json", line_of(args, '"bf16"'))]
+
+
+def test_hf_t5_fine_tuned_in_fp16(tmp_path):
+    base = {**HF_ARGS, "bf16": False, "fp16": True, "deepspeed": None, "model_name_or_path": "google/flan-t5-xl"}
+    args = write(tmp_path / "a", "args.json", json.dumps(base, indent=2))
+    assert hits(lint(args), "keep-fp32-module-cast") == [("args.json", line_of(args, '"fp16"'))]
+    gpt = write(tmp_path / "b", "args.json", json.dumps({**base, "model_name_or_path": "gpt2"}, indent=2))
+    assert hits(lint(gpt), "keep-fp32-module-cast") == []
+
+
+# --- Lightning -------------------------------------------------------------------------------------------
+
+
+def test_lightning_true_precision_under_deepspeed(tmp_path):
+    cfg = write(tmp_path, "config.yaml", "trainer:\n  devices: 4\n  strategy: deepspeed_stage_2\n  precision: bf16-true\n")
+    assert hits(lint(cfg), "precision-strategy-mismatch") == [("config.yaml", 4)]
+    ok = write(tmp_path / "ok", "config.yaml", "trainer:\n  devices: 4\n  strategy: ddp\n  precision: bf16-mixed\n")
+    assert lint(ok).findings == ()
+
+
+def test_lightning_bf16_true_fsdp_keeps_fp32_and_reduces_in_bf16(tmp_path):
+    cfg = write(tmp_path, "config.yaml", "trainer:\n  devices: 8\n  num_nodes: 4\n  strategy: fsdp\n  precision: bf16-true\n")
+    report = lint(cfg)
+    assert hits(report, "precision-strategy-mismatch") == [("config.yaml", 5)]
+    assert hits(report, "low-precision-reduce") == [("config.yaml", 4)]
+    assert next(f for f in report.findings if f.name == "low-precision-reduce").severity == Severity.WARNING
+
+
+def test_lightning_true_precision_with_accumulation_and_fp16_true(tmp_path):
+    cfg = write(tmp_path, "config.yaml", "trainer:\n  devices: 1\n  precision: bf16-true\n  accumulate_grad_batches: 8\n")
+    report = lint(cfg)
+    assert hits(report, "bf16-grad-accumulation") == [("config.yaml", 3)]
+    assert hits(report, "pure-bf16-optimizer") == [("config.yaml", 3)]
+    fp16 = write(tmp_path / "h", "config.yaml", "trainer:\n  devices: 1\n  precision: 16-true\n")
+    assert hits(lint(fp16), "fp16-without-loss-scaling") == [("config.yaml", 3)]
+
+
+def test_lightning_unknown_precision(tmp_path):
+    cfg = write(tmp_path, "config.yaml", "trainer:\n  max_epochs: 1\n  precision: bf32\n")
+    assert hits(lint(cfg), "precision-strategy-mismatch") == [("config.yaml", 3)]
+
+
+# --- SimpleTuner (incident 3) ----------------------------------------------------------------------------
+
+ENV = """
+export MODEL_TYPE='lora'
+export PRETRAINED_MODEL_NAME_OR_PATH="black-forest-labs/FLUX.1-dev"
+export MIXED_PRECISION="bf16"
+export GRADIENT_ACCUMULATION_STEPS=4
+export OPTIMIZER="adamw_bf16"
+export TRAINER_EXTRA_ARGS="--lora_rank=16 --gradient_precision=fp32"
+"""
+
+
+def test_simpletuner_fp32_gradients_with_accumulation_is_incident_3(tmp_path):
+    env = write(tmp_path, "config.env", ENV)
+    finding = next(f for f in lint(env).findings if f.name == "grad-dtype-mismatch")
+    line = line_of(env, "--gradient_precision")
+    assert (finding.location.line, finding.location.column) == (line, env.read_text().splitlines()[line - 1].index("--gradient_precision") + 1)
+    assert {r.line for r in finding.related} == {line_of(env, "MIXED_PRECISION"), line_of(env, "GRADIENT_ACCUMULATION_STEPS")}
+
+
+def test_simpletuner_without_accumulation_or_with_unmodified_grads(tmp_path):
+    one = write(tmp_path / "a", "config.env", ENV.replace("STEPS=4", "STEPS=1"))
+    assert hits(lint(one), "grad-dtype-mismatch") == []
+    unmodified = write(tmp_path / "b", "config.env", ENV.replace("--gradient_precision=fp32", "--gradient_precision=unmodified"))
+    report = lint(unmodified)
+    assert hits(report, "grad-dtype-mismatch") == []
+    assert hits(report, "bf16-grad-accumulation") == [("config.env", line_of(unmodified, "MIXED_PRECISION"))]
+
+
+def test_simpletuner_json_flags_and_bf16_only_optimizer(tmp_path):
+    cfg = write(tmp_path, "config.json", json.dumps({"--model_type": "full", "--mixed_precision": "no", "--optimizer": "adamw_bf16",
+                                                     "--output_dir": "out"}, indent=2))
+    assert hits(lint(cfg), "optimizer-dtype-mismatch") == [("config.json", line_of(cfg, "--optimizer"))]
+    ok = write(tmp_path / "ok", "config.json", json.dumps({"--model_type": "full", "--mixed_precision": "bf16", "--optimizer": "adamw_bf16"}, indent=2))
+    assert hits(lint(ok), "optimizer-dtype-mismatch") == []
+
+
+def test_simpletuner_env_and_json_disagree(tmp_path):
+    env = write(tmp_path, "config.env", ENV)
+    js = write(tmp_path, "config.json", json.dumps({"--model_type": "lora", "--mixed_precision": "fp16"}, indent=2))
+    finding = next(f for f in lint(env, js).findings if f.name == "precision-config-mismatch")
+    assert (Path(finding.location.file).name, finding.location.line) == ("config.json", line_of(js, "--mixed_precision"))
+    assert [(Path(r.file).name, r.line) for r in finding.related] == [("config.env", line_of(env, "MIXED_PRECISION"))]
+
+
+# --- H2O LLM Studio (incident 4) -------------------------------------------------------------------------
+
+H2O = """
+architecture:
+    backbone_dtype: bfloat16
+    gradient_checkpointing: true
+environment:
+    gpus:
+    - '0'
+    mixed_precision: true
+    seed: -1
+llm_backbone: h2oai/h2o-danube-1.8b-base
+problem_type: text_causal_language_modeling
+training:
+    batch_size: 2
+    grad_accumulation: 1
+    lora: true
+    optimizer: AdamW
+"""
+
+
+def test_h2o_bf16_backbone_with_mixed_precision_is_incident_4(tmp_path):
+    cfg = write(tmp_path, "cfg.yaml", H2O)
+    report = lint(cfg)
+    assert hits(report, "grad-scaler-with-bf16") == [("cfg.yaml", line_of(cfg, "mixed_precision"))]
+    finding = next(f for f in report.findings if f.name == "grad-scaler-with-bf16")
+    assert [r.line for r in finding.related] == [line_of(cfg, "backbone_dtype")]
+
+
+def test_h2o_bfloat16_mixed_precision_dtype_has_no_scaler(tmp_path):
+    cfg = write(tmp_path, "cfg.yaml", H2O.replace("    mixed_precision: true\n", "    mixed_precision: true\n    mixed_precision_dtype: bfloat16\n"))
+    report = lint(cfg)
+    assert hits(report, "grad-scaler-with-bf16") == [] and hits(report, "mixed-half-dtypes") == []
+    fp16 = write(tmp_path / "f", "cfg.yaml", H2O.replace("    mixed_precision: true\n", "    mixed_precision: true\n    mixed_precision_dtype: float16\n"))
+    assert hits(lint(fp16), "grad-scaler-with-bf16") == [("cfg.yaml", line_of(fp16, "mixed_precision_dtype"))]
+
+
+# --- torchtune ---------------------------------------------------------------------------------------------
+
+TUNE = """
+model:
+  _component_: torchtune.models.llama3_2.llama3_2_1b
+optimizer:
+  _component_: torch.optim.AdamW
+  lr: 2e-5
+gradient_accumulation_steps: 1
+device: cuda
+dtype: bf16
+"""
+
+
+def test_torchtune_bf16_with_plain_adamw_and_fp16(tmp_path):
+    cfg = write(tmp_path, "full.yaml", TUNE)
+    assert hits(lint(cfg), "pure-bf16-optimizer") == [("full.yaml", line_of(cfg, "dtype"))]
+    sr = write(tmp_path / "sr", "full.yaml", TUNE.replace("  lr: 2e-5", "  lr: 2e-5\n  bf16_stochastic_round: true"))
+    assert hits(lint(sr), "pure-bf16-optimizer") == []
+    fp16 = write(tmp_path / "h", "full.yaml", TUNE.replace("dtype: bf16", "dtype: fp16"))
+    assert hits(lint(fp16), "precision-strategy-mismatch") == [("full.yaml", line_of(fp16, "dtype"))]
+
+
+# --- hardware named in configs ------------------------------------------------------------------------------
+
+
+def test_bf16_next_to_a_v100_launcher(tmp_path):
+    ds = write(tmp_path, "ds.json", '{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}')
+    sky = write(tmp_path, "sky.yaml", "resources:\n  cloud: gcp\n  accelerators: V100:8\nrun: deepspeed train.py\n")
+    report = lint(ds, sky)
+    finding = next(f for f in report.findings if f.name == "bf16-unsupported-hardware")
+    assert (Path(finding.location.file).name, finding.location.line) == ("sky.yaml", 3)
+    assert [(Path(r.file).name, r.line) for r in finding.related] == [("ds.json", 1)]
+    a100 = write(tmp_path / "a", "sky.yaml", "resources:\n  accelerators: A100:8\n")
+    ds2 = write(tmp_path / "a", "ds.json", ds.read_text())
+    assert hits(lint(ds2, a100), "bf16-unsupported-hardware") == []
+
+
+# --- what is not a training config ------------------------------------------------------------------------------
+
+
+def test_unrelated_json_and_yaml_are_skipped_silently(tmp_path):
+    pkg = write(tmp_path, "package.json", '{"name": "x", "version": "1.0.0", "scripts": {"test": "jest"}, "devDependencies": {"typescript": "5"}}')
+    wf = write(tmp_path, ".github/workflows/ci.yml", "name: CI\non: [push]\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n")
+    k8s = write(tmp_path, "deploy.yaml", "apiVersion: v1\nkind: Pod\n---\napiVersion: v1\nkind: Service\n")
+    env = write(tmp_path, ".env", "DATABASE_URL=postgres://x\nDEBUG=1\n")
+    report = lint(pkg, wf, k8s, env)
+    assert report.findings == () and report.checked == () and report.errors == ()
