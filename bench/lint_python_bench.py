@@ -1,0 +1,87 @@
+"""Benchmark of the Python lint (not a test): files, wall time for bare `ast.parse` of the same files,
+`ampdoctor lint` (the library call, all rules, N worker processes) and ruff if installed, plus the warnings the
+linter gives, for the false-positive review in docs/benchmarks.md.
+
+    .venv/bin/python bench/lint_python_bench.py [TREE ...] [--jobs 2] [--show]
+Default trees: the installed transformers `models` package and torch's own Python sources.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import collections
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from ampdoctor.lint.python import lint_python_files
+
+
+def default_trees() -> list[Path]:
+    import torch
+    import transformers
+
+    return [Path(transformers.__file__).parent / "models", Path(torch.__file__).parent]
+
+
+def parse_only(paths: list[str]) -> int:
+    for path in paths:
+        try:
+            ast.parse(Path(path).read_bytes())
+        except (SyntaxError, ValueError):
+            pass
+    return len(paths)
+
+
+def time_parse(files: list[str], jobs: int) -> float:
+    start = time.perf_counter()
+    chunks = [files[i::jobs * 16] for i in range(jobs * 16)]
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        sum(pool.map(parse_only, chunks))
+    return time.perf_counter() - start
+
+
+def time_ruff(tree: Path) -> float | None:
+    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+    if not os.path.exists(ruff):
+        return None
+    start = time.perf_counter()
+    subprocess.run([ruff, "check", "--no-cache", "--isolated", "--select", "E9,F", "--quiet", "--exit-zero", str(tree)],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("trees", nargs="*", type=Path)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--show", action="store_true", help="print every warning (for the false-positive review)")
+    args = parser.parse_args()
+    print(f"machine: {os.cpu_count()} CPU cores, Python {sys.version.split()[0]}, jobs={args.jobs}, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    for tree in args.trees or default_trees():
+        files = sorted(str(p) for p in tree.rglob("*.py"))
+        parse_s = time_parse(files, args.jobs)
+        start = time.perf_counter()
+        report = lint_python_files([Path(f) for f in files], jobs=args.jobs)
+        lint_s = time.perf_counter() - start
+        ruff_s = time_ruff(tree)
+        counts = collections.Counter(f.name for f in report.findings)
+        print(f"\n{tree}\n  files: {len(files)}\n  ast.parse only: {parse_s:.2f} s\n  ampdoctor lint: {lint_s:.2f} s"
+              f"\n  ruff check (E9,F): {'not installed' if ruff_s is None else f'{ruff_s:.2f} s'}"
+              f"\n  warnings: {len(report.findings)} on {len({f.location.file for f in report.findings})} files "
+              f"({dict(counts)}); input errors: {len(report.errors)}")
+        if args.show:
+            for f in report.findings:
+                print(f"    {f.location.file}:{f.location.line}:{f.location.column} {f.name}: {f.message}")
+            for e in report.errors:
+                print(f"    error {e}")
+
+
+if __name__ == "__main__":
+    main()
