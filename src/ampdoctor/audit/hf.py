@@ -48,9 +48,22 @@ def build_model(config: Any, policy: Policy) -> torch.nn.Module:
     except ValueError as err:
         raise ConfigError(f"cannot build a causal LM from this config: {err}") from None
     if is_half(policy.params):
-        model = model.to(policy.params)
+        _cast(model, policy.params)
     model.train()
     return model
+
+
+def _cast(model: torch.nn.Module, dtype: torch.dtype) -> None:
+    """`model.to(dtype)` for floating params and buffers, assigning new tensors: `Module.to`
+    cannot swap fake parameters in place."""
+    with torch.no_grad():
+        for m in model.modules():
+            for k, p in list(m._parameters.items()):
+                if p is not None and p.is_floating_point():
+                    m._parameters[k] = torch.nn.Parameter(p.to(dtype), requires_grad=p.requires_grad)
+            for k, b in list(m._buffers.items()):
+                if b is not None and b.is_floating_point():
+                    m._buffers[k] = b.to(dtype)
 
 
 def audit_hf_config(

@@ -40,10 +40,11 @@ def _exit_code(code: object) -> int:
 
 def _print_user_traceback(exc: BaseException) -> None:
     """The script's traceback as Python would print it, without runpy's and ampdoctor's frames."""
-    tb = exc.__traceback__
-    while tb is not None and (tb.tb_frame.f_code.co_filename.startswith(_HERE) or tb.tb_frame.f_code.co_filename.endswith("runpy.py")):
-        tb = tb.tb_next
-    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+    te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+    te.stack = traceback.StackSummary.from_list(
+        [f for f in te.stack if not (f.filename.startswith(_HERE) or f.filename.endswith(("runpy.py", "_python_dispatch.py")))]
+    )
+    sys.stderr.write("".join(te.format()))
 
 
 def run(

@@ -1,0 +1,108 @@
+"""One behaviour per check, on small real modules."""
+
+import torch
+import torch.nn as nn
+
+from ampdoctor.audit import audit
+from ampdoctor.rules import Severity
+
+
+def names(report):
+    return sorted(f.name for f in report.findings)
+
+
+class WithBuffer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.register_buffer("scale", torch.ones(8))
+
+    def forward(self, x):
+        return self.proj(x) * self.scale.float()
+
+
+def test_fp32_constant_dragging_a_half_model_to_fp32_is_an_implicit_promotion():
+    model = WithBuffer().to(torch.bfloat16)
+    with audit("bf16-true") as a:
+        model(torch.randn(2, 8, dtype=torch.bfloat16)).float().sum().backward()
+    [f] = [f for f in a.report.findings if f.name == "implicit-dtype-promotion"]
+    assert (f.location.module, f.location.op, f.severity) == ("", "aten::mul", Severity.WARNING)
+    assert "outside autocast" in f.message
+
+
+def test_large_positions_in_bf16_are_reported():
+    class Pos(nn.Module):
+        def forward(self, n):
+            return torch.arange(n, dtype=torch.bfloat16)
+
+    with audit("bf16-mixed") as a:
+        Pos()(1024)
+    [f] = a.report.findings
+    assert f.name == "low-precision-positions" and f.details == {"max": 1024.0, "dtype": "bf16"}
+
+
+def test_loss_in_bf16_is_reported_and_fp32_loss_is_not():
+    logits = torch.randn(4, 10, dtype=torch.bfloat16, requires_grad=True)
+    target = torch.randint(0, 10, (4,))
+    with audit("bf16-true") as a:
+        nn.functional.cross_entropy(logits, target).backward()
+    assert "loss-low-precision" in names(a.report)
+    with audit("bf16-true") as b:
+        nn.functional.cross_entropy(logits.float(), target).backward()
+    assert "loss-low-precision" not in names(b.report)
+
+
+def test_fp32_matmuls_under_a_bf16_policy_report_their_flop_share():
+    model = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 32))
+    with audit("bf16-mixed") as a:  # but no autocast: everything runs in fp32
+        model(torch.randn(4, 32)).sum().backward()
+    found = [f for f in a.report.findings if f.name == "fp32-matmul-in-bf16-policy"]
+    assert {f.location.module for f in found} >= {"0", "2"}
+    assert abs(sum(f.details["share"] for f in found) - 1.0) < 1e-3
+
+
+def test_sensitive_ops_are_judged_by_the_target_devices_autocast():
+    model = nn.Sequential(nn.Linear(16, 16), nn.Softmax(dim=-1))
+    x = torch.randn(4, 16)
+    for device, expected in (("cpu", []), ("cuda", ["1"])):
+        with audit("bf16-mixed", target_device=device) as a:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                model(x)
+        found = [f for f in a.report.findings if f.name == "low-precision-sensitive-op"]
+        assert [f.location.module for f in found] == expected
+        if found:
+            assert found[0].location.op == "aten::_softmax" and found[0].details["device_type"] == "cuda"
+
+
+def test_bf16_and_fp16_in_one_op_are_mixed_half_dtypes():
+    with audit("bf16-mixed") as a:
+        torch.randn(3, dtype=torch.bfloat16) + torch.randn(3, dtype=torch.float16)
+    assert "mixed-half-dtypes" in names(a.report)
+
+
+def test_bf16_rope_table_attribute_is_found_by_the_module_scan():
+    class Rotary(nn.Module):
+        def __init__(self):
+            super().__init__()
+            t = torch.arange(64).float()[:, None] * torch.ones(8)
+            self.cos_cached = t.cos().bfloat16()  # modded-nanogpt, incident 2
+
+        def forward(self, x):
+            return x * self.cos_cached[: x.shape[0]]
+
+    with audit("bf16-mixed") as a:
+        Rotary()(torch.randn(16, 8, dtype=torch.bfloat16))
+    [f] = [f for f in a.report.findings if f.name == "rope-cache-low-precision"]
+    assert f.details["tensor"] == "cos_cached" and f.location.module == ""
+
+
+def test_pure_bf16_updates_that_round_away_and_bf16_state_are_reported():
+    model = nn.Linear(64, 64).to(torch.bfloat16)
+    with torch.no_grad():
+        model.weight.fill_(4.0)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    with audit("bf16-true") as a:
+        model(torch.randn(8, 64, dtype=torch.bfloat16)).float().pow(2).mean().backward()
+        opt.step()
+    [f] = [f for f in a.report.findings if f.name == "pure-bf16-optimizer"]
+    assert f.details["unchanged_fraction"] > 0.5

@@ -1,0 +1,91 @@
+"""`ampdoctor run` and `ampdoctor audit` end to end, in subprocesses like a user runs them."""
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+INCIDENTS = os.path.join(ROOT, "examples", "incidents")
+
+
+def ampdoctor(*args, cwd=ROOT, env=None):
+    return subprocess.run([sys.executable, "-m", "ampdoctor", *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_run_writes_the_report_when_the_script_fails_and_returns_its_exit_code(tmp_path):
+    out = tmp_path / "report.json"
+    proc = ampdoctor("run", "--policy", "bf16-true", "--format", "json", "--output", str(out), "examples/incidents/incident1_neox_rotary.py")
+    assert proc.returncode == 1
+    assert "RuntimeError: expected m1 and m2 to have the same dtype" in proc.stderr  # the script's own traceback
+    assert "ampdoctor/audit" not in proc.stderr
+    data = json.loads(out.read_text())
+    chain = [f for f in data["findings"] if f["name"] == "implicit-dtype-promotion" and "origin" in f]
+    assert chain[0]["origin"]["module"] == "blocks.0.attn" and chain[0]["related"][0]["module"] == "blocks.0.attn.pos_enc"
+
+
+def test_run_passes_argv_and_stops_recording_after_max_steps(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys, torch\n"
+        "assert __name__ == '__main__'\n"
+        "print('argv', sys.argv[1:])\n"
+        "m = torch.nn.Linear(4, 4)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for step in range(3):\n"
+        "    m(torch.randn(2, 4)).sum().backward()\n"
+        "    opt.step(); opt.zero_grad()\n"
+        "print('done', step)\n"
+    )
+    out = tmp_path / "r.json"
+    proc = ampdoctor("run", "--policy", "fp32", "--format", "json", "-o", str(out), str(script), "--lr", "3")
+    assert proc.returncode == 0, proc.stderr
+    assert "argv ['--lr', '3']" in proc.stdout and "done 2" in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["findings"] == []
+    linear = [row for row in data["tables"][0]["rows"] if row[0] == "<root>"]
+    # one recorded step: forward mm/addmm + backward, not three
+    ops = dict(tok.split(":") for tok in linear[0][6].split())
+    assert 0 < int(ops["fp32"]) < 20
+
+
+def test_run_module_and_fail_on(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "train.py").write_text(
+        "import torch\n"
+        "x = torch.randn(4, 10, dtype=torch.bfloat16, requires_grad=True)\n"
+        "torch.nn.functional.cross_entropy(x, torch.randint(0, 10, (4,))).backward()\n"
+    )
+    proc = ampdoctor("run", "--policy", "bf16-true", "-m", "pkg.train", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr  # loss-low-precision is a warning
+    assert "loss-low-precision" in proc.stdout
+    proc = ampdoctor("run", "--policy", "bf16-true", "--fail-on", "warning", "-m", "pkg.train", cwd=tmp_path)
+    assert proc.returncode == 1
+
+
+def test_bad_input_is_a_clear_message_and_exit_2(tmp_path):
+    proc = ampdoctor("run", "missing_script.py")
+    assert proc.returncode == 2 and "can't open file 'missing_script.py'" in proc.stderr and "Traceback" not in proc.stderr
+    proc = ampdoctor("audit", "--hf-config", str(tmp_path / "nope.json"))
+    assert proc.returncode == 2 and "no such file" in proc.stderr and "Traceback" not in proc.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("{\"hidden_size\": 8}")
+    proc = ampdoctor("audit", "--hf-config", str(bad))
+    assert proc.returncode == 2 and "model_type" in proc.stderr
+
+
+def test_hf_config_audit_real_and_fake(tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                               "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256}))
+    for extra in ([], ["--fake"]):
+        proc = ampdoctor("audit", "--hf-config", str(cfg), "--seq-len", "32", "--batch-size", "2", "--format", "json", *extra)
+        assert proc.returncode == 0, proc.stderr
+        data = json.loads(proc.stdout)
+        assert data["findings"] == []
+        rows = {r[0]: r for r in data["tables"][0]["rows"]}
+        assert rows["model.layers.1.self_attn.q_proj"][6].startswith("bf16:")
+    proc = ampdoctor("audit", "--hf-config", str(cfg), "--policy", "bf16-true", "--fake", "--seq-len", "32", "--format", "json")
+    found = {(f["name"], f.get("details", {}).get("tensor")) for f in json.loads(proc.stdout)["findings"]}
+    assert ("rope-cache-low-precision", "model.rotary_emb.inv_freq") in found
