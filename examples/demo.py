@@ -26,6 +26,18 @@ STEPS: list[tuple[str, list[str], int]] = [
      ["explain", "--file", f"{EX}/errors/incident4_h2o_gradscaler.log", "--limit", "1"], 0),
     ("Incident 5 (Qwen2.5-Omni): fp32 rotary input, bf16 cos/sin",
      ["explain", "--file", f"{EX}/errors/incident5_qwen_omni_rotary.log", "--limit", "1"], 0),
+    ("Incident 1 before it runs: the NeoX config enables bf16 but leaves precision unset",
+     ["lint", "--no-config", f"{EX}/configs/incident1_neox"], 1),
+    ("Incident 3 before it runs: SimpleTuner --gradient_precision=fp32 with a bf16 model",
+     ["lint", "--no-config", f"{EX}/configs/incident3_simpletuner"], 1),
+    ("Incident 4 before it runs: H2O mixed precision with a bf16 backbone builds a GradScaler",
+     ["lint", "--no-config", f"{EX}/configs/incident4_h2o"], 1),
+    ("Across files: accelerate says one precision, its DeepSpeed file another",
+     ["lint", "--no-config", f"{EX}/configs/accelerate_deepspeed_mismatch"], 1),
+    ("Incidents 2-5 in code: bf16 RoPE cache, retyped .grad, ungated GradScaler, fp32 rotary input with bf16 cos/sin",
+     ["lint", "--no-config", f"{EX}/code"], 1),
+    ("One policy, exported to DeepSpeed", ["export", "--policy", "bf16-mixed", "--to", "deepspeed"], 0),
+    ("What Lightning cannot express", ["export", "--policy", "params=bf16,compute=bf16,reduce=fp32", "--to", "lightning"], 0),
 ]
 
 

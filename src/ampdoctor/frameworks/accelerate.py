@@ -84,11 +84,7 @@ def read(doc: Document) -> EffectiveConfig:
     b = PolicyBuilder(mp_at)
     b.set("params", torch.float32, mp_at)
     if half is not None:
-        b.set("compute", half, mp_at)
-        cfg.set("autocast", half, mp_at)
-        if half == torch.float16:
-            b.set("loss_scale", "dynamic", mp_at)
-            cfg.set("loss_scaler", "dynamic", mp_at)
+        b.autocast(cfg, half, mp_at)
         if dist == "fsdp":
             b.set("reduce", half, doc.at("fsdp_config") if doc.has("fsdp_config") else mp_at)
     cfg.policy, cfg.sources = b.build()

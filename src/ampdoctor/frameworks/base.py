@@ -95,6 +95,15 @@ class PolicyBuilder:
         self.given[field_name] = value
         self.sources[field_name] = location
 
+    def autocast(self, cfg: "EffectiveConfig", half: Any, location: Location) -> None:
+        """Autocast to `half` over the existing params; frameworks that autocast to fp16 also build a dynamic
+        loss scaler (accelerate, HF Trainer and Lightning all do), and never one for bf16."""
+        self.set("compute", half, location)
+        cfg.set("autocast", half, location)
+        if half == torch.float16:
+            self.set("loss_scale", "dynamic", location)
+            cfg.set("loss_scaler", "dynamic", location)
+
     def build(self) -> tuple[Policy, dict[str, Location]]:
         policy = Policy.derive(**self.given)
         sources = dict(self.sources)

@@ -132,11 +132,7 @@ def read(doc: Document) -> EffectiveConfig:
     b = PolicyBuilder(half_at if half else model_at)
     b.set("params", params, model_at)
     if half is not None:
-        b.set("compute", half, half_at)
-        cfg.set("autocast", half, half_at)
-        if half == torch.float16:
-            b.set("loss_scale", "dynamic", half_at)
-            cfg.set("loss_scaler", "dynamic", half_at)
+        b.autocast(cfg, half, half_at)
     else:
         b.set("loss_scale", "none", model_at)  # the Trainer scales the loss only for fp16=true
     for name in ("grads", "grad_accum", "reduce", "optimizer_state"):

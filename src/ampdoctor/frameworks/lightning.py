@@ -137,11 +137,7 @@ def read(doc: Document) -> EffectiveConfig:
         b.set("params", torch.float32, at)
     elif half is not None and mode == "mixed":
         b.set("params", torch.float32, at)
-        b.set("compute", half, at)
-        cfg.set("autocast", half, at)
-        if half == torch.float16:
-            b.set("loss_scale", "dynamic", at)
-            cfg.set("loss_scaler", "dynamic", at)
+        b.autocast(cfg, half, at)
         if kind == "fsdp":
             b.set("reduce", half, kind_at)
     elif half is not None and mode == "true":

@@ -60,17 +60,11 @@ class Imports:
 
     def qualname(self, node: ast.AST) -> str | None:
         """Canonical dotted name of a Name/Attribute chain rooted in an import, else None."""
-        parts: list[str] = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
-            return None
-        root = self.names.get(node.id)
+        chain = _chain(node)
+        root = self.names.get(chain[0]) if chain else None
         if root is None:
             return None
-        parts.append(root)
-        name = ".".join(reversed(parts))
+        name = ".".join((root, *chain[1:]))
         return ALIASES.get(name, name)
 
     def callee(self, call: ast.Call) -> str | None:
@@ -102,6 +96,12 @@ def last_identifier(node: ast.AST) -> str | None:
 
 def dotted(node: ast.AST) -> str | None:
     """Source text of a plain Name/Attribute chain (``self.cos_cached``), else None; used as a dataflow key."""
+    chain = _chain(node)
+    return ".".join(chain) if chain else None
+
+
+def _chain(node: ast.AST) -> list[str] | None:
+    """``a.b.c`` as ``["a", "b", "c"]`` when the node is a plain Name/Attribute chain, else None."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -109,7 +109,7 @@ def dotted(node: ast.AST) -> str | None:
     if not isinstance(node, ast.Name):
         return None
     parts.append(node.id)
-    return ".".join(reversed(parts))
+    return parts[::-1]
 
 
 def keyword(call: ast.Call, name: str) -> ast.expr | None:
