@@ -36,6 +36,10 @@ STEPS: list[tuple[str, list[str], int]] = [
      ["lint", "--no-config", f"{EX}/configs/accelerate_deepspeed_mismatch"], 1),
     ("Incidents 2-5 in code: bf16 RoPE cache, retyped .grad, ungated GradScaler, fp32 rotary input with bf16 cos/sin",
      ["lint", "--no-config", f"{EX}/code"], 1),
+    ("Incident 1 at run time: the audit walks the failing bmm back to the fp32 rotary table",
+     ["run", "--policy", "bf16-true", f"{EX}/incidents/incident1_neox_rotary.py"], 1),
+    ("The same model done right: a bf16-mixed step with no findings",
+     ["run", "--policy", "bf16-mixed", f"{EX}/incidents/correct_bf16_mixed.py"], 0),
     ("One policy, exported to DeepSpeed", ["export", "--policy", "bf16-mixed", "--to", "deepspeed"], 0),
     ("What Lightning cannot express", ["export", "--policy", "params=bf16,compute=bf16,reduce=fp32", "--to", "lightning"], 0),
 ]

@@ -3,6 +3,7 @@
 __version__ = "0.1.0"
 
 from ampdoctor import fix  # noqa: E402
+from ampdoctor.audit import Audit, audit, audit_step  # noqa: E402
 from ampdoctor.explain import Candidate, explain  # noqa: E402
 from ampdoctor.nn import RotaryEmbedding, apply_rotary  # noqa: E402
 from ampdoctor.policy import Policy  # noqa: E402
@@ -11,6 +12,6 @@ from ampdoctor.rules import Finding, Location, Rule, Severity, catalog, get_rule
 from ampdoctor.train import PrecisionStep, StepResult  # noqa: E402
 
 __all__ = [
-    "Candidate", "Finding", "Location", "Policy", "PrecisionStep", "Report", "RotaryEmbedding", "Rule", "Severity",
+    "Audit", "audit", "audit_step", "Candidate", "Finding", "Location", "Policy", "PrecisionStep", "Report", "RotaryEmbedding", "Rule", "Severity",
     "StepResult", "__version__", "apply_rotary", "catalog", "explain", "fix", "get_rule",
 ]

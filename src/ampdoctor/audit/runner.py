@@ -38,11 +38,16 @@ def _exit_code(code: object) -> int:
     return 1
 
 
+# Frames that exist only because the step ran under the audit's dispatch mode, or under runpy.
+_AUDIT_FRAMES = ("runpy.py", "<frozen runpy>", "_python_dispatch.py", "torch/_ops.py", "torch/_compile.py",
+                 "torch/_dynamo/eval_frame.py")
+
+
 def _print_user_traceback(exc: BaseException) -> None:
     """The script's traceback as Python would print it, without runpy's and ampdoctor's frames."""
     te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
     te.stack = traceback.StackSummary.from_list(
-        [f for f in te.stack if not (f.filename.startswith(_HERE) or f.filename.endswith(("runpy.py", "_python_dispatch.py")))]
+        [f for f in te.stack if not (f.filename.startswith(_HERE) or f.filename.endswith(_AUDIT_FRAMES))]
     )
     sys.stderr.write("".join(te.format()))
 

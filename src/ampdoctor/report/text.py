@@ -35,7 +35,9 @@ def _where(f: Finding) -> str:
 
 def write_text(report: Report, stream: IO[str], *, color: bool | None = None, width: int | None = None) -> None:
     """Write the report; `color=None` colours only when `stream` is a terminal."""
-    console = Console(file=stream, force_terminal=color, no_color=color is False, width=width or 100, highlight=False, soft_wrap=False)
+    # A terminal gets its own width; files and pipes get a fixed one so reports do not depend on the caller.
+    width = width or (None if stream.isatty() else 120)
+    console = Console(file=stream, force_terminal=color, no_color=color is False, width=width, highlight=False, soft_wrap=False)
     for error in report.errors:
         console.print(Text("error: ", style="bold red") + Text(str(error)))
     for group, items in groupby(report.findings, key=_group):
@@ -57,7 +59,7 @@ def write_text(report: Report, stream: IO[str], *, color: bool | None = None, wi
     for table in report.tables:
         rich_table = RichTable(title=table.title, title_justify="left", show_lines=False)
         for col in table.columns:
-            rich_table.add_column(col)
+            rich_table.add_column(col, overflow="fold")
         for row in table.rows:
             rich_table.add_row(*row)
         console.print(rich_table)
