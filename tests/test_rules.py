@@ -9,7 +9,6 @@ from ampdoctor.rules import Severity, Source, catalog, finding, get_rule
 from ampdoctor.rules.docs import rules_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
-BUGS = ROOT.parent / "shared" / "BUGS.md"
 
 
 def test_fixed_names_and_ids():
