@@ -7,7 +7,7 @@ import ast
 import functools
 from dataclasses import dataclass
 
-from ampdoctor.lint.python.dataflow import BF16, HALF, STRING_DTYPES, Dataflow, autocast_argument
+from ampdoctor.lint.python.dataflow import BF16, FP16, HALF, STRING_DTYPES, Dataflow, autocast_argument
 from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, tokens
 from ampdoctor.lint.python.source import SourceFile
 
@@ -43,6 +43,20 @@ def is_model_expr(expr: ast.AST, src: SourceFile) -> bool:
         return False
     words = tokens(ident)
     return bool(words & MODEL_TOKENS) and not words & ROPE_TOKENS
+
+
+def disables_autocast(call: ast.Call, src: SourceFile) -> bool:
+    """A call that turns autocast off for what it wraps: ``torch.autocast(dev, enabled=False)`` (any spelling),
+    a wrapper named like autocast with ``enabled=False`` (transformers' relatively imported ``maybe_autocast``),
+    or ``custom_fwd(cast_inputs=...)``, which runs the forward with autocast disabled."""
+    name = src.imports.qualname(call.func)
+    if name in AUTOCASTS:
+        enabled = autocast_argument(call, name, "enabled")
+    elif "autocast" in tokens(last_identifier(call.func) or ""):
+        enabled = keyword(call, "enabled")
+    else:
+        return (name or last_identifier(call.func) or "").endswith("custom_fwd") and keyword(call, "cast_inputs") is not None
+    return isinstance(enabled, ast.Constant) and enabled.value is False
 
 
 class Facts:
@@ -162,6 +176,46 @@ class Facts:
             if name == "torch.cpu.amp.autocast" or (isinstance(device, ast.Constant) and device.value == "cpu"):
                 if autocast_argument(call, name, "dtype") is None:
                     return call  # CPU autocast defaults to bf16
+        return None
+
+    @functools.cached_property
+    def autocast_disabled(self) -> list[ast.Call]:
+        """Calls that turn autocast off: a file that guards code against autocast is meant to run under it."""
+        return [call for call in self.src.calls if disables_autocast(call, self.src)]
+
+    def autocast_off_at(self, node: ast.AST) -> bool:
+        """Does `node` run with autocast off: inside ``with <disabling call>:`` or a function decorated with one,
+        in its own function (a nested ``def`` does not inherit the block it is defined in)."""
+        if not self.autocast_disabled:
+            return False
+        child = node
+        for parent in self.src.ancestors(node):
+            if isinstance(parent, (ast.With, ast.AsyncWith)) and child in parent.body and any(
+                    isinstance(i.context_expr, ast.Call) and disables_autocast(i.context_expr, self.src) for i in parent.items):
+                return True
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return any(isinstance(d, ast.Call) and disables_autocast(d, self.src) for d in parent.decorator_list)
+            if isinstance(parent, ast.Lambda):
+                return False
+            child = parent
+        return False
+
+    @functools.cached_property
+    def half_evidence(self) -> ast.AST | None:
+        """The first sign that this file runs in bf16 or fp16: `bf16_evidence`, a model cast to half, or an fp16
+        dtype (``torch.float16``, ``.half()``, ``"fp16"``)."""
+        if self.bf16_evidence is not None:
+            return self.bf16_evidence
+        if self.model_casts:
+            return self.model_casts[0].node
+        for attr in self.src.attributes:
+            if attr.attr in ("float16", "half") and self.src.imports.qualname(attr) in ("torch.float16", "torch.half"):
+                return attr
+            if attr.attr == "half" and isinstance(self.src.parents.get(attr), ast.Call):
+                return attr
+        for const in self.src.strings:
+            if not const.value.isdigit() and STRING_DTYPES.get(const.value.lower()) == FP16:
+                return const
         return None
 
     @functools.cached_property

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ampdoctor.lint.python.checks import Context, Hit, calls_named, check
 from ampdoctor.lint.python.dataflow import HALF, autocast_argument, describe, name_polarity
-from ampdoctor.lint.python.facts import AUTOCASTS
+from ampdoctor.lint.python.facts import AUTOCASTS, disables_autocast
 from ampdoctor.lint.python.resolve import argument, has_star_kwargs
 
 SCALERS = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.distributed.fsdp.ShardedGradScaler"})
@@ -111,14 +111,7 @@ def _decorated(fn: ast.FunctionDef, ctx: Context, wanted: str) -> bool:
 
 
 def _disables_autocast(fn: ast.FunctionDef, ctx: Context) -> bool:
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Call):
-            name = ctx.qualname(node.func)
-            if name in AUTOCASTS:
-                enabled = autocast_argument(node, name, "enabled")
-                if isinstance(enabled, ast.Constant) and enabled.value is False:
-                    return True
-    return False
+    return any(isinstance(node, ast.Call) and disables_autocast(node, ctx.src) for node in ast.walk(fn))
 
 
 @check("custom-function-without-custom-fwd", triggers=("Function",), also=(("autocast", "mixed_precision", "precision=", "bf16=", "fp16="),))
@@ -155,3 +148,24 @@ def low_precision_reduce(ctx: Context) -> Iterator[Hit]:
         if param and param & HALF:
             yield call, (f"`{name.rsplit('.', 1)[-1]}` without `reduce_dtype` reduces gradients in the param dtype "
                          f"({describe(param)}); pass `reduce_dtype=torch.float32`")
+
+
+@check("custom-bwd-dtype", triggers=("custom_bwd",), also=(("bfloat16", "bf16"),))
+def custom_bwd_dtype(ctx: Context) -> Iterator[Hit]:
+    # B9 (pytorch #87979, fixed by PR #88029 in torch 2.0): the old `torch.cuda.amp.custom_bwd` re-entered autocast
+    # with its default dtype, fp16, so a bf16 forward got an fp16 backward. With `custom_fwd(cast_inputs=...)` the
+    # backward ran with autocast off, and a file that also imports `torch.amp.custom_bwd` picks per torch version.
+    evidence = ctx.facts.bf16_evidence
+    if evidence is None or any(n.module in ("torch.amp", "torch.amp.autocast_mode") and any(a.name == "custom_bwd" for a in n.names)
+                               for n in ctx.src.import_froms):
+        return
+    for cls in ctx.src.classes:
+        methods = [s for s in cls.body if isinstance(s, ast.FunctionDef)]
+        if any(isinstance(d, ast.Call) and disables_autocast(d, ctx.src) for m in methods for d in m.decorator_list):
+            continue
+        for method in methods:
+            for dec in method.decorator_list:
+                if ctx.qualname(dec.func if isinstance(dec, ast.Call) else dec) == "torch.cuda.amp.custom_bwd":
+                    yield dec, (f"`torch.cuda.amp.custom_bwd` on `{cls.name}.{method.name}` runs backward under fp16 autocast on "
+                                f"torch < 2.0 although this file uses bf16 (line {evidence.lineno}); use "
+                                "`torch.amp.custom_bwd(device_type=\"cuda\")`")

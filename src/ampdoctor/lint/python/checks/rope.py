@@ -21,6 +21,8 @@ NOT_ROPE = frozenset({"sim", "similarity", "loss", "cossim", "dist", "distance",
 POSITION_FACTORIES = frozenset({"torch.arange", "torch.linspace", "torch.range"})
 TRIG = frozenset({"torch.cos", "torch.sin", "torch.polar"})
 COMBINE = frozenset({"torch.cat", "torch.stack", "torch.outer", "torch.einsum"})
+# On autocast's lower-precision lists (CUDA: all four; CPU: einsum only when it contracts, through bmm).
+ANGLE_MATMULS = frozenset({"torch.matmul", "torch.mm", "torch.bmm", "torch.einsum"})
 
 
 def chain_words(expr: ast.AST, ctx: Context, *, calls_too: bool = True) -> frozenset[str]:
@@ -171,11 +173,55 @@ def tf32_rope_angles(ctx: Context) -> Iterator[Hit]:
     where = ctx.facts.tf32_matmuls
     if where is None:
         return
+    for node in angle_matmuls(ctx):
+        yield node, f"RoPE angles are a matmul while TF32 is allowed for fp32 matmuls (line {where.lineno}); use an elementwise outer product"
+
+
+def angle_matmuls(ctx: Context) -> Iterator[ast.AST]:
+    """Matrix products with an inv_freq/freqs operand: ``inv_freq @ position_ids``, ``torch.einsum("i,j->ij", t, freqs)``."""
     operands: list[tuple[ast.AST, list[ast.AST]]] = [(m, [m.left, m.right]) for m in ctx.src.matmuls]
     for call in ctx.src.calls:
-        if ctx.qualname(call.func) in ("torch.matmul", "torch.mm", "torch.bmm", "torch.einsum"):
+        if ctx.qualname(call.func) in ANGLE_MATMULS:
             operands.append((call, [a for a in call.args if not isinstance(a, ast.Constant)]))
     for node, parts in operands:
         words = [chain_words(p, ctx) for p in parts]
         if any(w & {"freq", "freqs", "inv"} and not w & NOT_ROPE for w in words):
-            yield node, f"RoPE angles are a matmul while TF32 is allowed for fp32 matmuls (line {where.lineno}); use an elementwise outer product"
+            yield node
+
+
+def _rotary_functions(ctx: Context) -> set[ast.AST]:
+    """Functions (or the module, for top-level code) that take cos/sin of something, and the methods of classes
+    named like a rotary embedding."""
+    found: set[ast.AST] = set()
+    for call in ctx.src.calls:
+        name = ctx.qualname(call.func)
+        if name in TRIG if name else isinstance(call.func, ast.Attribute) and call.func.attr in ("cos", "sin"):
+            found.add(ctx.src.enclosing_function(call) or ctx.src.tree)
+    for cls in ctx.src.classes:
+        if tokens(cls.name) & {"rotary", "rope"} or "RoPE" in cls.name:
+            found.update(s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return found
+
+
+@check("rope-under-autocast", triggers=("freq",), also=(("@", "matmul", "mm(", "einsum"), ("autocast", "mixed_precision", "precision=", "bf16=", "fp16=")))
+def rope_under_autocast(ctx: Context) -> Iterator[Hit]:
+    # B1 (transformers PR #29285, diffusers PR #13922). Autocast's lower-precision list has matmul/mm/bmm and, on
+    # CUDA, einsum: `.float()` on both operands does not help, the product is still bf16. An elementwise product
+    # (`pos[..., None] * inv_freq`, `torch.outer`) is not on the list and stays fp32, so only matmuls are reported.
+    # Conservative: a library model file that never mentions autocast is not reported; the file has to enable
+    # autocast or mixed precision, or disable autocast around other code (so it is meant to run under autocast).
+    facts = ctx.facts
+    if facts.mixed_precision:
+        evidence = f"this file enables autocast or mixed precision (line {facts.mixed_precision[0].lineno})"
+    elif facts.autocast_disabled:
+        evidence = f"this file runs under autocast: it disables it elsewhere (line {facts.autocast_disabled[0].lineno})"
+    else:
+        return
+    rotary = None
+    for node in angle_matmuls(ctx):
+        if rotary is None:
+            rotary = _rotary_functions(ctx)
+        if (ctx.src.enclosing_function(node) or ctx.src.tree) not in rotary or facts.autocast_off_at(node):
+            continue
+        yield node, (f"RoPE angles `{ast.unparse(node)[:60]}` are a matmul, which autocast runs in bf16/fp16 even on fp32 "
+                     f"operands; {evidence}. Compute them inside `torch.autocast(device_type, enabled=False)`")

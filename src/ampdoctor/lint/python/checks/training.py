@@ -8,7 +8,7 @@ from typing import Iterator
 from ampdoctor.lint.python.checks import Context, Hit, calls_named, check
 from ampdoctor.lint.python.checks.rope import HALF_WORDS, chain_words
 from ampdoctor.lint.python.dataflow import HALF, describe
-from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier
+from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, tokens
 
 SOFTMAXES = frozenset({"torch.softmax", "torch.log_softmax"})
 ATTENTION_TOKENS = frozenset({"att", "attn", "attention", "scores", "score", "qk", "sim", "affinity", "attns"})
@@ -162,3 +162,202 @@ def bf16_to_numpy(ctx: Context) -> Iterator[Hit]:
         if dtypes and "bf16" in dtypes:
             yield call, f"`{ast.unparse(tensor)[:50]}` is {describe(dtypes)} and NumPy has no bfloat16; call `.float()` first"
 
+
+
+SQUARES = frozenset({"torch.square"})
+VARIANCES = frozenset({"torch.var", "torch.var_mean"})
+
+
+def _squared(expr: ast.AST, ctx: Context) -> ast.AST | None:
+    """The tensor squared in `expr`: ``x.pow(2)``, ``torch.pow(x, 2)``, ``x ** 2``, ``x * x``, ``x.square()``."""
+    if isinstance(expr, ast.BinOp):
+        two = isinstance(expr.right, ast.Constant) and expr.right.value == 2
+        if (isinstance(expr.op, ast.Pow) and two) or (isinstance(expr.op, ast.Mult) and ast.dump(expr.left) == ast.dump(expr.right)):
+            return expr.left
+        return None
+    if not isinstance(expr, ast.Call):
+        return None
+    name = ctx.qualname(expr.func)
+    if name == "torch.pow" and len(expr.args) == 2 and isinstance(expr.args[1], ast.Constant) and expr.args[1].value == 2:
+        return expr.args[0]
+    if name in SQUARES and expr.args:
+        return expr.args[0]
+    if name is None and isinstance(expr.func, ast.Attribute):
+        if expr.func.attr == "square" and not expr.args:
+            return expr.func.value
+        if expr.func.attr == "pow" and len(expr.args) == 1 and isinstance(expr.args[0], ast.Constant) and expr.args[0].value == 2:
+            return expr.func.value
+    return None
+
+
+def _variance_input(call: ast.Call, ctx: Context) -> ast.AST | None:
+    """The tensor whose variance `call` computes by hand: ``x.pow(2).mean(-1)``, ``torch.mean(x * x)``,
+    ``(x - mu).pow(2).mean(-1)`` (-> ``x``), ``x.var(-1)``, ``torch.var_mean(x)``; None if it is no such call or
+    asks for ``dtype=torch.float32`` itself."""
+    name, func = ctx.qualname(call.func), call.func
+    if any(kw.arg in ("keepdims", "ddof") for kw in call.keywords):
+        return None  # NumPy's spelling: a reference implementation, not a torch norm
+    if name is None and isinstance(func, ast.Attribute) and func.attr in ("mean", "var"):
+        inner = func.value
+    elif name in ("torch.mean", *VARIANCES) and call.args:
+        inner = call.args[0]
+    else:
+        return None
+    if name in VARIANCES or (name is None and func.attr == "var"):
+        base = inner
+    else:
+        base = _squared(inner, ctx)
+        asked = ctx.flow.dtype_of(keyword(call, "dtype"))
+        if base is None or (asked and asked <= FLOAT_UP):
+            return None
+    if isinstance(base, ast.BinOp) and isinstance(base.op, ast.Sub):
+        base = base.left
+    return base
+
+
+def _norm_name(name: str) -> bool:
+    """``RMSNorm``, ``QKNorm``, ``rms_norm``, ``LayerNormalization``; not ``Normal`` (distributions)."""
+    lower = name.lower()
+    return "norm" in lower and ("normal" not in lower or "normaliz" in lower)
+
+
+def _norm_scope(node: ast.AST, ctx: Context, rsqrt_functions: set[ast.AST]) -> ast.AST | None:
+    """The class (or, outside a class, the function) of a norm, None when `node` is not in one: a class named like
+    a norm, the ``forward`` of another module that takes an rsqrt, or a function named like a norm or taking an
+    rsqrt. (A helper method of an attention class that normalises keys is not a norm layer.)"""
+    fn = ctx.src.enclosing_function(node)
+    cls = next((a for a in ctx.src.ancestors(node) if isinstance(a, ast.ClassDef)), None)
+    if cls is not None:
+        if _norm_name(cls.name) or (fn is not None and fn.name == "forward" and fn in rsqrt_functions):
+            return cls
+        return None
+    if fn is not None and (_norm_name(fn.name) or fn in rsqrt_functions):
+        return fn
+    return None
+
+
+def _chosen_dtype(expr: ast.AST, ctx: Context, depth: int = 0) -> bool:
+    """Was `expr` converted to a dtype chosen at run time before the reduction: ``input.to(computation_dtype)``,
+    ``_maybe_convert_to_dtype(a, acc_dtype)``, followed through names, reshapes and views. (A resolved half dtype
+    never gets here: the caller reports it first.)"""
+    if depth > 4:
+        return False
+    if isinstance(expr, ast.Call):
+        for arg in (*expr.args, *(kw.value for kw in expr.keywords)):
+            # `compute_dtype`, `self.acc_dtype`, a `dtype` parameter; not `x.dtype`, which keeps whatever x is
+            if isinstance(arg, ast.Name) and "dtype" in tokens(arg.id):
+                return True
+            if isinstance(arg, ast.Attribute) and arg.attr != "dtype" and "dtype" in tokens(arg.attr):
+                return True
+        inner = [expr.func.value] if isinstance(expr.func, ast.Attribute) and ctx.qualname(expr.func) is None else []
+        return any(_chosen_dtype(e, ctx, depth + 1) for e in (*inner, *expr.args[:1]))
+    if isinstance(expr, ast.Subscript):
+        return _chosen_dtype(expr.value, ctx, depth + 1)
+    if isinstance(expr, ast.BinOp):
+        return _chosen_dtype(expr.left, ctx, depth + 1)
+    if isinstance(expr, ast.Name):
+        before = [b for b in ctx.src.bindings(expr, ctx.src.scope(expr)) if b[0] < expr.lineno]
+        return bool(before) and before[-1][1] is not None and _chosen_dtype(before[-1][1], ctx, depth + 1)
+    return False
+
+
+@check("norm-low-precision", triggers=HALF_WORDS, also=(("mean(", "var(", "var_mean("),))
+def norm_low_precision(ctx: Context) -> Iterator[Hit]:
+    # B23 (sglang PR #27540: Gemma RMSNorm variance in bf16 -> cosine 0.51 at layer 58; transformers PR #25421).
+    # An upcast anywhere in the norm's class counts (Gemma: `self._norm(x.float())`), so only norms that never
+    # leave the input dtype are reported, and only in a file that shows half precision.
+    evidence = ctx.facts.half_evidence
+    if evidence is None:
+        return
+    candidates = [(call, base) for call in ctx.src.calls if (base := _variance_input(call, ctx)) is not None]
+    if not candidates:
+        return
+    rsqrt_functions = {ctx.src.enclosing_function(c) for c in ctx.src.calls if last_identifier(c.func) == "rsqrt"}
+    upcast_scopes: set[ast.AST] | None = None
+    for call, base in candidates:
+        owner = _norm_scope(call, ctx, rsqrt_functions)
+        if owner is None:
+            continue
+        dtypes = ctx.flow.tensor_dtype(base, ctx.src.scope(call))
+        if dtypes and dtypes <= FLOAT_UP:
+            continue
+        if not (dtypes and dtypes & HALF):
+            if _chosen_dtype(base, ctx):
+                continue
+            if upcast_scopes is None:
+                upcast_scopes = _upcast_scopes(ctx)
+            if owner in upcast_scopes:
+                continue
+        where = f"`{owner.name}`" if isinstance(owner, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else "this norm"
+        what = describe(dtypes) if dtypes and dtypes & HALF else "the input dtype"
+        yield call, (f"{where} computes the variance `{ast.unparse(call)[:50]}` in {what} in a file that runs in half precision "
+                     f"(line {evidence.lineno}); upcast first: `x.float().pow(2).mean(-1, keepdim=True)`")
+
+
+def _upcast_scopes(ctx: Context) -> set[ast.AST]:
+    """Classes (or top-level functions) that cast something to fp32/fp64 or ask for ``dtype=torch.float32``."""
+    found: set[ast.AST] = set()
+    for call in ctx.src.calls:
+        dtypes = ctx.flow.cast_dtype(call) or ctx.flow.dtype_of(keyword(call, "dtype"))
+        if dtypes and dtypes <= FLOAT_UP:
+            cls = next((a for a in ctx.src.ancestors(call) if isinstance(a, ast.ClassDef)), None)
+            found.add(cls or ctx.src.enclosing_function(call) or ctx.src.tree)
+    return found
+
+
+PEFT_FUNCTIONS = frozenset({"peft.get_peft_model", "peft.mapping.get_peft_model", "peft.mapping_func.get_peft_model"})
+
+
+def _peft_wrap(call: ast.Call, ctx: Context) -> bool:
+    """``get_peft_model(model, config)``, ``PeftModel.from_pretrained(base, path)``, ``AutoPeftModelFor*.from_pretrained``."""
+    name = ctx.qualname(call.func)
+    if name in PEFT_FUNCTIONS or (name is None and isinstance(call.func, ast.Name) and call.func.id == "get_peft_model"):
+        return True
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "from_pretrained":
+        owner = last_identifier(func.value) or ""
+        return owner.startswith(("PeftModel", "AutoPeftModel")) and (name is None or name.startswith("peft."))
+    return False
+
+
+@check("adapter-dtype-mismatch", triggers=("get_peft_model", "PeftModel"), also=(("bfloat16", "float16", "half()", "torch.half", "bf16", "fp16"),))
+def adapter_dtype_mismatch(ctx: Context) -> Iterator[Hit]:
+    # B27 (peft PR #1706, #2421, #971): PEFT keeps adapters fp32; casting the wrapped model afterwards casts the
+    # trainable adapters too and, with kept-fp32 modules, leaves mixed dtypes that only autocast reconciles.
+    if ctx.facts.mixed_precision:
+        return  # under autocast the matmuls take mixed dtypes; a file that sets it up is left alone
+    wraps: dict[tuple[str, ast.AST], int] = {}
+    for call in ctx.src.calls:
+        if not _peft_wrap(call, ctx):
+            continue
+        parent = ctx.src.parents.get(call)
+        if isinstance(parent, ast.Attribute):
+            cast = ctx.src.parents.get(parent)
+            if isinstance(cast, ast.Call) and cast.func is parent and (dtypes := _half_cast(cast, ctx)):
+                yield cast, _adapter_message(dtypes, call)
+        elif isinstance(parent, ast.Assign) and len(parent.targets) == 1 and (target := dotted(parent.targets[0])):
+            key = (target, ctx.src.tree if "." in target else ctx.src.scope(call))
+            wraps.setdefault(key, call.lineno)
+    if not wraps:
+        return
+    for call in ctx.src.calls:
+        func = call.func
+        if not isinstance(func, ast.Attribute) or func.attr not in ("to", "half", "bfloat16"):
+            continue
+        target = dotted(func.value)
+        if target is None:
+            continue
+        line = wraps.get((target, ctx.src.tree if "." in target else ctx.src.scope(call)))
+        if line is not None and call.lineno > line and (dtypes := _half_cast(call, ctx)):
+            yield call, _adapter_message(dtypes, line)
+
+
+def _half_cast(call: ast.Call, ctx: Context) -> frozenset | None:
+    dtypes = ctx.flow.cast_dtype(call, ctx.src.scope(call))
+    return dtypes & HALF if dtypes and dtypes & HALF else None
+
+
+def _adapter_message(dtypes: frozenset, wrapped: ast.AST | int) -> str:
+    line = wrapped if isinstance(wrapped, int) else wrapped.lineno
+    return (f"the PEFT model (line {line}) is cast to {describe(dtypes)} after its adapters were added: the trainable adapters "
+            f"leave fp32 and the forward runs without autocast; load the base with `torch_dtype=` before `get_peft_model`")
