@@ -92,3 +92,21 @@ def test_examples_reproduce_incidents_2_to_5():
         ("incident4_gradscaler.py", "grad-scaler-with-bf16", 15),
         ("incident5_rotary_cast.py", "rope-dtype-mismatch", 13),
     ]
+
+
+def test_cycle_collector_state_is_restored_after_linting(tmp_path):
+    import gc
+
+    from ampdoctor.lint.python import lint_python_files
+
+    source = tmp_path / "train.py"
+    source.write_text("import torch\nscaler = torch.cuda.amp.GradScaler()\n")
+    assert gc.isenabled()
+    lint_python_files([source], jobs=1)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        lint_python_files([source], jobs=1)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
