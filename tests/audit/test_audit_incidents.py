@@ -71,8 +71,8 @@ def test_incident5_kernel_wrapper_assert_names_the_bf16_table_origin(incident, l
     assert (f.origin.module, f.origin.op) == ("rotary_pos_emb", "aten::mul")
     assert ("blocks.0.attn", "aten::_to_copy") in [(r.module, r.op) for r in f.related]  # the tensor.float()
     assert ("blocks.0.attn", "aten::cos") in [(r.module, r.op) for r in f.related]
-    explained = [x for x in by_name(result.report, "rope-dtype-mismatch") if x.origin is None]
-    assert explained and explained[0].severity is Severity.ERROR
+    # explain ranks rope-dtype-mismatch first for the assert text too; the chain's finding stands for it.
+    assert by_name(result.report, "rope-dtype-mismatch") == [f]
     [cache] = by_name(result.report, "rope-cache-low-precision")
     assert cache.details["tensor"] == "rotary_pos_emb.inv_freq" and cache.details["dtype"] == "bf16"
     assert result.report.errors == ()
@@ -95,3 +95,17 @@ def test_correct_script_judged_by_cuda_autocast_flags_only_sensitive_ops(inciden
     names = {f.name for f in result.report.findings}
     assert names <= {"low-precision-sensitive-op"}
     assert torch.bfloat16 is not None
+
+
+def test_incident1_failing_op_reports_each_rule_once(incident, line_of):
+    # explain on the exception text also ranks implicit-dtype-promotion; the chain's finding (with
+    # origin and related) is the one that stays.
+    path = incident("incident1_neox_rotary.py")
+    result = run(path, policy="bf16-true", max_steps=None)
+    line = line_of(path, "context = torch.bmm(probs, v)")
+    at_failure = [f for f in result.report.findings if (f.location.line, f.location.op) == (line, "aten::bmm")]
+    names = [f.name for f in at_failure]
+    assert "implicit-dtype-promotion" in names and "precision-config-mismatch" in names
+    assert len(names) == len(set(names)), names
+    promotion = next(f for f in at_failure if f.name == "implicit-dtype-promotion")
+    assert promotion.severity is Severity.ERROR and promotion.origin is not None

@@ -12,7 +12,7 @@ import torch
 
 from ampdoctor.audit.provenance import FLOATS, HALF, TABLE_NAME, Trace, dtypes_text
 from ampdoctor.audit.recorder import AUTOCAST, BACKWARD, EXTRA, FORWARD, FUNC, IN_DT, IN_PROD, INNER, MOD, OPTIMIZER, OUT_DT, PHASE
-from ampdoctor.audit.watch import MATMUL_OPS
+from ampdoctor.audit.watch import MATMUL_OPS, matmul_flops
 from ampdoctor.explain import explain_findings
 from ampdoctor.policy import Policy, dtype_name, is_half
 from ampdoctor.report import Report, Table
@@ -199,7 +199,7 @@ class Checks:
     def positions(self) -> list[Finding]:
         hits = [r[0] for r in self.records if r[EXTRA] and r[EXTRA][0] == "positions"]
         out = []
-        for (mod, line), seqs in self._grouped(hits, lambda s: (self.records[s][MOD], self.records[s][8])).items():
+        for (mod, line), seqs in self._grouped(hits, lambda s: (self.records[s][MOD], self.t.line(s))).items():
             first = seqs[0]
             _, top, kind = self.records[first][EXTRA]
             dt = self.t.out_dtype(first)
@@ -377,16 +377,17 @@ class Checks:
     def fp32_matmuls(self) -> list[Finding]:
         if not self.half_compute:
             return []
+        matmuls = [r for r in self.records if r[EXTRA] and r[EXTRA][0] == "flops" and r[OUT_DT]]
+        if not any(r[OUT_DT][0] == torch.float32 for r in matmuls):
+            return []
         total = 0
         per: dict[Any, list] = defaultdict(lambda: [0, None])
-        for r in self.records:
-            ex = r[EXTRA]
-            if not (ex and ex[0] == "flops") or r[OUT_DT] is None:
-                continue
-            total += ex[1]
+        for r in matmuls:
+            n = matmul_flops(r[EXTRA])
+            total += n
             if r[OUT_DT][0] == torch.float32:
                 entry = per[(r[MOD], r[PHASE])]
-                entry[0] += ex[1]
+                entry[0] += n
                 entry[1] = entry[1] if entry[1] is not None else r[0]
         out = []
         if not total:
@@ -473,7 +474,7 @@ class Checks:
 
 def failure_findings(trace: Trace, policy: Policy, exc: BaseException) -> list[Finding]:
     """The failing op (or the Python frame that raised) with the provenance chain to its origin,
-    then `explain` on the exception text."""
+    then `explain` on the exception text for the rules the chain did not report."""
     rec = trace.rec
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     out: list[Finding] = []
@@ -491,7 +492,9 @@ def failure_findings(trace: Trace, policy: Policy, exc: BaseException) -> list[F
             ins = [(t.dtype, trace.rec.producer_of(t) if trace.rec.producer_of(t) >= 0 else -id(t)) for _, t in tensors]
             names = ", ".join(f"{n}={dtype_name(t.dtype)}" for n, t in tensors)
             out.extend(_chain_finding(trace, policy, ins, where, f"{where.op} raised {type(exc).__name__} with tensor arguments {names}"))
-    out.extend(explain_findings(text, location=where))
+    # explain's candidates for a rule the chain already reported would repeat it without the chain.
+    chained = {f.rule_id for f in out}
+    out.extend(f for f in explain_findings(text, location=where) if f.rule_id not in chained)
     return out
 
 

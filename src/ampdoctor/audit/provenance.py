@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 import torch
 
-from ampdoctor.audit.recorder import CODE, EXTRA, FUNC, IN_DT, IN_PROD, LINE, MOD, OUT_DT, PHASE, Recorder
+from ampdoctor.audit.recorder import CODE, EXTRA, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE, Recorder, line_of
 from ampdoctor.policy import dtype_name
 from ampdoctor.rules import Location
 
@@ -71,7 +71,7 @@ class Trace:
             if entry is not None and entry[0]() is not None:
                 self.named_seq[entry[1]] = name
         self._trig: dict[int, bool] = {}
-        self._op_names: dict[Any, str] = {}
+        self._op_names: dict[int, str] = {}  # op id (a record's FUNC) -> name
 
     # --- names -----------------------------------------------------------------------------------
 
@@ -123,18 +123,23 @@ class Trace:
     # --- records ---------------------------------------------------------------------------------
 
     def op(self, seq: int) -> str:
-        func = self.records[seq][FUNC]
-        name = self._op_names.get(func)
+        fid = self.records[seq][FUNC]
+        name = self._op_names.get(fid)
         if name is None:
-            name = self._op_names[func] = op_name(func)
+            name = self._op_names[fid] = op_name(self.rec.ops[fid])
         return name
+
+    def line(self, seq: int) -> int:
+        """The user line that ran op `seq` (0 when no user frame was found)."""
+        r = self.records[seq]
+        return line_of(r[CODE], r[LASTI]) if r[CODE] is not None else 0
 
     def location(self, seq: int, label: str | None = None) -> Location:
         r = self.records[seq]
         code = r[CODE]
         return Location(
             file=_relpath(code.co_filename) if code is not None else None,
-            line=r[LINE] or None if code is not None else None,
+            line=self.line(seq) or None,
             module=self.module(r[MOD]),
             op=self.op(seq),
             phase=r[PHASE],

@@ -12,6 +12,7 @@ import os
 import sys
 import sysconfig
 import weakref
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -28,9 +29,27 @@ _AUDIT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # Frames between an op call and `__torch_dispatch__` that belong to the mode machinery itself.
 _MODE_FILES = (_AUDIT_DIR, os.path.join(_TORCH_DIR, "utils", "_python_dispatch.py"), os.path.join(_TORCH_DIR, "_dynamo"), os.path.join(_TORCH_DIR, "_compile.py"))
 
+_current_autograd_node = torch._C._current_autograd_node
+_peek_sequence_nr = torch.autograd._get_sequence_nr
+# The sequence number of AccumulateGrad nodes, which have none (UINT64_MAX).
+_NO_SEQUENCE_NR = (1 << 64) - 1
+
 # Records are plain tuples for speed; these name their fields.
-SEQ, FUNC, IN_DT, IN_PROD, OUT_DT, MOD, PHASE, CODE, LINE, INNER, AUTOCAST, EXTRA = range(12)
+# LASTI is the user frame's instruction offset; `line_of(code, lasti)` turns it into a line when a
+# report needs one (computing `f_lineno` for every op costs more than the rest of the frame walk).
+# FUNC is the op's id (`Recorder.ops` maps it back): with no reference to a GC-tracked object, the
+# garbage collector untracks a record at its first pass instead of re-scanning ~10^5 of them in full
+# collections (a quarter of a second per 70B fake step).
+SEQ, FUNC, IN_DT, IN_PROD, OUT_DT, MOD, PHASE, CODE, LASTI, INNER, AUTOCAST, EXTRA = range(12)
 FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
+
+
+def line_of(code: Any, lasti: int) -> int:
+    """The source line of the instruction at byte offset `lasti` in `code` (what `f_lineno` says)."""
+    for start, end, line in code.co_lines():
+        if start <= lasti < end:
+            return line or 0
+    return 0
 
 
 def _flatten(args: Any, out: list) -> None:
@@ -78,46 +97,41 @@ class _Mode(TorchDispatchMode):
         prov = r.producers
         in_dt = []
         in_prod = []
-        node = torch._C._current_autograd_node()
-        forward = node is None
         for t in ins:
             dt = t.dtype
             in_dt.append(dt)
             if dt in _FLOATS:
                 entry = prov.get(id(t))
                 # A producer's seq, or minus the id of a leaf (parameter, buffer, input) to name it later.
-                p = entry[1] if entry is not None and entry[0]() is t else -id(t)
-                in_prod.append(p)
-                # Remember, on the autograd node, which module made this tensor: backward ops run by
-                # that node are attributed to the module (cheaper than per-module grad hooks).
-                if forward and p >= 0 and t.requires_grad:
-                    gf = t.grad_fn
-                    if gf is not None:
-                        md = gf.metadata
-                        if "ampdoctor_module" not in md:
-                            md["ampdoctor_module"] = r.records[p][MOD]
+                in_prod.append(entry[1] if entry is not None and entry[0]() is t else -id(t))
             else:
                 in_prod.append(None)
         extra = None
-        if forward:
+        node = _current_autograd_node()
+        if node is None:
             mod = r.stack[-1] if r.stack else -1
             phase = OPTIMIZER if (r.in_optimizer or (r.saw_backward and not r.stack)) else FORWARD
         else:
             phase = BACKWARD
-            md = node.metadata
-            mod = md.get("ampdoctor_module", -1)
-            if mod == -1:
+            nr = node._sequence_nr()
+            if nr == _NO_SEQUENCE_NR:
+                mod = -1
                 var = getattr(node, "variable", None)
                 if var is not None:
                     extra = ("accumulate", id(var))
+            else:
+                mod = r.module_at(nr)
             r.saw_backward = True
-        code, line, inner = r.frames()
+        code, lasti, inner = r.frames()
         autocast = r.autocast_on
         seq = len(r.records)
+        fid = id(func)
+        if fid not in r.ops:
+            r.ops[fid] = func
         try:
             out = func(*args, **kwargs)
         except Exception as exc:
-            r.records.append((seq, func, tuple(in_dt), tuple(in_prod), None, mod, phase, code, line, inner, autocast, extra))
+            r.records.append((seq, fid, tuple(in_dt), tuple(in_prod), None, mod, phase, code, lasti, inner, autocast, extra))
             r.failure = Failure(seq, exc)
             r.failure_leaves = {id(t): t.dtype for t in ins}
             raise
@@ -131,12 +145,13 @@ class _Mode(TorchDispatchMode):
             dt = t.dtype
             out_dt.append(dt)
             if dt in _FLOATS:
-                key = id(t)
-                prov[key] = (weakref.ref(t, r._forget(key)), seq)
-        watch = r.watch.get(func)
+                # No weakref callback: a dead entry is recognised by its dead ref, and one callback
+                # per output costs more than the entries it would drop (`release` clears them).
+                prov[id(t)] = (weakref.ref(t), seq)
+        watch = r.watch.get(fid)
         if watch is not None:
             extra = watch(r, func, args, kwargs, out, ins)
-        r.records.append((seq, func, tuple(in_dt), tuple(in_prod), tuple(out_dt), mod, phase, code, line, inner, autocast, extra))
+        r.records.append((seq, fid, tuple(in_dt), tuple(in_prod), tuple(out_dt), mod, phase, code, lasti, inner, autocast, extra))
         return out
 
 
@@ -148,10 +163,20 @@ class Recorder:
         self.max_steps = max_steps
         self.on_stop = on_stop
         self.records: list[tuple] = []
+        self.ops: dict[int, Any] = {}  # id -> the op (OpOverload) of records' FUNC
         self.producers: dict[int, tuple] = {}
         self.modules: list[ModuleInfo] = []
         self._module_index: dict[int, int] = {}
         self.stack: list[int] = []
+        # Parallel to `stack`: (the frame that called the module's forward, its user frame's code and
+        # lasti). The frame is on the Python stack for as long as the module runs, so an op's frame
+        # walk can stop there and reuse the user frame (transformers stacks are ~25 frames deep).
+        self._calls: list[tuple[Any, Any, int]] = []
+        # Which module was running from each autograd sequence number on: a backward op's node was
+        # created by a forward op, and its sequence number says in which module (no trace left on
+        # the graph, unlike writing to `grad_fn.metadata`).
+        self._scope_nrs: list[int] = []
+        self._scope_mods: list[int] = []
         self.active = False
         self.in_optimizer = False
         self.saw_backward = False
@@ -172,7 +197,9 @@ class Recorder:
         self.params: dict[int, Any] = {}  # id -> weakref of parameters of modules seen
         self.module_scans: list[tuple] = []  # (module index, attr name, dtype, shape, max_abs or None)
         self._scanned: set[int] = set()
-        self._internal: dict[Any, tuple[bool, bool]] = {}
+        # id(code) -> (mode machinery?, internal?, code); holding the code keeps its id unique.
+        # Keyed by id because hashing a code object hashes its bytecode and constants.
+        self._internal: dict[int, tuple[bool, bool, Any]] = {}
         self._handles: list[Any] = []
         self._mode: _Mode | None = None
         self._state: tuple | None = None
@@ -183,52 +210,59 @@ class Recorder:
 
     # --- provenance housekeeping ---------------------------------------------------------------
 
-    def _forget(self, key: int) -> Callable[[Any], None]:
-        producers = self.producers
-
-        def drop(ref: Any) -> None:
-            entry = producers.get(key)
-            if entry is not None and entry[0] is ref:
-                del producers[key]
-
-        return drop
-
     def producer_of(self, t: torch.Tensor) -> int:
         entry = self.producers.get(id(t))
         return entry[1] if entry is not None and entry[0]() is t else -1
 
     # --- frames ----------------------------------------------------------------------------------
 
-    def _classify(self, code: Any) -> tuple[bool, bool]:
+    def _classify(self, code: Any) -> tuple[bool, bool, Any]:
         name = code.co_filename
         path = os.path.abspath(name) if not name.startswith("<") else name
         mode = path.startswith(_MODE_FILES)
         internal = mode or path.startswith(_TORCH_DIR) or path.startswith(_AMPDOCTOR_DIR) or path.startswith(_STDLIB_DIRS) or name.startswith("<frozen")
-        out = (mode, internal)
-        self._internal[code] = out
+        out = (mode, internal, code)
+        self._internal[id(code)] = out
         return out
 
-    def frames(self) -> tuple[Any, int, tuple | None]:
-        """(code, line) of the first frame outside torch/ampdoctor/stdlib, and (code id, lasti) of
-        the innermost frame that called the op (shared by autocast's casts and the op they feed)."""
-        f = sys._getframe(2)
+    def frames(self, f: Any = None) -> tuple[Any, int, tuple | None]:
+        """(code, lasti) of the first frame outside torch/ampdoctor/stdlib, and (code id, lasti) of
+        the innermost frame that called the op (shared by autocast's casts and the op they feed).
+        Walks from `f`, by default the caller of the caller."""
+        if f is None:
+            f = sys._getframe(2)
         inner = None
         cache = self._internal
+        call = self._calls[-1] if self._calls else None
+        stop = call[0] if call is not None else None
         while f is not None:
+            if f is stop:
+                # Everything above is as it was when the running module was entered.
+                return call[1], call[2], inner or (id(f.f_code), f.f_lasti)
             c = f.f_code
-            kind = cache.get(c) or self._classify(c)
+            kind = cache.get(id(c)) or self._classify(c)
             if inner is None and not kind[0]:
                 inner = (id(c), f.f_lasti)
             if not kind[1]:
-                return c, f.f_lineno, inner
+                return c, f.f_lasti, inner
             f = f.f_back
         return None, 0, inner
 
     def user_frame(self) -> tuple[Any, int]:
-        code, line, _ = self.frames()
-        return code, line
+        """(code, line) of the first user frame above the caller."""
+        code, lasti, _ = self.frames(sys._getframe(1))
+        return code, line_of(code, lasti) if code is not None else 0
 
     # --- modules ---------------------------------------------------------------------------------
+
+    def _scope_changed(self) -> None:
+        self._scope_nrs.append(_peek_sequence_nr())
+        self._scope_mods.append(self.stack[-1] if self.stack else -1)
+
+    def module_at(self, sequence_nr: int) -> int:
+        """The module that was running when the autograd node numbered `sequence_nr` was created."""
+        i = bisect_right(self._scope_nrs, sequence_nr) - 1
+        return self._scope_mods[i] if i >= 0 else -1
 
     def module_index(self, m: torch.nn.Module) -> int:
         idx = self._module_index.get(id(m))
@@ -250,8 +284,11 @@ class Recorder:
         idx = self.module_index(m)
         info = self.modules[idx]
         info.calls += 1
+        # The frame that runs the hooks also calls forward.
+        call = sys._getframe(1)
+        code, lasti, _ = self.frames(call)
         if info.caller is None:
-            info.caller = self.user_frame()
+            info.caller = (code, line_of(code, lasti) if code is not None else 0)
         if idx not in self._scanned:
             self._scanned.add(idx)
             self.scan_module(idx, "before")
@@ -259,11 +296,15 @@ class Recorder:
         _flatten(args, ins)
         info.inputs.update(t.dtype for t in ins if t.dtype in _FLOATS)
         self.stack.append(idx)
+        self._calls.append((call, code, lasti))
+        self._scope_changed()
 
     def _post_hook(self, m: torch.nn.Module, args: Any, output: Any) -> None:
         if not self.stack:
             return
         idx = self.stack.pop()
+        self._calls.pop()
+        self._scope_changed()
         outs: list = []
         if isinstance(output, torch.Tensor):
             outs.append(output)
@@ -434,6 +475,7 @@ class Recorder:
         """Drop everything that keeps the user's objects alive (after the report is built)."""
         self._alive.clear()
         self.producers.clear()
+        self._internal.clear()
         self.failure = None
 
     def _remove_hooks(self) -> None:
@@ -454,6 +496,7 @@ class Recorder:
                 self._unpatch_autocast()
                 self._remove_hooks()
                 self.stack.clear()
+                self._calls.clear()
 
 
 def _is_fake(t: torch.Tensor) -> bool:

@@ -1,8 +1,11 @@
 """Ops that need more than dtypes in the record, each with a small callback that returns the
-record's `extra` field. Only these ops pay for it; every other op is a dict miss."""
+record's `extra` field. Only these ops pay for it; every other op is a dict miss (keyed by the
+op's id: `OpOverload.__hash__` is Python code)."""
 
 from __future__ import annotations
 
+import functools
+import math
 import sys
 from typing import Any, Callable
 
@@ -19,20 +22,45 @@ def _fake(t: torch.Tensor) -> bool:
     return "Fake" in type(t).__name__ or t.device.type == "meta"
 
 
-def _flops(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
+def _shapes(a: Any) -> Any:
+    """Tensors as their shapes and lists as tuples: all a FLOP formula reads, and hashable."""
+    if isinstance(a, torch.Tensor):
+        return a.shape
+    if isinstance(a, (list, tuple)):
+        return tuple(_shapes(b) for b in a)
+    return a
+
+
+def _matmul(formula: Callable[..., Any]) -> Callable[..., Any]:
+    # Only shapes are recorded; `matmul_flops` counts after the step, and only when the count can matter
+    # (a formula per op costs more than the rest of the record).
+    def watch(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
+        return ("flops", formula, _shapes(args), _shapes(tuple(kwargs.items())), _shapes(out))
+
+    return watch
+
+
+@functools.lru_cache(maxsize=4096)
+def _count(formula: Callable[..., Any], args: tuple, kwargs: tuple, out: Any) -> int:
+    return int(formula(*args, **dict(kwargs), out_val=out))
+
+
+def matmul_flops(extra: tuple) -> int:
+    """The FLOPs of a recorded matmul, from the `("flops", ...)` extra its watch recorded."""
     try:
-        return ("flops", int(flop_registry[func._overloadpacket](*args, **kwargs, out_val=out)))
+        return _count(*extra[1:])
     except Exception:  # a shape the formula does not cover: FLOPs are a share, not a verdict
-        return None
+        return 0
 
 
-def _sdpa_cpu_flops(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
-    q, k = args[0], args[1]
-    if q.dim() < 2:
-        return None
-    b = q.numel() // (q.shape[-2] * q.shape[-1])
-    factor = 2 if "backward" in func.__name__ else 1
-    return ("flops", 4 * b * q.shape[-2] * k.shape[-2] * q.shape[-1] * factor)
+def _sdpa_cpu_formula(factor: int, q_arg: int) -> Callable[..., int]:
+    def formula(*args: Any, out_val: Any = None, **kwargs: Any) -> int:
+        q, k = args[q_arg], args[q_arg + 1]
+        if len(q) < 2:
+            return 0
+        return 4 * math.prod(q[:-2]) * q[-2] * k[-2] * q[-1] * factor
+
+    return formula
 
 
 def _arange(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
@@ -85,25 +113,37 @@ def _overloads(packet: Any) -> list:
     return [getattr(packet, name) for name in packet.overloads()]
 
 
-def _build() -> dict[Any, Callable[..., Any]]:
-    table: dict[Any, Callable[..., Any]] = {}
+def _build() -> tuple[dict[int, Callable[..., Any]], frozenset[int]]:
+    table: dict[int, Callable[..., Any]] = {}
+    matmuls: set[int] = set()
+
+    def add(op: Any, fn: Callable[..., Any]) -> None:
+        _KEEP.append(op)  # ids are keys: keep the ops alive
+        table[id(op)] = fn
+
     for packet in flop_registry:
         if isinstance(packet, torch._ops.OpOverloadPacket):
+            watch = _matmul(flop_registry[packet])
             for op in _overloads(packet):
-                table[op] = _flops
+                add(op, watch)
+                matmuls.add(id(op))
     aten = torch.ops.aten
-    for name in ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu_backward"):
+    # CPU flash attention has no formula in torch: 4*b*L*S*E forward, twice that backward (whose
+    # first argument is grad_out, so query and key come one later).
+    for name, watch in (("_scaled_dot_product_flash_attention_for_cpu", _matmul(_sdpa_cpu_formula(1, 0))),
+                        ("_scaled_dot_product_flash_attention_for_cpu_backward", _matmul(_sdpa_cpu_formula(2, 1)))):
         if hasattr(aten, name):
             for op in _overloads(getattr(aten, name)):
-                table[op] = _sdpa_cpu_flops
+                add(op, watch)
+                matmuls.add(id(op))
     for op in _overloads(aten.arange):
-        table[op] = _arange
-    table[aten._to_copy.default] = _to_copy
-    table[aten.ones_like.default] = _ones_like
+        add(op, _arange)
+    add(aten._to_copy.default, _to_copy)
+    add(aten.ones_like.default, _ones_like)
     for op in (aten.cos.default, aten.sin.default):
-        table[op] = _trig
-    return table
+        add(op, _trig)
+    return table, frozenset(matmuls)
 
 
-WATCHED = _build()
-MATMUL_OPS = frozenset(op for op, fn in WATCHED.items() if fn in (_flops, _sdpa_cpu_flops))
+_KEEP: list[Any] = []
+WATCHED, MATMUL_OPS = _build()
