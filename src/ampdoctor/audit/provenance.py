@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 from collections import deque
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
@@ -214,15 +214,9 @@ class Trace:
         """Walk back from tensors of the `odd` dtype to the first op where an activation in the
         compute dtype became `odd`: a promotion (bf16 activation x fp32 buffer -> fp32) or a cast.
         Returns (origin seq or None, the odd-dtype operands of the origin as (producer, dtype))."""
-        queue = deque(p for p in prods if p >= 0)
-        seen: set[int] = set()
         candidates: list[int] = []
         leaf_users: list[int] = []
-        while queue and len(seen) < limit:
-            s = queue.popleft()
-            if s in seen:
-                continue
-            seen.add(s)
+        for s, visit in _walk_back(prods, limit):
             ins = self.float_inputs(s)
             if any(d == compute for d, _ in ins) and self.out_dtype(s) == odd:
                 candidates.append(s)
@@ -230,7 +224,7 @@ class Trace:
             for d, p in ins:
                 if d == odd:
                     if p >= 0:
-                        queue.append(p)
+                        visit(p)
                     else:
                         leaf_users.append(s)
         pool = candidates or leaf_users
@@ -243,15 +237,11 @@ class Trace:
     def table_origin(self, prod: int, limit: int = 5000) -> tuple[int | None, list[tuple[int, Any]]]:
         """For a half-precision cos/sin table: the op that made it in half precision from a named
         buffer (B2) or from nothing (an arange in half), following half-precision inputs back."""
-        queue = deque([prod] if prod >= 0 else [])
-        seen: set[int] = set()
         named: list[int] = []
         creations: list[int] = []
-        while queue and len(seen) < limit:
-            s = queue.popleft()
-            if s in seen:
-                continue
-            seen.add(s)
+        seen: list[int] = []
+        for s, visit in _walk_back([prod], limit):
+            seen.append(s)
             ins = self.float_inputs(s)
             if not ins:
                 creations.append(s)
@@ -261,7 +251,7 @@ class Trace:
                 if p in self.named_seq:
                     named.append(s)
                 elif p >= 0:
-                    queue.append(p)
+                    visit(p)
                 elif -p in self.leaf_names:
                     named.append(s)
         pool = named or creations or sorted(seen)[:1]
@@ -269,3 +259,16 @@ class Trace:
             return None, []
         origin = min(pool)
         return origin, [(p, d) for d, p in self.float_inputs(origin) if d in HALF]
+
+
+def _walk_back(starts: Iterable[int], limit: int) -> Iterator[tuple[int, Callable[[int], None]]]:
+    """Breadth-first over producer ops from `starts` (op sequence numbers; negative ones are leaves and
+    skipped), each op once, at most `limit` ops; the caller enqueues the producers it wants followed."""
+    queue = deque(p for p in starts if p >= 0)
+    seen: set[int] = set()
+    while queue and len(seen) < limit:
+        s = queue.popleft()
+        if s in seen:
+            continue
+        seen.add(s)
+        yield s, queue.append
