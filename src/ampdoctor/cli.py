@@ -11,10 +11,13 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, TYPE_CHECKING, Iterator
 
 from ampdoctor import __version__
 from ampdoctor.report import FORMATS, Report, write_report
+
+if TYPE_CHECKING:
+    from ampdoctor.policy import Policy
 
 
 class UsageError(Exception):
@@ -41,6 +44,15 @@ def _emit(report: Report, args: argparse.Namespace) -> None:
 def _add_output_options(parser: argparse.ArgumentParser, formats: tuple[str, ...] = FORMATS) -> None:
     parser.add_argument("--format", choices=formats, default="text", help="output format (default: text)")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+
+
+def _parse_policy(text: str) -> "Policy":
+    from ampdoctor.policy import Policy
+
+    try:
+        return Policy.parse(text)
+    except ValueError as exc:
+        raise UsageError(f"--policy: {exc}") from None
 
 
 # --- rules ---------------------------------------------------------------------------------------
@@ -203,15 +215,6 @@ def _add_audit_options(p: argparse.ArgumentParser) -> None:
     _add_output_options(p)
 
 
-def _audit_policy(text: str):
-    from ampdoctor.policy import Policy
-
-    try:
-        return Policy.parse(text)
-    except ValueError as exc:
-        raise UsageError(f"--policy: {exc}") from None
-
-
 def _cmd_run(args: argparse.Namespace) -> int:
     from ampdoctor.audit.commands import ScriptNotFound, run_command
     from ampdoctor.rules import Severity
@@ -228,7 +231,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
     try:
-        result = run_command(target, rest, module=bool(args.module), policy=_audit_policy(args.policy), max_steps=args.max_steps,
+        result = run_command(target, rest, module=bool(args.module), policy=_parse_policy(args.policy), max_steps=args.max_steps,
                              device_type=None, target_device=args.device_type, fail_on=Severity.parse(args.fail_on), output=args.output)
     except ScriptNotFound as exc:
         raise UsageError(str(exc)) from None
@@ -255,7 +258,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     if args.seq_len < 1 or args.batch_size < 1:
         raise UsageError("--seq-len and --batch-size must be at least 1")
     try:
-        a = audit_hf_config(args.hf_config, policy=_audit_policy(args.policy), fake=args.fake, seq_len=args.seq_len,
+        a = audit_hf_config(args.hf_config, policy=_parse_policy(args.policy), fake=args.fake, seq_len=args.seq_len,
                             batch_size=args.batch_size, target_device=args.device_type)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
@@ -278,16 +281,11 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from ampdoctor.frameworks import export
-    from ampdoctor.policy import Policy
 
-    try:
-        policy = Policy.parse(args.policy)
-    except ValueError as exc:
-        raise UsageError(f"--policy: {exc}") from None
+    policy = _parse_policy(args.policy)
     result = export(policy, args.to)
-    comment = "#"
-    header = [f"{comment} ampdoctor export --policy {args.policy} --to {args.to}: {policy}"]
-    notes = [f"{comment} cannot express: {note}" for note in result.cannot_express]
+    header = [f"# ampdoctor export --policy {args.policy} --to {args.to}: {policy}"]
+    notes = [f"# cannot express: {note}" for note in result.cannot_express]
     with _output(args.output) as stream:
         if result.syntax == "json":
             stream.write(result.text)  # JSON has no comments: the notes go to stderr
