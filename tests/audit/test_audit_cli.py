@@ -73,6 +73,15 @@ def test_bad_input_is_a_clear_message_and_exit_2(tmp_path):
     bad.write_text("{\"hidden_size\": 8}")
     proc = ampdoctor("audit", "--hf-config", str(bad))
     assert proc.returncode == 2 and "model_type" in proc.stderr
+    wrong_type = tmp_path / "wrong_type.json"
+    wrong_type.write_text('{"model_type": "llama", "hidden_size": "x"}')
+    proc = ampdoctor("audit", "--hf-config", str(wrong_type))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"{wrong_type}: invalid config" in proc.stderr and "hidden_size" in proc.stderr
+    inconsistent = tmp_path / "inconsistent.json"
+    inconsistent.write_text('{"model_type": "llama", "hidden_size": 60, "num_attention_heads": 7, "num_hidden_layers": 1, "vocab_size": 64}')
+    proc = ampdoctor("audit", "--hf-config", str(inconsistent), "--fake")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "not a multiple of the number of attention heads" in proc.stderr
 
 
 def test_hf_config_audit_real_and_fake(tmp_path):

@@ -19,6 +19,11 @@ class ConfigError(ValueError):
     pass
 
 
+def _one_line(err: BaseException, limit: int = 400) -> str:
+    text = " ".join(str(err).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def load_config(path: str) -> Any:
     try:
         import transformers
@@ -36,8 +41,10 @@ def load_config(path: str) -> Any:
     model_type = raw.pop("model_type")
     try:
         return transformers.AutoConfig.for_model(model_type, **raw)
-    except (ValueError, KeyError, TypeError) as err:
-        raise ConfigError(f"{path}: {err}") from None
+    # User JSON reaches transformers' validators, which raise their own exception types (e.g.
+    # huggingface_hub's StrictDataclassFieldValidationError): every one of them is a bad config.
+    except Exception as err:  # noqa: BLE001
+        raise ConfigError(f"{path}: invalid config: {type(err).__name__}: {_one_line(err)}") from None
 
 
 def build_model(config: Any, policy: Policy) -> torch.nn.Module:
@@ -45,8 +52,8 @@ def build_model(config: Any, policy: Policy) -> torch.nn.Module:
 
     try:
         model = transformers.AutoModelForCausalLM.from_config(config)
-    except ValueError as err:
-        raise ConfigError(f"cannot build a causal LM from this config: {err}") from None
+    except Exception as err:  # noqa: BLE001  - inconsistent sizes fail anywhere in the model's __init__
+        raise ConfigError(f"cannot build a causal LM from this config: {type(err).__name__}: {_one_line(err)}") from None
     if is_half(policy.params):
         _cast(model, policy.params)
     model.train()
