@@ -94,3 +94,14 @@ def test_exit_codes():
     assert exit_code(Report(errors=(syntax,), checked=("a.py", "b.py")), s) == 0
     assert exit_code(Report(errors=(syntax,)), s) == 2
     assert exit_code(Report(errors=(syntax,), checked=("b.py",)), s) == 2
+
+
+def test_large_data_files_are_not_config_candidates_unless_named(tmp_path):
+    from ampdoctor.lint.engine import MAX_CONFIG_BYTES
+
+    config = write(tmp_path / "ds_config.json", '{"bf16": {"enabled": true}}')
+    tokenizer = write(tmp_path / "tokenizer.json", '{"vocab": "' + "x" * MAX_CONFIG_BYTES + '"}')
+    _, configs, _ = discover([tmp_path], LintSettings())
+    assert configs == [config]
+    _, configs, _ = discover([tokenizer], LintSettings())
+    assert configs == [tokenizer]

@@ -34,7 +34,7 @@ class Document:
     file: str
     syntax: str  # "json", "yaml" or "env"
     data: Any
-    locations: dict[KeyPath, Location] = field(default_factory=dict)
+    locations: Mapping[KeyPath, Location] = field(default_factory=dict)
     text: str = ""  # the raw text, kept for env files (flags inside a variable are located in it)
 
     def get(self, *path: Key, default: Any = None) -> Any:
@@ -177,12 +177,41 @@ class _LineIndex:
         return Location(file=file, line=line, column=offset - self.starts[line - 1] + 1)
 
 
+class _LazyLocations(Mapping[KeyPath, Location]):
+    """Key locations computed on first use: most JSON files in a tree (tokenizers, datasets, package.json)
+    are no training config, and scanning a 13 MB tokenizer.json for positions took seconds."""
+
+    def __init__(self, text: str, file: str) -> None:
+        self._text, self._file = text, file
+        self._locations: dict[KeyPath, Location] | None = None
+
+    def _loaded(self) -> dict[KeyPath, Location]:
+        if self._locations is None:
+            self._locations = _json_locations(self._text, self._file)
+            self._text = ""
+        return self._locations
+
+    def __getitem__(self, key: KeyPath) -> Location:
+        return self._loaded()[key]
+
+    def __iter__(self) -> Iterator[KeyPath]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())
+
+
 def load_json(text: str, file: str) -> tuple[list[Document], InputError | None]:
     """`json.loads` semantics (last duplicate key wins) plus the line/column of every key."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         return [], InputError(file, f"invalid JSON: {exc.msg}", exc.lineno, exc.colno)
+    return [Document(file, "json", data, _LazyLocations(text, file))], None
+
+
+def _json_locations(text: str, file: str) -> dict[KeyPath, Location]:
+    """The line/column of every key (and list item) of a valid JSON text."""
     index = _LineIndex(text)
     locs: dict[KeyPath, Location] = {}
 
@@ -226,7 +255,7 @@ def load_json(text: str, file: str) -> tuple[list[Document], InputError | None]:
         return match.end() if match else i + 1
 
     value(0, ())
-    return [Document(file, "json", data, locs)], None
+    return locs
 
 
 # --- YAML --------------------------------------------------------------------------------------------

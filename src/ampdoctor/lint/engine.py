@@ -15,10 +15,20 @@ from ampdoctor.report import InputError, Report
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "env", "node_modules", "__pycache__", ".tox", ".nox",
                        ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages", ".eggs", "build", "dist"})
 CONFIG_SUFFIXES = frozenset({".json", ".yaml", ".yml", ".env"})
+# Training configs are kilobytes; a larger JSON/YAML met while walking a tree is data (a tokenizer, a
+# dataset) and reading it would cost seconds to minutes. Files named explicitly are always read.
+MAX_CONFIG_BYTES = 1 << 20
 
 
 def is_config_candidate(path: Path) -> bool:
     return path.suffix.lower() in CONFIG_SUFFIXES or path.name.endswith(".env")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # unreadable: let the reader report it
 
 
 def discover(paths: Sequence[Path], settings: LintSettings) -> tuple[list[Path], list[Path], list[InputError]]:
@@ -39,7 +49,7 @@ def discover(paths: Sequence[Path], settings: LintSettings) -> tuple[list[Path],
                         continue
                     if path.suffix == ".py":
                         python.add(path)
-                    elif is_config_candidate(path):
+                    elif is_config_candidate(path) and _size(path) <= MAX_CONFIG_BYTES:
                         configs.add(path)
         else:
             missing.append(InputError(str(root), "no such file or directory"))
