@@ -150,11 +150,6 @@ class Policy:
         except KeyError:
             raise ValueError(f"unknown policy preset {name.strip()!r}: expected one of {', '.join(PRESETS)}") from None
 
-    def replace(self, **changes: Any) -> "Policy":
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        values.update(changes)
-        return Policy(**values)
-
     def __str__(self) -> str:
         return ",".join(
             f"{f.name}={getattr(self, f.name) if f.name == 'loss_scale' else dtype_name(getattr(self, f.name))}"

@@ -82,7 +82,8 @@ def _index() -> dict[str, Rule]:
 def get_rule(key: str) -> Rule:
     """Look a rule up by kebab-case name or by id (case-insensitive id)."""
     try:
-        return _index()[key.strip() if key.strip() in _index() else key.strip().lower()]
+        # Names are validated lowercase kebab-case and ids are indexed lowercased.
+        return _index()[key.strip().lower()]
     except KeyError:
         raise KeyError(f"unknown rule {key!r}; `ampdoctor rules` lists them") from None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 
@@ -127,9 +127,6 @@ class Finding:
     origin: Location | None = None
     related: tuple[Location, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
-
-    def with_severity(self, severity: Severity) -> "Finding":
-        return replace(self, severity=severity)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
