@@ -35,7 +35,7 @@ def test_emulated_gpu_bf16_is_flagged():
     t4 = DeviceInfo("cuda:0 (Tesla T4)", "cuda", "7.5", False, True, "compute capability 7.5 < 8.0")
     v100 = DeviceInfo("cuda:1 (V100)", "cuda", "7.0", False, False, "compute capability 7.0 < 8.0")
     env = env.__class__(**{**env.__dict__, "devices": env.devices + (t4, v100), "nccl_version": "2.8.3"})
-    assert [f.name for f in env_findings(env)] == ["bf16-support-emulated", "bf16-unsupported-hardware", "bf16-unsupported-hardware"]
+    assert [f.name for f in env_findings(env)] == ["bf16-unsupported-hardware", "bf16-unsupported-hardware", "bf16-support-emulated"]
     assert "Tesla T4" in render_text(env_report(env), width=200)
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from ampdoctor.lint.engine import discover, exit_code
 from ampdoctor.lint.settings import LintSettings, SettingsError, find_pyproject, load_settings, rule_ids
-from ampdoctor.report import InputError, Report
+from ampdoctor.report import ReportError, Report
 from ampdoctor.rules import Location, Severity, finding
 
 
@@ -89,8 +89,8 @@ def test_exit_codes():
     assert exit_code(clean, s) == 0
     assert exit_code(warn, s) == 0 and exit_code(warn, s.override(fail_on=Severity.WARNING)) == 1
     assert exit_code(err, s) == 1
-    assert exit_code(Report(errors=(InputError("ds.json", "bad", 3, 1),), checked=("a.py",)), s) == 2
-    syntax = InputError("b.py", "syntax error", 1, 1, fatal=False)
+    assert exit_code(Report(errors=(ReportError("ds.json", "bad", 3, 1),), checked=("a.py",)), s) == 2
+    syntax = ReportError("b.py", "syntax error", 1, 1, fatal=False)
     assert exit_code(Report(errors=(syntax,), checked=("a.py", "b.py")), s) == 0
     assert exit_code(Report(errors=(syntax,)), s) == 2
     assert exit_code(Report(errors=(syntax,), checked=("b.py",)), s) == 2

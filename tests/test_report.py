@@ -1,7 +1,7 @@
 import io
 import json
 
-from ampdoctor.report import InputError, Report, Table, render_json, render_sarif, render_text, report_to_sarif, write_report
+from ampdoctor.report import ReportError, Report, Table, render_json, render_sarif, render_text, report_to_sarif, write_report
 from ampdoctor.rules import Location, Severity, catalog, finding
 
 
@@ -63,7 +63,7 @@ def test_sarif_required_fields():
 
 
 def test_sarif_reports_input_errors_as_failed_invocation():
-    sarif = json.loads(render_sarif(Report(errors=(InputError("ds.json", "Expecting ',' delimiter", 4, 9),))))
+    sarif = json.loads(render_sarif(Report(errors=(ReportError("ds.json", "Expecting ',' delimiter", 4, 9),))))
     inv = sarif["runs"][0]["invocations"][0]
     assert inv["executionSuccessful"] is False
     assert inv["toolExecutionNotifications"][0]["message"]["text"] == "ds.json:4:9: Expecting ',' delimiter"
@@ -94,6 +94,6 @@ def test_tables_render_in_text_and_json():
 
 def test_merge_keeps_everything():
     a = Report.of([finding("grad-scaler-with-bf16", "a", Location(file="b.py", line=1))], checked=("b.py",))
-    b = Report(errors=(InputError("c.json", "bad"),), checked=("c.json",))
+    b = Report(errors=(ReportError("c.json", "bad"),), checked=("c.json",))
     m = a.merge(b)
     assert len(m.findings) == 1 and m.checked == ("b.py", "c.json") and str(m.errors[0]) == "c.json: bad"

@@ -101,10 +101,20 @@ def test_grad_norm_is_reported_before_clipping():
     assert result.grad_norm is not None and result.grad_norm > 1e-3
 
 
-def test_bf16_policy_with_loss_scaling_is_refused():
+def test_bf16_policy_with_loss_scaling_warns_and_builds_no_scaler():
+    # fp32 weights give fp32 gradients, which GradScaler unscales fine: scaling is pointless, not fatal, and the
+    # step never builds a scaler for bf16 compute anyway.
     model = mlp()
-    with pytest.raises(ValueError, match="\\[grad-scaler-with-bf16\\]"):
-        PrecisionStep(model, torch.optim.SGD(model.parameters(), lr=0.1), "compute=bf16, loss_scale=dynamic", F.cross_entropy)
+    with pytest.warns(RuntimeWarning, match="\\[grad-scaler-with-bf16\\] a GradScaler is on .* compute is bf16"):
+        step = PrecisionStep(model, torch.optim.SGD(model.parameters(), lr=0.1), "compute=bf16, loss_scale=dynamic", F.cross_entropy)
+    assert step.scaler is None
+
+
+def test_bf16_weights_with_loss_scaling_are_refused():
+    # bf16 gradients crash GradScaler's unscale kernel on CUDA (incident 4): the same rule, as an error.
+    model = mlp(torch.bfloat16)
+    with pytest.raises(ValueError, match="\\[grad-scaler-with-bf16\\] .*weights and gradients are bf16"):
+        PrecisionStep(model, torch.optim.SGD(model.parameters(), lr=0.1), "params=bf16, loss_scale=dynamic", F.cross_entropy)
 
 
 def test_model_in_the_wrong_dtype_is_refused():

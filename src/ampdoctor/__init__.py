@@ -1,17 +1,43 @@
-"""ampdoctor: BF16 mixed-precision training for PyTorch, correct by construction and diagnosed when it is not."""
+"""ampdoctor: BF16 mixed-precision training for PyTorch, correct by construction and diagnosed when it is not.
 
-__version__ = "0.1.0"
+The static part of the API (`Policy`, rules, `explain`, reports) works without torch; the runtime part
+(`audit`, `PrecisionStep`, `RotaryEmbedding`, `fix`) is imported on first use and needs torch.
+"""
 
-from ampdoctor import fix  # noqa: E402
-from ampdoctor.audit import Audit, audit, audit_step  # noqa: E402
-from ampdoctor.explain import Candidate, explain  # noqa: E402
-from ampdoctor.nn import RotaryEmbedding, apply_rotary  # noqa: E402
-from ampdoctor.policy import Policy  # noqa: E402
-from ampdoctor.report import Report  # noqa: E402
-from ampdoctor.rules import Finding, Location, Rule, Severity, catalog, get_rule  # noqa: E402
-from ampdoctor.train import PrecisionStep, StepResult  # noqa: E402
+from __future__ import annotations
+
+from typing import Any
+
+from ampdoctor._version import __version__
+from ampdoctor.explain import Candidate, explain
+from ampdoctor.facts import RunFacts
+from ampdoctor.policy import Policy
+from ampdoctor.report import Report
+from ampdoctor.rules import Finding, Location, Rule, Severity, catalog, get_rule
+
+# Public names that need torch: name -> the module that defines it.
+_RUNTIME = {
+    "Audit": "ampdoctor.audit.session", "audit": "ampdoctor.audit.session", "audit_step": "ampdoctor.audit.session",
+    "RotaryEmbedding": "ampdoctor.nn", "apply_rotary": "ampdoctor.nn",
+    "PrecisionStep": "ampdoctor.train", "StepResult": "ampdoctor.train",
+    "fix": "ampdoctor.fix",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _RUNTIME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ampdoctor' has no attribute {name!r}")
+    import importlib
+
+    from ampdoctor._requires import require_torch
+
+    require_torch(f"ampdoctor.{name}")
+    loaded = importlib.import_module(module)
+    return loaded if module.endswith(f".{name}") else getattr(loaded, name)
+
 
 __all__ = [
-    "Audit", "audit", "audit_step", "Candidate", "Finding", "Location", "Policy", "PrecisionStep", "Report", "RotaryEmbedding", "Rule", "Severity",
-    "StepResult", "__version__", "apply_rotary", "catalog", "explain", "fix", "get_rule",
+    "Audit", "audit", "audit_step", "Candidate", "Finding", "Location", "Policy", "PrecisionStep", "Report", "RotaryEmbedding", "Rule",
+    "RunFacts", "Severity", "StepResult", "__version__", "apply_rotary", "catalog", "explain", "fix", "get_rule",
 ]

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Iterator
 
-from ampdoctor import __version__
+from ampdoctor._version import __version__
 from ampdoctor.report import FORMATS, Report, write_report
 
 if TYPE_CHECKING:

@@ -9,9 +9,12 @@ from typing import Any
 
 import torch
 
+from ampdoctor.facts import Device, RunFacts
 from ampdoctor.hardware import bf16_support, cpu_bf16_flags
+from ampdoctor.policy import Policy
 from ampdoctor.report import Report, Table
-from ampdoctor.rules import Finding, Location, finding
+from ampdoctor.rules.engine import Places, check_policy
+from ampdoctor.rules.model import Finding, Location
 
 # Libraries whose versions decide which precision bugs apply (distribution names).
 LIBRARIES = ("flash-attn", "transformers", "deepspeed", "accelerate", "lightning", "pytorch-lightning", "peft",
@@ -110,15 +113,18 @@ def collect() -> Environment:
     )
 
 
-def env_findings(env: Environment) -> list[Finding]:
-    out = []
-    for dev in env.devices:
-        if dev.kind == "cuda" and not dev.native_bf16:
-            rule = "bf16-support-emulated" if dev.emulated_bf16_reported else "bf16-unsupported-hardware"
-            out.append(finding(rule, f"{dev.name}: {dev.reason}", Location(label=dev.name)))
-    if env.nccl_version and tuple(int(p) for p in env.nccl_version.split(".")[:2]) < (2, 10):
-        out.append(finding("bf16-unsupported-hardware", f"NCCL {env.nccl_version} < 2.10 cannot reduce bf16 tensors", Location(label="nccl")))
-    return out
+def env_facts(env: Environment) -> RunFacts:
+    """The machine as `RunFacts`: its GPUs (the CPU is never the bf16 training device that matters) and NCCL."""
+    gpus = tuple(Device(d.name, d.native_bf16, emulated_bf16=d.emulated_bf16_reported and not d.native_bf16, capability=d.capability,
+                        reason=d.reason, location=Location(label=d.name)) for d in env.devices if d.kind == "cuda")
+    nccl = tuple(int(p) for p in env.nccl_version.split(".")[:2] if p.isdigit()) if env.nccl_version else None
+    return RunFacts(devices=gpus or None, nccl_version=nccl or None)
+
+
+def env_findings(env: Environment, policy: Policy | None = None) -> list[Finding]:
+    """What the policy-level rules say of training `policy` (bf16-mixed by default) on this machine."""
+    facts = env_facts(env)
+    return check_policy(policy or Policy.preset("bf16-mixed"), facts, Places(default=Location(label="this machine")))
 
 
 def env_report(env: Environment) -> Report:

@@ -10,21 +10,21 @@ after both the exact tables are put back (transformers #25681, GPT-NeoX #1003, i
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 import torch
 from torch import nn
 
+from ampdoctor.dtypes import COS_SIN_NAME
+from ampdoctor.dtypes import name_of as dtype_name
 from ampdoctor.nn.rope_scaling import Frequencies, rope_frequencies
 from ampdoctor.nn.rotary import RotaryEmbedding, build_tables, hf_rope_arguments
-from ampdoctor.policy import dtype_name
 from ampdoctor.rules import Finding, Location, finding
 
 Width = Literal["single", "cat", "repeat"]
 
-_TABLE_NAME = re.compile(r"^(?P<pre>_?)(?P<fn>cos|sin)(?P<post>_cached|_cache|_table)?$")
+_TABLE_NAME = COS_SIN_NAME
 _INV_FREQ_NAMES = ("inv_freq", "original_inv_freq")
 _BASE_ATTRS = ("base", "rope_theta", "theta")
 _DIM_ATTRS = ("dim", "rotary_dim", "rotary_ndims")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import torch
 
+from ampdoctor.facts import Device
+
 # AMD architectures with bf16 matrix instructions (MI100 onwards, RDNA3 onwards).
 _ROCM_BF16_ARCHS = ("gfx908", "gfx90a", "gfx94", "gfx95", "gfx11", "gfx12")
 
@@ -65,3 +67,17 @@ def bf16_support(device: str | torch.device) -> Bf16Support:
         native = torch.backends.mps.is_available()
         return Bf16Support("mps", native, "MPS bf16 (macOS 14+)" if native else "MPS is not available")
     return Bf16Support(str(dev), False, f"no bf16 check for device type {dev.type!r}")
+
+
+def device_fact(device: str | torch.device) -> Device:
+    """The device as a `RunFacts` device: native bf16, and whether torch claims a bf16 it only emulates."""
+    dev = torch.device(device)
+    support = bf16_support(dev)
+    capability = None
+    emulated = False
+    if dev.type == "cuda" and torch.cuda.is_available() and not torch.version.hip:
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        major, minor = torch.cuda.get_device_capability(index)
+        capability = f"{major}.{minor}"
+        emulated = not support.native and bool(torch.cuda.is_bf16_supported())
+    return Device(support.device, support.native, emulated_bf16=emulated, capability=capability, reason=support.reason)

@@ -20,7 +20,9 @@ import torch
 from torch import nn
 
 from ampdoctor import fix
-from ampdoctor.policy import Policy, dtype_name
+from ampdoctor.dtypes import HALF, name_of
+from ampdoctor.facts import RunFacts
+from ampdoctor.policy import Policy
 from ampdoctor.rules import Severity
 
 Forward = Callable[[nn.Module, Any], Any]
@@ -80,8 +82,8 @@ class PrecisionStep:
         self.policy = Policy.parse(policy) if isinstance(policy, str) else policy
         if not isinstance(self.policy, Policy):
             raise TypeError(f"policy must be a Policy or a policy string, got {type(policy).__name__}")
-        self._check_policy()
         self.model, self.optimizer, self.loss_fn, self.forward = model, optimizer, loss_fn, forward
+        self._check_policy()
         self.params = self._trainable_params()
         first = next(iter(model.parameters()))
         self.device_type = device_type or first.device.type
@@ -93,8 +95,19 @@ class PrecisionStep:
         self.separate_accumulation = self.policy.grad_accum != self.policy.params
         self.rope_fixes = fix.rope(model) if fix_rope else []
 
+    def facts(self) -> RunFacts:
+        """What this step knows of its run: it trains with this optimizer, autocasts exactly when compute is a half
+        dtype other than the parameters', and the world size when torch.distributed is initialised. How many
+        micro-batches it accumulates is known per call only."""
+        world = None
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            world = torch.distributed.get_world_size()
+        kind = "plain" if type(self.optimizer).__module__.startswith("torch.optim") else None
+        autocast = self.policy.compute in HALF and self.policy.compute != self.policy.params
+        return RunFacts(trains=True, optimizer=type(self.optimizer).__name__, optimizer_kind=kind, world_size=world, autocast=autocast)
+
     def _check_policy(self) -> None:
-        findings = self.policy.validate()
+        findings = self.policy.validate(facts=self.facts())
         errors = [f for f in findings if f.severity == Severity.ERROR]
         if errors:
             raise ValueError(f"policy {self.policy} cannot train correctly: " + "; ".join(f"[{f.name}] {f.message}" for f in errors))
@@ -110,13 +123,13 @@ class PrecisionStep:
         if strangers:
             raise ValueError(f"{strangers} optimizer parameter(s) do not belong to the model")
         names = {id(p): name for name, p in self.model.named_parameters()}
-        wrong = [(names[id(p)], p.dtype) for p in params if p.dtype != self.policy.params]
+        wrong = [(names[id(p)], name_of(p.dtype)) for p in params if name_of(p.dtype) != self.policy.params]
         if wrong:
             name, dtype = wrong[0]
             raise ValueError(
-                f"parameter {name!r} is {dtype_name(dtype)} ({len(wrong)} trainable parameter(s) in all), but the policy "
-                f"says params={dtype_name(self.policy.params)}: load the model in {dtype_name(self.policy.params)} and let "
-                f"autocast run compute={dtype_name(self.policy.compute)}, or pick a policy with params={dtype_name(dtype)}"
+                f"parameter {name!r} is {dtype} ({len(wrong)} trainable parameter(s) in all), but the policy "
+                f"says params={self.policy.params}: load the model in {self.policy.params} and let "
+                f"autocast run compute={self.policy.compute}, or pick a policy with params={dtype}"
             )
         return params
 
@@ -130,7 +143,7 @@ class PrecisionStep:
             raise ValueError(f"loss_fn must return a scalar tensor, got {shape}")
         if loss.dtype not in (torch.float32, torch.float64):
             raise TypeError(
-                f"loss_fn returned a {dtype_name(loss.dtype)} loss from fp32 outputs; compute it in fp32 "
+                f"loss_fn returned a {name_of(loss.dtype)} loss from fp32 outputs; compute it in fp32 "
                 "(a bf16 loss rounds to 1/128 of its value, rule loss-low-precision)"
             )
         return loss
@@ -152,7 +165,7 @@ class PrecisionStep:
             if self.separate_accumulation:
                 for p in self.params:
                     if p.grad is not None:
-                        grad = p.grad.to(self.policy.grad_accum)
+                        grad = p.grad.to(self.policy.grad_accum_dtype)
                         sums[id(p)] = sums[id(p)] + grad if id(p) in sums else grad
                         p.grad = None
         if self.separate_accumulation:

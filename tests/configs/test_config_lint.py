@@ -234,11 +234,13 @@ def test_accelerate_fills_deepspeed_auto(tmp_path):
     assert {Path(c).name for c in report.checked} == {"accelerate.yaml", "ds.json"}
 
 
-def test_accelerate_missing_deepspeed_file_is_an_input_error(tmp_path):
+def test_accelerate_missing_deepspeed_file_is_an_input_error_that_does_not_decide_the_exit(tmp_path):
+    # The DeepSpeed file may be generated or live elsewhere: it is reported at the key, and the rest of the
+    # tree still decides the exit code.
     acc = write(tmp_path, "accelerate.yaml", ACCEL.replace("ds.json", "missing.json"))
     report = lint(acc)
     assert [(Path(e.file).name, e.line) for e in report.errors] == [("accelerate.yaml", line_of(acc, "deepspeed_config_file"))]
-    assert report.errors[0].fatal
+    assert not report.errors[0].fatal
 
 
 def test_accelerate_fsdp_bf16_reduces_in_bf16(tmp_path):

@@ -37,7 +37,7 @@ def test_export_then_read_back(target, preset):
 
 
 def test_fsdp_export_is_an_fsdp2_policy():
-    mp = Policy.preset("bf16-mixed").to_fsdp()
+    mp = export(Policy.preset("bf16-mixed"), "fsdp").config
     assert type(mp).__name__ == "MixedPrecisionPolicy"
     assert (mp.param_dtype, mp.reduce_dtype, mp.output_dtype) == (torch.bfloat16, torch.float32, torch.bfloat16)
     assert from_config("fsdp", mp) == Policy.preset("bf16-mixed")

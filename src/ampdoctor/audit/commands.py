@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
-from typing import IO, Callable, Sequence
+from typing import Sequence
 
 from ampdoctor.audit import distributed
 from ampdoctor.audit.runner import RunResult, ScriptNotFound, run

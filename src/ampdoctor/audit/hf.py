@@ -11,8 +11,9 @@ from typing import Any
 
 import torch
 
+from ampdoctor import dtypes
 from ampdoctor.audit.session import Audit, audit_step
-from ampdoctor.policy import Policy, is_half
+from ampdoctor.policy import Policy
 
 
 class ConfigError(ValueError):
@@ -54,8 +55,8 @@ def build_model(config: Any, policy: Policy) -> torch.nn.Module:
         model = transformers.AutoModelForCausalLM.from_config(config)
     except Exception as err:  # noqa: BLE001  - inconsistent sizes fail anywhere in the model's __init__
         raise ConfigError(f"cannot build a causal LM from this config: {type(err).__name__}: {_one_line(err)}") from None
-    if is_half(policy.params):
-        _cast(model, policy.params)
+    if policy.params in dtypes.HALF:
+        _cast(model, policy.param_dtype)
     model.train()
     return model
 

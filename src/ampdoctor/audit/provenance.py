@@ -4,21 +4,23 @@ left the policy."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections import deque
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
-from ampdoctor.audit.recorder import CODE, EXTRA, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE, Recorder, line_of
-from ampdoctor.policy import dtype_name
+from ampdoctor import dtypes
+from ampdoctor.audit.fields import CODE, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE
+from ampdoctor.audit.names import op_name, relpath
+from ampdoctor.audit.recorder import Recorder, line_of
+from ampdoctor.dtypes import name_of as dtype_name
 from ampdoctor.rules import Location
 
-HALF = (torch.bfloat16, torch.float16)
-FLOATS = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+HALF = tuple(dtypes.to_torch(n) for n in dtypes.HALF)
+FLOATS = tuple(dtypes.to_torch(n) for n in dtypes.FLOAT_NAMES)
 _TRIG = {"aten::cos", "aten::sin"}
-TABLE_NAME = re.compile(r"(^|[._])(cos|sin|inv_freq|freqs?|rope|rotary|theta)", re.IGNORECASE)
+TABLE_NAME = dtypes.ROPE_TABLE_NAME
 # Ops that carry a tensor's role through unchanged (a view or a copy of a cos table is still one).
 _CARRY = {
     "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::slice", "aten::select", "aten::unsqueeze", "aten::squeeze",
@@ -33,25 +35,6 @@ _VIEWS = {
     "aten::expand", "aten::t", "aten::transpose", "aten::permute", "aten::alias", "aten::detach", "aten::clone",
     "aten::contiguous", "aten::narrow", "aten::unbind", "aten::split", "aten::chunk", "aten::lift_fresh",
 }
-
-
-def op_name(func: Any) -> str:
-    try:
-        return func._schema.name
-    except AttributeError:
-        return str(func)
-
-
-def dtypes_text(dts: Iterable[Any]) -> str:
-    return ", ".join(dtype_name(d) for d in dts)
-
-
-def _relpath(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
 
 
 class Trace:
@@ -138,7 +121,7 @@ class Trace:
         r = self.records[seq]
         code = r[CODE]
         return Location(
-            file=_relpath(code.co_filename) if code is not None else None,
+            file=relpath(code.co_filename) if code is not None else None,
             line=self.line(seq) or None,
             module=self.module(r[MOD]),
             op=self.op(seq),

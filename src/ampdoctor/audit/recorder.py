@@ -19,8 +19,11 @@ from typing import Any, Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-_FLOATS = frozenset({torch.float32, torch.bfloat16, torch.float16, torch.float64})
-_HALF = frozenset({torch.bfloat16, torch.float16})
+from ampdoctor.audit.fields import BACKWARD, FORWARD, OPTIMIZER
+from ampdoctor.dtypes import FLOAT_NAMES, HALF, is_fake, to_torch
+
+_FLOATS = frozenset(to_torch(n) for n in FLOAT_NAMES)
+_HALF = frozenset(to_torch(n) for n in HALF)
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _AMPDOCTOR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -34,14 +37,10 @@ _peek_sequence_nr = torch.autograd._get_sequence_nr
 # The sequence number of AccumulateGrad nodes, which have none (UINT64_MAX).
 _NO_SEQUENCE_NR = (1 << 64) - 1
 
-# Records are plain tuples for speed; these name their fields.
-# LASTI is the user frame's instruction offset; `line_of(code, lasti)` turns it into a line when a
-# report needs one (computing `f_lineno` for every op costs more than the rest of the frame walk).
-# FUNC is the op's id (`Recorder.ops` maps it back): with no reference to a GC-tracked object, the
-# garbage collector untracks a record at its first pass instead of re-scanning ~10^5 of them in full
-# collections (a quarter of a second per 70B fake step).
-SEQ, FUNC, IN_DT, IN_PROD, OUT_DT, MOD, PHASE, CODE, LASTI, INNER, AUTOCAST, EXTRA = range(12)
-FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
+# Records are plain tuples (fields named in `fields`). Computing `f_lineno` for every op costs more than the
+# rest of the frame walk, so LASTI keeps the instruction offset. FUNC is the op's id: with no reference to a
+# GC-tracked object, the garbage collector untracks a record at its first pass instead of re-scanning ~10^5
+# of them in full collections (a quarter of a second per 70B fake step).
 
 
 def line_of(code: Any, lasti: int) -> int:
@@ -133,7 +132,6 @@ class _Mode(TorchDispatchMode):
         except Exception as exc:
             r.records.append((seq, fid, tuple(in_dt), tuple(in_prod), None, mod, phase, code, lasti, inner, autocast, extra))
             r.failure = Failure(seq, exc)
-            r.failure_leaves = {id(t): t.dtype for t in ins}
             raise
         outs: list = []
         if isinstance(out, torch.Tensor):
@@ -183,7 +181,6 @@ class Recorder:
         self.backward_passes = 0
         self.optimizer_steps = 0
         self.failure: Failure | None = None
-        self.failure_leaves: dict[int, Any] = {}
         self.autocast_dtypes: set = set()
         self.autocast_on = False
         # Modules seen are kept alive until the report is built, so that their names resolve even
@@ -202,11 +199,14 @@ class Recorder:
         self._internal: dict[int, tuple[bool, bool, Any]] = {}
         self._handles: list[Any] = []
         self._mode: _Mode | None = None
-        self._state: tuple | None = None
         self._pending_snapshot: dict[int, tuple] = {}
         from ampdoctor.audit import watch
 
         self.watch = watch.WATCHED
+
+    def param_objects(self) -> list[Any]:
+        """The parameters seen (of modules entered and of optimizers stepped) that are still alive."""
+        return [p for p in (ref() for ref in self.params.values()) if p is not None]
 
     # --- provenance housekeeping ---------------------------------------------------------------
 
@@ -263,6 +263,11 @@ class Recorder:
         """The module that was running when the autograd node numbered `sequence_nr` was created."""
         i = bisect_right(self._scope_nrs, sequence_nr) - 1
         return self._scope_mods[i] if i >= 0 else -1
+
+    def module_index_of(self, m: torch.nn.Module) -> int | None:
+        """The index of a module seen while recording, None for one never entered."""
+        idx = self._module_index.get(id(m))
+        return idx if idx is not None and self.modules[idx].ref() is m else None
 
     def module_index(self, m: torch.nn.Module) -> int:
         idx = self._module_index.get(id(m))
@@ -359,7 +364,7 @@ class Recorder:
                 if p.grad is None:
                     continue
                 self.grad_events.append(("optimizer step", self.backward_passes, id(p), p.grad.dtype, p.dtype))
-                if p.dtype in _HALF and not _is_fake(p):
+                if p.dtype in _HALF and not is_fake(p):
                     n = min(p.numel(), 1 << 16)
                     flat = p.detach().reshape(-1)[:n]
                     samples.append((id(p), p, flat.clone(), p.grad.detach().reshape(-1)[:n].ne(0)))
@@ -387,6 +392,7 @@ class Recorder:
                         state_dtypes.setdefault((key, v.dtype), []).append(id(p))
         self.opt_events.append({
             "optimizer": type(opt).__name__,
+            "module": type(opt).__module__,
             "backward_passes": self._pending_snapshot.get("passes", 0),
             "unchanged": unchanged,
             "considered": considered,
@@ -420,7 +426,6 @@ class Recorder:
         import torch.nn.modules.module as module_mod
         from torch.optim import optimizer as optim_mod
 
-        self._state = (torch.is_grad_enabled(),)
         self._mode = _Mode(self)
         self._handles = [
             module_mod.register_module_forward_pre_hook(self._pre_hook),
@@ -498,6 +503,3 @@ class Recorder:
                 self.stack.clear()
                 self._calls.clear()
 
-
-def _is_fake(t: torch.Tensor) -> bool:
-    return type(t).__name__ == "FakeTensor" or t.device.type == "meta" or "Fake" in type(t).__name__

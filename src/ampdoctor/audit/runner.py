@@ -57,7 +57,7 @@ def run(
     args: Sequence[str] = (),
     *,
     module: bool = False,
-    policy: Policy | str = "bf16-mixed",
+    policy: Policy | str | None = None,
     max_steps: int | None = 1,
     device_type: str | None = None,
     target_device: str | None = None,
@@ -79,7 +79,7 @@ def run(
         if not os.path.isfile(target):
             raise ScriptNotFound(f"can't open file {target!r}: no such file")
         argv0 = target
-    saved_argv, saved_path0, saved_main = list(sys.argv), (sys.path[0] if sys.path else None), sys.modules.get("__main__")
+    saved_argv, saved_main = list(sys.argv), sys.modules.get("__main__")
     sys.argv = [argv0, *args]
     if module:
         sys.path.insert(0, os.getcwd())

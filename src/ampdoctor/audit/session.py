@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import contextlib
-import traceback
 from typing import Any, Callable
 
 import torch
 
+from ampdoctor import dtypes
 from ampdoctor.audit.recorder import Recorder
-from ampdoctor.policy import Policy, is_half
+from ampdoctor.policy import Policy
 from ampdoctor.report import Report
 
 
-def _policy(policy: Policy | str) -> Policy:
-    return policy if isinstance(policy, Policy) else Policy.parse(policy)
+def _policy(policy: Policy | str | None) -> Policy | None:
+    if policy is None or isinstance(policy, Policy):
+        return policy
+    return Policy.parse(policy)
 
 
 def default_device_type() -> str:
@@ -24,11 +26,12 @@ def default_device_type() -> str:
 class Audit:
     """``with Audit(policy="bf16-mixed") as a: <forward, loss, backward, optimizer step>`` then
     ``a.report``. Restores every hook and mode it installs on exit, also when the step raises;
-    the exception is diagnosed in the report and then propagates unchanged."""
+    the exception is diagnosed in the report and then propagates unchanged. Without a policy the run is
+    judged by the policy it is observed to run (autocast dtype, parameter dtypes, scaler)."""
 
     def __init__(
         self,
-        policy: Policy | str = "bf16-mixed",
+        policy: Policy | str | None = None,
         *,
         model: torch.nn.Module | None = None,
         device_type: str | None = None,
@@ -66,20 +69,20 @@ class Audit:
         return False
 
     def build_report(self, exc: BaseException | None) -> Report:
-        from ampdoctor.audit.checks import analyze
+        from ampdoctor.audit.analysis import analysis_failed, analyze
 
         try:
             return analyze(self.recorder, self.policy, target_device=self.target_device, model=self.model, exc=exc, checked=self.checked)
         except Exception as err:  # the audit must never take the user's program down with it
-            return Report(checked=self.checked, errors=(f"ampdoctor audit failed to analyse the recording: {type(err).__name__}: {err} "
-                                                        f"({traceback.extract_tb(err.__traceback__)[-1].name})",))
+            return analysis_failed(err, self.checked)
 
     def stop(self) -> None:
         self.recorder.stop()
 
 
-def audit(policy: Policy | str = "bf16-mixed", **kwargs: Any) -> Audit:
-    """``with ampdoctor.audit(policy="bf16-mixed") as a: ...`` then ``a.report``."""
+def audit(policy: Policy | str | None = None, **kwargs: Any) -> Audit:
+    """``with ampdoctor.audit(policy="bf16-mixed") as a: ...`` then ``a.report``; without a policy, the run is
+    judged by the one it is observed to run."""
     return Audit(policy, **kwargs)
 
 
@@ -106,13 +109,13 @@ def audit_step(
 ) -> Audit:
     """Run and audit one training step the way `policy` says: autocast to the compute dtype when the
     parameters are wider than it, then loss, backward and (if given) the optimizer step."""
-    pol = _policy(policy)
+    pol = _policy(policy) or Policy.preset("bf16-mixed")
     dev = device_type or next((p.device.type for p in model.parameters()), default_device_type())
-    params = next((p.dtype for p in model.parameters()), pol.params)
-    use_autocast = is_half(pol.compute) and params != pol.compute
+    params = next((dtypes.name_of(p.dtype) for p in model.parameters()), pol.params)
+    use_autocast = pol.compute in dtypes.HALF and params != pol.compute
     a = Audit(pol, model=model, device_type=dev, target_device=target_device, checked=(f"train step of {type(model).__name__}",))
     with a:
-        with torch.autocast(dev, dtype=pol.compute) if use_autocast else contextlib.nullcontext():
+        with torch.autocast(dev, dtype=pol.compute_dtype) if use_autocast else contextlib.nullcontext():
             if isinstance(batch, dict):
                 output = model(**batch)
             elif isinstance(batch, (list, tuple)):

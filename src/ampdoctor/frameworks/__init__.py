@@ -1,5 +1,7 @@
-"""One module per framework: its config -> effective `Policy` (with the location of every key used), and
-`Policy` -> its config. `located` is the shared parser that keeps line/column per key path."""
+"""One module per framework: its config -> `Reading` (the effective `Policy`, the `RunFacts` and where each
+was decided), and `Policy` -> its config (`export(policy, "deepspeed")`). `located` is the shared parser
+that keeps line/column per key path. Adding a framework is one module with `NAME`, `detect`, `read` and,
+where the framework can be configured for a policy, `export`, listed in `READERS` (and `_EXPORTERS`)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any
 import yaml
 
 from ampdoctor.frameworks import accelerate, deepspeed, fsdp, h2o, hf, launchers, lightning, neox, simpletuner, torchtune
-from ampdoctor.frameworks.base import EffectiveConfig, Reference, Setting
+from ampdoctor.frameworks.base import Reading, Reference, Setting
 from ampdoctor.frameworks.located import Document, load_documents
 from ampdoctor.policy import Policy
 
@@ -69,8 +71,6 @@ def _unexpressed(policy: Policy, target: str, config: Any, notes: list[str]) -> 
     the reader is the reference for what the framework runs, so an export can never claim more than it does."""
     from dataclasses import fields
 
-    from ampdoctor.policy import dtype_name
-
     back = from_config(target, config)
     if back is None:
         return ["the fragment leaves the precision to 'auto'"]
@@ -78,8 +78,7 @@ def _unexpressed(policy: Policy, target: str, config: Any, notes: list[str]) -> 
     for f in fields(Policy):
         want, got = getattr(policy, f.name), getattr(back, f.name)
         if want != got and not any(n.startswith(f"{f.name}=") for n in notes):
-            show = (lambda v: v) if f.name == "loss_scale" else dtype_name
-            out.append(f"{f.name}={show(want)}: {target} runs {show(got)} here")
+            out.append(f"{f.name}={want}: {target} runs {got} here")
     return out
 
 
@@ -92,6 +91,8 @@ def from_config(target: str, config: Any, *, file: str = "<config>") -> Policy |
         docs, error = load_documents(Path(config))
         if error is not None:
             raise ValueError(str(error))
+        if not docs:
+            raise ValueError(f"{config}: no document")
         doc = docs[0]
     else:
         doc = Document(file, "yaml", config, {})
@@ -104,4 +105,4 @@ def from_config(target: str, config: Any, *, file: str = "<config>") -> Policy |
     return module.read(doc).policy
 
 
-__all__ = ["Document", "EffectiveConfig", "Export", "READERS", "Reference", "Setting", "TARGETS", "export", "from_config", "reader_for"]
+__all__ = ["Document", "Reading", "Export", "READERS", "Reference", "Setting", "TARGETS", "export", "from_config", "reader_for"]

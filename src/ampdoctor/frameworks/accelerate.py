@@ -15,13 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
+from ampdoctor.dtypes import BF16, FP16, FP32
 from ampdoctor.frameworks import deepspeed
-from ampdoctor.frameworks.base import EffectiveConfig, PolicyBuilder, Reference, Setting, as_int, lower_str, resolve_path
+from ampdoctor.frameworks.base import PolicyBuilder, Reading, Reference, Setting, as_int, as_path_value, first_file, lower_str, resolve_path
 from ampdoctor.frameworks.located import Document
-from ampdoctor.policy import Policy, dtype_name
-from ampdoctor.rules import Location
+from ampdoctor.policy import Policy
+from ampdoctor.rules.model import Location
 
 NAME = "accelerate"
 
@@ -29,7 +28,8 @@ _KEYS = frozenset({"compute_environment", "distributed_type", "mixed_precision",
                    "machine_rank", "main_process_port", "main_process_ip", "use_cpu", "deepspeed_config", "fsdp_config",
                    "main_training_function", "downcast_bf16", "gpu_ids", "rdzv_backend", "same_network", "tpu_env",
                    "dynamo_config", "megatron_lm_config", "enable_cpu_affinity"})
-_HALF = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}
+# fp8 runs under bf16 autocast (accelerate `get_mixed_precision_context_manager`).
+_HALF = {"bf16": BF16, "fp16": FP16, "fp8": BF16}
 
 
 def detect(doc: Document) -> bool:
@@ -41,51 +41,58 @@ def detect(doc: Document) -> bool:
     return "mixed_precision" in keys and len(keys & _KEYS) >= 2
 
 
-def read(doc: Document) -> EffectiveConfig:
-    cfg = EffectiveConfig(NAME, doc.file, None, files=(doc.file,))
+def _deepspeed(doc: Document, cfg: Reading, mp: str, mp_at: Location) -> None:
+    ds = doc.get("deepspeed_config", default={}) or {}
+    ds = ds if isinstance(ds, dict) else {}
+    gas = as_int(ds.get("gradient_accumulation_steps"))
+    gas_at = doc.at("deepspeed_config", "gradient_accumulation_steps")
+    file_value = as_path_value(ds.get("deepspeed_config_file"))
+    explicit = doc.has("mixed_precision")
+    if file_value is not None:
+        # accelerate fills the file's "auto" keys from mixed_precision; left unset, the file decides the precision
+        # (accelerate's state reads fp16/bf16 from it), so only an explicit value can disagree with the file.
+        fills: dict[tuple[str, ...], tuple[Any, Location]] = {}
+        if explicit and mp in ("bf16", "fp16", "no"):
+            fills[("bf16", "enabled")] = (mp == "bf16", mp_at)
+            fills[("fp16", "enabled")] = (mp == "fp16", mp_at)
+        if gas is not None:
+            fills[("gradient_accumulation_steps",)] = (gas, gas_at)
+        cfg.references.append(Reference(first_file(resolve_path(doc.file, file_value)), doc.at("deepspeed_config", "deepspeed_config_file"),
+                                        fills, Setting(mp, mp_at) if explicit else None, NAME))
+        return
+    inline: dict[str, Any] = {"bf16": {"enabled": mp == "bf16"}, "fp16": {"enabled": mp == "fp16"}}
+    locs: dict[tuple[Any, ...], Location] = {("bf16",): mp_at, ("bf16", "enabled"): mp_at, ("fp16",): mp_at, ("fp16", "enabled"): mp_at}
+    stage = as_int(ds.get("zero_stage"))
+    if stage is not None:
+        inline["zero_optimization"] = {"stage": stage}
+        locs[("zero_optimization", "stage")] = doc.at("deepspeed_config", "zero_stage")
+    if gas is not None:
+        inline["gradient_accumulation_steps"] = gas
+        locs[("gradient_accumulation_steps",)] = gas_at
+    deepspeed.fill_policy(Document(doc.file, doc.syntax, inline, locs), cfg)
+
+
+def read(doc: Document) -> Reading:
+    cfg = Reading(NAME, doc.file)
     mp_raw = doc.get("mixed_precision", default="no")
     mp = lower_str(mp_raw) or ("no" if mp_raw in (None, False) else str(mp_raw))
     mp_at = doc.at("mixed_precision")
     dist = lower_str(doc.get("distributed_type", default="no"))
-    cfg.set("mixed_precision", mp, mp_at, not doc.has("mixed_precision"))
+    cfg.set("precision_setting", mp, mp_at, not doc.has("mixed_precision"))
     cfg.set("strategy", dist, doc.at("distributed_type"), not doc.has("distributed_type"))
     procs = as_int(doc.get("num_processes"))
     if procs is not None and procs > 0:
         cfg.set("world_size", procs, doc.at("num_processes"))
-    half = _HALF.get(mp)
     if dist == "deepspeed":
-        ds = doc.get("deepspeed_config", default={}) or {}
-        file_value = ds.get("deepspeed_config_file") if isinstance(ds, dict) else None
-        gas = as_int(ds.get("gradient_accumulation_steps")) if isinstance(ds, dict) else None
-        gas_at = doc.at("deepspeed_config", "gradient_accumulation_steps")
-        if file_value:
-            fills: dict[tuple[str, ...], tuple[Any, Location]] = {}
-            if mp in ("bf16", "fp16", "no"):
-                fills[("bf16", "enabled")] = (mp == "bf16", mp_at)
-                fills[("fp16", "enabled")] = (mp == "fp16", mp_at)
-            if gas is not None:
-                fills[("gradient_accumulation_steps",)] = (gas, gas_at)
-            paths = resolve_path(doc.file, str(file_value))
-            target = next((p for p in paths if p.is_file()), paths[0])
-            cfg.references.append(Reference(target, doc.at("deepspeed_config", "deepspeed_config_file"), fills,
-                                            Setting(mp, mp_at, not doc.has("mixed_precision")), NAME))
-            return cfg
-        inline: dict[str, Any] = {"bf16": {"enabled": mp == "bf16"}, "fp16": {"enabled": mp == "fp16"}}
-        locs: dict[tuple[Any, ...], Location] = {("bf16",): mp_at, ("bf16", "enabled"): mp_at, ("fp16",): mp_at, ("fp16", "enabled"): mp_at}
-        stage = as_int(ds.get("zero_stage")) if isinstance(ds, dict) else None
-        if stage is not None:
-            inline["zero_optimization"] = {"stage": stage}
-            locs[("zero_optimization", "stage")] = doc.at("deepspeed_config", "zero_stage")
-        if gas is not None:
-            inline["gradient_accumulation_steps"] = gas
-            locs[("gradient_accumulation_steps",)] = gas_at
-        deepspeed.fill_policy(Document(doc.file, doc.syntax, inline, locs), cfg)
+        _deepspeed(doc, cfg, mp, mp_at)
         return cfg
+    half = _HALF.get(mp)
     b = PolicyBuilder(mp_at)
-    b.set("params", torch.float32, mp_at)
+    b.set("params", FP32, mp_at)
     if half is not None:
         b.autocast(cfg, half, mp_at)
         if dist == "fsdp":
+            # FullyShardedDataParallelPlugin.set_mixed_precision: reduce_dtype = the mixed-precision dtype.
             b.set("reduce", half, doc.at("fsdp_config") if doc.has("fsdp_config") else mp_at)
     cfg.policy, cfg.sources = b.build()
     cfg.set("optimizer_kind", "master", mp_at, True)
@@ -94,19 +101,19 @@ def read(doc: Document) -> EffectiveConfig:
 
 def export(policy: Policy) -> tuple[dict[str, Any], list[str]]:
     notes: list[str] = []
-    mp = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(policy.compute, "no")
-    if policy.compute not in (torch.bfloat16, torch.float16, torch.float32):
-        notes.append(f"compute={dtype_name(policy.compute)}: accelerate's mixed_precision is no, fp16, bf16 or fp8")
+    mp = {BF16: "bf16", FP16: "fp16"}.get(policy.compute, "no")
+    if policy.compute not in (BF16, FP16, FP32):
+        notes.append(f"compute={policy.compute}: accelerate's mixed_precision is no, fp16, bf16 or fp8")
     config: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE", "distributed_type": "MULTI_GPU", "mixed_precision": mp}
-    if policy.params != torch.float32:
-        notes.append(f"params={dtype_name(policy.params)}: accelerate keeps the dtype the model was loaded in; "
-                     f"load it with torch_dtype={dtype_name(policy.params)} in the script")
+    if policy.params != FP32:
+        notes.append(f"params={policy.params}: accelerate keeps the dtype the model was loaded in; "
+                     f"load it with torch_dtype={policy.params} in the script")
     for name in ("grads", "grad_accum", "reduce"):
         if getattr(policy, name) != policy.params:
-            notes.append(f"{name}={dtype_name(getattr(policy, name))}: under DDP gradients, their accumulation and all-reduce follow the parameter dtype ({dtype_name(policy.params)})")
+            notes.append(f"{name}={getattr(policy, name)}: under DDP gradients, their accumulation and all-reduce follow the parameter dtype ({policy.params})")
     if policy.optimizer_state != policy.params:
-        notes.append(f"optimizer_state={dtype_name(policy.optimizer_state)}: the optimizer (chosen in code) decides its state dtype")
-    expected_scale = "dynamic" if policy.compute == torch.float16 else "none"
+        notes.append(f"optimizer_state={policy.optimizer_state}: the optimizer (chosen in code) decides its state dtype")
+    expected_scale = "dynamic" if policy.compute == FP16 else "none"
     if policy.loss_scale != expected_scale:
         notes.append(f"loss_scale={policy.loss_scale}: accelerate uses a dynamic GradScaler exactly when mixed_precision is fp16")
     return config, notes

@@ -1,20 +1,27 @@
-"""What every framework reader returns: the effective `Policy` the framework will run with, where each
-part of it was decided, and the other facts the config checks need (accumulation steps, world size,
-which loss scaler is on...)."""
+"""What every framework reader returns, and the helpers readers share.
+
+A reader turns a document into a `Reading`: the effective `Policy` the framework will run with, the
+`RunFacts` it implies (accumulation steps, world size, engine mode...) and where each was decided. Readers
+emit no findings: every config finding comes from the registered rules (`ampdoctor.rules`), which ask the
+reading's policy and facts the same questions `Policy.validate()` and the audit ask.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-import torch
-
+from ampdoctor import dtypes
+from ampdoctor.facts import FACT_NAMES, RunFacts
 from ampdoctor.frameworks.located import Document
-from ampdoctor.policy import Policy, dtype_name, parse_dtype
-from ampdoctor.rules import Finding, Location
+from ampdoctor.policy import Policy
+from ampdoctor.rules.engine import Places
+from ampdoctor.rules.model import Location
 
 AUTO = "auto"
+# The longest config value used as a file path: longer text (an inline or base64 config) is no path.
+MAX_PATH_CHARS = 4096
 
 
 @dataclass(frozen=True)
@@ -34,7 +41,7 @@ class Reference:
     location: Location
     # Values the pointing config fills in for DeepSpeed "auto" keys, by DeepSpeed key path.
     fills: Mapping[tuple[str, ...], tuple[Any, Location]] = field(default_factory=dict)
-    # The precision the pointing config asks for ("bf16", "fp16", "no"), to compare with the file's own.
+    # The precision the pointing config asks for explicitly ("bf16", "fp16", "no"); None when it leaves it to the file.
     precision: Setting | None = None
     framework: str = ""
     # A DeepSpeed config written inline (HF `"deepspeed": {...}`) instead of in a file.
@@ -51,36 +58,63 @@ def resolve_path(doc_file: str, value: str) -> list[Path]:
     return [here / given] + [parent / given for parent in list(here.parents)[:4]] + [Path.cwd() / given]
 
 
+def first_file(paths: list[Path]) -> Path:
+    """The first of `paths` that is a regular file, else the first; never raises on odd paths."""
+    for path in paths:
+        try:
+            if path.is_file():
+                return path
+        except (OSError, ValueError):
+            continue
+    return paths[0]
+
+
+def as_path_value(value: Any) -> str | None:
+    """A config value usable as a file path, or None (not a string, empty, a NUL byte, absurdly long)."""
+    if not isinstance(value, str) or not value.strip() or "\x00" in value or len(value) > MAX_PATH_CHARS:
+        return None
+    return value.strip()
+
+
 @dataclass
-class EffectiveConfig:
-    """One training configuration as its framework will run it."""
+class Reading:
+    """One training configuration as its framework will run it: built by a reader, then asked by the rules."""
 
     framework: str
     file: str
-    policy: Policy | None  # None when the precision is left to something not in the file ("auto")
+    policy: Policy | None = None  # None when the precision is left to something not in the file ("auto")
     sources: dict[str, Location] = field(default_factory=dict)  # Policy field -> the key that decided it
-    facts: dict[str, Setting] = field(default_factory=dict)
-    findings: list[Finding] = field(default_factory=list)
+    settings: dict[str, Setting] = field(default_factory=dict)  # RunFacts field -> value and key
+    places: dict[str, Location] = field(default_factory=dict)  # other named places rules point at ("bf16_mode")
     references: list[Reference] = field(default_factory=list)
     files: tuple[str, ...] = ()  # every file read (several for a merged NeoX config)
     # For a DeepSpeed file filled in by its launcher: (file, line) of the launcher's key -> the DeepSpeed key it
     # filled, so a finding located at one names the other too.
     filled_from: dict[tuple[str | None, int | None], Location] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if not self.files:
+            self.files = (self.file,)
+
     def fact(self, name: str, default: Any = None) -> Any:
-        setting = self.facts.get(name)
+        setting = self.settings.get(name)
         return default if setting is None else setting.value
 
-    def where(self, name: str) -> Location:
-        """Location of a fact or Policy field, falling back to the file."""
-        if name in self.facts:
-            return self.facts[name].location
-        if name in self.sources:
-            return self.sources[name]
-        return Location(file=self.file)
-
     def set(self, name: str, value: Any, location: Location, default: bool = False) -> None:
-        self.facts[name] = Setting(value, location, default)
+        if name not in FACT_NAMES:
+            raise KeyError(f"{name!r} is not a RunFacts field")
+        self.settings[name] = Setting(value, location, default)
+
+    def place(self, name: str, location: Location) -> None:
+        self.places[name] = location
+
+    @property
+    def facts(self) -> RunFacts:
+        return RunFacts(framework=self.framework, **{k: s.value for k, s in self.settings.items() if k != "framework"})
+
+    def locate(self) -> Places:
+        locations = {**self.places, **self.sources, **{k: s.location for k, s in self.settings.items()}}
+        return Places(locations, Location(file=self.file))
 
 
 class PolicyBuilder:
@@ -95,14 +129,13 @@ class PolicyBuilder:
         self.given[field_name] = value
         self.sources[field_name] = location
 
-    def autocast(self, cfg: "EffectiveConfig", half: Any, location: Location) -> None:
+    def autocast(self, cfg: Reading, half: str, location: Location) -> None:
         """Autocast to `half` over the existing params; frameworks that autocast to fp16 also build a dynamic
         loss scaler (accelerate, HF Trainer and Lightning all do), and never one for bf16."""
         self.set("compute", half, location)
-        cfg.set("autocast", half, location)
-        if half == torch.float16:
+        cfg.set("autocast", True, location)
+        if half == dtypes.FP16:
             self.set("loss_scale", "dynamic", location)
-            cfg.set("loss_scaler", "dynamic", location)
 
     def build(self) -> tuple[Policy, dict[str, Location]]:
         policy = Policy.derive(**self.given)
@@ -146,8 +179,9 @@ def as_int(value: Any) -> int | None:
     return None
 
 
-def as_dtype(value: Any) -> torch.dtype | None:
-    """A dtype from a config spelling ("bf16", "torch.bfloat16", "float32", 16, "32"...); None if not a float dtype."""
+def as_dtype(value: Any) -> str | None:
+    """A dtype name from a config spelling ("bf16", "torch.bfloat16", "float32", 16, "32", "bf16-mixed", "no"...);
+    None if the value names no float dtype."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, float)):
@@ -155,11 +189,7 @@ def as_dtype(value: Any) -> torch.dtype | None:
     if not isinstance(value, str):
         return None
     text = value.strip().lower()
-    text = {"no": "fp32", "fp32-true": "fp32", "tf32": "fp32", "amp_bf16": "bf16", "amp_fp16": "fp16"}.get(text, text)
-    try:
-        return parse_dtype(text)
-    except ValueError:
-        return None
+    return dtypes.canonical(text) or dtypes.PRECISION_MODES.get(text)
 
 
 def is_auto(value: Any) -> bool:
@@ -168,16 +198,3 @@ def is_auto(value: Any) -> bool:
 
 def lower_str(value: Any) -> str:
     return value.strip().lower() if isinstance(value, str) else ""
-
-
-def describe(policy: Policy | None) -> str:
-    if policy is None:
-        return "unknown (left to another config)"
-    return policy.preset_name or str(policy)
-
-
-def dtype_label(dtype: torch.dtype | None) -> str:
-    return dtype_name(dtype) if dtype is not None else "unknown"
-
-
-Reader = Callable[[Document], EffectiveConfig]

@@ -17,20 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
-from ampdoctor.frameworks.base import (
-    EffectiveConfig,
-    PolicyBuilder,
-    as_bool,
-    as_dtype,
-    as_int,
-    is_auto,
-    lower_str,
-)
+from ampdoctor.dtypes import BF16, FP16, FP32
+from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_bool, as_dtype, as_int, is_auto, lower_str
 from ampdoctor.frameworks.located import Document
-from ampdoctor.policy import Policy, dtype_name
-from ampdoctor.rules import Location, finding
+from ampdoctor.policy import Policy
+from ampdoctor.rules.model import Location
 
 NAME = "deepspeed"
 
@@ -42,6 +33,8 @@ _DS_KEYS = frozenset({
 })
 _DS_ONLY = frozenset({"zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size", "steps_per_print",
                       "wall_clock_breakdown", "zero_allow_untested_optimizer", "communication_data_type", "torch_autocast"})
+# The half dtype each engine mode computes in ("amp" is apex AMP at O1/O2: fp16).
+ENGINE_DTYPE = {"bf16": BF16, "fp16": FP16, "amp": FP16, "fp32": FP32}
 
 
 def detect(doc: Document) -> bool:
@@ -56,10 +49,13 @@ def detect(doc: Document) -> bool:
 
 @dataclass(frozen=True)
 class Mode:
-    """Which precision engine DeepSpeed runs: "bf16", "fp16", "amp" (apex), "autocast", "fp32", or None if "auto"."""
+    """Which precision engine DeepSpeed runs: "bf16", "fp16", "amp" (apex), "autocast", "fp32", or None if "auto";
+    `enabled` lists every half-precision block switched on (DeepSpeed refuses fp16 and bf16 together)."""
 
     name: str | None
     location: Location
+    enabled: tuple[tuple[str, Location], ...] = ()
+    autocast: Location | None = None
 
 
 def _enabled(doc: Document, block: str) -> tuple[bool | None, Location | None]:
@@ -75,9 +71,8 @@ def _enabled(doc: Document, block: str) -> tuple[bool | None, Location | None]:
     return (None if is_auto(raw) else bool(as_bool(raw))), doc.at(block, "enabled")
 
 
-def precision_mode(doc: Document, findings: list | None = None) -> Mode:
-    """The engine's precision mode; blocks that DeepSpeed rejects together are reported into `findings`."""
-    findings = [] if findings is None else findings
+def precision_mode(doc: Document) -> Mode:
+    """The engine's precision mode, every half block switched on, and DeepSpeed's torch_autocast."""
     fp16_on, fp16_at = _enabled(doc, "fp16")
     bf16_block = "bf16" if doc.has("bf16") else "bfloat16"
     bf16_on, bf16_at = _enabled(doc, bf16_block)
@@ -86,42 +81,23 @@ def precision_mode(doc: Document, findings: list | None = None) -> Mode:
         fp16_on, bf16_on, bf16_at, fp16_at = False, True, fp16_at, None
     amp_on, amp_at = _enabled(doc, "amp")
     auto_on, auto_at = _enabled(doc, "torch_autocast")
-    if fp16_on and bf16_on:
-        assert fp16_at is not None and bf16_at is not None
-        later, earlier = (bf16_at, fp16_at) if (bf16_at.line or 0) >= (fp16_at.line or 0) else (fp16_at, bf16_at)
-        findings.append(finding(
-            "fp16-bf16-both-enabled",
-            "both fp16 and bf16 are enabled: DeepSpeed stops with 'bfloat16 and fp16 modes cannot be simultaneously enabled'",
-            later, related=[earlier]))
-    if auto_on and (fp16_on or bf16_on):
-        other = bf16_at if bf16_on else fp16_at
-        findings.append(finding(
-            "precision-config-mismatch",
-            f"torch_autocast is enabled together with the {'bf16' if bf16_on else 'fp16'} block: DeepSpeed's autocast mode "
-            "keeps fp32 parameters and cannot be combined with its fp16/bf16 engines",
-            auto_at, related=[other] if other else []))
-    if amp_on and as_int(doc.get("zero_optimization", "stage", default=0)):
-        findings.append(finding(
-            "precision-strategy-mismatch",
-            "apex `amp` is enabled with ZeRO: DeepSpeed asserts 'Amp and ZeRO are not currently compatible'",
-            amp_at, related=[doc.at("zero_optimization", "stage")]))
-    if bf16_on:
-        return Mode("bf16", bf16_at)  # type: ignore[arg-type]
-    if fp16_on:
-        return Mode("fp16", fp16_at)  # type: ignore[arg-type]
-    if amp_on:
-        return Mode("amp", amp_at)  # type: ignore[arg-type]
-    if auto_on:
-        return Mode("autocast", auto_at)  # type: ignore[arg-type]
+    enabled = tuple((name, at) for name, on, at in (("fp16", fp16_on, fp16_at), ("bf16", bf16_on, bf16_at)) if on and at is not None)
+    autocast = auto_at if auto_on else None
+    for name, on, at in (("bf16", bf16_on, bf16_at), ("fp16", fp16_on, fp16_at), ("amp", amp_on, amp_at), ("autocast", auto_on, auto_at)):
+        if on and at is not None:
+            return Mode(name, at, enabled, autocast)
     if bf16_on is None or fp16_on is None:
-        return Mode(None, (bf16_at if bf16_on is None else fp16_at) or Location(file=doc.file))
-    return Mode("fp32", bf16_at or fp16_at or Location(file=doc.file))
+        return Mode(None, (bf16_at if bf16_on is None else fp16_at) or Location(file=doc.file), enabled, autocast)
+    return Mode("fp32", bf16_at or fp16_at or Location(file=doc.file), enabled, autocast)
 
 
-def fill_policy(doc: Document, cfg: EffectiveConfig, *, reduce_fp32: tuple[bool, Location] | None = None) -> None:
-    """Set cfg.policy, its sources and the DeepSpeed facts (accumulation, ZeRO stage, world size, scaler) from `doc`."""
-    mode = precision_mode(doc, cfg.findings)
+def _engine_facts(doc: Document, cfg: Reading, mode: Mode) -> None:
     cfg.set("engine_precision", mode.name, mode.location)
+    cfg.set("half_modes_enabled", tuple(name for name, _ in mode.enabled), mode.location)
+    for name, at in mode.enabled:
+        cfg.place(f"{name}_mode", at)
+    if mode.autocast is not None:
+        cfg.set("engine_autocast", True, mode.autocast)
     stage = as_int(doc.get("zero_optimization", "stage", default=0))
     cfg.set("zero_stage", stage if stage is not None else 0, doc.at("zero_optimization", "stage"), not doc.has("zero_optimization", "stage"))
     gas = doc.get("gradient_accumulation_steps", default=1)
@@ -131,58 +107,71 @@ def fill_policy(doc: Document, cfg: EffectiveConfig, *, reduce_fp32: tuple[bool,
     steps = cfg.fact("grad_accum_steps")
     if micro and total and steps and total % (micro * steps) == 0:
         cfg.set("world_size", total // (micro * steps), doc.at("train_batch_size"))
+
+
+def _half_engine(doc: Document, b: PolicyBuilder, mode: Mode, reduce_fp32: tuple[bool, Location] | None) -> None:
+    """The dtypes of DeepSpeed's fp16/bf16/apex-amp engines (deepspeed/runtime/engine.py)."""
+    half = ENGINE_DTYPE[mode.name or ""]
+    block = "bf16" if doc.has("bf16") else ("bfloat16" if doc.has("bfloat16") else "fp16")
+    master_half = mode.name == "bf16" and bool(as_bool(doc.get(block, "bf16_master_weights_and_grads", default=False)))
+    params = half if master_half else FP32
+    b.set("params", params, doc.at(block, "bf16_master_weights_and_grads") if master_half else mode.location)
+    b.set("compute", half, mode.location)
+    b.set("grads", params, mode.location)
+    accum_raw = doc.get("data_types", "grad_accum_dtype")
+    accum = FP32 if mode.name == "amp" else as_dtype(accum_raw)  # apex amp keeps fp32 params, so .grad is fp32
+    b.set("grad_accum", accum or half, doc.at("data_types", "grad_accum_dtype") if accum_raw is not None else mode.location)
+    comm_raw = doc.get("communication_data_type")
+    comm = as_dtype(comm_raw) if comm_raw is not None else None
+    if reduce_fp32 is not None and reduce_fp32[0] and comm is None:
+        b.set("reduce", FP32, reduce_fp32[1])
+    else:
+        # Unset, DeepSpeed communicates in the engine's dtype (engine.py `communication_data_type`).
+        b.set("reduce", comm or (FP32 if mode.name == "amp" else half), doc.at("communication_data_type") if comm is not None else mode.location)
+    opt_half = mode.name == "bf16" and bool(as_bool(doc.get(block, "bf16_optimizer_states", default=False)))
+    b.set("optimizer_state", half if opt_half else FP32, doc.at(block, "bf16_optimizer_states") if opt_half else mode.location)
+    if mode.name in ("fp16", "amp"):
+        scale = doc.get(block if mode.name == "fp16" else "fp16", "loss_scale", default=0)
+        static = isinstance(scale, (int, float)) and not isinstance(scale, bool) and scale > 0
+        b.set("loss_scale", "static" if static else "dynamic", doc.at("fp16", "loss_scale") if doc.has("fp16", "loss_scale") else mode.location)
+    else:
+        b.set("loss_scale", "none", mode.location)
+
+
+def fill_policy(doc: Document, cfg: Reading, *, reduce_fp32: tuple[bool, Location] | None = None) -> None:
+    """Set cfg.policy, its sources and the DeepSpeed facts (accumulation, ZeRO stage, world size, engine mode) from `doc`."""
+    mode = precision_mode(doc)
+    _engine_facts(doc, cfg, mode)
     if mode.name is None:
         cfg.policy = None
         return
     b = PolicyBuilder(mode.location)
-    half = {"bf16": torch.bfloat16, "fp16": torch.float16, "amp": torch.float16}.get(mode.name)
     if mode.name == "autocast":
-        half = as_dtype(doc.get("torch_autocast", "dtype", default="bfloat16")) or torch.bfloat16
-        b.set("params", torch.float32, mode.location)
-        b.set("compute", half, doc.at("torch_autocast", "dtype") if doc.has("torch_autocast", "dtype") else mode.location)
+        b.set("params", FP32, mode.location)
+        b.set("compute", as_dtype(doc.get("torch_autocast", "dtype", default="bfloat16")) or BF16,
+              doc.at("torch_autocast", "dtype") if doc.has("torch_autocast", "dtype") else mode.location)
         b.set("loss_scale", "none", mode.location)
-    elif half is not None:
-        block = "bf16" if doc.has("bf16") else ("bfloat16" if doc.has("bfloat16") else "fp16")
-        master_half = mode.name == "bf16" and bool(as_bool(doc.get(block, "bf16_master_weights_and_grads", default=False)))
-        params = half if master_half else torch.float32
-        b.set("params", params, doc.at(block, "bf16_master_weights_and_grads") if master_half else mode.location)
-        b.set("compute", half, mode.location)
-        b.set("grads", params, mode.location)
-        accum_raw = doc.get("data_types", "grad_accum_dtype")
-        accum = as_dtype(accum_raw)
-        if mode.name == "amp":
-            accum = torch.float32  # apex amp keeps fp32 params, so .grad is fp32
-        b.set("grad_accum", accum or half, doc.at("data_types", "grad_accum_dtype") if accum_raw is not None else mode.location)
-        comm_raw = doc.get("communication_data_type")
-        comm = as_dtype(comm_raw) if comm_raw is not None else None
-        if reduce_fp32 is not None and reduce_fp32[0] and comm is None:
-            b.set("reduce", torch.float32, reduce_fp32[1])
-        else:
-            b.set("reduce", comm or (torch.float32 if mode.name == "amp" else half),
-                  doc.at("communication_data_type") if comm is not None else mode.location)
-        opt_half = mode.name == "bf16" and bool(as_bool(doc.get(block, "bf16_optimizer_states", default=False)))
-        b.set("optimizer_state", half if opt_half else torch.float32,
-              doc.at(block, "bf16_optimizer_states") if opt_half else mode.location)
-        if mode.name in ("fp16", "amp"):
-            scale = doc.get(block if mode.name == "fp16" else "fp16", "loss_scale", default=0)
-            static = isinstance(scale, (int, float)) and not isinstance(scale, bool) and scale > 0
-            b.set("loss_scale", "static" if static else "dynamic", doc.at("fp16", "loss_scale") if doc.has("fp16", "loss_scale") else mode.location)
-            cfg.set("loss_scaler", "static" if static else "dynamic", mode.location)
-        else:
-            b.set("loss_scale", "none", mode.location)
+        cfg.set("autocast", True, mode.location)
+    elif mode.name in ENGINE_DTYPE and mode.name != "fp32":
+        _half_engine(doc, b, mode, reduce_fp32)
+        cfg.set("autocast", False, mode.location)  # the engine casts the model: no autocast
     cfg.policy, cfg.sources = b.build()
-    cfg.set("optimizer_kind", "master" if cfg.policy.params == torch.float32 else "plain", mode.location, True)
+    # The fp16/bf16 engines keep fp32 master weights in the optimizer (unless bf16_master_weights_and_grads).
+    master = cfg.policy.params == FP32 and mode.name in ("bf16", "fp16", "amp")
+    cfg.set("optimizer_kind", "master" if master else "plain", mode.location, True)
+    if master:
+        cfg.set("master_weights", "optimizer", mode.location, True)
 
 
-def read(doc: Document) -> EffectiveConfig:
-    cfg = EffectiveConfig(NAME, doc.file, None, files=(doc.file,))
+def read(doc: Document) -> Reading:
+    cfg = Reading(NAME, doc.file)
     fill_policy(doc, cfg)
     return cfg
 
 
 # --- export ------------------------------------------------------------------------------------------
 
-_DS_DTYPE = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+_DS_DTYPE = {FP32: "fp32", BF16: "bf16", FP16: "fp16"}
 
 
 def export(policy: Policy) -> tuple[dict[str, Any], list[str]]:
@@ -190,17 +179,17 @@ def export(policy: Policy) -> tuple[dict[str, Any], list[str]]:
     notes: list[str] = []
     config: dict[str, Any] = {}
     compute, params = policy.compute, policy.params
-    if compute == torch.bfloat16:
+    if compute == BF16:
         block: dict[str, Any] = {"enabled": True}
-        if params == torch.bfloat16:
+        if params == BF16:
             block["bf16_master_weights_and_grads"] = True
-        elif params != torch.float32:
-            notes.append(f"params={dtype_name(params)}: DeepSpeed's bf16 engine keeps fp32 or bf16 master weights only")
-        if policy.optimizer_state == torch.bfloat16:
+        elif params != FP32:
+            notes.append(f"params={params}: DeepSpeed's bf16 engine keeps fp32 or bf16 master weights only")
+        if policy.optimizer_state == BF16:
             block["bf16_optimizer_states"] = True
         config["fp16"] = {"enabled": False}
         config["bf16"] = block
-    elif compute == torch.float16:
+    elif compute == FP16:
         block = {"enabled": True}
         if policy.loss_scale == "dynamic":
             block.update({"loss_scale": 0, "initial_scale_power": 16, "loss_scale_window": 1000, "hysteresis": 2, "min_loss_scale": 1})
@@ -209,24 +198,24 @@ def export(policy: Policy) -> tuple[dict[str, Any], list[str]]:
         else:
             notes.append("loss_scale=none with fp16 compute: DeepSpeed's fp16 engine always scales the loss (dynamic or static)")
             block["loss_scale"] = 0
-        if params != torch.float32:
-            notes.append(f"params={dtype_name(params)}: DeepSpeed's fp16 engine always keeps fp32 master weights")
+        if params != FP32:
+            notes.append(f"params={params}: DeepSpeed's fp16 engine always keeps fp32 master weights")
         config["fp16"] = block
         config["bf16"] = {"enabled": False}
     else:
         config["fp16"] = {"enabled": False}
         config["bf16"] = {"enabled": False}
-        if compute != torch.float32:
-            notes.append(f"compute={dtype_name(compute)}: DeepSpeed trains in fp32, fp16 or bf16 only")
-    if compute in (torch.bfloat16, torch.float16):
+        if compute != FP32:
+            notes.append(f"compute={compute}: DeepSpeed trains in fp32, fp16 or bf16 only")
+    if compute in (BF16, FP16):
         if policy.grad_accum in _DS_DTYPE:
             config["data_types"] = {"grad_accum_dtype": _DS_DTYPE[policy.grad_accum]}
         if policy.reduce in _DS_DTYPE:
             config["communication_data_type"] = _DS_DTYPE[policy.reduce]
         if policy.output != compute:
-            notes.append(f"output={dtype_name(policy.output)}: DeepSpeed returns module outputs in the compute dtype; cast in the loss")
+            notes.append(f"output={policy.output}: DeepSpeed returns module outputs in the compute dtype; cast in the loss")
     else:
         for name in ("grad_accum", "reduce", "optimizer_state"):
-            if getattr(policy, name) != torch.float32:
-                notes.append(f"{name}={dtype_name(getattr(policy, name))}: an fp32 DeepSpeed run keeps it fp32")
+            if getattr(policy, name) != FP32:
+                notes.append(f"{name}={getattr(policy, name)}: an fp32 DeepSpeed run keeps it fp32")
     return config, notes

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
-from ampdoctor.policy import Policy, dtype_name
+from ampdoctor import dtypes
+from ampdoctor.dtypes import FP32
+from ampdoctor.policy import Policy
 
 NAME = "fsdp"
 
@@ -28,17 +28,19 @@ def mixed_precision_class() -> type:
 
 
 def to_fsdp(policy: Policy) -> Any:
+    """The FSDP mixed-precision object for `policy` (needs torch)."""
     cls = mixed_precision_class()
     if cls.__name__ == "MixedPrecisionPolicy":
-        return cls(param_dtype=policy.compute, reduce_dtype=policy.reduce, output_dtype=policy.output, cast_forward_inputs=True)
-    return cls(param_dtype=policy.compute, reduce_dtype=policy.reduce, buffer_dtype=policy.compute)  # pragma: no cover
+        return cls(param_dtype=policy.compute_dtype, reduce_dtype=policy.reduce_dtype, output_dtype=policy.output_dtype, cast_forward_inputs=True)
+    return cls(param_dtype=policy.compute_dtype, reduce_dtype=policy.reduce_dtype, buffer_dtype=policy.compute_dtype)  # pragma: no cover
 
 
-def from_fsdp(mp: Any, params: torch.dtype = torch.float32) -> Policy:
+def from_fsdp(mp: Any, params: Any = FP32) -> Policy:
     """The policy an FSDP `MixedPrecisionPolicy`/`MixedPrecision` runs over a model built in `params`."""
-    compute = getattr(mp, "param_dtype", None) or params
-    reduce = getattr(mp, "reduce_dtype", None) or compute
-    output = getattr(mp, "output_dtype", None) or compute
+    params = dtypes.canonical(params) or FP32
+    compute = dtypes.canonical(getattr(mp, "param_dtype", None)) or params
+    reduce = dtypes.canonical(getattr(mp, "reduce_dtype", None)) or compute
+    output = dtypes.canonical(getattr(mp, "output_dtype", None)) or compute
     return Policy.derive(params=params, compute=compute, output=output, reduce=reduce,
                          grads=params, grad_accum=params, optimizer_state=params)
 
@@ -46,11 +48,11 @@ def from_fsdp(mp: Any, params: torch.dtype = torch.float32) -> Policy:
 def export(policy: Policy) -> tuple[str, list[str]]:
     """Python source that builds the FSDP2 policy, and what FSDP cannot express."""
     notes: list[str] = []
-    t = {torch.float32: "torch.float32", torch.bfloat16: "torch.bfloat16", torch.float16: "torch.float16", torch.float64: "torch.float64"}
+    t = dtypes.TORCH_NAMES
     for name in ("grads", "grad_accum", "optimizer_state"):
         if getattr(policy, name) != policy.params:
-            notes.append(f"{name}={dtype_name(getattr(policy, name))}: FSDP keeps sharded gradients and the optimizer's "
-                         f"parameters in the parameter dtype ({dtype_name(policy.params)})")
+            notes.append(f"{name}={getattr(policy, name)}: FSDP keeps sharded gradients and the optimizer's "
+                         f"parameters in the parameter dtype ({policy.params})")
     if policy.loss_scale != "none":
         notes.append(f"loss_scale={policy.loss_scale}: use torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler in the training loop")
     lines = [

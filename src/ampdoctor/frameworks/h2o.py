@@ -9,9 +9,8 @@ ran GradScaler on bf16 gradients (incident 4, h2oai/h2o-llmstudio #628:
 
 from __future__ import annotations
 
-import torch
-
-from ampdoctor.frameworks.base import EffectiveConfig, PolicyBuilder, as_bool, as_dtype, as_int, lower_str
+from ampdoctor.dtypes import FP16, FP32
+from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_bool, as_dtype, as_int, lower_str
 from ampdoctor.frameworks.located import Document
 
 NAME = "h2o-llmstudio"
@@ -26,19 +25,19 @@ def detect(doc: Document) -> bool:
                                    "llm_backbone" in doc.data or "problem_type" in doc.data)
 
 
-def read(doc: Document) -> EffectiveConfig:
-    cfg = EffectiveConfig(NAME, doc.file, None, files=(doc.file,))
+def read(doc: Document) -> Reading:
+    cfg = Reading(NAME, doc.file)
     backbone_raw = doc.get("architecture", "backbone_dtype", default="float16")
     backbone_at = doc.at("architecture", "backbone_dtype")
     quantized = lower_str(backbone_raw) in ("int8", "int4")
-    backbone = torch.float16 if quantized else (as_dtype(backbone_raw) or torch.float32)
+    backbone = FP16 if quantized else (as_dtype(backbone_raw) or FP32)
     cfg.set("model_dtype", backbone, backbone_at, not doc.has("architecture", "backbone_dtype"))
     lora = bool(as_bool(doc.get("training", "lora", default=False)))
     cfg.set("adapters_only", lora, doc.at("training", "lora"))
     mixed = bool(as_bool(doc.get("environment", "mixed_precision", default=False)))
     mixed_at = doc.at("environment", "mixed_precision")
     has_dtype = doc.has("environment", "mixed_precision_dtype")
-    amp = as_dtype(doc.get("environment", "mixed_precision_dtype")) if has_dtype else torch.float16
+    amp = as_dtype(doc.get("environment", "mixed_precision_dtype")) if has_dtype else FP16
     amp_at = doc.at("environment", "mixed_precision_dtype") if has_dtype else mixed_at
     gas = as_int(doc.get("training", "grad_accumulation", default=1)) or 1
     cfg.set("grad_accum_steps", gas, doc.at("training", "grad_accumulation"), not doc.has("training", "grad_accumulation"))
@@ -48,16 +47,15 @@ def read(doc: Document) -> EffectiveConfig:
     optimizer = lower_str(doc.get("training", "optimizer", default="AdamW"))
     cfg.set("optimizer_kind", "plain", doc.at("training", "optimizer"), not doc.has("training", "optimizer"))
     b = PolicyBuilder(backbone_at)
-    params = torch.float32 if (lora and quantized) else backbone
+    params = FP32 if (lora and quantized) else backbone
     b.set("params", params, backbone_at)
+    cfg.set("autocast", bool(mixed and amp is not None), amp_at if mixed else mixed_at)
     if mixed and amp is not None:
         b.set("compute", amp, amp_at)
-        cfg.set("autocast", amp, amp_at)
-        if amp == torch.float16:
+        if amp == FP16:
             # Without mixed_precision_dtype (older versions) the scaler is always built; with it, only for float16.
             b.set("loss_scale", "dynamic", amp_at)
-            cfg.set("loss_scaler", "dynamic", amp_at)
-            cfg.set("scaler_reason", "no mixed_precision_dtype: GradScaler is always built" if not has_dtype else "mixed_precision_dtype: float16", amp_at)
+            cfg.set("loss_scaler_reason", "no mixed_precision_dtype: GradScaler is always built" if not has_dtype else "mixed_precision_dtype: float16", amp_at)
     if "loss_scale" not in b.given:
         b.set("loss_scale", "none", mixed_at)
     for name in ("grads", "grad_accum", "reduce"):
@@ -65,4 +63,3 @@ def read(doc: Document) -> EffectiveConfig:
     b.set("optimizer_state", params, doc.at("training", "optimizer") if optimizer else backbone_at)
     cfg.policy, cfg.sources = b.build()
     return cfg
-

@@ -15,23 +15,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch
-
+from ampdoctor.dtypes import BF16, FP16, FP32, FP64
 from ampdoctor.frameworks.base import (
-    EffectiveConfig,
     PolicyBuilder,
+    Reading,
     Reference,
     Setting,
     as_bool,
     as_dtype,
     as_int,
+    as_path_value,
+    first_file,
     is_auto,
     lower_str,
     resolve_path,
 )
 from ampdoctor.frameworks.located import Document
-from ampdoctor.policy import Policy, dtype_name
-from ampdoctor.rules import Location, finding
+from ampdoctor.policy import Policy
+from ampdoctor.rules.model import Location
 
 NAME = "hf-trainer"
 
@@ -61,24 +62,18 @@ def _flag(doc: Document, key: str) -> bool | None:
     return None if is_auto(value) else bool(as_bool(value))
 
 
-def read(doc: Document) -> EffectiveConfig:
-    cfg = EffectiveConfig(NAME, doc.file, None, files=(doc.file,))
-    bf16, fp16 = _flag(doc, "bf16"), _flag(doc, "fp16")
-    bf16_at, fp16_at = doc.at("bf16"), doc.at("fp16")
-    if bf16 and fp16:
-        later, earlier = (bf16_at, fp16_at) if (bf16_at.line or 0) >= (fp16_at.line or 0) else (fp16_at, bf16_at)
-        cfg.findings.append(finding("fp16-bf16-both-enabled",
-                                    "both bf16 and fp16 are true: TrainingArguments refuses more than one mixed-precision mode",
-                                    later, related=[earlier]))
+def _model_facts(doc: Document, cfg: Reading) -> tuple[str | None, Any, Location]:
+    """The model-loading arguments: (dtype the model is loaded in, the raw value, where)."""
     model_key = next((k for k in ("torch_dtype", "dtype", "model_dtype") if doc.has(k)), None)
     model_raw = doc.get(model_key) if model_key else None
-    model_dtype = as_dtype(model_raw) if model_raw is not None and not is_auto(model_raw) else (None if model_raw is not None else torch.float32)
+    model_dtype = as_dtype(model_raw) if model_raw is not None and not is_auto(model_raw) else (None if model_raw is not None else FP32)
     model_at = doc.at(model_key) if model_key else Location(file=doc.file, label="torch_dtype unset: fp32")
     if model_dtype is not None:
         cfg.set("model_dtype", model_dtype, model_at, model_key is None)
     adapters = bool(as_bool(doc.get("use_peft", default=False))) or as_int(doc.get("lora_r")) is not None \
         or lower_str(doc.get("adapter")) in ("lora", "qlora") or doc.has("peft_config")
-    cfg.set("adapters_only", adapters, doc.at("use_peft") if doc.has("use_peft") else doc.at("adapter") if doc.has("adapter") else doc.at("lora_r"))
+    adapter_key = next((k for k in ("use_peft", "adapter", "lora_r", "peft_config") if doc.has(k)), "use_peft")
+    cfg.set("adapters_only", adapters, doc.at(adapter_key))
     attn = lower_str(doc.get("attn_implementation"))
     if attn:
         cfg.set("attn_implementation", attn, doc.at("attn_implementation"))
@@ -87,6 +82,14 @@ def read(doc: Document) -> EffectiveConfig:
     name = doc.get("model_name_or_path") or doc.get("base_model")
     if isinstance(name, str):
         cfg.set("model_name", name, doc.at("model_name_or_path") if doc.has("model_name_or_path") else doc.at("base_model"))
+    return model_dtype, model_raw, model_at
+
+
+def _training_facts(doc: Document, cfg: Reading, bf16: bool | None, fp16: bool | None) -> int | None:
+    modes = [(name, on) for name, on in (("fp16", fp16), ("bf16", bf16)) if on]
+    cfg.set("half_modes_enabled", tuple(name for name, _ in modes), doc.at("bf16") if bf16 else doc.at("fp16"))
+    for name, _ in modes:
+        cfg.place(f"{name}_mode", doc.at(name))
     gas = as_int(doc.get("gradient_accumulation_steps", default=1))
     if gas is not None:
         cfg.set("grad_accum_steps", gas, doc.at("gradient_accumulation_steps"), not doc.has("gradient_accumulation_steps"))
@@ -95,71 +98,83 @@ def read(doc: Document) -> EffectiveConfig:
     cfg.set("optimizer_kind", "kahan" if "anyprecision" in optim else "plain", doc.at("optim"), not doc.has("optim"))
     if as_bool(doc.get("tf32")):
         cfg.set("tf32", True, doc.at("tf32"))
-    for full_eval, train_flag, train_at in (("fp16_full_eval", bf16, bf16_at), ("bf16_full_eval", fp16, fp16_at)):
-        if as_bool(doc.get(full_eval)) and train_flag:
-            cfg.findings.append(finding(
-                "mixed-half-dtypes",
-                f"{full_eval} with {'bf16' if full_eval.startswith('fp16') else 'fp16'} training: evaluation casts the whole "
-                f"model to the other half type ({'bf16 weights can overflow fp16' if full_eval.startswith('fp16') else 'fp16-trained weights lose precision in bf16'})",
-                doc.at(full_eval), related=[train_at]))
+    for key, dtype in (("fp16_full_eval", FP16), ("bf16_full_eval", BF16)):
+        if as_bool(doc.get(key)):
+            cfg.set("eval_dtype", dtype, doc.at(key))
+    return gas
 
+
+def _deepspeed_reference(doc: Document, cfg: Reading, bf16: bool | None, fp16: bool | None, gas: int | None) -> bool:
+    """HF `deepspeed` (a path or an inline dict): the Trainer fills the file's "auto" values from the arguments and
+    refuses explicit ones that disagree, even with bf16/fp16 left at their default false."""
     ds = doc.get("deepspeed")
-    if ds:
-        fills: dict[tuple[str, ...], tuple[Any, Location]] = {}
-        if bf16 is not None:
-            fills[("bf16", "enabled")] = (bool(bf16) or bool(as_bool(doc.get("bf16_full_eval"))), bf16_at)
-        if fp16 is not None:
-            fills[("fp16", "enabled")] = (bool(fp16) or bool(as_bool(doc.get("fp16_full_eval"))), fp16_at)
-        if gas is not None:
-            fills[("gradient_accumulation_steps",)] = (gas, doc.at("gradient_accumulation_steps"))
-        micro = as_int(doc.get("per_device_train_batch_size"))
-        if micro is not None:
-            fills[("train_micro_batch_size_per_gpu",)] = (micro, doc.at("per_device_train_batch_size"))
-        asked = "bf16" if bf16 else "fp16" if fp16 else ("no" if bf16 is not None and fp16 is not None else None)
-        precision = Setting(asked, bf16_at if bf16 else fp16_at if fp16 else Location(file=doc.file), not (bf16 or fp16)) if asked else None
-        if isinstance(ds, dict):
-            cfg.references.append(Reference(Path(doc.file), doc.at("deepspeed"), fills, precision, NAME, inline=doc.sub("deepspeed")))
-        else:
-            paths = resolve_path(doc.file, str(ds))
-            cfg.references.append(Reference(next((p for p in paths if p.is_file()), paths[0]), doc.at("deepspeed"), fills, precision, NAME))
-        return cfg
+    if not ds:
+        return False
+    fills: dict[tuple[str, ...], tuple[Any, Location]] = {}
+    if bf16 is not None:
+        fills[("bf16", "enabled")] = (bool(bf16) or bool(as_bool(doc.get("bf16_full_eval"))), doc.at("bf16"))
+    if fp16 is not None:
+        fills[("fp16", "enabled")] = (bool(fp16) or bool(as_bool(doc.get("fp16_full_eval"))), doc.at("fp16"))
+    if gas is not None:
+        fills[("gradient_accumulation_steps",)] = (gas, doc.at("gradient_accumulation_steps"))
+    micro = as_int(doc.get("per_device_train_batch_size"))
+    if micro is not None:
+        fills[("train_micro_batch_size_per_gpu",)] = (micro, doc.at("per_device_train_batch_size"))
+    asked = "bf16" if bf16 else "fp16" if fp16 else ("no" if bf16 is not None and fp16 is not None else None)
+    at = doc.at("bf16") if bf16 else doc.at("fp16") if fp16 else Location(file=doc.file)
+    precision = Setting(asked, at, not (bf16 or fp16)) if asked else None
+    if isinstance(ds, dict):
+        cfg.references.append(Reference(Path(doc.file), doc.at("deepspeed"), fills, precision, NAME, inline=doc.sub("deepspeed")))
+        return True
+    value = as_path_value(ds)
+    if value is None:
+        return True  # not a usable path (lint/configs reports it)
+    cfg.references.append(Reference(first_file(resolve_path(doc.file, value)), doc.at("deepspeed"), fills, precision, NAME))
+    return True
 
-    if bf16 is None or (fp16 is None) or (model_raw is not None and model_dtype is None):
+
+def read(doc: Document) -> Reading:
+    cfg = Reading(NAME, doc.file)
+    bf16, fp16 = _flag(doc, "bf16"), _flag(doc, "fp16")
+    model_dtype, model_raw, model_at = _model_facts(doc, cfg)
+    gas = _training_facts(doc, cfg, bf16, fp16)
+    if _deepspeed_reference(doc, cfg, bf16, fp16, gas):
+        return cfg
+    if bf16 is None or fp16 is None or (model_raw is not None and model_dtype is None):
         return cfg  # "auto": decided on the machine, not in the file
-    half = torch.bfloat16 if bf16 else torch.float16 if fp16 else None
-    half_at = bf16_at if bf16 else fp16_at
-    params = torch.float32 if adapters else model_dtype
+    half = BF16 if bf16 else FP16 if fp16 else None
+    half_at = doc.at("bf16") if bf16 else doc.at("fp16")
+    params = FP32 if cfg.fact("adapters_only") else model_dtype
     b = PolicyBuilder(half_at if half else model_at)
     b.set("params", params, model_at)
     if half is not None:
         b.autocast(cfg, half, half_at)
     else:
         b.set("loss_scale", "none", model_at)  # the Trainer scales the loss only for fp16=true
+        cfg.set("autocast", False, model_at)
     for name in ("grads", "grad_accum", "reduce", "optimizer_state"):
         b.set(name, params, model_at)
-    fsdp = doc.get("fsdp")
-    if fsdp and half is not None:
-        b.set("reduce", half, doc.at("fsdp"))
-    elif fsdp:
-        b.set("reduce", params, doc.at("fsdp"))
+    if doc.get("fsdp"):
+        # accelerate's FSDP plugin reduces in the mixed-precision dtype.
+        b.set("reduce", half or params, doc.at("fsdp"))
     cfg.policy, cfg.sources = b.build()
     return cfg
 
 
 def export(policy: Policy) -> tuple[dict[str, Any], list[str]]:
     notes: list[str] = []
-    config: dict[str, Any] = {"bf16": policy.compute == torch.bfloat16, "fp16": policy.compute == torch.float16}
-    if policy.params != torch.float32:
+    config: dict[str, Any] = {"bf16": policy.compute == BF16, "fp16": policy.compute == FP16}
+    if policy.params != FP32:
         # A model-loading argument (TRL ModelConfig, from_pretrained), read from the same file by TRL scripts.
-        config["torch_dtype"] = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float64: "float64"}[policy.params]
-    if policy.compute == policy.params and policy.compute != torch.float32 and policy.compute in (torch.bfloat16, torch.float16):
-        config["bf16" if policy.compute == torch.bfloat16 else "fp16"] = False  # a cast model needs no autocast
+        config["torch_dtype"] = {BF16: "bfloat16", FP16: "float16", FP64: "float64"}[policy.params]
+    if policy.compute == policy.params and policy.compute != FP32 and policy.compute in (BF16, FP16):
+        config["bf16" if policy.compute == BF16 else "fp16"] = False  # a cast model needs no autocast
     for name in ("grads", "grad_accum", "reduce", "optimizer_state"):
         if getattr(policy, name) != policy.params:
-            notes.append(f"{name}={dtype_name(getattr(policy, name))}: under the Trainer (DDP) it follows the parameter dtype ({dtype_name(policy.params)})")
+            notes.append(f"{name}={getattr(policy, name)}: under the Trainer (DDP) it follows the parameter dtype ({policy.params})")
     expected_scale = "dynamic" if config["fp16"] else "none"
     if policy.loss_scale != expected_scale:
         notes.append(f"loss_scale={policy.loss_scale}: the Trainer uses a dynamic GradScaler exactly when fp16=true")
-    if policy.compute not in (torch.bfloat16, torch.float16, policy.params):
-        notes.append(f"compute={dtype_name(policy.compute)}: the Trainer autocasts to bf16 or fp16 only")
+    if policy.compute not in (BF16, FP16, policy.params):
+        notes.append(f"compute={policy.compute}: the Trainer autocasts to bf16 or fp16 only")
     return config, notes

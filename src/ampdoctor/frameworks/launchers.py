@@ -5,11 +5,10 @@ bf16 config next to a V100 or T4 asks for bf16 where it is only emulated (B13/B1
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from ampdoctor.frameworks.base import EffectiveConfig
+from ampdoctor.facts import Device
+from ampdoctor.frameworks.base import Reading
 from ampdoctor.frameworks.located import Document, iter_leaves
-from ampdoctor.rules import Location
 
 NAME = "launcher"
 
@@ -31,23 +30,17 @@ _NO_BF16: tuple[tuple[str, str, str], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Hardware:
-    name: str
-    capability: str
-    location: Location
-
-
-def hardware_in(doc: Document) -> list[Hardware]:
+def hardware_in(doc: Document) -> list[Device]:
     """GPUs without native bf16 named under a hardware-looking key."""
-    found: list[Hardware] = []
+    found: list[Device] = []
     for path, value in iter_leaves(doc):
         if not isinstance(value, str) or not any(isinstance(k, str) and _HW_KEY.search(k) for k in path):
             continue
         text = value.lower()
         for pattern, name, capability in _NO_BF16:
             if re.search(pattern, text):
-                found.append(Hardware(name, capability, doc.at(*path)))
+                found.append(Device(name, native_bf16=False, capability=capability, location=doc.at(*path),
+                                    reason=f"compute capability {capability} < 8.0"))
                 break
     return found
 
@@ -56,6 +49,6 @@ def detect(doc: Document) -> bool:
     return isinstance(doc.data, dict) and bool(hardware_in(doc))
 
 
-def read(doc: Document) -> EffectiveConfig:
-    cfg = EffectiveConfig(NAME, doc.file, None, files=(doc.file,))
-    return cfg
+def read(doc: Document) -> Reading:
+    """A launcher file decides no dtype; its devices join the configs next to it (`lint.configs`)."""
+    return Reading(NAME, doc.file)

@@ -2,7 +2,7 @@
 
 Every framework reader works on a `Document`, whatever the syntax (JSON, YAML, shell env), so that a
 finding can point at the exact key that decided a dtype. Parsing problems are returned as
-`InputError` values carrying the parser's own line/column; nothing here raises on bad input.
+`ReportError` values carrying the parser's own line/column; nothing here raises on bad input.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import yaml
 
-from ampdoctor.report import InputError
+from ampdoctor.report import ReportError
 from ampdoctor.rules import Location
 
 Key = Any  # a mapping key (usually str) or a list index
@@ -113,16 +113,16 @@ def _deep_copy(value: Any) -> Any:
 # --- reading files -----------------------------------------------------------------------------------
 
 
-def read_text(path: Path) -> tuple[str | None, InputError | None]:
+def read_text(path: Path) -> tuple[str | None, ReportError | None]:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        return None, InputError(str(path), f"cannot read: {exc.strerror or exc}")
+        return None, ReportError(str(path), f"cannot read: {exc.strerror or exc}")
     try:
         return raw.decode("utf-8-sig"), None
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        return None, InputError(str(path), f"not UTF-8 text ({exc.reason})", line, exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1)
+        return None, ReportError(str(path), f"not UTF-8 text ({exc.reason})", line, exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1)
 
 
 def syntax_of(path: Path, text: str) -> str:
@@ -142,8 +142,8 @@ def syntax_of(path: Path, text: str) -> str:
     return "yaml"
 
 
-def load_documents(path: Path, text: str | None = None) -> tuple[list[Document], InputError | None]:
-    """Parse a file into its documents (a YAML file may hold several); malformed input gives an InputError."""
+def load_documents(path: Path, text: str | None = None) -> tuple[list[Document], ReportError | None]:
+    """Parse a file into its documents (a YAML file may hold several); malformed input gives an ReportError."""
     if text is None:
         text, error = read_text(path)
         if error is not None:
@@ -157,9 +157,9 @@ def load_documents(path: Path, text: str | None = None) -> tuple[list[Document],
             return load_env(text, str(path))
         return load_yaml(text, str(path))
     except RecursionError:
-        return [], InputError(str(path), f"{syntax} nested too deeply to read")
+        return [], ReportError(str(path), f"{syntax} nested too deeply to read")
     except Exception as exc:  # noqa: BLE001 - a parser bug must become an input error, never a traceback
-        return [], InputError(str(path), f"cannot parse {syntax}: {type(exc).__name__}: {exc}")
+        return [], ReportError(str(path), f"cannot parse {syntax}: {type(exc).__name__}: {exc}")
 
 
 # --- JSON --------------------------------------------------------------------------------------------
@@ -201,12 +201,12 @@ class _LazyLocations(Mapping[KeyPath, Location]):
         return len(self._loaded())
 
 
-def load_json(text: str, file: str) -> tuple[list[Document], InputError | None]:
+def load_json(text: str, file: str) -> tuple[list[Document], ReportError | None]:
     """`json.loads` semantics (last duplicate key wins) plus the line/column of every key."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        return [], InputError(file, f"invalid JSON: {exc.msg}", exc.lineno, exc.colno)
+        return [], ReportError(file, f"invalid JSON: {exc.msg}", exc.lineno, exc.colno)
     return [Document(file, "json", data, _LazyLocations(text, file))], None
 
 
@@ -280,7 +280,7 @@ _Loader.add_multi_constructor("tag:yaml.org,2002:python/", _construct_tagged)
 _MAX_YAML_NODES = 200_000
 
 
-def load_yaml(text: str, file: str) -> tuple[list[Document], InputError | None]:
+def load_yaml(text: str, file: str) -> tuple[list[Document], ReportError | None]:
     loader = _Loader(text)
     docs: list[Document] = []
     try:
@@ -293,11 +293,11 @@ def load_yaml(text: str, file: str) -> tuple[list[Document], InputError | None]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "malformed YAML"
-        return [], InputError(file, f"invalid YAML: {problem}", mark.line + 1 if mark else None, mark.column + 1 if mark else None)
+        return [], ReportError(file, f"invalid YAML: {problem}", mark.line + 1 if mark else None, mark.column + 1 if mark else None)
     except yaml.YAMLError as exc:
-        return [], InputError(file, f"invalid YAML: {exc}")
+        return [], ReportError(file, f"invalid YAML: {exc}")
     except (ValueError, TypeError, OverflowError) as exc:  # e.g. a timestamp like 2024-02-30
-        return [], InputError(file, f"invalid YAML value: {exc}")
+        return [], ReportError(file, f"invalid YAML value: {exc}")
     finally:
         loader.dispose()
     return docs, None
@@ -354,7 +354,7 @@ def _looks_like_env(text: str) -> bool:
     return bool(lines) and all(_ASSIGN.match(ln) for ln in lines[:5])
 
 
-def load_env(text: str, file: str) -> tuple[list[Document], InputError | None]:
+def load_env(text: str, file: str) -> tuple[list[Document], ReportError | None]:
     """A sourced shell file: `[export] NAME=value` lines with shell quoting, `$VAR` expansion of names
     defined earlier, values that continue over lines while a quote is open. Other shell lines are ignored."""
     data: dict[str, str] = {}
@@ -375,7 +375,7 @@ def load_env(text: str, file: str) -> tuple[list[Document], InputError | None]:
             i += 1
             if i >= len(lines):
                 column = len(match["indent"]) + len(match["name"]) + 2 + (len(lines[start]) - len(lines[start].lstrip()) - len(match["indent"]))
-                return [], InputError(file, f"unterminated quote in the value of {match['name']}", start + 1, column)
+                return [], ReportError(file, f"unterminated quote in the value of {match['name']}", start + 1, column)
             raw += "\n" + lines[i]
         name = match["name"]
         data[name] = value

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
+from ampdoctor.dtypes import BF16, FP16, FP32, HALF
 from ampdoctor.frameworks import deepspeed
-from ampdoctor.frameworks.base import EffectiveConfig, as_bool, as_int, lower_str
+from ampdoctor.frameworks.base import Reading, as_bool, as_int, lower_str
 from ampdoctor.frameworks.located import Document, merge_documents
 from ampdoctor.policy import Policy
-from ampdoctor.rules import finding
 
 NAME = "gpt-neox"
 
@@ -30,8 +28,8 @@ _NEOX_KEYS = _MODEL_KEYS | frozenset({
     "init_method", "output_layer_init_method", "checkpoint_activations", "partition_activations", "synchronize_each_layer",
     "launcher", "hostfile", "use_wandb", "wandb_project", "log_interval", "eval_interval", "save_interval", "split",
 })
-_DTYPE_OF_PRECISION = {"fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
-                       "bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "fp32": torch.float32, "float32": torch.float32}
+# The values NeoX accepts for `precision` (neox_arguments: "fp16", "fp32", "bfloat16").
+PRECISIONS = {"fp16": FP16, "float16": FP16, "half": FP16, "bfloat16": BF16, "bf16": BF16, "fp32": FP32, "float32": FP32}
 
 
 def canonical_key(key: Any) -> Any:
@@ -58,79 +56,48 @@ def merge(docs: list[Document]) -> Document:
     return merge_documents(docs, docs[0].file, canonical_key)
 
 
-def read(doc: Document) -> EffectiveConfig:
+def _model_dtype(doc: Document, declared: Any, engine: str | None) -> str | None:
+    """The dtype NeoX builds the model in (`params_dtype`). Declared: from `precision`. Undeclared: since PR
+    #1311 NeoX derives it from the bf16 block; before, from the fp16 block only, so a bf16 block alone gave
+    fp32 (incident 1). Which of the two applies depends on the NeoX version, which a config does not say."""
+    if declared is not None:
+        return PRECISIONS.get(lower_str(declared))
+    if engine == "fp16":
+        return BF16 if lower_str(doc.get("fp16", "type")) in ("bfloat16", "bf16") else FP16
+    if engine == "bf16":
+        return BF16 if lower_str(doc.get("fp16", "type")) in ("bfloat16", "bf16") else None
+    return FP32
+
+
+def read(doc: Document) -> Reading:
     files = tuple(sorted({loc.file for loc in doc.locations.values() if loc.file} | {doc.file}))
-    cfg = EffectiveConfig(NAME, doc.file, None, files=files)
-    engine = deepspeed.precision_mode(doc)  # fill_policy reports its findings once
+    cfg = Reading(NAME, doc.file, files=files)
+    engine = deepspeed.precision_mode(doc)
     declared = doc.get("precision")
-    declared_dtype = _DTYPE_OF_PRECISION.get(lower_str(declared)) if declared is not None else None
-    engine_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "amp": torch.float16, "fp32": torch.float32}.get(engine.name or "")
-    rotary = lower_str(doc.get("pos_emb", default="learned")) == "rotary"
-    rope_note = (" NeoX's rotary embedding and attention then run in fp32 while DeepSpeed feeds bf16 activations "
-                 "(incident 1: 'expected scalar type BFloat16 but found Float')." if rotary else "")
-    if declared is None:
-        # Pre-#1311 derivation: precision comes from the fp16 block only.
-        model_dtype = torch.float16 if engine.name == "fp16" else torch.float32
-        cfg.set("model_precision", model_dtype, doc.at("fp16") if engine.name == "fp16" else engine.location, True)
-        if engine.name == "bf16" and _fp16_typed_bf16(doc):
-            model_dtype = torch.bfloat16
-        elif engine.name == "bf16":
-            cfg.findings.append(finding(
-                "precision-config-mismatch",
-                "the DeepSpeed bf16 block is enabled but `precision` is unset: NeoX (before PR #1311) derives "
-                "params_dtype=fp32 from the missing fp16 block, so the model is built in fp32 under a bf16 engine." + rope_note,
-                engine.location, related=[doc.at("pos_emb")] if rotary else []))
-    else:
-        model_dtype = declared_dtype
-        cfg.set("model_precision", model_dtype, doc.at("precision"))
-        if declared_dtype is None:
-            cfg.findings.append(finding(
-                "precision-config-mismatch",
-                f"precision={declared!r} is not one NeoX knows (fp16, bfloat16, fp32): the model and DeepSpeed engine dtypes are undefined",
-                doc.at("precision")))
-        elif engine_dtype is not None and engine.name != "fp32" and engine_dtype != declared_dtype:
-            cfg.findings.append(finding(
-                "precision-config-mismatch",
-                f"precision={declared!r} but the DeepSpeed {engine.name} block is enabled: NeoX builds the model in "
-                f"{_name(declared_dtype)} while the engine casts it to {_name(engine_dtype)}",
-                doc.at("precision"), related=[engine.location]))
-        elif engine.name == "fp32" and declared_dtype in (torch.bfloat16, torch.float16):
-            # NeoX (PR #1311 onwards) turns the matching DeepSpeed block on from `precision`.
-            block = "bf16" if declared_dtype == torch.bfloat16 else "fp16"
-            if doc.has(block) and as_bool(doc.get(block, "enabled")) is False:
-                cfg.findings.append(finding(
-                    "precision-config-mismatch",
-                    f"precision={declared!r} but `{block}.enabled` is false: NeoX builds a {_name(declared_dtype)} model for an fp32 engine",
-                    doc.at("precision"), related=[doc.at(block, "enabled")]))
-            else:
-                doc = doc.with_overrides({(block, "enabled"): (True, doc.at("precision"))})
+    model_dtype = _model_dtype(doc, declared, engine.name)
+    if declared is not None:
+        cfg.set("precision_setting", str(declared), doc.at("precision"))
+    cfg.set("model_dtype", model_dtype, doc.at("precision") if declared is not None else engine.location)
+    cfg.set("model_dtype_declared", declared is not None, doc.at("precision") if declared is not None else engine.location)
+    if engine.name == "fp32" and model_dtype in HALF:
+        # NeoX (PR #1311 onwards) turns the matching DeepSpeed block on from `precision`, unless it is written false.
+        block = "bf16" if model_dtype == BF16 else "fp16"
+        if not (doc.has(block) and as_bool(doc.get(block, "enabled")) is False):
+            doc = doc.with_overrides({(block, "enabled"): (True, doc.at("precision"))})
     fp32_allreduce = as_bool(doc.get("fp32_allreduce", default=False))
     deepspeed.fill_policy(doc, cfg, reduce_fp32=(bool(fp32_allreduce), doc.at("fp32_allreduce")))
-    pipe = as_int(doc.get("pipe_parallel_size", default=0)) or 0
-    cfg.set("pipeline", pipe >= 1, doc.at("pipe_parallel_size"), not doc.has("pipe_parallel_size"))
-    if rotary and model_dtype in (torch.bfloat16, torch.float16):
+    if lower_str(doc.get("pos_emb", default="learned")) == "rotary":
+        # NeoX's RotaryEmbedding casts its cos/sin cache to the model precision.
+        cfg.set("rotary_table_dtype", model_dtype, doc.at("pos_emb"))
         positions = as_int(doc.get("max_position_embeddings")) or as_int(doc.get("seq_length"))
-        cfg.findings.append(finding(
-            "rope-cache-low-precision",
-            f"pos_emb=rotary with precision {_name(model_dtype)}: NeoX's RotaryEmbedding casts its cos/sin cache to the "
-            f"model precision" + (f", inexact beyond ~256 of the {positions} positions" if positions and positions > 256 else ""),
-            doc.at("pos_emb"), related=[doc.at("precision")] if doc.has("precision") else []))
+        if positions:
+            cfg.set("max_positions", positions, doc.at("max_position_embeddings") if doc.has("max_position_embeddings") else doc.at("seq_length"))
     return cfg
-
-
-def _fp16_typed_bf16(doc: Document) -> bool:
-    return lower_str(doc.get("fp16", "type")) in ("bfloat16", "bf16")
-
-
-def _name(dtype: torch.dtype | None) -> str:
-    from ampdoctor.policy import dtype_name
-
-    return dtype_name(dtype) if dtype is not None else "?"
 
 
 def export(policy: Policy) -> tuple[dict[str, Any], list[str]]:
     config, notes = deepspeed.export(policy)
-    precision = {torch.bfloat16: "bfloat16", torch.float16: "fp16"}.get(policy.compute, "fp32")
+    precision = {BF16: "bfloat16", FP16: "fp16"}.get(policy.compute, "fp32")
     out: dict[str, Any] = {"precision": precision}
     comm = config.pop("communication_data_type", None)
     out.update(config)
@@ -138,8 +105,7 @@ def export(policy: Policy) -> tuple[dict[str, Any], list[str]]:
         out["fp32_allreduce"] = True
     elif comm is not None:
         out["communication_data_type"] = comm
-    if policy.compute in (torch.bfloat16, torch.float16):
+    if policy.compute in HALF:
         notes.append(f"rotary tables: with pos_emb: rotary NeoX casts its cos/sin cache to the model precision "
-                     f"({'bfloat16' if policy.compute == torch.bfloat16 else 'fp16'}); ampdoctor.fix.rope keeps them fp32")
+                     f"({'bfloat16' if policy.compute == BF16 else 'fp16'}); ampdoctor.fix.rope keeps them fp32")
     return out, notes
-

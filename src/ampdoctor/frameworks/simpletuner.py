@@ -14,11 +14,10 @@ import re
 import shlex
 from typing import Any
 
-import torch
-
-from ampdoctor.frameworks.base import EffectiveConfig, PolicyBuilder, as_int, lower_str
+from ampdoctor.dtypes import BF16, FP16, FP32
+from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_int, lower_str
 from ampdoctor.frameworks.located import Document
-from ampdoctor.rules import Location
+from ampdoctor.rules.model import Location
 
 NAME = "simpletuner"
 
@@ -30,7 +29,7 @@ _FLAGS = frozenset({"model_type", "model_family", "mixed_precision", "pretrained
                     "data_backend_config", "gradient_precision", "optimizer", "train_batch_size", "lora_type",
                     "base_model_precision", "gradient_accumulation_steps", "learning_rate", "max_train_steps"})
 _ENV_ALIASES = {"accumulate_steps": "gradient_accumulation_steps"}
-_HALF = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}
+_HALF = {"bf16": BF16, "fp16": FP16, "fp8": BF16}
 # Optimizers that handle bf16 weights without fp32 masters.
 _SAFE_OPTIMIZERS = ("adamw_bf16", "optimi-", "stableadamw", "adamw_schedulefree", "bnb-", "ao-")
 
@@ -98,28 +97,28 @@ def _locate(doc: Document, base: Location, needle: str) -> Location:
     return base
 
 
-def read(doc: Document) -> EffectiveConfig:
+def read(doc: Document) -> Reading:
     return read_flags(flags(doc), doc.file)
 
 
-def read_flags(opts: dict[str, tuple[Any, Location]], file: str) -> EffectiveConfig:
-    cfg = EffectiveConfig(NAME, file, None, files=(file,))
+def read_flags(opts: dict[str, tuple[Any, Location]], file: str) -> Reading:
+    cfg = Reading(NAME, file)
     here = Location(file=file)
     mp_raw, mp_at = opts.get("mixed_precision", ("bf16", Location(file=file, label="mixed_precision unset: bf16")))
     mp = lower_str(mp_raw) or "bf16"
-    cfg.set("mixed_precision", mp, mp_at, "mixed_precision" not in opts)
-    weight = _HALF.get(mp, torch.float32)
+    cfg.set("precision_setting", mp, mp_at, "mixed_precision" not in opts)
+    weight = _HALF.get(mp, FP32)
     gas_raw, gas_at = opts.get("gradient_accumulation_steps", (1, here))
     gas = as_int(gas_raw) or 1
     cfg.set("grad_accum_steps", gas, gas_at, "gradient_accumulation_steps" not in opts)
     grad_raw, grad_at = opts.get("gradient_precision", ("unmodified", here))
-    grads = torch.float32 if lower_str(grad_raw) == "fp32" else weight
+    grads = FP32 if lower_str(grad_raw) == "fp32" else weight
     optimizer_raw, optimizer_at = opts.get("optimizer", ("adamw_bf16", here))
     optimizer = lower_str(optimizer_raw) or "adamw_bf16"
     cfg.set("optimizer", optimizer, optimizer_at, "optimizer" not in opts)
     cfg.set("optimizer_kind", "stochastic-rounding" if optimizer.startswith(_SAFE_OPTIMIZERS) else "plain", optimizer_at, "optimizer" not in opts)
     if optimizer == "adamw_bf16":
-        cfg.set("optimizer_requires", torch.bfloat16, optimizer_at)
+        cfg.set("optimizer_requires", BF16, optimizer_at)
     name_raw = opts.get("pretrained_model_name_or_path")
     if name_raw and isinstance(name_raw[0], str):
         cfg.set("model_name", name_raw[0], name_raw[1])
@@ -131,8 +130,8 @@ def read_flags(opts: dict[str, tuple[Any, Location]], file: str) -> EffectiveCon
     # .grad is summed across micro-batches in its own dtype.
     b.set("grad_accum", grads, grad_src)
     b.set("reduce", grads, grad_src)
-    b.set("optimizer_state", torch.float32 if optimizer.startswith(_SAFE_OPTIMIZERS) else weight, optimizer_at)
-    if weight != torch.float32:
-        cfg.set("autocast", weight, mp_at)
+    b.set("optimizer_state", FP32 if optimizer.startswith(_SAFE_OPTIMIZERS) else weight, optimizer_at)
+    # SimpleTuner loads the model in weight_dtype and also autocasts to it (accelerate's mixed_precision).
+    cfg.set("autocast", weight != FP32, mp_at)
     cfg.policy, cfg.sources = b.build()
     return cfg

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
-from ampdoctor.frameworks.base import EffectiveConfig, PolicyBuilder, as_bool, as_dtype, as_int, lower_str
+from ampdoctor.dtypes import BF16, FP16, FP32
+from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_bool, as_dtype, as_int, lower_str
 from ampdoctor.frameworks.located import Document, iter_leaves
-from ampdoctor.policy import Policy, dtype_name
-from ampdoctor.rules import finding
+from ampdoctor.policy import Policy
 
 NAME = "torchtune"
+# The dtypes torchtune recipes train in (`training.get_dtype`: fp16 is refused).
+DTYPES = frozenset({FP32, BF16})
 
 
 def detect(doc: Document) -> bool:
@@ -26,17 +26,14 @@ def detect(doc: Document) -> bool:
     return any(c.startswith("torchtune.") for c in components) or (bool(components) and "dtype" in doc.data)
 
 
-def read(doc: Document) -> EffectiveConfig:
-    cfg = EffectiveConfig(NAME, doc.file, None, files=(doc.file,))
+def read(doc: Document) -> Reading:
+    cfg = Reading(NAME, doc.file)
     raw = doc.get("dtype", default="fp32")
     at = doc.at("dtype")
     dtype = as_dtype(raw)
-    if dtype == torch.float16 or dtype is None:
-        cfg.findings.append(finding(
-            "precision-strategy-mismatch",
-            f"dtype={raw!r}: torchtune recipes train in fp32 or bf16 only (fp16 is refused: 'full fp16 training is not supported')",
-            at))
-        return cfg
+    cfg.set("precision_setting", str(raw), at, not doc.has("dtype"))
+    if dtype not in DTYPES:
+        return cfg  # the recipe refuses it; the rules say so
     gas = as_int(doc.get("gradient_accumulation_steps", default=1)) or 1
     cfg.set("grad_accum_steps", gas, doc.at("gradient_accumulation_steps"), not doc.has("gradient_accumulation_steps"))
     model = lower_str(doc.get("model", "_component_"))
@@ -49,12 +46,11 @@ def read(doc: Document) -> EffectiveConfig:
         kind = "stochastic-rounding"
     cfg.set("optimizer", component, doc.at("optimizer", "_component_"), not component)
     cfg.set("optimizer_kind", kind, doc.at("optimizer", "_component_"), not component)
-    device = lower_str(doc.get("device", default="cuda"))
-    cfg.set("device", device, doc.at("device"), not doc.has("device"))
+    cfg.set("autocast", False, at)  # torchtune has no autocast mode: dtype is the weights' dtype
     b = PolicyBuilder(at)
     for name in ("params", "compute", "grads", "grad_accum", "reduce"):
         b.set(name, dtype, at)
-    b.set("optimizer_state", dtype if kind == "plain" else torch.float32, doc.at("optimizer") if doc.has("optimizer") else at)
+    b.set("optimizer_state", dtype if kind == "plain" else FP32, doc.at("optimizer") if doc.has("optimizer") else at)
     b.set("loss_scale", "none", at)
     cfg.policy, cfg.sources = b.build()
     return cfg
@@ -62,19 +58,19 @@ def read(doc: Document) -> EffectiveConfig:
 
 def export(policy: Policy) -> tuple[dict[str, Any], list[str]]:
     notes: list[str] = []
-    dtype = "bf16" if torch.bfloat16 in (policy.params, policy.compute) else "fp32"
-    target = torch.bfloat16 if dtype == "bf16" else torch.float32
-    if policy.compute == torch.float16 or policy.params == torch.float16:
+    dtype = "bf16" if BF16 in (policy.params, policy.compute) else "fp32"
+    target = BF16 if dtype == "bf16" else FP32
+    if policy.compute == FP16 or policy.params == FP16:
         notes.append("fp16: torchtune recipes refuse fp16 training")
     for name in ("params", "compute", "grads", "grad_accum", "reduce"):
         if getattr(policy, name) != target:
-            notes.append(f"{name}={dtype_name(getattr(policy, name))}: torchtune has no mixed mode; dtype: {dtype} makes it {dtype_name(target)}")
+            notes.append(f"{name}={getattr(policy, name)}: torchtune has no mixed mode; dtype: {dtype} makes it {target}")
     config: dict[str, Any] = {"dtype": dtype}
-    if dtype == "bf16" and policy.optimizer_state == torch.float32:
+    if dtype == "bf16" and policy.optimizer_state == FP32:
         # torchao's AdamW with stochastic rounding: bf16 weights whose updates are not lost.
         config["optimizer"] = {"_component_": "torchao.optim.AdamW", "bf16_stochastic_round": True}
     elif policy.optimizer_state != target:
-        notes.append(f"optimizer_state={dtype_name(policy.optimizer_state)}: the optimizer state follows dtype ({dtype_name(target)})")
+        notes.append(f"optimizer_state={policy.optimizer_state}: the optimizer state follows dtype ({target})")
     if policy.loss_scale != "none":
         notes.append(f"loss_scale={policy.loss_scale}: torchtune has no loss scaling")
     return config, notes

@@ -11,21 +11,23 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterable
 
-from ampdoctor.frameworks import neox, reader_for, simpletuner
+from ampdoctor.facts import Conflict
 from ampdoctor.frameworks import deepspeed as ds
-from ampdoctor.frameworks.base import EffectiveConfig, Reference, is_auto
-from ampdoctor.frameworks.launchers import Hardware, hardware_in
+from ampdoctor.frameworks import neox, reader_for, simpletuner
+from ampdoctor.frameworks.base import Reading, Reference, Setting, is_auto
+from ampdoctor.frameworks.launchers import hardware_in
 from ampdoctor.frameworks.located import Document, load_documents
-from ampdoctor.lint.config_checks import check_config, check_hardware
-from ampdoctor.report import InputError, Report
-from ampdoctor.rules import Finding, finding
+from ampdoctor.report import Report, ReportError
+from ampdoctor.rules.engine import check_policy
+from ampdoctor.rules.model import Finding
 
+# DeepSpeed engine mode -> the launcher precision that asks for it.
 _ENGINE_TO_ASKED = {"bf16": "bf16", "fp16": "fp16", "amp": "fp16", "fp32": "no"}
 
 
 def lint_config_files(files: list[Path]) -> Report:
-    """Lint config files; never raises on bad input (it becomes an `InputError`)."""
-    errors: list[InputError] = []
+    """Lint config files; never raises on bad input (it becomes a `ReportError`)."""
+    errors: list[ReportError] = []
     recognised: list[tuple[Document, ModuleType]] = []
     loaded: dict[Path, list[Document]] = {}
     for path in files:
@@ -39,44 +41,40 @@ def lint_config_files(files: list[Path]) -> Report:
             if module is not None:
                 recognised.append((doc, module))
 
-    configs: list[EffectiveConfig] = []
-    findings: list[Finding] = []
     by_dir: dict[Path, list[tuple[Document, ModuleType]]] = defaultdict(list)
     for doc, module in recognised:
         by_dir[Path(doc.file).parent].append((doc, module))
-    for folder, items in by_dir.items():
-        configs.extend(_read_folder(items, findings, errors))
+    readings: list[Reading] = []
+    for items in by_dir.values():
+        readings.extend(_read_folder(items, errors))
 
-    resolved: list[EffectiveConfig] = []
     checked = {doc.file for doc, _ in recognised}
-    for cfg in configs:
+    followed: list[Reading] = []
+    for cfg in readings:
         for ref in cfg.references:
             target = _follow(cfg, ref, loaded, errors)
             if target is not None:
-                resolved.append(target)
+                followed.append(target)
                 checked.update(target.files)
-    configs.extend(resolved)
+    readings.extend(followed)
+    _add_devices(readings, by_dir)
 
-    for cfg in configs:
-        findings.extend(_name_filled_keys(cfg, cfg.findings + check_config(cfg)))
-    for folder, items in by_dir.items():
-        hardware: list[Hardware] = [hw for doc, _ in items for hw in hardware_in(doc)]
-        if hardware:
-            near = [c for c in configs if Path(c.file).parent == folder or any(Path(f).parent == folder for f in c.files)]
-            findings.extend(check_hardware(near, hardware))
+    findings: list[Finding] = []
+    for cfg in readings:
+        findings.extend(_name_filled_keys(cfg, check_policy(cfg.policy, cfg.facts, cfg.locate())))
     return Report.of(_unique(findings), checked=tuple(sorted(checked)), errors=tuple(errors))
 
 
 def _key(path: Path) -> Path:
     try:
         return path.resolve()
-    except OSError:
+    except (OSError, RuntimeError, ValueError):
         return path
 
 
-def _read_folder(items: list[tuple[Document, ModuleType]], findings: list[Finding], errors: list[InputError]) -> list[EffectiveConfig]:
+def _read_folder(items: list[tuple[Document, ModuleType]], errors: list[ReportError]) -> list[Reading]:
     """Read the configs of one folder; NeoX files and SimpleTuner env/json files are merged as their tools merge them."""
-    out: list[EffectiveConfig] = []
+    out: list[Reading | None] = []
     neox_docs = [doc for doc, m in items if m is neox]
     if neox_docs:
         models = [d for d in neox_docs if neox.is_model_file(d)]
@@ -88,89 +86,110 @@ def _read_folder(items: list[tuple[Document, ModuleType]], findings: list[Findin
             out.append(_safe_read(neox, merged, errors))
     tuner_docs = [doc for doc, m in items if m is simpletuner]
     if tuner_docs:
-        out.append(_read_simpletuner(tuner_docs, findings, errors))
+        out.append(_read_simpletuner(tuner_docs))
     for doc, module in items:
         if module not in (neox, simpletuner):
             out.append(_safe_read(module, doc, errors))
     return [c for c in out if c is not None]
 
 
-def _safe_read(module: ModuleType, doc: Document, errors: list[InputError]) -> EffectiveConfig | None:
+def _safe_read(module: ModuleType, doc: Document, errors: list[ReportError]) -> Reading | None:
     try:
         return module.read(doc)
     except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as exc:
         # A value of a shape the framework itself would reject (a list where a number goes...).
-        errors.append(InputError(doc.file, f"cannot interpret this {module.NAME} config: {type(exc).__name__}: {exc}", fatal=False))
+        errors.append(ReportError(doc.file, f"cannot interpret this {module.NAME} config: {type(exc).__name__}: {exc}", fatal=False))
         return None
 
 
-def _read_simpletuner(docs: list[Document], findings: list[Finding], errors: list[InputError]) -> EffectiveConfig:
-    """config.env and config.json of one SimpleTuner run: one set of options; conflicting precisions are reported."""
+def _read_simpletuner(docs: list[Document]) -> Reading:
+    """config.env and config.json of one SimpleTuner run are one set of options; a precision given differently
+    in two of them is a conflict (which one SimpleTuner reads depends on CONFIG_BACKEND)."""
     opts: dict[str, tuple[Any, Any]] = {}
+    conflicts: list[Conflict] = []
     for doc in sorted(docs, key=lambda d: d.syntax != "env"):
         for name, (value, loc) in simpletuner.flags(doc).items():
-            if name == "mixed_precision" and name in opts and str(opts[name][0]).lower() != str(value).lower() and opts[name][1].file != loc.file:
-                findings.append(finding(
-                    "precision-config-mismatch",
-                    f"mixed_precision={value!r} here but {opts[name][0]!r} in {opts[name][1].file}: SimpleTuner reads one of them "
-                    "(CONFIG_BACKEND), so the run's weight dtype depends on which",
-                    loc, related=[opts[name][1]]))
+            earlier = opts.get(name)
+            if name == "mixed_precision" and earlier is not None and str(earlier[0]).lower() != str(value).lower() and earlier[1].file != loc.file:
+                conflicts.append(Conflict(name, (str(value), str(earlier[0])), (loc, earlier[1])))
             opts[name] = (value, loc)
     cfg = simpletuner.read_flags(opts, docs[0].file)
     cfg.files = tuple(sorted({d.file for d in docs}))
+    if conflicts:
+        cfg.set("conflicts", tuple(conflicts), conflicts[0].where[0])
     return cfg
 
 
-def _follow(cfg: EffectiveConfig, ref: Reference, loaded: dict[Path, list[Document]], errors: list[InputError]) -> EffectiveConfig | None:
-    """Read the DeepSpeed config `ref` points at, as the pointing framework fills it in, and compare precisions."""
+def _reference_document(cfg: Reading, ref: Reference, loaded: dict[Path, list[Document]], errors: list[ReportError]) -> Document | None:
     if ref.inline is not None:
-        doc: Document = ref.inline
-    else:
-        docs = loaded.get(_key(ref.path))
-        if docs is None:
-            if not ref.path.is_file():
-                errors.append(InputError(ref.location.file or cfg.file, f"referenced DeepSpeed config {str(ref.path)!r} not found",
-                                         ref.location.line, ref.location.column))
-                return None
-            docs, error = load_documents(ref.path)
-            loaded[_key(ref.path)] = docs
-            if error is not None:
-                errors.append(error)
-                return None
-        if not docs or not isinstance(docs[0].data, dict):
-            if docs:
-                errors.append(InputError(str(ref.path), "referenced DeepSpeed config is not a JSON object", fatal=True))
+        return ref.inline
+    docs = loaded.get(_key(ref.path))
+    if docs is None:
+        if not _is_file(ref.path):
+            errors.append(ReportError(ref.location.file or cfg.file, f"referenced DeepSpeed config {str(ref.path)!r} not found",
+                                      ref.location.line, ref.location.column, fatal=False))
             return None
-        doc = docs[0]
+        docs, error = load_documents(ref.path)
+        loaded[_key(ref.path)] = docs
+        if error is not None:
+            errors.append(error)
+            return None
+    if not docs or not isinstance(docs[0].data, dict):
+        if docs:
+            errors.append(ReportError(str(ref.path), "referenced DeepSpeed config is not a JSON object", fatal=False))
+        return None
+    return docs[0]
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _follow(cfg: Reading, ref: Reference, loaded: dict[Path, list[Document]], errors: list[ReportError]) -> Reading | None:
+    """Read the DeepSpeed config `ref` points at, as the pointing framework fills it in, with what the pointing
+    config asks of it (`requested_precision`)."""
+    doc = _reference_document(cfg, ref, loaded, errors)
+    if doc is None:
+        return None
     explicit = ds.precision_mode(doc)
     fills = {}
     for path, value in ref.fills.items():
         if path[0] in ("bf16", "fp16") and explicit.name not in (None, "fp32"):
-            continue  # an explicit half mode is never overridden: the launcher refuses or defers (compared below)
+            continue  # an explicit half mode is never overridden: the launcher refuses or defers (a rule compares)
         current = doc.get(*path, default=None)
         if current is None or is_auto(current) or not doc.has(path[0]):
             fills[path] = value
-    filled = doc.with_overrides(fills)
-    target = ds.read(filled)
+    target = ds.read(doc.with_overrides(fills))
     target.filled_from = {(loc.file, loc.line): doc.at(*path) for path, (_, loc) in fills.items()}
     target.framework = f"{ref.framework}+deepspeed"
-    target.facts = {**cfg.facts, **{k: v for k, v in target.facts.items() if not v.default or k not in cfg.facts}}
     target.files = tuple(sorted({cfg.file, doc.file}))
-    asked = ref.precision.value if ref.precision is not None else None
-    runs = _ENGINE_TO_ASKED.get(explicit.name or "")
-    if asked in ("bf16", "fp16", "no") and runs is not None and asked != runs:
-        assert ref.precision is not None
-        target.findings.append(finding(
-            "precision-config-mismatch",
-            f"{ref.framework} asks for {_spell(asked)} but the DeepSpeed config {doc.file} it points to runs {_spell(runs)}"
-            + (f" ({ref.framework} refuses the opposite half type)" if {asked, runs} == {"bf16", "fp16"} else
-               ": the engine's dtype, not the launcher's, is what the model gets"),
-            ref.precision.location if not ref.precision.default else ref.location,
-            related=[explicit.location, ref.location]))
+    # The pointing config's facts, completed (not overridden) by the engine's own.
+    target.settings = {**cfg.settings, **{k: v for k, v in target.settings.items() if not v.default or k not in cfg.settings}}
+    target.places = {**cfg.places, **target.places, "reference": ref.location, "engine_file": explicit.location}
+    asked = ref.precision
+    # A file without precision blocks gets them from the launcher (accelerate adds the missing block), so only a
+    # written block can disagree with what the launcher asks.
+    written = any(doc.has(block) for block in ("fp16", "bf16", "bfloat16", "amp"))
+    if asked is not None and asked.value in ("bf16", "fp16", "no") and written and explicit.name in _ENGINE_TO_ASKED:
+        target.settings["requested_precision"] = Setting(asked.value, asked.location if not asked.default else ref.location, asked.default)
     return target
 
 
-def _name_filled_keys(cfg: EffectiveConfig, found: list[Finding]) -> list[Finding]:
+def _add_devices(readings: list[Reading], by_dir: dict[Path, list[tuple[Document, ModuleType]]]) -> None:
+    """GPUs named by any file of a folder are the devices of the configs of that folder."""
+    for folder, items in by_dir.items():
+        devices = tuple(hw for doc, _ in items for hw in hardware_in(doc))
+        if not devices:
+            continue
+        for cfg in readings:
+            if Path(cfg.file).parent == folder or any(Path(f).parent == folder for f in cfg.files):
+                cfg.set("devices", devices, devices[0].location or cfg.locate().default)
+
+
+def _name_filled_keys(cfg: Reading, found: list[Finding]) -> list[Finding]:
     """A finding at a launcher key that filled a DeepSpeed "auto" also names that DeepSpeed key."""
     if not cfg.filled_from:
         return found
@@ -180,10 +199,6 @@ def _name_filled_keys(cfg: EffectiveConfig, found: list[Finding]) -> list[Findin
         extra = [loc for loc in extra if loc not in f.related and loc != f.location]
         out.append(replace(f, related=f.related + tuple(dict.fromkeys(extra))) if extra else f)
     return out
-
-
-def _spell(mode: str) -> str:
-    return {"no": "fp32 (no mixed precision)", "bf16": "bf16", "fp16": "fp16"}[mode]
 
 
 def _unique(findings: Iterable[Finding]) -> list[Finding]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ampdoctor.lint.settings import LintSettings
-from ampdoctor.report import InputError, Report
+from ampdoctor.report import Report, ReportError
 
 # Folders that never hold the user's own training code or configs.
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "env", "node_modules", "__pycache__", ".tox", ".nox",
@@ -31,12 +31,12 @@ def _size(path: Path) -> int:
         return 0  # unreadable: let the reader report it
 
 
-def discover(paths: Sequence[Path], settings: LintSettings) -> tuple[list[Path], list[Path], list[InputError]]:
+def discover(paths: Sequence[Path], settings: LintSettings) -> tuple[list[Path], list[Path], list[ReportError]]:
     """Python files and config candidates under `paths` (sorted, unique), and paths that do not exist.
     Files named explicitly are always taken; directories are walked, skipping SKIP_DIRS and hidden folders."""
     python: set[Path] = set()
     configs: set[Path] = set()
-    missing: list[InputError] = []
+    missing: list[ReportError] = []
     for root in paths:
         if root.is_file():
             (python if root.suffix == ".py" else configs).add(root)
@@ -52,7 +52,7 @@ def discover(paths: Sequence[Path], settings: LintSettings) -> tuple[list[Path],
                     elif is_config_candidate(path) and _size(path) <= MAX_CONFIG_BYTES:
                         configs.add(path)
         else:
-            missing.append(InputError(str(root), "no such file or directory"))
+            missing.append(ReportError(str(root), "no such file or directory"))
     return sorted(python), sorted(configs), missing
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ampdoctor import __version__
+from ampdoctor._version import __version__
 from ampdoctor.report.model import Report
 
 SCHEMA_VERSION = 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from ampdoctor.rules import Finding, Severity
@@ -20,10 +20,11 @@ class Table:
 
 
 @dataclass(frozen=True)
-class InputError:
-    """Input a detector could not read (a config that does not parse, a script that does not run).
-    `fatal` errors make the command exit 2; a Python file with a syntax error is not fatal as long
-    as other files could be checked."""
+class ReportError:
+    """Something a report could not do: input a detector could not read (a config that does not parse, a
+    script that does not run), a rank that sent no report, an analysis that failed. `file` names the input
+    (or the part of ampdoctor) it concerns. `fatal` errors make the command exit 2; a file with a syntax error
+    is not fatal as long as other files could be checked."""
 
     file: str
     message: str
@@ -45,8 +46,8 @@ class Report:
     tables: tuple[Table, ...] = ()
     # Files, scripts or models the detector looked at, for the summary ("checked 12 files").
     checked: tuple[str, ...] = ()
-    # Problems with the input itself (a config that does not parse).
-    errors: tuple[InputError, ...] = ()
+    # What the report could not do (a config that does not parse, a rank that sent nothing).
+    errors: tuple[ReportError, ...] = ()
 
     @classmethod
     def of(cls, findings: Iterable[Finding], **kwargs: Any) -> "Report":

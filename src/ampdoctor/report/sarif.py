@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ampdoctor import __version__
+from ampdoctor._version import __version__
 from ampdoctor.report.model import Report
 from ampdoctor.rules import Location, Rule, Severity, catalog
 

@@ -1,15 +1,17 @@
-"""Loads the rule catalog (catalog.yaml) once, validates it, and looks rules up by name or id."""
+"""Loads the rule catalog (catalog.yaml) once, validates it, and looks rules up by name or id. A rule's
+detector kinds are not written in the catalog: they come from the registry (`ampdoctor.rules.registry`)."""
 
 from __future__ import annotations
 
 import functools
 import re
+from dataclasses import replace
 from importlib import resources
 from typing import Any, Iterable, Mapping
 
 import yaml
 
-from ampdoctor.rules.model import DETECTORS, Finding, Location, Rule, Severity, Signature, Source
+from ampdoctor.rules.model import Finding, Location, Rule, Severity, Signature, Source
 
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _ID = re.compile(r"^AMP\d{3}$")
@@ -37,7 +39,6 @@ def _rule(raw: Mapping[str, Any]) -> Rule:
         why=str(raw["why"]).strip(),
         fix=str(raw["fix"]).strip(),
         sources=tuple(Source.parse(s) for s in raw.get("sources", ())),
-        detectors=tuple(raw.get("detectors", ())),
         incident=str(raw.get("incident", "")),
         example=str(raw.get("example", "")).rstrip(),
         use_instead=str(raw.get("use_instead", "")).rstrip(),
@@ -47,19 +48,14 @@ def _rule(raw: Mapping[str, Any]) -> Rule:
     )
     if not _ID.match(rule.id) or not _NAME.match(rule.name):
         raise ValueError(f"{where}: id must look like AMP123 and name must be kebab-case, got {rule.id!r} {rule.name!r}")
-    unknown = set(rule.detectors) - set(DETECTORS)
-    if unknown or not rule.detectors:
-        raise ValueError(f"{where}: detectors must be a non-empty subset of {DETECTORS}, got {rule.detectors}")
     if not rule.sources:
         raise ValueError(f"{where}: every rule needs at least one source")
-    if ("explain" in rule.detectors) != bool(rule.signatures):
-        raise ValueError(f"{where}: a rule has signatures exactly when 'explain' is among its detectors")
     return rule
 
 
 @functools.lru_cache(maxsize=1)
-def catalog() -> tuple[Rule, ...]:
-    """Every rule, in id order."""
+def _documented() -> tuple[Rule, ...]:
+    """The catalog as written, without detector kinds."""
     text = resources.files("ampdoctor.rules").joinpath("catalog.yaml").read_text(encoding="utf-8")
     rules = tuple(sorted((_rule(raw) for raw in yaml.safe_load(text)), key=lambda r: r.id))
     for attr in ("id", "name"):
@@ -70,19 +66,54 @@ def catalog() -> tuple[Rule, ...]:
     return rules
 
 
+@functools.lru_cache(maxsize=1)
+def catalog() -> tuple[Rule, ...]:
+    """Every rule, in id order, with the detector kinds registered for it (plus ``explain`` for a rule with
+    error signatures). A detector registered under an id the catalog lacks, or a rule nothing detects, is an error."""
+    from ampdoctor.rules.registry import detectors, kinds_of
+
+    rules = _documented()
+    known = {r.id for r in rules}
+    strays = sorted({d.rule_id for d in detectors()} - known)
+    if strays:
+        raise ValueError(f"detectors registered for rules the catalog does not define: {strays}")
+    out = []
+    for rule in rules:
+        kinds = kinds_of(rule.id) + (("explain",) if rule.signatures else ())
+        if not kinds:
+            raise ValueError(f"rule {rule.id} {rule.name}: no detector is registered and it has no error signature")
+        out.append(replace(rule, detectors=kinds))
+    return tuple(out)
+
+
 @functools.lru_cache(maxsize=None)
 def _index() -> dict[str, Rule]:
     index: dict[str, Rule] = {}
-    for rule in catalog():
+    for rule in _documented():
         index[rule.name] = rule
         index[rule.id.lower()] = rule
     return index
 
 
 def get_rule(key: str) -> Rule:
-    """Look a rule up by kebab-case name or by id (case-insensitive id)."""
+    """Look a rule up by kebab-case name or by id (case-insensitive id); the result has its detector kinds."""
     try:
         # Names are validated lowercase kebab-case and ids are indexed lowercased.
+        documented = _index()[key.strip().lower()]
+    except KeyError:
+        raise KeyError(f"unknown rule {key!r}; `ampdoctor rules` lists them") from None
+    return _by_id()[documented.id]
+
+
+@functools.lru_cache(maxsize=None)
+def _by_id() -> dict[str, Rule]:
+    return {rule.id: rule for rule in catalog()}
+
+
+def documented_rule(key: str) -> Rule:
+    """`get_rule` without loading the detectors (the rule's `detectors` is empty): for code that runs while
+    the rule modules are being imported."""
+    try:
         return _index()[key.strip().lower()]
     except KeyError:
         raise KeyError(f"unknown rule {key!r}; `ampdoctor rules` lists them") from None
@@ -100,7 +131,7 @@ def finding(
     details: Mapping[str, Any] | None = None,
 ) -> Finding:
     """Build a `Finding` for a catalog rule; id, name, default severity and fix come from the catalog."""
-    r = get_rule(rule)
+    r = documented_rule(rule)
     return Finding(
         rule_id=r.id,
         name=r.name,
@@ -112,3 +143,9 @@ def finding(
         related=tuple(related),
         details=dict(details or {}),
     )
+
+
+def finding_of(rule_id: str, hit: Any) -> Finding:
+    """The `Finding` a registered detector's `Hit` becomes: the rule is the one the detector is registered under."""
+    return finding(rule_id, hit.message, hit.location, severity=hit.severity, fix=hit.fix, origin=hit.origin,
+                   related=hit.related, details=hit.details)

@@ -27,7 +27,8 @@ class Severity(str, enum.Enum):
 
 _SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
 
-DETECTORS = ("config", "code", "runtime", "explain")
+# Detector kinds as the catalog lists them: registered kinds (`ampdoctor.rules.registry.KINDS`) and explain.
+DETECTORS = ("policy", "code", "runtime", "explain")
 
 
 _SOURCE = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)\s*(?P<pr>PR\s*)?#(?P<number>\d+)(?:\s+\((?P<note>.+)\))?$")
@@ -76,7 +77,6 @@ class Rule:
     why: str
     fix: str
     sources: tuple[Source, ...]
-    detectors: tuple[str, ...]
     incident: str = ""
     example: str = ""
     use_instead: str = ""
@@ -84,6 +84,8 @@ class Rule:
     # Traceback/log context that makes this rule the likelier cause of a matched error text.
     context: tuple[Signature, ...] = ()
     confirm: str = ""
+    # Derived from the registry by `catalog()`, never written in catalog.yaml.
+    detectors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -21,23 +21,23 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
+from ampdoctor import dtypes
 from ampdoctor.lint.python.resolve import argument, keyword, tokens
 from ampdoctor.lint.python.source import SourceFile
 
 DTypes = Optional[frozenset]
-HALF = frozenset({"bf16", "fp16"})
-BF16, FP16, FP32, FP64 = frozenset({"bf16"}), frozenset({"fp16"}), frozenset({"fp32"}), frozenset({"fp64"})
-NAMES = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "fp64": "fp64"}
-PRETTY = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp64": "float64"}
+HALF = dtypes.HALF
+BF16, FP16, FP32, FP64 = (frozenset({n}) for n in (dtypes.BF16, dtypes.FP16, dtypes.FP32, dtypes.FP64))
 
 TORCH_DTYPES = {
     "torch.bfloat16": BF16, "torch.float16": FP16, "torch.half": FP16,
     "torch.float32": FP32, "torch.float": FP32, "torch.float64": FP64, "torch.double": FP64,
 }
+# Strings that name a dtype or a precision mode (`mixed_precision="bf16"`, `precision="bf16-mixed"`, `torch_dtype="bfloat16"`).
 STRING_DTYPES = {
-    "bfloat16": BF16, "bf16": BF16, "torch.bfloat16": BF16, "bf16-mixed": BF16, "bf16-true": BF16,
-    "float16": FP16, "fp16": FP16, "half": FP16, "torch.float16": FP16, "16-mixed": FP16, "16-true": FP16, "16": FP16,
-    "float32": FP32, "fp32": FP32, "torch.float32": FP32, "32-true": FP32, "32": FP32,
+    **{alias: frozenset({name}) for alias, name in dtypes.ALIASES.items()},
+    **{f"torch.{alias}": frozenset({name}) for alias, name in dtypes.ALIASES.items()},
+    **{mode: frozenset({name}) for mode, name in dtypes.PRECISION_MODES.items()},
 }
 CAST_METHODS = {"bfloat16": BF16, "half": FP16, "float": FP32, "double": FP64}
 # Methods and torch functions whose result has the dtype of their (first) tensor operand.
@@ -61,9 +61,8 @@ def union(parts: list[DTypes]) -> DTypes:
     return frozenset().union(*known)
 
 
-def describe(dtypes: frozenset) -> str:
-    names = [PRETTY[d] for d in ("bf16", "fp16", "fp32", "fp64") if d in dtypes]
-    return names[0] if len(names) == 1 else " or ".join(names)
+def describe(names: frozenset) -> str:
+    return dtypes.describe(names)
 
 
 class Dataflow:

@@ -7,6 +7,7 @@ import ast
 import functools
 from dataclasses import dataclass
 
+from ampdoctor.dtypes import ROPE_WORDS
 from ampdoctor.lint.python.dataflow import BF16, FP16, HALF, STRING_DTYPES, Dataflow, autocast_argument
 from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, tokens
 from ampdoctor.lint.python.source import SourceFile
@@ -17,7 +18,6 @@ MODEL_TOKENS = frozenset({
     "llm", "gpt", "lm", "policy", "critic", "actor", "generator", "discriminator", "classifier", "student",
     "teacher", "ema", "pipe", "pipeline", "denoiser", "dit", "vit",
 })
-ROPE_TOKENS = frozenset({"cos", "sin", "freq", "freqs", "cis", "rope", "rotary", "sincos", "cossin", "theta"})
 # keyword=value pairs by which a framework object turns on autocast-style mixed precision
 MIXED_PRECISION_KEYWORDS = frozenset({"mixed_precision", "precision", "amp_dtype", "autocast_dtype"})
 
@@ -42,7 +42,7 @@ def is_model_expr(expr: ast.AST, src: SourceFile) -> bool:
     if not ident:
         return False
     words = tokens(ident)
-    return bool(words & MODEL_TOKENS) and not words & ROPE_TOKENS
+    return bool(words & MODEL_TOKENS) and not words & ROPE_WORDS
 
 
 def disables_autocast(call: ast.Call, src: SourceFile) -> bool:

@@ -1,10 +1,9 @@
 """Run the checks over files: decode, parse, walk once, run every check whose trigger words occur, drop
 suppressed findings. Files are spread over worker processes; a file that cannot be read or parsed becomes a
-non-fatal `InputError` for that file and never stops the run."""
+non-fatal `ReportError` for that file and never stops the run."""
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import gc
 import importlib.util
@@ -13,43 +12,45 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
-from ampdoctor.lint.python.checks import Context, all_checks
+from ampdoctor.lint.python.context import Context
 from ampdoctor.lint.python.source import SourceFile
 from ampdoctor.lint.python.suppress import is_suppressed, parse_suppressions
-from ampdoctor.report import InputError, Report
-from ampdoctor.rules import Finding, Location, finding
+from ampdoctor.report import Report, ReportError
+from ampdoctor.rules.catalog import finding
+from ampdoctor.rules.model import Finding, Location
+from ampdoctor.rules.registry import detectors
 
 # Below this many files a process pool costs more than it saves.
 PARALLEL_MIN_FILES = 24
 
-FileResult = tuple[str, list[Finding], "InputError | None"]
+FileResult = tuple[str, list[Finding], "ReportError | None"]
 
 
-def lint_source(text: str, path: str = "<string>") -> tuple[list[Finding], InputError | None]:
+def lint_source(text: str, path: str = "<string>") -> tuple[list[Finding], ReportError | None]:
     """Findings for one source text (unsuppressed), or the error that kept it from being checked."""
-    checks = [c for c in all_checks() if c.applies(text)]
+    checks = [d for d in detectors("code") if d.applies(text)]
     try:
         if not checks:
             SourceFile.syntax_check(path, text)
             return [], None
         src = SourceFile.parse(path, text)
     except SyntaxError as exc:
-        return [], InputError(path, f"syntax error: {exc.msg}", exc.lineno, exc.offset, fatal=False)
+        return [], ReportError(path, f"syntax error: {exc.msg}", exc.lineno, exc.offset, fatal=False)
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
-        return [], InputError(path, f"syntax error: {exc}", fatal=False)
+        return [], ReportError(path, f"syntax error: {exc}", fatal=False)
     ctx = Context(src)
     suppressions = parse_suppressions(text)
     findings: list[Finding] = []
     for check in checks:
         try:
-            for node, message in check.run(ctx):
+            for node, message in check.fn(ctx):
                 line = getattr(node, "lineno", None)
                 column = getattr(node, "col_offset", None)
-                found = finding(check.rule, message, Location(file=path, line=line, column=None if column is None else column + 1))
+                found = finding(check.rule_id, message, Location(file=path, line=line, column=None if column is None else column + 1))
                 if not is_suppressed(found, suppressions):
                     findings.append(found)
         except RecursionError:
-            return findings, InputError(path, f"too deeply nested to check for {check.rule}", fatal=False)
+            return findings, ReportError(path, f"too deeply nested to check for {check.rule_id}", fatal=False)
     return findings, None
 
 
@@ -57,7 +58,7 @@ def lint_file(path: str) -> FileResult:
     try:
         text = importlib.util.decode_source(Path(path).read_bytes())
     except (OSError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
-        return path, [], InputError(path, f"cannot read: {exc}", fatal=False)
+        return path, [], ReportError(path, f"cannot read: {exc}", fatal=False)
     findings, error = lint_source(text, path)
     return path, findings, error
 
@@ -94,7 +95,7 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0) -> Report:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             results = [r for chunk in pool.map(_lint_chunk, chunks) for r in chunk]
     findings: list[Finding] = []
-    errors: list[InputError] = []
+    errors: list[ReportError] = []
     checked: list[str] = []
     for path, found, error in results:
         findings.extend(found)

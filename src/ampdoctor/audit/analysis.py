@@ -1,0 +1,224 @@
+"""After the step: name the recording (`Trace`), observe the policy that ran, and ask the rules.
+
+Two kinds of rule answer here: the policy-level predicates of every rule, over the observed `Policy` and
+`RunFacts` (the same predicates config lint and `Policy.validate()` ask), and the runtime detectors, over
+the op records. Where a rule has both and its runtime detector found evidence, the evidence is kept and
+the predicate's more general finding dropped, so a rule speaks once. A failure is diagnosed by the runtime
+detectors that recognise it (the provenance chain) and by `explain` on the exception text.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from ampdoctor import dtypes
+from ampdoctor.audit.failure import FailureSite, failure_site, is_rope_failure
+from ampdoctor.audit.fields import AUTOCAST, FORWARD, IN_DT, IN_PROD, INNER, MOD, OUT_DT, PHASE
+from ampdoctor.audit.observe import Observed, observe
+from ampdoctor.audit.provenance import FLOATS, HALF, Trace
+from ampdoctor.audit.watch import MATMUL_OPS, matmul_flops
+from ampdoctor.explain import explain_findings
+from ampdoctor.policy import Policy
+from ampdoctor.report import Report, ReportError, Table
+from ampdoctor.rules.catalog import finding_of
+from ampdoctor.rules.engine import Places, check_policy
+from ampdoctor.rules.model import Finding, Location
+from ampdoctor.rules.registry import detectors
+
+
+@dataclass
+class RuntimeContext:
+    """What a runtime rule sees: the named recording, the policy the run is judged against (given by the user,
+    else the observed one), what was observed, the device whose autocast lists apply, and the failure."""
+
+    trace: Trace
+    policy: Policy
+    observed: Observed
+    device: str
+    failure: FailureSite | None = None
+    exception: BaseException | None = None
+    policy_given: bool = False  # the user named the policy (else it is the observed one)
+    # torch dtypes, so that rule modules need not import torch
+    HALF: frozenset = frozenset(HALF)
+    FP32: Any = field(default_factory=lambda: dtypes.to_torch(dtypes.FP32))
+    BF16: Any = field(default_factory=lambda: dtypes.to_torch(dtypes.BF16))
+    FP16: Any = field(default_factory=lambda: dtypes.to_torch(dtypes.FP16))
+    matmul_ops: frozenset = MATMUL_OPS  # ids of the ops whose FLOPs are recorded
+
+    def matmul_flops(self, extra: tuple) -> int:
+        return matmul_flops(extra)
+
+    def failure_is_rotary(self) -> bool:
+        """The step failed where a cos/sin table met an operand of another dtype (incidents 1 and 5)."""
+        return self.failure is not None and is_rope_failure(self.trace, self.failure.inputs)
+
+    @property
+    def records(self) -> list[tuple]:
+        return self.trace.records
+
+    @property
+    def half_compute(self) -> bool:
+        return self.policy.compute in dtypes.HALF
+
+    def torch_dtype(self, name: str) -> Any:
+        return dtypes.to_torch(name)
+
+    def grouped(self, seqs: Iterable[int], key: Callable[[int], Any]) -> dict[Any, list[int]]:
+        groups: dict[Any, list[int]] = defaultdict(list)
+        for s in seqs:
+            groups[key(s)].append(s)
+        return groups
+
+    def made_in(self, seq: int, dtype: Any) -> list[Location]:
+        """Where the operands of op `seq` that have `dtype` were made."""
+        t = self.trace
+        return [t.location(t.source(p), f"{dtypes.name_of(d)} operand made here") if p >= 0 else t.leaf_location(-p, d)
+                for d, p in t.float_inputs(seq) if d == dtype]
+
+    def operand_location(self, prod: int, dtype: Any, label: str | None = None) -> Location:
+        t = self.trace
+        return t.location(t.source(prod), label) if prod >= 0 else t.leaf_location(-prod, dtype)
+
+    @functools.cached_property
+    def promotion_taint(self) -> dict[int, int]:
+        """seq -> the forward promotion it descends from, following the promoted (wide) dtype forward."""
+        t = self.trace
+        taint: dict[int, int] = {}
+        for r in t.records:
+            s = r[0]
+            if r[OUT_DT] is None and r[PHASE] != FORWARD:
+                continue
+            if r[PHASE] == FORWARD and t.is_promotion(s):
+                taint[s] = s
+                continue
+            for d, p in zip(r[IN_DT], r[IN_PROD]):
+                if p is not None and p >= 0 and p in taint and d not in self.HALF:
+                    taint[s] = taint[p]
+                    break
+        return taint
+
+
+def _runtime_findings(ctx: RuntimeContext) -> list[Finding]:
+    out: list[Finding] = []
+    for detector in detectors("runtime"):
+        out.extend(finding_of(detector.rule_id, hit) for hit in detector.fn(ctx))
+    return out
+
+
+def _policy_findings(observed: Observed, already: set[str]) -> list[Finding]:
+    """The policy-level rules over what ran; a rule whose runtime detector already reported is not repeated."""
+    if observed.policy is None:
+        return []
+    places = Places(observed.locations, Location(module="", label=f"observed policy {observed.policy}"))
+    return [f for f in check_policy(observed.policy, observed.facts, places) if f.rule_id not in already]
+
+
+def analyze(rec: Any, policy: Policy | None, *, target_device: str, model: Any, exc: BaseException | None, checked: tuple[str, ...]) -> Report:
+    """The report of a finished recording; `policy` None judges the run by the policy it was observed to run."""
+    trace = Trace(rec, model)
+    observed = observe(trace)
+    judged = policy or observed.policy or Policy.preset("fp32")
+    ctx = RuntimeContext(trace, judged, observed, target_device, failure_site(trace, exc), exc, policy_given=policy is not None)
+    found = _runtime_findings(ctx)
+    found += _policy_findings(observed, {f.rule_id for f in found})
+    if exc is not None:
+        found = _with_explanation(found, exc, ctx.failure)
+    return Report.of(found, tables=(module_table(trace),), checked=checked)
+
+
+def _with_explanation(found: list[Finding], exc: BaseException, site: FailureSite | None) -> list[Finding]:
+    """explain's candidates for the exception, except rules the recording already diagnosed (they would repeat
+    them without the chain)."""
+    import traceback
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    diagnosed = {f.rule_id for f in found}
+    where = site.where if site is not None else None
+    return found + [f for f in explain_findings(text, location=where) if f.rule_id not in diagnosed]
+
+
+def analysis_failed(err: BaseException, checked: tuple[str, ...]) -> Report:
+    """The report of an analysis that raised: the audit must never take the user's program down with it."""
+    import traceback
+
+    frame = traceback.extract_tb(err.__traceback__)[-1].name if err.__traceback__ else "?"
+    return Report(checked=checked, errors=(ReportError("ampdoctor audit", f"failed to analyse the recording: {type(err).__name__}: {err} ({frame})"),))
+
+
+# --- the module table -----------------------------------------------------------------------------
+
+
+def _cast_counts(trace: Trace) -> dict[int, list[int]]:
+    """Per module: [casts autocast made, casts the user's code made] in the forward."""
+    casts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    records = trace.records
+    n = len(records)
+    for i, r in enumerate(records):
+        if r[PHASE] != FORWARD or not r[OUT_DT] or trace.op(i) != "aten::_to_copy":
+            continue
+        by_autocast = False
+        if r[AUTOCAST] and r[INNER] is not None:
+            # autocast casts an op's inputs from inside that op's call: the cast and the op it feeds share
+            # the Python frame and instruction.
+            for j in range(i + 1, min(i + 8, n)):
+                q = records[j]
+                if q[INNER] != r[INNER]:
+                    break
+                if trace.op(j) != "aten::_to_copy" and (i in (q[IN_PROD] or ()) or any(
+                        p is not None and p >= 0 and records[p][INNER] == r[INNER] and trace.op(p) == "aten::_to_copy" for p in q[IN_PROD])):
+                    by_autocast = True
+                    break
+        casts[r[MOD]][0 if by_autocast else 1] += 1
+    return casts
+
+
+def _tensor_dtypes(trace: Trace) -> tuple[dict[int, set], dict[int, set], dict[int, set]]:
+    params: dict[int, set] = defaultdict(set)
+    grads: dict[int, set] = defaultdict(set)
+    buffers: dict[int, set] = defaultdict(set)
+    for idx, m in enumerate(trace.modules):
+        if m is None:
+            continue
+        for p in m.parameters(recurse=False):
+            params[idx].add(dtypes.name_of(p.dtype))
+            if p.grad is not None:
+                grads[idx].add(dtypes.name_of(p.grad.dtype))
+        for b in m.buffers(recurse=False):
+            if b.dtype in FLOATS:
+                buffers[idx].add(dtypes.name_of(b.dtype))
+    return params, grads, buffers
+
+
+def module_table(trace: Trace) -> Table:
+    ops: dict[int, Counter] = defaultdict(Counter)
+    for r in trace.records:
+        fl = [d for d in (r[OUT_DT] or ()) if d in FLOATS]
+        if fl:
+            ops[r[MOD]][dtypes.name_of(fl[0])] += 1
+    casts = _cast_counts(trace)
+    params, grads, buffers = _tensor_dtypes(trace)
+
+    def joined(values: Iterable[str]) -> str:
+        return ",".join(sorted(values)) or "-"
+
+    rows = []
+    order = sorted(set(range(len(trace.rec.modules))) | {k for k in ops if k >= 0}, key=lambda i: trace.names[i] or "")
+    for idx in order:
+        info = trace.rec.modules[idx]
+        rows.append((
+            trace.names[idx] or "<root>", joined(params[idx]), joined(buffers[idx]), joined(dtypes.name_of(d) for d in info.inputs),
+            joined(dtypes.name_of(d) for d in info.outputs), joined(grads[idx]),
+            " ".join(f"{k}:{v}" for k, v in sorted(ops[idx].items())) or "-", str(casts[idx][0]), str(casts[idx][1]),
+        ))
+    if -1 in ops:
+        rows.append(("<outside modules>", "-", "-", "-", "-", "-", " ".join(f"{k}:{v}" for k, v in sorted(ops[-1].items())),
+                     str(casts[-1][0]), str(casts[-1][1])))
+    return Table(
+        "Per-module dtypes (runtime audit)",
+        ("module", "params", "buffers", "inputs", "outputs", "grads", "ops by dtype", "autocast casts", "user casts"),
+        tuple(rows),
+    )
+

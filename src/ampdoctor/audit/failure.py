@@ -1,0 +1,91 @@
+"""Where a failing step failed: the op whose kernel raised, or, for a Python-level failure (a kernel wrapper's
+assert, incident 5), the innermost user frame and its tensor arguments. Runtime rules read the failure's
+float inputs and walk them back to their origin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from ampdoctor.audit.fields import FORWARD
+from ampdoctor.audit.names import dtypes_text, relpath
+from ampdoctor.audit.provenance import FLOATS, Trace
+from ampdoctor.dtypes import name_of
+from ampdoctor.rules.model import Location
+
+
+@dataclass(frozen=True)
+class FailureSite:
+    where: Location
+    inputs: tuple[tuple[Any, int], ...]  # (dtype, producer seq or minus a leaf id) of the float operands
+    head: str  # "aten::bmm failed on fp32, bf16 inputs"
+    seq: int | None  # the failing op's record, when an op failed
+
+
+def same_exception(recorded: BaseException, raised: BaseException) -> bool:
+    """Is `recorded` (what an op raised) `raised` or one of its causes/contexts?"""
+    e: BaseException | None = raised
+    for _ in range(8):
+        if e is None:
+            return False
+        if e is recorded:
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def failure_site(trace: Trace, exc: BaseException | None) -> FailureSite | None:
+    if exc is None:
+        return None
+    failure = trace.rec.failure
+    if failure is not None and same_exception(failure.exc, exc):
+        s = failure.seq
+        ins = tuple(trace.float_inputs(s))
+        return FailureSite(trace.location(s), ins, f"{trace.op(s)} failed on {dtypes_text(d for d, _ in ins)} inputs", s)
+    boundary = _boundary(trace, exc)
+    if boundary is None:
+        return None
+    where, tensors = boundary
+    ins = tuple((t.dtype, trace.rec.producer_of(t) if trace.rec.producer_of(t) >= 0 else -id(t)) for _, t in tensors)
+    names = ", ".join(f"{n}={name_of(t.dtype)}" for n, t in tensors)
+    return FailureSite(where, ins, f"{where.op} raised {type(exc).__name__} with tensor arguments {names}", None)
+
+
+def _boundary(trace: Trace, exc: BaseException) -> tuple[Location, list[tuple[str, Any]]] | None:
+    """A Python-level failure: the innermost of the last three frames that holds float tensors of two dtypes."""
+    import torch
+
+    tb: TracebackType | None = exc.__traceback__
+    frames = []
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next
+    for tb in reversed(frames[-3:]):
+        frame = tb.tb_frame
+        tensors = [(k, v) for k, v in frame.f_locals.items() if isinstance(v, torch.Tensor) and v.dtype in FLOATS]
+        if len({t.dtype for _, t in tensors}) > 1:
+            code = frame.f_code
+            where = Location(file=relpath(code.co_filename), line=tb.tb_lineno, module=_running_module(trace, frames),
+                             op=f"{code.co_name}()", phase=FORWARD)
+            return where, tensors
+    return None
+
+
+def _running_module(trace: Trace, frames: list[TracebackType]) -> str | None:
+    """The innermost module whose forward is on the failing stack."""
+    import torch
+
+    for outer in reversed(frames):
+        m = outer.tb_frame.f_locals.get("self")
+        if isinstance(m, torch.nn.Module):
+            idx = trace.rec.module_index_of(m)
+            return trace.module(idx) if idx is not None else None
+    return None
+
+
+def is_rope_failure(trace: Trace, inputs: tuple[tuple[Any, int], ...]) -> bool:
+    """A cos/sin table and another operand of a different dtype meet at the failure (incidents 1 and 5)."""
+    trig = {d for d, p in inputs if trace.is_trig(p)}
+    other = {d for d, p in inputs if not trace.is_trig(p)}
+    return bool(trig and other and trig != other)

@@ -1,0 +1,141 @@
+"""What a recorded run actually did, as a `Policy` and `RunFacts`: the input of the policy-level rules at
+run time, so that the audit judges a run by the same predicates as config lint and `Policy.validate()`.
+
+Every field is observed, not assumed: the parameter dtype is the trainable parameters' own, compute is the
+autocast dtype when autocast was on in the forward (else the parameters'), gradients are the `.grad` dtypes
+at the optimizer step, loss scaling is a GradScaler's unscale kernels having run. Facts the recording cannot
+tell stay unknown.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from ampdoctor import dtypes
+from ampdoctor.audit.fields import AUTOCAST, FORWARD, PHASE
+from ampdoctor.audit.provenance import FLOATS, Trace, relpath
+from ampdoctor.facts import Device, RunFacts
+from ampdoctor.policy import Policy
+from ampdoctor.rules.model import Location
+
+_UNSCALE_OPS = ("aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_update_scale_")
+_COLLECTIVE = re.compile(r"c10d::(allreduce|all_reduce|reduce_scatter|reduce)")
+# Optimizers that hold fp32 master partitions of half-precision parameters: DeepSpeed's BF16/FP16 optimizers
+# and ZeRO, Megatron's Float16 optimizers. Their parameters are bf16 on purpose.
+_MASTER_OPTIMIZERS = re.compile(r"BF16_Optimizer|FP16_Optimizer|DeepSpeedZeroOptimizer|Float16Optimizer|MixedPrecisionOptimizer|DistributedOptimizer")
+# Trainable parameters of adapters (PEFT LoRA/IA3/prompt tuning, adapter-transformers).
+_ADAPTER = re.compile(r"(^|\.)(lora_|ia3_|adapter|prompt_encoder|modules_to_save)")
+
+
+@dataclass(frozen=True)
+class Observed:
+    policy: Policy | None  # None when no parameter was seen
+    facts: RunFacts
+    locations: Mapping[str, Location]
+
+
+def _majority(values: Iterable[Any]) -> Any:
+    counted = Counter(v for v in values if v is not None)
+    return counted.most_common(1)[0][0] if counted else None
+
+
+def _first(trace: Trace, match: Any) -> int | None:
+    return next((r[0] for r in trace.records if match(r)), None)
+
+
+def _trainable(trace: Trace) -> list[tuple[str, Any]]:
+    out = []
+    for pid, ref in trace.rec.params.items():
+        p = ref()
+        if p is not None and p.requires_grad and p.dtype in FLOATS:
+            out.append((trace.param_name(pid), p))
+    return out
+
+
+def _optimizer_facts(trace: Trace) -> tuple[dict[str, Any], Location | None]:
+    events = trace.rec.opt_events
+    if not events:
+        return {"trains": False}, None
+    ev = events[0]
+    code, line = ev["frame"]
+    where = Location(file=relpath(code.co_filename) if code else None, line=line or None, phase="optimizer", op=f"{ev['optimizer']}.step")
+    master = bool(_MASTER_OPTIMIZERS.search(ev["optimizer"]))
+    plain = ev.get("module", "").startswith("torch.optim")
+    facts = {
+        "trains": True,
+        "optimizer": ev["optimizer"],
+        "optimizer_kind": "master" if master else ("plain" if plain else None),
+        "master_weights": "optimizer" if master else None,
+        "grad_accum_steps": max(1, ev["backward_passes"]),
+    }
+    return facts, where
+
+
+def _devices(params: list[tuple[str, Any]]) -> tuple[Device, ...] | None:
+    kinds = sorted({str(p.device) for _, p in params if p.device.type == "cuda"})
+    if not kinds:
+        return None
+    from ampdoctor.hardware import device_fact
+
+    return tuple(device_fact(k) for k in kinds)
+
+
+def _world_size() -> int:
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_world_size()
+    except (ImportError, RuntimeError):
+        pass
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+def observe(trace: Trace) -> Observed:
+    """The policy the recorded run ran with, the facts the recording shows, and where each was seen."""
+    params = _trainable(trace)
+    opt, opt_at = _optimizer_facts(trace)
+    locations: dict[str, Location] = {}
+    if opt_at is not None:
+        for name in ("grads", "grad_accum", "optimizer_state", "optimizer", "optimizer_kind", "grad_accum_steps", "trains"):
+            locations[name] = opt_at
+    names = [n for n, _ in params]
+    frozen = any(not p.requires_grad for p in trace.rec.param_objects())
+    adapters = bool(names) and frozen and all(_ADAPTER.search(n) for n in names)
+    facts = RunFacts(world_size=_world_size(), devices=_devices(params), adapters_only=adapters, **opt)
+    if not params:
+        return Observed(None, facts, locations)
+    param_dt = dtypes.name_of(_majority(p.dtype for _, p in params))
+    locations["params"] = Location(module="", label=f"{len(params)} trainable parameters")
+    given: dict[str, Any] = {"params": param_dt}
+    autocast_seq = _first(trace, lambda r: r[PHASE] == FORWARD and r[AUTOCAST])
+    if autocast_seq is not None and trace.rec.autocast_dtypes:
+        given["compute"] = dtypes.name_of(_majority(trace.rec.autocast_dtypes))
+        locations["compute"] = locations["autocast"] = trace.location(autocast_seq, "first op under autocast")
+    facts = RunFacts(autocast=autocast_seq is not None, **{k: v for k, v in facts.known().items() if k != "autocast"})
+    grads = _majority(g for w, _, _, g, _ in trace.rec.grad_events if w == "optimizer step") or _majority(g for _, _, _, g, _ in trace.rec.grad_events)
+    if grads is not None:
+        given["grads"] = given["grad_accum"] = dtypes.name_of(grads)
+    states = [d for ev in trace.rec.opt_events[:1] for (_, d) in ev["state_dtypes"]]
+    if states:
+        given["optimizer_state"] = dtypes.name_of(_majority(states))
+    unscale = _first(trace, lambda r: trace.op(r[0]) in _UNSCALE_OPS)
+    given["loss_scale"] = "dynamic" if unscale is not None else "none"
+    if unscale is not None:
+        locations["loss_scale"] = trace.location(unscale, "GradScaler unscales here")
+    collective = _first(trace, lambda r: bool(_COLLECTIVE.match(trace.op(r[0]))))
+    if collective is not None:
+        reduced = [d for d in trace.float_inputs(collective)]
+        if reduced:
+            given["reduce"] = dtypes.name_of(reduced[0][0])
+            locations["reduce"] = trace.location(collective)
+    elif "grads" in given:
+        given["reduce"] = given["grads"]  # DDP and FSDP reduce the gradients they are given
+    return Observed(Policy.derive(**given), facts, locations)

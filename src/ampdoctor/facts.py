@@ -1,0 +1,95 @@
+"""`RunFacts`: what is known about a training run besides its `Policy`.
+
+Every fact may be unknown (None). Rules are predicates over ``(policy, facts)``; a rule whose condition
+depends on an unknown fact does not fire as if the fact were known (`Policy.validate()` passes all-unknown
+facts; config lint passes what the readers found; the audit what it observed; `PrecisionStep` its own).
+Dtypes are canonical names ("bf16"), see `ampdoctor.dtypes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from ampdoctor.rules.model import Location
+
+# Optimizer kinds that keep small updates of half-precision weights (fp32 master copy, Kahan sums,
+# stochastic rounding); a "plain" optimizer updates half weights in place and loses them (pytorch/ao PR #1124).
+SAFE_OPTIMIZER_KINDS = frozenset({"master", "kahan", "stochastic-rounding"})
+
+
+@dataclass(frozen=True)
+class Device:
+    """A device a run uses or a config names: whether it has native bf16 (compute capability >= 8.0, a CPU
+    with bf16 instructions), and whether torch reports bf16 support it only emulates (pytorch PR #148322)."""
+
+    name: str
+    native_bf16: bool
+    emulated_bf16: bool = False
+    capability: str | None = None
+    reason: str = ""
+    location: Location | None = None
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """One setting given different values in files that together make one run (SimpleTuner env + json)."""
+
+    setting: str
+    values: tuple[str, ...]
+    where: tuple[Location, ...]
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    # Where the run comes from.
+    framework: str | None = None
+    framework_version: str | None = None
+    precision_setting: str | None = None  # the framework's own precision value as written ("bf16-true", "bfloat16")
+    strategy: str | None = None  # ddp, fsdp, deepspeed, single, auto, other
+    # Scale.
+    world_size: int | None = None
+    devices: tuple[Device, ...] | None = None
+    nccl_version: tuple[int, ...] | None = None
+    # The training step.
+    trains: bool | None = None  # an optimizer steps (False: evaluation, generation, quantization)
+    optimizer: str | None = None
+    optimizer_kind: str | None = None  # plain, master, kahan, stochastic-rounding
+    optimizer_requires: str | None = None  # the dtype an optimizer insists its parameters have
+    master_weights: str | None = None  # "optimizer" (fp32 partitions it holds), "params", "none"
+    grad_accum_steps: int | None = None
+    adapters_only: bool | None = None  # only adapters (LoRA...) train; PEFT keeps them fp32
+    autocast: bool | None = None  # compute reaches its dtype through autocast, not by casting the weights
+    loss_scaler_reason: str | None = None  # why a loss scaler is built, when the config says
+    # Engines and models.
+    engine_precision: str | None = None  # the DeepSpeed engine's mode: bf16, fp16, amp, autocast, fp32
+    engine_autocast: bool | None = None  # DeepSpeed torch_autocast enabled
+    zero_stage: int | None = None
+    half_modes_enabled: tuple[str, ...] | None = None  # precision switches turned on together ("fp16", "bf16")
+    requested_precision: str | None = None  # what a launcher asks of the engine config it points at: bf16, fp16, no
+    model_dtype: str | None = None  # the dtype the model is built or loaded in
+    model_dtype_declared: bool | None = None  # written in the config (False: derived by the framework)
+    derives_precision: bool | None = None  # GPT-NeoX sets `precision` from the bf16 block (PR #1311)
+    model_name: str | None = None
+    attn_implementation: str | None = None
+    eval_dtype: str | None = None  # the dtype the whole model is cast to for evaluation (HF *_full_eval)
+    rotary_table_dtype: str | None = None
+    max_positions: int | None = None
+    tf32: bool | None = None
+    conflicts: tuple[Conflict, ...] = ()
+
+    def known(self) -> dict[str, Any]:
+        """The facts that are known, by name."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None and value != ():
+                out[f.name] = value
+        return out
+
+    def merged(self, other: "RunFacts") -> "RunFacts":
+        """These facts, completed by the known facts of `other` (own known facts win)."""
+        return replace(other, **self.known())
+
+
+FACT_NAMES: frozenset[str] = frozenset(f.name for f in fields(RunFacts))

@@ -1,0 +1,145 @@
+"""What a code rule sees of one parsed Python file (`Context`), and the recognisers several code rules share:
+rotary tables, half-precision casts, angle matmuls, casts of a file's own model. The checks themselves live
+with their rules in `ampdoctor/rules/ampNNN_*.py`."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from typing import Iterator
+
+from ampdoctor.dtypes import ROPE_WORDS
+from ampdoctor.lint.python.dataflow import HALF, Dataflow
+from ampdoctor.lint.python.facts import Facts, ModelCast
+from ampdoctor.lint.python.resolve import last_identifier, tokens
+from ampdoctor.lint.python.source import SourceFile
+
+CodeHit = tuple[ast.AST, str]
+
+
+class Context:
+    """What a check sees: the parsed file, its dataflow and file facts."""
+
+    def __init__(self, src: SourceFile) -> None:
+        self.src = src
+        self._flow = Dataflow(src)
+        self.facts = Facts(src, self._flow)
+
+    @functools.cached_property
+    def flow(self) -> Dataflow:
+        self.facts.model_casts  # fills flow.half_models, which tensor_dtype reads
+        return self._flow
+
+    def qualname(self, node: ast.AST) -> str | None:
+        return self.src.imports.qualname(node)
+
+
+def calls_named(ctx: Context, names: frozenset[str] | set[str]) -> Iterator[tuple[ast.Call, str]]:
+    for call in ctx.src.calls:
+        name = ctx.qualname(call.func)
+        if name in names:
+            yield call, name
+
+
+# Without one of these a file names no half dtype the dataflow could resolve.
+HALF_WORDS = ("bfloat16", "float16", ".half()", "torch.half", "bf16\"", "bf16'", "fp16\"", "fp16'")
+# Without one of these a file has no rotary table.
+ROPE_TRIGGERS = ("cos", "sin", "freq", "rope", "rotary", "Rotary", "cis", "theta")
+FLOAT_UP = frozenset({"fp32", "fp64"})
+
+POSITION_TOKENS = frozenset({"pos", "position", "positions", "timestep", "timesteps", "ids"})
+NOT_ROPE = frozenset({"sim", "similarity", "loss", "cossim", "dist", "distance", "schedule", "scheduler", "lr"})
+POSITION_FACTORIES = frozenset({"torch.arange", "torch.linspace", "torch.range"})
+TRIG = frozenset({"torch.cos", "torch.sin", "torch.polar"})
+COMBINE = frozenset({"torch.cat", "torch.stack", "torch.outer", "torch.einsum"})
+# On autocast's lower-precision lists (CUDA: all four; CPU: einsum only when it contracts, through bmm).
+ANGLE_MATMULS = frozenset({"torch.matmul", "torch.mm", "torch.bmm", "torch.einsum"})
+
+
+def chain_words(expr: ast.AST, ctx: Context, *, calls_too: bool = True) -> frozenset[str]:
+    """Identifier tokens along a receiver chain: ``self.freqs.cos().to(x)`` -> {self, freqs, cos, to}.
+    Arguments of torch.cat/stack/outer count, since a table built from cos/sin pieces is still a table."""
+    words: set[str] = set()
+    node = expr
+    for _ in range(32):
+        if isinstance(node, ast.Name):
+            words |= tokens(node.id)
+            break
+        if isinstance(node, ast.Attribute):
+            words |= tokens(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Call) and calls_too:
+            name = ctx.qualname(node.func)
+            if name in TRIG:
+                words.add("cos")
+            if name in COMBINE:
+                for arg in node.args:
+                    for elt in arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else [arg]:
+                        words |= chain_words(elt, ctx)
+                break
+            if name is not None:
+                break
+            node = node.func
+        else:
+            break
+    return frozenset(words)
+
+
+def is_table(words: frozenset[str]) -> bool:
+    return bool(words & ROPE_WORDS) and not words & NOT_ROPE and not words & POSITION_TOKENS - {"ids"}
+
+
+def half_casts(ctx: Context) -> Iterator[tuple[ast.Call, frozenset]]:
+    """Calls that cast to, or create in, bf16/fp16 (maybe: ``.to(dtype)`` with dtype bf16 on some path)."""
+    for call in ctx.src.calls:
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr not in ("to", "type", "half", "bfloat16"):
+            if ctx.qualname(func) is None:
+                continue
+        dtypes = ctx.flow.cast_dtype(call, None)
+        if dtypes and dtypes & HALF:
+            yield call, dtypes
+
+
+def assigned_name(ctx: Context, call: ast.Call) -> str | None:
+    """The name a value is stored under: an assignment target or a ``register_buffer("name", value)``."""
+    parent = ctx.src.parents.get(call)
+    child: ast.AST = call
+    if isinstance(parent, ast.Tuple):
+        grand = ctx.src.parents.get(parent)
+        if isinstance(grand, ast.Assign) and len(grand.targets) == 1 and isinstance(grand.targets[0], ast.Tuple):
+            target = grand.targets[0]
+            if len(target.elts) == len(parent.elts):
+                return last_identifier(target.elts[parent.elts.index(child)])
+        return None
+    if isinstance(parent, (ast.Assign, ast.AnnAssign)):
+        targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+        return last_identifier(targets[0]) if len(targets) == 1 else None
+    if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Attribute) and parent.func.attr == "register_buffer":
+        if len(parent.args) >= 2 and parent.args[1] is call and isinstance(parent.args[0], ast.Constant):
+            return str(parent.args[0].value)
+    return None
+
+
+def angle_matmuls(ctx: Context) -> Iterator[ast.AST]:
+    """Matrix products with an inv_freq/freqs operand: ``inv_freq @ position_ids``, ``torch.einsum("i,j->ij", t, freqs)``."""
+    operands: list[tuple[ast.AST, list[ast.AST]]] = [(m, [m.left, m.right]) for m in ctx.src.matmuls]
+    for call in ctx.src.calls:
+        if ctx.qualname(call.func) in ANGLE_MATMULS:
+            operands.append((call, [a for a in call.args if not isinstance(a, ast.Constant)]))
+    for node, parts in operands:
+        words = [chain_words(p, ctx) for p in parts]
+        if any(w & {"freq", "freqs", "inv"} and not w & NOT_ROPE for w in words):
+            yield node
+
+
+
+def in_half_module(ctx: Context, node: ast.AST) -> ModelCast | None:
+    """The local model cast, if `node` sits in a class of the file that casts its own model to half."""
+    cast = ctx.facts.local_half_model
+    if cast is None:
+        return None
+    return cast if any(isinstance(a, ast.ClassDef) for a in ctx.src.ancestors(node)) else None
+

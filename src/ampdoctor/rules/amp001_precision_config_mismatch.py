@@ -1,0 +1,100 @@
+"""AMP001 precision-config-mismatch: Two layers of the stack disagree on the training precision, so part of the model runs in another dtype.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP001`)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Iterator
+
+from ampdoctor.dtypes import name_of
+from ampdoctor.rules.model import Location, Severity
+from ampdoctor.rules.registry import Hit, runtime_check
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
+
+
+from ampdoctor.dtypes import BF16, FP16, FP32
+from ampdoctor.facts import RunFacts
+from ampdoctor.policy import Policy
+from ampdoctor.rules.engine import Places
+from ampdoctor.rules.registry import policy_check
+
+# DeepSpeed engine mode -> what a launcher asks for to get it.
+_ASKED_FOR = {"bf16": "bf16", "fp16": "fp16", "amp": "fp16", "fp32": "no"}
+_SPELLED = {"no": "fp32 (no mixed precision)", "bf16": "bf16", "fp16": "fp16"}
+
+
+@policy_check("AMP001")
+def precision_config_mismatch(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
+    yield from _autocast_with_half_engine(facts, at)
+    yield from _launcher_against_engine(facts, at)
+    yield from _model_against_engine(facts, at)
+    for conflict in facts.conflicts:
+        here, there = conflict.where[0], conflict.where[1]
+        yield Hit(f"{conflict.setting}={conflict.values[0]!r} here but {conflict.values[1]!r} in {there.file}: the run reads one of them "
+                  "(SimpleTuner: CONFIG_BACKEND), so its weight dtype depends on which", here, related=(there,))
+
+
+def _autocast_with_half_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
+    if facts.engine_autocast and facts.engine_precision in ("bf16", "fp16"):
+        here = at("engine_autocast")
+        yield Hit(f"torch_autocast is enabled together with the {facts.engine_precision} block: DeepSpeed's autocast mode keeps fp32 "
+                  "parameters and cannot be combined with its fp16/bf16 engines", here, related=at.others(here, f"{facts.engine_precision}_mode"))
+
+
+def _launcher_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
+    asked, runs = facts.requested_precision, _ASKED_FOR.get(facts.engine_precision or "")
+    if asked is None or runs is None or asked == runs:
+        return
+    launcher = (facts.framework or "the launcher").removesuffix("+deepspeed")
+    engine_at = at("engine_file")
+    why = (f" ({launcher} refuses the opposite half type)" if {asked, runs} == {"bf16", "fp16"}
+           else ": the engine's dtype, not the launcher's, is what the model gets")
+    here = at("requested_precision")
+    yield Hit(f"{launcher} asks for {_SPELLED[asked]} but the DeepSpeed config {engine_at.file} it points to runs {_SPELLED[runs]}{why}",
+              here, related=at.others(here, engine_at, "reference"))
+
+
+def _model_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
+    """The model is built in one dtype while the engine runs another (GPT-NeoX `precision` vs its DeepSpeed blocks)."""
+    engine = {"bf16": BF16, "fp16": FP16, "amp": FP16, "fp32": FP32}.get(facts.engine_precision or "")
+    if engine is None or facts.model_dtype_declared is None:
+        return
+    rotary = " NeoX's rotary embedding and attention then run in fp32 while DeepSpeed feeds bf16 activations " \
+             "(incident 1: 'expected scalar type BFloat16 but found Float')." if facts.rotary_table_dtype is not None or at.has("rotary_table_dtype") else ""
+    if facts.model_dtype_declared and facts.model_dtype is None:
+        yield Hit(f"precision={facts.precision_setting!r} is not one NeoX knows (fp16, bfloat16, fp32): the model and DeepSpeed "
+                  "engine dtypes are undefined", at("model_dtype"))
+    elif not facts.model_dtype_declared and facts.model_dtype is None and engine == BF16 and facts.derives_precision is not True:
+        # Before gpt-neox PR #1311 an unset `precision` was derived from the fp16 block only: fp32 under a bf16 engine.
+        known_old = facts.derives_precision is False
+        here = at("engine_precision")
+        yield Hit("the DeepSpeed bf16 block is enabled but `precision` is unset: "
+                  + ("this NeoX derives params_dtype=fp32 from the missing fp16 block" if known_old else
+                     "NeoX before PR #1311 (Nov 2024) derives params_dtype=fp32 from the missing fp16 block")
+                  + ", so the model is built in fp32 under a bf16 engine." + rotary,
+                  here, severity=None if known_old else Severity.WARNING, related=at.others(here, "rotary_table_dtype"),
+                  fix='Set `"precision": "bfloat16"` next to the bf16 block (GPT-NeoX derives it only since PR #1311).')
+    elif facts.model_dtype is not None and facts.model_dtype != engine:
+        here = at("model_dtype")
+        yield Hit(f"precision={facts.precision_setting!r} builds the model in {facts.model_dtype} but the DeepSpeed engine runs "
+                  f"{facts.engine_precision} ({engine})", here, related=at.others(here, "engine_precision"))
+
+
+@runtime_check("AMP001")
+def params_against_given_policy(ctx: RuntimeContext) -> Iterator[Hit]:
+    """The user said which policy the run follows, and the trainable parameters are in another dtype."""
+    observed = ctx.observed.policy
+    if not ctx.policy_given or observed is None or observed.params == ctx.policy.params:
+        return
+    t = ctx.trace
+    params = [p for p in t.rec.param_objects() if p.requires_grad and p.is_floating_point()]
+    off = Counter(name_of(p.dtype) for p in params if name_of(p.dtype) != ctx.policy.params)
+    dt, n = off.most_common(1)[0]
+    yield Hit(f"the policy says params={ctx.policy.params} but {n} of {len(params)} trainable parameters are {dt}",
+              Location(module="", label=f"policy {ctx.policy}"), severity=Severity.WARNING,
+              fix=f"Load the model in {ctx.policy.params} (autocast gives compute={ctx.policy.compute}), or audit with --policy params={dt}, "
+                  "or leave --policy out to audit the policy the script runs.",
+              details={"policy_params": ctx.policy.params, "found": dict(off)})

@@ -1,0 +1,75 @@
+"""AMP002 rope-cache-low-precision: RoPE cos/sin/inv_freq tables are stored or computed in bf16/fp16.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP002`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+from ampdoctor.audit.fields import EXTRA, IN_DT, MOD
+from ampdoctor.dtypes import EXACT_INT, ROPE_TABLE_NAME, name_of
+from ampdoctor.rules.model import Location
+from ampdoctor.rules.registry import Hit, runtime_check
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
+
+import ast
+
+from ampdoctor.dtypes import HALF
+from ampdoctor.facts import RunFacts
+from ampdoctor.lint.python.context import HALF_WORDS, ROPE_TRIGGERS, CodeHit, Context, assigned_name, chain_words, half_casts, is_table
+from ampdoctor.lint.python.dataflow import describe
+from ampdoctor.lint.python.resolve import tokens
+from ampdoctor.policy import Policy
+from ampdoctor.rules.engine import Places
+from ampdoctor.rules.registry import code_check, policy_check
+
+
+@code_check("AMP002", triggers=HALF_WORDS, also=(ROPE_TRIGGERS,))
+def rope_cache_low_precision(ctx: Context) -> Iterator[CodeHit]:
+    # Incident 2 (modded-nanogpt #39): `self.cos_cached = freqs.cos().bfloat16()`.
+    for call, dtypes in half_casts(ctx):
+        receiver = call.func.value if isinstance(call.func, ast.Attribute) and ctx.qualname(call.func) is None else None
+        stored = assigned_name(ctx, call)
+        if receiver is not None and is_table(chain_words(receiver, ctx)):
+            what = f"`{ast.unparse(receiver)[:60]}`"
+        elif stored is not None and is_table(tokens(stored)):
+            what = f"`{stored}`"
+        else:
+            continue
+        yield call, f"RoPE table {what} is cast to {describe(dtypes)}; keep cos/sin/inv_freq in float32"
+
+
+@policy_check("AMP002")
+def rope_cache_low_precision_config(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
+    # GPT-NeoX's RotaryEmbedding casts its cos/sin cache to the model precision (GPT-NeoX #1003).
+    if facts.rotary_table_dtype in HALF:
+        positions = facts.max_positions
+        limit = EXACT_INT[facts.rotary_table_dtype]
+        here = at("rotary_table_dtype")
+        yield Hit(f"rotary cos/sin tables are cast to the model precision {facts.rotary_table_dtype}"
+                  + (f", inexact beyond ~{limit} of the {positions} positions" if positions and positions > limit else ""),
+                  here, related=at.others(here, "model_dtype"))
+
+
+@runtime_check("AMP002")
+def half_tables(ctx: RuntimeContext) -> Iterator[Hit]:
+    """Rotary buffers and tensor attributes in half precision (B2: `model.to(bf16)` casts `inv_freq`), and cos/sin
+    computed in half precision from large angles."""
+    t = ctx.trace
+    seen: set[tuple[int, str]] = set()
+    for idx, name, dtype, shape, when, _ in t.rec.module_scans:
+        if dtype not in ctx.HALF or (idx, name) in seen or not ROPE_TABLE_NAME.search(name):
+            continue
+        seen.add((idx, name))
+        mod = t.module(idx)
+        full = f"{mod}.{name}" if mod else name
+        yield Hit(f"rotary table {full} {list(shape)} is {name_of(dtype)} ({when} the step): positions and angles lose precision; keep it fp32",
+                  Location(module=mod, label=name), details={"tensor": full, "dtype": name_of(dtype), "seen": when})
+    angles = [r[0] for r in t.records if r[EXTRA] and r[EXTRA][0] == "angle" and r[EXTRA][1] > EXACT_INT["bf16"]]
+    for _, seqs in ctx.grouped(angles, lambda s: (t.records[s][MOD], t.op(s))).items():
+        first = seqs[0]
+        top = max(t.records[s][EXTRA][1] for s in seqs)
+        yield Hit(f"{t.op(first)} computes a rotary table in {name_of(t.records[first][IN_DT][0])} from angles up to {top:g}, beyond exact half precision",
+                  t.location(first), details={"max_angle": top})

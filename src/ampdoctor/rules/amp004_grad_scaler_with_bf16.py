@@ -1,0 +1,88 @@
+"""AMP004 grad-scaler-with-bf16: A GradScaler is used while training in bf16.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP004`)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from ampdoctor.dtypes import BF16
+from ampdoctor.facts import RunFacts
+from ampdoctor.lint.python.context import CodeHit, Context, calls_named
+from ampdoctor.lint.python.dataflow import name_polarity
+from ampdoctor.lint.python.resolve import argument, has_star_kwargs
+from ampdoctor.policy import Policy
+from ampdoctor.rules.engine import Places
+from ampdoctor.rules.model import Severity
+from ampdoctor.rules.registry import Hit, code_check, policy_check
+
+SCALERS = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.distributed.fsdp.ShardedGradScaler"})
+
+
+TERMINATORS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
+def scaler_gate(ctx: Context, call: ast.Call, name: str) -> bool:
+    """Is this scaler only active for fp16? Through ``enabled=``, or the branch/function it is created in."""
+    flow, src = ctx.flow, ctx.src
+    scope = src.scope(call)
+    enabled = argument(call, 4 if name == "torch.cuda.amp.GradScaler" else 5, "enabled")
+    if enabled is not None and flow.fp16_polarity(enabled, scope) == 1:
+        return True
+    child: ast.AST = call
+    for parent in src.ancestors(call):
+        if isinstance(parent, (ast.If, ast.IfExp)):
+            sign = flow.fp16_polarity(parent.test, scope)
+            in_body = child in parent.body if isinstance(parent, ast.If) else child is parent.body
+            in_else = child in parent.orelse if isinstance(parent, ast.If) else child is parent.orelse
+            if (in_body and sign == 1) or (in_else and sign == -1):
+                return True
+        elif isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And):
+            before = parent.values[: parent.values.index(child)] if child in parent.values else []
+            if any(flow.fp16_polarity(v, scope) == 1 for v in before):
+                return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and name_polarity(parent.name) == 1:
+            return True
+        # `if not fp16: return None` before the scaler is created
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and child in block:
+                for stmt in block[: block.index(child)]:
+                    if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], TERMINATORS) and flow.fp16_polarity(stmt.test, scope) == -1:
+                        return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            break
+        child = parent
+    return False
+
+
+@code_check("AMP004", triggers=("GradScaler",))
+def grad_scaler_with_bf16(ctx: Context) -> Iterator[CodeHit]:
+    # Incident 4 (h2o-llmstudio #628): GradScaler() built unconditionally, then run on bf16 grads.
+    evidence = None
+    for call, name in calls_named(ctx, SCALERS):
+        if has_star_kwargs(call) or scaler_gate(ctx, call, name):
+            continue
+        evidence = evidence or ctx.facts.bf16_evidence
+        if evidence is None:
+            return  # a plain fp16 script
+        yield call, (f"`{name.rsplit('.', 1)[-1]}` is created without an fp16 gate in a file that uses bf16 "
+                     f"(line {evidence.lineno}); with bf16 it fails in `unscale_` or scales for nothing")
+
+
+@policy_check("AMP004")
+def grad_scaler_with_bf16_policy(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
+    # Incident 4 (h2o-llmstudio #628): loss scaling on bf16 gradients fails in GradScaler's unscale kernel on CUDA.
+    if policy is None or policy.loss_scale == "none" or BF16 not in (policy.compute, policy.grads) or facts.trains is False:
+        return
+    reason = facts.loss_scaler_reason or f"loss_scale={policy.loss_scale}"
+    here = at("loss_scale")
+    if policy.grads == BF16:
+        yield Hit(f"a GradScaler is on ({reason}) while the weights and gradients are bf16: GradScaler.unscale_ fails with "
+                  "'\"_amp_foreach_non_finite_check_and_unscale_cuda\" not implemented for 'BFloat16'' (incident 4)",
+                  here, related=at.others(here, "params"))
+    else:
+        # fp32 gradients unscale fine: the scaler only costs time and hides nothing.
+        yield Hit(f"a GradScaler is on ({reason}) while compute is bf16, which has fp32's range and needs no loss scaling",
+                  here, severity=Severity.WARNING, related=at.others(here, "compute"))

@@ -1,0 +1,107 @@
+"""AMP005 rope-dtype-mismatch: A rotary kernel receives the input and its cos/sin tables in different dtypes.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP005`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+from ampdoctor.audit.fields import AUTOCAST, FORWARD, MOD, OUT_DT, PHASE
+from ampdoctor.dtypes import name_of
+from ampdoctor.rules.model import Severity
+from ampdoctor.rules.registry import Hit, runtime_check
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
+
+import ast
+
+from ampdoctor.lint.python.context import CodeHit, Context, chain_words, is_table
+from ampdoctor.lint.python.dataflow import FP32, describe
+from ampdoctor.lint.python.resolve import last_identifier, tokens
+from ampdoctor.rules.registry import code_check
+
+
+@code_check("AMP005", triggers=("rotary", "rope", "Rotary", "RoPE"),
+       also=(("float()", "float32", "torch.float", "double()", "bfloat16", "float16", ".half()"),))
+def rope_dtype_mismatch(ctx: Context) -> Iterator[CodeHit]:
+    # Incident 5 (transformers #38451): `apply_rotary_emb(tensor.float(), cos, sin)` with bf16 cos/sin.
+    for call in ctx.src.calls:
+        ident = last_identifier(call.func) or ""
+        if not tokens(ident) & {"rotary", "rope"} or ident[:1].isupper() or (ctx.qualname(call.func) or "").startswith("torch."):
+            continue
+        scope = ctx.src.scope(call)
+        args = [*call.args, *(kw.value for kw in call.keywords if kw.arg)]
+        tables = [a for a in args if is_table(chain_words(a, ctx)) or (isinstance(a, ast.Call) and (last_identifier(a.func) or "") in ("cos", "sin"))]
+        inputs = [a for a in args if a not in tables and isinstance(a, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))]
+        if not tables or not inputs:
+            continue
+        for x in inputs:
+            x_dtype = ctx.flow.tensor_dtype(x, scope)
+            if not x_dtype:
+                continue
+            for table in tables:
+                t_dtype = ctx.flow.tensor_dtype(table, scope)
+                if (x_dtype == FP32 and t_dtype != FP32) or (t_dtype and t_dtype != x_dtype and len(x_dtype | t_dtype) == 2):
+                    t_text = describe(t_dtype) if t_dtype else "not cast (the model dtype, bf16 under bf16 training)"
+                    yield call, (f"rotary input `{ast.unparse(x)[:40]}` is {describe(x_dtype)} but `{ast.unparse(table)[:40]}` is "
+                                 f"{t_text}; cast the tables with `.type_as({ast.unparse(x)[:40]})`")
+                    break
+            else:
+                continue
+            break
+
+
+@runtime_check("AMP005")
+def table_meets_other_dtype(ctx: RuntimeContext) -> Iterator[Hit]:
+    """An op applies a cos/sin table to an input of another dtype. Under autocast an fp32 table against bf16 q/k
+    is a promotion autocast undoes; a half table against a wide input is not."""
+    t = ctx.trace
+    hits = []
+    for r in t.records:
+        if r[PHASE] != FORWARD or r[OUT_DT] is None:
+            continue
+        ins = t.float_inputs(r[0])
+        if len({d for d, _ in ins}) < 2:
+            continue
+        trig = [d for d, p in ins if t.is_trig(p)]
+        other = [d for d, p in ins if not t.is_trig(p)]
+        if not trig or not other or set(trig) == set(other):
+            continue
+        if r[AUTOCAST] and not (any(d in ctx.HALF for d in trig) and any(d not in ctx.HALF for d in other)):
+            continue
+        hits.append(r[0])
+    for _, seqs in ctx.grouped(hits, lambda s: (t.records[s][MOD], t.op(s))).items():
+        first = seqs[0]
+        ins = t.float_inputs(first)
+        x = next((d, p) for d, p in ins if not t.is_trig(p))
+        c = next((d, p) for d, p in ins if t.is_trig(p))
+        yield Hit(f"{t.op(first)} applies a {name_of(c[0])} cos/sin table ({t.describe(c[1], c[0])}) to a {name_of(x[0])} input "
+                  f"({t.describe(x[1], x[0])}); the result is {name_of(t.out_dtype(first))}",
+                  t.location(first), origin=ctx.operand_location(c[1], c[0]), severity=Severity.WARNING,
+                  details={"calls": len(seqs), "x": name_of(x[0]), "table": name_of(c[0])})
+
+
+@runtime_check("AMP005")
+def failing_rotary(ctx: RuntimeContext) -> Iterator[Hit]:
+    """The failure is a table and an input of different dtypes meeting (incident 5's assert, incident 1's bmm):
+    the chain back to where the table (or the input) got its dtype."""
+    site = ctx.failure
+    if site is None or not ctx.failure_is_rotary():
+        return
+    t = ctx.trace
+    tdt, tp = next((d, p) for d, p in site.inputs if t.is_trig(p))
+    xdt, xp = next((d, p) for d, p in site.inputs if not t.is_trig(p))
+    related = [ctx.operand_location(xp, xdt, f"{name_of(xdt)} input made here")]
+    if tdt in ctx.HALF:
+        origin_seq, operands = t.table_origin(tp)
+        why = f"the cos/sin table is {name_of(tdt)} while the input is {name_of(xdt)}; the table was made in {name_of(tdt)}"
+    else:
+        origin_seq, operands = t.divergence([xp], xdt, tdt)
+        why = f"the input is {name_of(xdt)} while the cos/sin table is {name_of(tdt)}"
+    origin = t.location(origin_seq, "origin") if origin_seq is not None else ctx.operand_location(tp, tdt)
+    related += [ctx.operand_location(p, d) for p, d in operands]
+    if tp >= 0:
+        related.append(t.location(t.source(tp), "cos/sin table made here"))
+    yield Hit(f"{site.head}: {why} (origin {origin.op} in {origin.module or '<no module>'})", site.where, origin=origin,
+              related=tuple(related), severity=Severity.ERROR, details={"input": name_of(xdt), "table": name_of(tdt)})

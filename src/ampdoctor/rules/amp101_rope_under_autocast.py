@@ -1,0 +1,51 @@
+"""AMP101 rope-under-autocast: RoPE angles (`inv_freq @ position_ids`, cos/sin) are computed under an enabled bf16/fp16 autocast.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP101`)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from ampdoctor.lint.python.context import TRIG, CodeHit, Context, angle_matmuls
+from ampdoctor.lint.python.resolve import tokens
+from ampdoctor.rules.registry import code_check
+
+
+def _rotary_functions(ctx: Context) -> set[ast.AST]:
+    """Functions (or the module, for top-level code) that take cos/sin of something, and the methods of classes
+    named like a rotary embedding."""
+    found: set[ast.AST] = set()
+    for call in ctx.src.calls:
+        name = ctx.qualname(call.func)
+        if name in TRIG if name else isinstance(call.func, ast.Attribute) and call.func.attr in ("cos", "sin"):
+            found.add(ctx.src.enclosing_function(call) or ctx.src.tree)
+    for cls in ctx.src.classes:
+        if tokens(cls.name) & {"rotary", "rope"} or "RoPE" in cls.name:
+            found.update(s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return found
+
+
+@code_check("AMP101", triggers=("freq",), also=(("@", "matmul", "mm(", "einsum"), ("autocast", "mixed_precision", "precision=", "bf16=", "fp16=")))
+def rope_under_autocast(ctx: Context) -> Iterator[CodeHit]:
+    # B1 (transformers PR #29285, diffusers PR #13922). Autocast's lower-precision list has matmul/mm/bmm and, on
+    # CUDA, einsum: `.float()` on both operands does not help, the product is still bf16. An elementwise product
+    # (`pos[..., None] * inv_freq`, `torch.outer`) is not on the list and stays fp32, so only matmuls are reported.
+    # Conservative: a library model file that never mentions autocast is not reported; the file has to enable
+    # autocast or mixed precision, or disable autocast around other code (so it is meant to run under autocast).
+    facts = ctx.facts
+    if facts.mixed_precision:
+        evidence = f"this file enables autocast or mixed precision (line {facts.mixed_precision[0].lineno})"
+    elif facts.autocast_disabled:
+        evidence = f"this file runs under autocast: it disables it elsewhere (line {facts.autocast_disabled[0].lineno})"
+    else:
+        return
+    rotary = None
+    for node in angle_matmuls(ctx):
+        if rotary is None:
+            rotary = _rotary_functions(ctx)
+        if (ctx.src.enclosing_function(node) or ctx.src.tree) not in rotary or facts.autocast_off_at(node):
+            continue
+        yield node, (f"RoPE angles `{ast.unparse(node)[:60]}` are a matmul, which autocast runs in bf16/fp16 even on fp32 "
+                     f"operands; {evidence}. Compute them inside `torch.autocast(device_type, enabled=False)`")
+

@@ -1,0 +1,67 @@
+"""AMP103 low-precision-positions: Integer positions or timesteps are held in bf16/fp16, which cannot represent them exactly.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP103`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+from ampdoctor.audit.fields import EXTRA, MOD
+from ampdoctor.dtypes import EXACT_INT, name_of
+from ampdoctor.rules.registry import Hit, runtime_check
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
+
+import ast
+
+from ampdoctor.dtypes import ROPE_WORDS
+from ampdoctor.lint.python.context import HALF_WORDS, POSITION_FACTORIES, POSITION_TOKENS, CodeHit, Context, chain_words, half_casts
+from ampdoctor.lint.python.dataflow import describe
+from ampdoctor.rules.registry import code_check
+
+# Identifier words of tensors that hold embeddings or masks, not positions, although named after them.
+NOT_POSITIONS = frozenset({"emb", "embed", "embeds", "embedding", "embeddings", "enc", "encoding", "encodings", "bias",
+                           "weight", "weights", "mask", "input", "token", "tokens", "layer", "head"})
+
+
+def _small_range(call: ast.Call, dtypes: frozenset) -> bool:
+    limit = min(EXACT_INT[d] for d in dtypes if d in EXACT_INT)
+    bounds = [a for a in call.args[:2]]
+    return bool(bounds) and all(isinstance(b, ast.Constant) and isinstance(b.value, (int, float)) and abs(b.value) <= limit for b in bounds)
+
+
+@code_check("AMP103", triggers=HALF_WORDS, also=(("arange", "linspace", "range(", "pos", "timestep", " t."),))
+def low_precision_positions(ctx: Context) -> Iterator[CodeHit]:
+    # B3 (pytorch #137774): bf16 holds integers exactly only up to 256, fp16 up to 2048.
+    for call, dtypes in half_casts(ctx):
+        name = ctx.qualname(call.func)
+        if name in POSITION_FACTORIES:
+            if not _small_range(call, dtypes):
+                yield call, f"`{name}` in {describe(dtypes)} cannot represent positions exactly (bf16 > 256, fp16 > 2048)"
+            continue
+        if name is not None or not isinstance(call.func, ast.Attribute):
+            continue
+        receiver = call.func.value
+        root = receiver
+        while isinstance(root, ast.Call) and isinstance(root.func, ast.Attribute) and ctx.qualname(root.func) is None:
+            root = root.func.value
+        if isinstance(root, ast.Call) and ctx.qualname(root.func) in POSITION_FACTORIES:
+            if not _small_range(root, dtypes):
+                yield call, f"positions from `{ctx.qualname(root.func)}` are cast to {describe(dtypes)}, which cannot represent them exactly"
+            continue
+        words = chain_words(receiver, ctx, calls_too=False)
+        if words & POSITION_TOKENS - {"ids"} and not words & NOT_POSITIONS and not words & ROPE_WORDS:
+            yield call, f"position/timestep tensor `{ast.unparse(receiver)[:60]}` is cast to {describe(dtypes)} before use"
+
+
+@runtime_check("AMP103")
+def half_positions(ctx: RuntimeContext) -> Iterator[Hit]:
+    t = ctx.trace
+    hits = [r[0] for r in t.records if r[EXTRA] and r[EXTRA][0] == "positions"]
+    for _, seqs in ctx.grouped(hits, lambda s: (t.records[s][MOD], t.line(s))).items():
+        first = seqs[0]
+        _, top, kind = t.records[first][EXTRA]
+        dt = name_of(t.out_dtype(first))
+        yield Hit(f"integer values up to {top:g} {'created by arange' if kind == 'arange' else 'cast'} in {dt}, which is exact only up to "
+                  f"{EXACT_INT[dt]}: neighbouring positions collapse", t.location(first), details={"max": top, "dtype": dt})

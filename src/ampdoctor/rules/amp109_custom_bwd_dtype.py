@@ -1,0 +1,34 @@
+"""AMP109 custom-bwd-dtype: `custom_bwd` runs backward in fp16 although forward ran under bf16 autocast.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP109`)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from ampdoctor.lint.python.context import CodeHit, Context
+from ampdoctor.lint.python.facts import disables_autocast
+from ampdoctor.rules.registry import code_check
+
+
+@code_check("AMP109", triggers=("custom_bwd",), also=(("bfloat16", "bf16"),))
+def custom_bwd_dtype(ctx: Context) -> Iterator[CodeHit]:
+    # B9 (pytorch #87979, fixed by PR #88029 in torch 2.0): the old `torch.cuda.amp.custom_bwd` re-entered autocast
+    # with its default dtype, fp16, so a bf16 forward got an fp16 backward. With `custom_fwd(cast_inputs=...)` the
+    # backward ran with autocast off, and a file that also imports `torch.amp.custom_bwd` picks per torch version.
+    evidence = ctx.facts.bf16_evidence
+    if evidence is None or any(n.module in ("torch.amp", "torch.amp.autocast_mode") and any(a.name == "custom_bwd" for a in n.names)
+                               for n in ctx.src.import_froms):
+        return
+    for cls in ctx.src.classes:
+        methods = [s for s in cls.body if isinstance(s, ast.FunctionDef)]
+        if any(isinstance(d, ast.Call) and disables_autocast(d, ctx.src) for m in methods for d in m.decorator_list):
+            continue
+        for method in methods:
+            for dec in method.decorator_list:
+                if ctx.qualname(dec.func if isinstance(dec, ast.Call) else dec) == "torch.cuda.amp.custom_bwd":
+                    yield dec, (f"`torch.cuda.amp.custom_bwd` on `{cls.name}.{method.name}` runs backward under fp16 autocast on "
+                                f"torch < 2.0 although this file uses bf16 (line {evidence.lineno}); use "
+                                "`torch.amp.custom_bwd(device_type=\"cuda\")`")
+

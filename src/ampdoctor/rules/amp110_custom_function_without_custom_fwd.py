@@ -1,0 +1,42 @@
+"""AMP110 custom-function-without-custom-fwd: A custom autograd Function or extension op is not covered by autocast and receives mixed dtypes.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP110`)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from ampdoctor.lint.python.context import CodeHit, Context
+from ampdoctor.lint.python.facts import disables_autocast
+from ampdoctor.rules.registry import code_check
+
+
+def _decorated(fn: ast.FunctionDef, ctx: Context, wanted: str) -> bool:
+    for dec in fn.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        name = ctx.qualname(target) or (target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", ""))
+        if name.rsplit(".", 1)[-1] == wanted:
+            return True
+    return False
+
+
+def _disables_autocast(fn: ast.FunctionDef, ctx: Context) -> bool:
+    return any(isinstance(node, ast.Call) and disables_autocast(node, ctx.src) for node in ast.walk(fn))
+
+
+@code_check("AMP110", triggers=("Function",), also=(("autocast", "mixed_precision", "precision=", "bf16=", "fp16="),))
+def custom_function_without_custom_fwd(ctx: Context) -> Iterator[CodeHit]:
+    # B10 (pytorch #38487): autocast does not reach inside a custom Function, so its kernels see mixed dtypes.
+    where = ctx.facts.half_autocast
+    if where is None:
+        return
+    for cls in ctx.src.classes:
+        if not any(ctx.qualname(b) == "torch.autograd.Function" for b in cls.bases):
+            continue
+        for stmt in cls.body:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == "forward":
+                if not _decorated(stmt, ctx, "custom_fwd") and not _disables_autocast(stmt, ctx):
+                    yield stmt, (f"`{cls.name}.forward` has no `custom_fwd` and this file runs under autocast "
+                                 f"(line {where.lineno}); its inputs arrive in mixed dtypes")
+

@@ -1,0 +1,24 @@
+"""AMP114 bf16-support-emulated: `torch.cuda.is_bf16_supported()` says True on a GPU that only emulates bf16.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP114`)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ampdoctor.dtypes import BF16
+from ampdoctor.facts import RunFacts
+from ampdoctor.policy import Policy
+from ampdoctor.rules.engine import Places
+from ampdoctor.rules.registry import Hit, policy_check
+
+
+@policy_check("AMP114")
+def bf16_support_emulated(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
+    # B14 (pytorch PR #148322): is_bf16_supported() says True on a T4/V100, where bf16 is emulated.
+    if policy is not None and BF16 not in (policy.params, policy.compute):
+        return
+    for device in facts.devices or ():
+        if device.emulated_bf16 and not device.native_bf16:
+            yield Hit(f"{device.name}: {device.reason or 'bf16 is emulated'}; torch.cuda.is_bf16_supported() still answers True",
+                      device.location or at("devices"))

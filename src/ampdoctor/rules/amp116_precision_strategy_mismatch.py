@@ -1,0 +1,54 @@
+"""AMP116 precision-strategy-mismatch: A framework precision string is rejected by, or silently changes meaning under, the chosen strategy.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP116`)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ampdoctor.facts import RunFacts
+from ampdoctor.frameworks import lightning, torchtune
+from ampdoctor.frameworks.base import as_dtype
+from ampdoctor.policy import Policy
+from ampdoctor.rules.engine import Places
+from ampdoctor.rules.model import Severity
+from ampdoctor.rules.registry import Hit, policy_check
+
+
+@policy_check("AMP116")
+def precision_strategy_mismatch(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
+    framework = (facts.framework or "").split("+")[0]
+    if facts.engine_precision == "amp" and facts.zero_stage:
+        here = at("engine_precision")
+        yield Hit("apex `amp` is enabled with ZeRO: DeepSpeed asserts 'Amp and ZeRO are not currently compatible'",
+                  here, related=at.others(here, "zero_stage"))
+    if framework == "lightning":
+        yield from _lightning(facts, at)
+    elif framework == "torchtune" and facts.precision_setting is not None and as_dtype(facts.precision_setting) not in torchtune.DTYPES:
+        yield Hit(f"dtype={facts.precision_setting!r}: torchtune recipes train in fp32 or bf16 only (fp16 is refused: "
+                  "'full fp16 training is not supported')", at("precision_setting"))
+
+
+def _lightning(facts: RunFacts, at: Places) -> Iterator[Hit]:
+    """What each (precision, strategy) pair really runs (lightning/fabric/plugins/precision)."""
+    precision, strategy = facts.precision_setting, facts.strategy
+    here = at("precision_setting")
+    related = at.others(here, "strategy")
+    if precision is None:
+        return
+    if precision not in lightning.PRECISIONS:
+        yield Hit(f"precision={precision!r} is not a Lightning precision (32-true, 16-mixed, bf16-mixed, 16-true, bf16-true, 64-true)", here)
+        return
+    prefix, _, mode = precision.partition("-")
+    half = "fp16" if prefix == "16" else "bf16"
+    if strategy == "deepspeed" and mode == "true":
+        yield Hit(f"precision={precision!r} with the DeepSpeed strategy: Lightning 2.0 rejects it ('precision must be one of 32-true, "
+                  "16-mixed, bf16-mixed'); later versions run DeepSpeed's half engine with fp32 master weights",
+                  here, severity=Severity.WARNING, related=related)
+    elif strategy == "deepspeed" and mode == "mixed":
+        yield Hit(f"precision={precision!r} with the DeepSpeed strategy is not autocast: DeepSpeed casts the whole model to {half} and "
+                  "keeps fp32 master weights in the optimizer (Lightning #18016)", here, severity=Severity.INFO, related=related)
+    elif strategy == "fsdp" and mode == "true" and prefix in ("16", "bf16"):
+        yield Hit(f"precision={precision!r} with FSDP: FSDPPrecision casts compute and the gradient reduce to {half}, but the sharded "
+                  "weights stay fp32 unless the model is created under `trainer.init_module()` (Lightning #18717)",
+                  here, severity=Severity.INFO, related=related)

@@ -1,0 +1,54 @@
+"""AMP118 low-precision-reduce: Gradient all-reduce / reduce-scatter runs in bf16 or fp16.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP118`)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ampdoctor.dtypes import HALF
+from ampdoctor.facts import RunFacts
+from ampdoctor.lint.python.context import CodeHit, Context, calls_named
+from ampdoctor.lint.python.dataflow import describe
+from ampdoctor.lint.python.resolve import argument, has_star_kwargs
+from ampdoctor.policy import Policy
+from ampdoctor.rules.engine import Places
+from ampdoctor.rules.model import Severity
+from ampdoctor.rules.registry import Hit, code_check, policy_check
+
+
+@code_check("AMP118", triggers=("MixedPrecision",))
+def low_precision_reduce(ctx: Context) -> Iterator[CodeHit]:
+    # B18 (pytorch #106395): FSDP gradient reduction in bf16 diverges at large data parallelism.
+    names = {"torch.distributed.fsdp.MixedPrecision", "torch.distributed.fsdp.MixedPrecisionPolicy"}
+    for call, name in calls_named(ctx, names):
+        if has_star_kwargs(call):
+            continue
+        scope = ctx.src.scope(call)
+        reduce = argument(call, 1, "reduce_dtype")
+        if reduce is not None:
+            dtypes = ctx.flow.dtype_of(reduce, scope)
+            if dtypes and dtypes & HALF:
+                yield reduce, f"gradients are reduced in {describe(dtypes)}; use `reduce_dtype=torch.float32`"
+            continue
+        param = ctx.flow.dtype_of(argument(call, 0, "param_dtype"), scope)
+        if param and param & HALF:
+            yield call, (f"`{name.rsplit('.', 1)[-1]}` without `reduce_dtype` reduces gradients in the param dtype "
+                         f"({describe(param)}); pass `reduce_dtype=torch.float32`")
+
+
+# Data-parallel world size from which a half-precision gradient reduce is a warning rather than a note
+# (the rounding error grows with the number of ranks: pytorch #106395 at 48x8 GPUs, Megatron-LM #6199).
+LARGE_WORLD = 16
+
+
+@policy_check("AMP118")
+def low_precision_reduce_policy(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
+    world = facts.world_size
+    if policy is None or policy.reduce not in HALF or world == 1 or facts.trains is False:
+        return
+    large = world is not None and world >= LARGE_WORLD
+    size = f"{world} ranks" if world else "a world size the input does not fix"
+    here = at("reduce")
+    yield Hit(f"gradients are all-reduced in {policy.reduce} over {size}: every hop rounds, and the error grows with the ranks",
+              here, severity=None if large else Severity.INFO, related=at.others(here, "world_size") if world else ())

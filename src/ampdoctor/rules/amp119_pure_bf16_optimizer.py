@@ -1,0 +1,86 @@
+"""AMP119 pure-bf16-optimizer: Weights are bf16 and a plain optimizer updates them without fp32 master weights, Kahan summation or stochastic rounding.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP119`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+from ampdoctor.audit.fields import OPTIMIZER
+from ampdoctor.audit.names import relpath
+from ampdoctor.rules.model import Location, Severity
+from ampdoctor.rules.registry import Hit, runtime_check
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
+
+
+from ampdoctor.dtypes import HALF
+from ampdoctor.facts import SAFE_OPTIMIZER_KINDS, RunFacts
+from ampdoctor.lint.python.context import CodeHit, Context, calls_named
+from ampdoctor.policy import Policy
+from ampdoctor.rules.engine import Places
+from ampdoctor.rules.registry import code_check, policy_check
+
+PLAIN_OPTIMIZERS = frozenset(f"torch.optim.{n}" for n in (
+    "AdamW", "Adam", "SGD", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta", "Adafactor"))
+
+
+def _cast_model_without_autocast(ctx: Context):
+    casts = ctx.facts.model_casts
+    if not casts or ctx.facts.mixed_precision:
+        return None
+    return casts[0]
+
+
+@code_check("AMP119", triggers=("bfloat16", "bf16"), also=(("optim",),))
+def pure_bf16_optimizer(ctx: Context) -> Iterator[CodeHit]:
+    # B19 (pytorch/ao PR #1124): bf16 weights + plain AdamW: updates below ~1e-3 of a weight round away.
+    cast = _cast_model_without_autocast(ctx)
+    if cast is None or "bf16" not in cast.dtypes:
+        return
+    for call, name in calls_named(ctx, PLAIN_OPTIMIZERS):
+        if call.lineno > cast.node.lineno:
+            yield call, (f"`{name.rsplit('.', 1)[-1]}` updates weights cast to bfloat16 (line {cast.node.lineno}) without fp32 master "
+                         "weights; small updates round to nothing")
+
+
+@policy_check("AMP119")
+def pure_bf16_optimizer_policy(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
+    # B19 (pytorch/ao PR #1124): half weights updated in place by a plain optimizer lose updates below ~1/256 of a weight.
+    if not half_weights_without_master(policy, facts) or facts.autocast:
+        return
+    assert policy is not None
+    here = at("params")
+    if facts.optimizer_kind == "plain":
+        yield Hit(f"weights are {policy.params} and the optimizer keeps no fp32 master copy, Kahan sum or stochastic rounding: "
+                  "updates below ~1/256 of a weight are lost (suppress if this is deliberate)", here, related=at.others(here, "optimizer_kind"))
+    else:
+        yield Hit(f"params={policy.params}: updates below ~1/256 of a weight round away unless the optimizer keeps fp32 master weights, "
+                  "Kahan sums or rounds stochastically", here, severity=Severity.INFO)
+
+
+def half_weights_without_master(policy: Policy | None, facts: RunFacts) -> bool:
+    """Trainable weights in half precision with nothing that keeps their small updates."""
+    return (policy is not None and policy.params in HALF and not facts.adapters_only and facts.trains is not False
+            and facts.optimizer_kind not in SAFE_OPTIMIZER_KINDS and facts.master_weights != "optimizer")
+
+
+# A plain optimizer on half weights is reported when at least this share of sampled updates rounded away.
+ROUNDED_UPDATE_SHARE = 0.01
+
+
+@runtime_check("AMP119")
+def updates_rounded_away(ctx: RuntimeContext) -> Iterator[Hit]:
+    """Measured, not guessed: the share of half-precision parameter elements with a non-zero gradient that the
+    optimizer step left bit-identical."""
+    for ev in ctx.trace.rec.opt_events[:1]:
+        if not ev["considered"]:
+            return
+        share = ev["unchanged"] / ev["considered"]
+        if share >= ROUNDED_UPDATE_SHARE:
+            code, line = ev["frame"]
+            yield Hit(f"{share:.1%} of the half-precision parameter elements with a non-zero gradient did not change in {ev['optimizer']}.step(): "
+                      "their update was below half an ulp and rounded away",
+                      Location(file=relpath(code.co_filename) if code else None, line=line or None, phase=OPTIMIZER, op=f"{ev['optimizer']}.step"),
+                      details={"unchanged_fraction": round(share, 4), "sampled_elements": ev["considered"]})

@@ -1,0 +1,46 @@
+"""AMP121 mixed-half-dtypes: bf16 and fp16 tensors meet in one graph.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP121`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+from ampdoctor.audit.fields import IN_DT, IN_PROD
+from ampdoctor.rules.registry import Hit, runtime_check
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
+
+
+from ampdoctor.dtypes import FP16, HALF
+from ampdoctor.facts import RunFacts
+from ampdoctor.policy import Policy
+from ampdoctor.rules.engine import Places
+from ampdoctor.rules.registry import policy_check
+
+
+@policy_check("AMP121")
+def mixed_half_dtypes_policy(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
+    # B21: bf16 and fp16 in one graph ("Input type (c10::BFloat16) and bias type (c10::Half) should be the same").
+    if policy is None:
+        return
+    if policy.params in HALF and policy.compute in HALF and policy.params != policy.compute:
+        here = at("compute")
+        yield Hit(f"weights are {policy.params} but compute is {policy.compute}: bf16 and fp16 meet in one graph",
+                  here, related=at.others(here, "params"))
+    if facts.eval_dtype in HALF and policy.compute in HALF and facts.eval_dtype != policy.compute:
+        here = at("eval_dtype")
+        why = "bf16 weights can overflow fp16" if facts.eval_dtype == FP16 else "fp16-trained weights lose precision in bf16"
+        yield Hit(f"evaluation casts the whole model to {facts.eval_dtype} while training computes in {policy.compute} ({why})",
+                  here, related=at.others(here, "compute"))
+
+
+@runtime_check("AMP121")
+def both_halves_in_one_op(ctx: RuntimeContext) -> Iterator[Hit]:
+    t = ctx.trace
+    for r in t.records:
+        present = {d for d, p in zip(r[IN_DT], r[IN_PROD]) if p is not None}
+        if ctx.BF16 in present and ctx.FP16 in present:
+            yield Hit(f"{t.op(r[0])} receives both bf16 and fp16 tensors", t.location(r[0]))
+            return

@@ -1,0 +1,156 @@
+"""AMP123 norm-low-precision: LayerNorm/RMSNorm variance is computed in bf16/fp16, or its output is downcast too early.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP123`)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context
+from ampdoctor.lint.python.dataflow import HALF, describe
+from ampdoctor.lint.python.resolve import keyword, last_identifier, tokens
+from ampdoctor.rules.registry import code_check
+
+SQUARES = frozenset({"torch.square"})
+
+
+VARIANCES = frozenset({"torch.var", "torch.var_mean"})
+
+
+def _squared(expr: ast.AST, ctx: Context) -> ast.AST | None:
+    """The tensor squared in `expr`: ``x.pow(2)``, ``torch.pow(x, 2)``, ``x ** 2``, ``x * x``, ``x.square()``."""
+    if isinstance(expr, ast.BinOp):
+        two = isinstance(expr.right, ast.Constant) and expr.right.value == 2
+        if (isinstance(expr.op, ast.Pow) and two) or (isinstance(expr.op, ast.Mult) and ast.dump(expr.left) == ast.dump(expr.right)):
+            return expr.left
+        return None
+    if not isinstance(expr, ast.Call):
+        return None
+    name = ctx.qualname(expr.func)
+    if name == "torch.pow" and len(expr.args) == 2 and isinstance(expr.args[1], ast.Constant) and expr.args[1].value == 2:
+        return expr.args[0]
+    if name in SQUARES and expr.args:
+        return expr.args[0]
+    if name is None and isinstance(expr.func, ast.Attribute):
+        if expr.func.attr == "square" and not expr.args:
+            return expr.func.value
+        if expr.func.attr == "pow" and len(expr.args) == 1 and isinstance(expr.args[0], ast.Constant) and expr.args[0].value == 2:
+            return expr.func.value
+    return None
+
+
+def _variance_input(call: ast.Call, ctx: Context) -> ast.AST | None:
+    """The tensor whose variance `call` computes by hand: ``x.pow(2).mean(-1)``, ``torch.mean(x * x)``,
+    ``(x - mu).pow(2).mean(-1)`` (-> ``x``), ``x.var(-1)``, ``torch.var_mean(x)``; None if it is no such call or
+    asks for ``dtype=torch.float32`` itself."""
+    name, func = ctx.qualname(call.func), call.func
+    if any(kw.arg in ("keepdims", "ddof") for kw in call.keywords):
+        return None  # NumPy's spelling: a reference implementation, not a torch norm
+    if name is None and isinstance(func, ast.Attribute) and func.attr in ("mean", "var"):
+        inner = func.value
+    elif name in ("torch.mean", *VARIANCES) and call.args:
+        inner = call.args[0]
+    else:
+        return None
+    if name in VARIANCES or (name is None and func.attr == "var"):
+        base = inner
+    else:
+        base = _squared(inner, ctx)
+        asked = ctx.flow.dtype_of(keyword(call, "dtype"))
+        if base is None or (asked and asked <= FLOAT_UP):
+            return None
+    if isinstance(base, ast.BinOp) and isinstance(base.op, ast.Sub):
+        base = base.left
+    return base
+
+
+def _norm_name(name: str) -> bool:
+    """``RMSNorm``, ``QKNorm``, ``rms_norm``, ``LayerNormalization``; not ``Normal`` (distributions)."""
+    lower = name.lower()
+    return "norm" in lower and ("normal" not in lower or "normaliz" in lower)
+
+
+def _norm_scope(node: ast.AST, ctx: Context, rsqrt_functions: set[ast.AST]) -> ast.AST | None:
+    """The class (or, outside a class, the function) of a norm, None when `node` is not in one: a class named like
+    a norm, the ``forward`` of another module that takes an rsqrt, or a function named like a norm or taking an
+    rsqrt. (A helper method of an attention class that normalises keys is not a norm layer.)"""
+    fn = ctx.src.enclosing_function(node)
+    cls = next((a for a in ctx.src.ancestors(node) if isinstance(a, ast.ClassDef)), None)
+    if cls is not None:
+        if _norm_name(cls.name) or (fn is not None and fn.name == "forward" and fn in rsqrt_functions):
+            return cls
+        return None
+    if fn is not None and (_norm_name(fn.name) or fn in rsqrt_functions):
+        return fn
+    return None
+
+
+def _chosen_dtype(expr: ast.AST, ctx: Context, depth: int = 0) -> bool:
+    """Was `expr` converted to a dtype chosen at run time before the reduction: ``input.to(computation_dtype)``,
+    ``_maybe_convert_to_dtype(a, acc_dtype)``, followed through names, reshapes and views. (A resolved half dtype
+    never gets here: the caller reports it first.)"""
+    if depth > 4:
+        return False
+    if isinstance(expr, ast.Call):
+        for arg in (*expr.args, *(kw.value for kw in expr.keywords)):
+            # `compute_dtype`, `self.acc_dtype`, a `dtype` parameter; not `x.dtype`, which keeps whatever x is
+            if isinstance(arg, ast.Name) and "dtype" in tokens(arg.id):
+                return True
+            if isinstance(arg, ast.Attribute) and arg.attr != "dtype" and "dtype" in tokens(arg.attr):
+                return True
+        inner = [expr.func.value] if isinstance(expr.func, ast.Attribute) and ctx.qualname(expr.func) is None else []
+        return any(_chosen_dtype(e, ctx, depth + 1) for e in (*inner, *expr.args[:1]))
+    if isinstance(expr, ast.Subscript):
+        return _chosen_dtype(expr.value, ctx, depth + 1)
+    if isinstance(expr, ast.BinOp):
+        return _chosen_dtype(expr.left, ctx, depth + 1)
+    if isinstance(expr, ast.Name):
+        before = [b for b in ctx.src.bindings(expr, ctx.src.scope(expr)) if b[0] < expr.lineno]
+        return bool(before) and before[-1][1] is not None and _chosen_dtype(before[-1][1], ctx, depth + 1)
+    return False
+
+
+@code_check("AMP123", triggers=HALF_WORDS, also=(("mean(", "var(", "var_mean("),))
+def norm_low_precision(ctx: Context) -> Iterator[CodeHit]:
+    # B23 (sglang PR #27540: Gemma RMSNorm variance in bf16 -> cosine 0.51 at layer 58; transformers PR #25421).
+    # An upcast anywhere in the norm's class counts (Gemma: `self._norm(x.float())`), so only norms that never
+    # leave the input dtype are reported, and only in a file that shows half precision.
+    evidence = ctx.facts.half_evidence
+    if evidence is None:
+        return
+    candidates = [(call, base) for call in ctx.src.calls if (base := _variance_input(call, ctx)) is not None]
+    if not candidates:
+        return
+    rsqrt_functions = {ctx.src.enclosing_function(c) for c in ctx.src.calls if last_identifier(c.func) == "rsqrt"}
+    upcast_scopes: set[ast.AST] | None = None
+    for call, base in candidates:
+        owner = _norm_scope(call, ctx, rsqrt_functions)
+        if owner is None:
+            continue
+        dtypes = ctx.flow.tensor_dtype(base, ctx.src.scope(call))
+        if dtypes and dtypes <= FLOAT_UP:
+            continue
+        if not (dtypes and dtypes & HALF):
+            if _chosen_dtype(base, ctx):
+                continue
+            if upcast_scopes is None:
+                upcast_scopes = _upcast_scopes(ctx)
+            if owner in upcast_scopes:
+                continue
+        where = f"`{owner.name}`" if isinstance(owner, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else "this norm"
+        what = describe(dtypes) if dtypes and dtypes & HALF else "the input dtype"
+        yield call, (f"{where} computes the variance `{ast.unparse(call)[:50]}` in {what} in a file that runs in half precision "
+                     f"(line {evidence.lineno}); upcast first: `x.float().pow(2).mean(-1, keepdim=True)`")
+
+
+def _upcast_scopes(ctx: Context) -> set[ast.AST]:
+    """Classes (or top-level functions) that cast something to fp32/fp64 or ask for ``dtype=torch.float32``."""
+    found: set[ast.AST] = set()
+    for call in ctx.src.calls:
+        dtypes = ctx.flow.cast_dtype(call) or ctx.flow.dtype_of(keyword(call, "dtype"))
+        if dtypes and dtypes <= FLOAT_UP:
+            cls = next((a for a in ctx.src.ancestors(call) if isinstance(a, ast.ClassDef)), None)
+            found.add(cls or ctx.src.enclosing_function(call) or ctx.src.tree)
+    return found
+

@@ -1,0 +1,60 @@
+"""AMP124 softmax-low-precision: Attention softmax runs in bf16/fp16 in a model cast to half precision without autocast.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP124`)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, chain_words, in_half_module
+from ampdoctor.lint.python.dataflow import describe
+from ampdoctor.lint.python.resolve import keyword
+from ampdoctor.rules.registry import code_check
+
+SOFTMAXES = frozenset({"torch.softmax", "torch.log_softmax"})
+
+
+ATTENTION_TOKENS = frozenset({"att", "attn", "attention", "scores", "score", "qk", "sim", "affinity", "attns"})
+
+
+MATMULS = frozenset({"torch.matmul", "torch.bmm", "torch.einsum", "torch.baddbmm", "torch.mm"})
+
+
+def _is_fp32(ctx: Context, expr: ast.AST) -> bool:
+    dtypes = ctx.flow.tensor_dtype(expr, ctx.src.scope(expr))
+    return bool(dtypes) and dtypes <= FLOAT_UP
+
+
+def _has_matmul(expr: ast.AST, ctx: Context) -> bool:
+    for node in ast.walk(expr):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            return True
+        if isinstance(node, ast.Call) and ctx.qualname(node.func) in MATMULS:
+            return True
+    return False
+
+
+@code_check("AMP124", triggers=HALF_WORDS, also=(("softmax",),))
+def softmax_low_precision(ctx: Context) -> Iterator[CodeHit]:
+    # B24 (transformers PR #18057): attention softmax of a half model, no autocast to run it in fp32.
+    if ctx.facts.local_half_model is None:
+        return
+    for call in ctx.src.calls:
+        func = call.func
+        name = ctx.qualname(func)
+        if name in SOFTMAXES:
+            scores = call.args[0] if call.args else keyword(call, "input")
+            dtype_arg = keyword(call, "dtype") or (call.args[2] if len(call.args) > 2 else None)
+        elif name is None and isinstance(func, ast.Attribute) and func.attr in ("softmax", "log_softmax"):
+            scores = func.value
+            dtype_arg = keyword(call, "dtype") or (call.args[1] if len(call.args) > 1 else None)
+        else:
+            continue
+        if scores is None or dtype_arg is not None or _is_fp32(ctx, scores):
+            continue
+        cast = in_half_module(ctx, call)
+        if cast is not None and (chain_words(scores, ctx, calls_too=False) & ATTENTION_TOKENS or _has_matmul(scores, ctx)):
+            yield call, (f"attention softmax runs in {describe(cast.dtypes)}: the model is cast (line {cast.node.lineno}) and no autocast "
+                         "runs softmax in fp32; pass `dtype=torch.float32`")
+

@@ -1,0 +1,78 @@
+"""AMP125 loss-low-precision: The loss is computed from bf16/fp16 logits.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP125`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+from ampdoctor.audit.fields import EXTRA, IN_PROD
+from ampdoctor.dtypes import name_of
+from ampdoctor.rules.registry import Hit, runtime_check
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
+
+import ast
+
+from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_half_module
+from ampdoctor.lint.python.dataflow import HALF, describe
+from ampdoctor.lint.python.resolve import dotted, keyword
+from ampdoctor.rules.registry import code_check
+
+LOSS_FUNCTIONS = frozenset({
+    "torch.nn.functional.cross_entropy", "torch.nn.functional.nll_loss", "torch.nn.functional.binary_cross_entropy_with_logits",
+    "torch.nn.functional.kl_div",
+})
+
+
+LOSS_CLASSES = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss", "torch.nn.BCEWithLogitsLoss", "torch.nn.KLDivLoss"})
+
+
+@code_check("AMP125", triggers=HALF_WORDS, also=(("cross_entropy", "nll_loss", "Loss", "kl_div", "binary_cross_entropy"),))
+def loss_low_precision(ctx: Context) -> Iterator[CodeHit]:
+    # B25 (Modalities PR #464): the loss of a half model without `.float()` is quantized to the bf16 grid.
+    if ctx.facts.mixed_precision:
+        return  # autocast runs cross_entropy/nll_loss in fp32 whatever the logits are
+    criteria = set()
+    for node in ctx.src.assigns:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and ctx.qualname(node.value.func) in LOSS_CLASSES:
+            criteria.update(dotted(t) for t in node.targets)
+    for call in ctx.src.calls:
+        name = ctx.qualname(call.func)
+        if name not in LOSS_FUNCTIONS and dotted(call.func) not in criteria:
+            continue
+        logits = call.args[0] if call.args else keyword(call, "input")
+        if logits is None:
+            continue
+        dtypes = ctx.flow.tensor_dtype(logits, ctx.src.scope(call))
+        if dtypes and dtypes <= FLOAT_UP:
+            continue
+        if dtypes and dtypes & HALF:
+            yield call, f"the loss is computed from {describe(dtypes)} logits; use `{ast.unparse(logits)[:40]}.float()`"
+        elif dtypes is None and (cast := in_half_module(ctx, call)) is not None:
+            yield call, (f"the loss is computed from logits of a model cast to {describe(cast.dtypes)} (line {cast.node.lineno}) "
+                         f"without autocast; use `{ast.unparse(logits)[:40]}.float()`")
+
+
+_THROUGH = ("aten::_to_copy", "aten::view", "aten::squeeze", "aten::clone", "aten::detach")
+
+
+@runtime_check("AMP125")
+def half_loss(ctx: RuntimeContext) -> Iterator[Hit]:
+    """The loss backward starts from, followed back through casts and views to the op that computed it."""
+    t = ctx.trace
+    for r in t.records:
+        ex = r[EXTRA]
+        if not (ex and ex[0] == "loss"):
+            continue
+        prod, dtype = ex[1], ex[2]
+        real = prod
+        while real is not None and real >= 0 and t.op(real) in _THROUGH:
+            real = next((p for p in t.records[real][IN_PROD] if p is not None), None)
+        real_dt = t.out_dtype(real) if real is not None and real >= 0 else dtype
+        if dtype in ctx.HALF or real_dt in ctx.HALF:
+            maker = t.op(real) if real is not None and real >= 0 else "an op outside the audit"
+            yield Hit(f"the loss is computed in {name_of(real_dt)} by {maker}" + (f" (then cast to {name_of(dtype)})" if dtype != real_dt else "")
+                      + ": its value and gradient are quantized", t.location(real if real is not None and real >= 0 else r[0]))
+        return

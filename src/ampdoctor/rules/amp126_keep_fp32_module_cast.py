@@ -1,0 +1,31 @@
+"""AMP126 keep-fp32-module-cast: Modules that must stay fp32 (T5 `wo`, declared `_keep_in_fp32_modules`) are cast to half precision.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP126`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+from ampdoctor.dtypes import FP16
+from ampdoctor.facts import RunFacts
+from ampdoctor.policy import Policy
+from ampdoctor.rules.engine import Places
+from ampdoctor.rules.registry import Hit, policy_check
+
+# Checkpoints pretrained in bf16 (overflow when fine-tuned or cast to fp16), T5's `wo` kept fp32 by transformers.
+_BF16_PRETRAINED = re.compile(r"(^|[/_-])(t5|mt5|flan-t5|byt5|ul2|umt5|gemma|llama-3|meta-llama-3|qwen2|qwen3)", re.I)
+
+
+@policy_check("AMP126")
+def keep_fp32_module_cast(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
+    name = facts.model_name
+    if policy is None or not name or not _BF16_PRETRAINED.search(name):
+        return
+    fp16_weights = FP16 in (policy.params, facts.model_dtype) or facts.engine_precision == "fp16"
+    if not (fp16_weights or policy.compute == FP16):
+        return
+    here = at("compute")
+    yield Hit(f"{name} was pretrained in bf16 and is run in fp16"
+              + (" with its weights cast to fp16 (T5's `wo` and other keep-fp32 modules included)" if fp16_weights else "")
+              + ": activations overflow to inf/NaN", here, related=at.others(here, "model_name"))

@@ -1,0 +1,71 @@
+"""AMP127 adapter-dtype-mismatch: PEFT/LoRA adapter weights and the base model are in different dtypes outside autocast.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP127`)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from ampdoctor.lint.python.context import CodeHit, Context
+from ampdoctor.lint.python.dataflow import HALF, describe
+from ampdoctor.lint.python.resolve import dotted, last_identifier
+from ampdoctor.rules.registry import code_check
+
+PEFT_FUNCTIONS = frozenset({"peft.get_peft_model", "peft.mapping.get_peft_model", "peft.mapping_func.get_peft_model"})
+
+
+def _peft_wrap(call: ast.Call, ctx: Context) -> bool:
+    """``get_peft_model(model, config)``, ``PeftModel.from_pretrained(base, path)``, ``AutoPeftModelFor*.from_pretrained``."""
+    name = ctx.qualname(call.func)
+    if name in PEFT_FUNCTIONS or (name is None and isinstance(call.func, ast.Name) and call.func.id == "get_peft_model"):
+        return True
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "from_pretrained":
+        owner = last_identifier(func.value) or ""
+        return owner.startswith(("PeftModel", "AutoPeftModel")) and (name is None or name.startswith("peft."))
+    return False
+
+
+@code_check("AMP127", triggers=("get_peft_model", "PeftModel"), also=(("bfloat16", "float16", "half()", "torch.half", "bf16", "fp16"),))
+def adapter_dtype_mismatch(ctx: Context) -> Iterator[CodeHit]:
+    # B27 (peft PR #1706, #2421, #971): PEFT keeps adapters fp32; casting the wrapped model afterwards casts the
+    # trainable adapters too and, with kept-fp32 modules, leaves mixed dtypes that only autocast reconciles.
+    if ctx.facts.mixed_precision:
+        return  # under autocast the matmuls take mixed dtypes; a file that sets it up is left alone
+    wraps: dict[tuple[str, ast.AST], int] = {}
+    for call in ctx.src.calls:
+        if not _peft_wrap(call, ctx):
+            continue
+        parent = ctx.src.parents.get(call)
+        if isinstance(parent, ast.Attribute):
+            cast = ctx.src.parents.get(parent)
+            if isinstance(cast, ast.Call) and cast.func is parent and (dtypes := _half_cast(cast, ctx)):
+                yield cast, _adapter_message(dtypes, call)
+        elif isinstance(parent, ast.Assign) and len(parent.targets) == 1 and (target := dotted(parent.targets[0])):
+            key = (target, ctx.src.tree if "." in target else ctx.src.scope(call))
+            wraps.setdefault(key, call.lineno)
+    if not wraps:
+        return
+    for call in ctx.src.calls:
+        func = call.func
+        if not isinstance(func, ast.Attribute) or func.attr not in ("to", "half", "bfloat16"):
+            continue
+        target = dotted(func.value)
+        if target is None:
+            continue
+        line = wraps.get((target, ctx.src.tree if "." in target else ctx.src.scope(call)))
+        if line is not None and call.lineno > line and (dtypes := _half_cast(call, ctx)):
+            yield call, _adapter_message(dtypes, line)
+
+
+def _half_cast(call: ast.Call, ctx: Context) -> frozenset | None:
+    dtypes = ctx.flow.cast_dtype(call, ctx.src.scope(call))
+    return dtypes & HALF if dtypes and dtypes & HALF else None
+
+
+def _adapter_message(dtypes: frozenset, wrapped: ast.AST | int) -> str:
+    line = wrapped if isinstance(wrapped, int) else wrapped.lineno
+    return (f"the PEFT model (line {line}) is cast to {describe(dtypes)} after its adapters were added: the trainable adapters "
+            f"leave fp32 and the forward runs without autocast; load the base with `torch_dtype=` before `get_peft_model`")
+

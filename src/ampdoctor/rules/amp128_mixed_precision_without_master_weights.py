@@ -1,0 +1,24 @@
+"""AMP128 mixed-precision-without-master-weights: Autocast mixed precision is on, but the trainable parameters are already bf16, so there is no fp32 master copy.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP128`)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ampdoctor.facts import RunFacts
+from ampdoctor.policy import Policy
+from ampdoctor.rules.amp119_pure_bf16_optimizer import half_weights_without_master
+from ampdoctor.rules.engine import Places
+from ampdoctor.rules.registry import Hit, policy_check
+
+
+@policy_check("AMP128")
+def mixed_precision_without_master_weights(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
+    # B28 (litgpt #1252): "mixed precision" over weights that are already half: no fp32 master copy.
+    if not half_weights_without_master(policy, facts) or not facts.autocast:
+        return
+    assert policy is not None
+    here = at("autocast")
+    yield Hit(f"mixed precision is on ({policy.compute} autocast) but the trainable weights are already {policy.params}: "
+              "there is no fp32 master copy, so small updates round away", here, related=at.others(here, "params"))

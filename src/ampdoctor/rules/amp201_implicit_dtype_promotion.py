@@ -1,0 +1,76 @@
+"""AMP201 implicit-dtype-promotion: An op mixes float dtypes and silently produces a dtype the policy did not ask for.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP201`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+from ampdoctor.audit.fields import AUTOCAST, FORWARD, FUNC, IN_DT, IN_PROD, MOD, OUT_DT, PHASE
+from ampdoctor.audit.names import dtypes_text
+from ampdoctor.dtypes import name_of
+from ampdoctor.rules.model import Location, Severity
+from ampdoctor.rules.registry import Hit, runtime_check
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
+
+
+@runtime_check("AMP201")
+def promotions(ctx: RuntimeContext) -> Iterator[Hit]:
+    """Forward promotions of a half activation to fp32 that matter: outside autocast (nothing casts back), feeding
+    an fp32 matmul, or reaching the failing op. Inside autocast most promotions are undone at the next matmul."""
+    if not ctx.half_compute:
+        return
+    t = ctx.trace
+    taint = ctx.promotion_taint
+    failing = ctx.failure.seq if ctx.failure is not None else None
+    flagged: dict[int, str] = {}
+    for r in t.records:
+        if r[PHASE] == FORWARD and taint.get(r[0]) == r[0] and not r[AUTOCAST]:
+            flagged[r[0]] = "outside autocast, so nothing casts it back to the compute dtype"
+    for r in t.records:
+        s = r[0]
+        src = next((taint[p] for p in r[IN_PROD] if p is not None and p >= 0 and p in taint), None)
+        if src is None or s == failing:
+            continue  # the failure is diagnosed with its chain below
+        if r[FUNC] in ctx.matmul_ops and r[OUT_DT] and r[OUT_DT][0] == ctx.FP32 and r[PHASE] == FORWARD:
+            flagged.setdefault(src, f"the promoted tensor feeds an fp32 {t.op(s)}")
+    for (_, _, _), seqs in ctx.grouped(flagged, lambda s: (t.records[s][MOD], t.op(s), t.records[s][IN_DT])).items():
+        first = seqs[0]
+        ins = t.float_inputs(first)
+        wide = t.out_dtype(first)
+        half = next(d for d, _ in ins if d in ctx.HALF)
+        where = "; ".join(f"{name_of(wide)} operand from {t.describe(p, d)}" for d, p in ins if d == wide)
+        yield Hit(f"{t.op(first)} mixes {dtypes_text(sorted({d for d, _ in ins}, key=str))} and returns {name_of(wide)} under "
+                  f"compute={ctx.policy.compute}: {flagged[first]} ({where}; {len(seqs)} call{'s' if len(seqs) > 1 else ''})",
+                  t.location(first), related=tuple(ctx.made_in(first, wide)),
+                  details={"calls": len(seqs), "output": name_of(wide), "half": name_of(half)})
+
+
+@runtime_check("AMP201")
+def failing_promotion(ctx: RuntimeContext) -> Iterator[Hit]:
+    """The failing op received two float dtypes and no rotary table is involved: walk the odd one back to the op
+    where an activation in the compute dtype became it (a promotion or a cast)."""
+    site = ctx.failure
+    if site is None or len({d for d, _ in site.inputs}) < 2 or ctx.failure_is_rotary():
+        return
+    t = ctx.trace
+    present = {d for d, _ in site.inputs}
+    compute = ctx.torch_dtype(ctx.policy.compute)
+    odd = next((d for d in sorted(present, key=str) if d != compute), sorted(present, key=str)[0])
+    origin_seq, operands = t.divergence([p for d, p in site.inputs if d == odd], odd, compute if compute in present else next(d for d in present if d != odd))
+    if origin_seq is None:
+        leaf = next((p for d, p in site.inputs if d == odd and p < 0), None)
+        origin = t.leaf_location(-leaf, odd) if leaf is not None else None
+        related: tuple[Location, ...] = ()
+        chain = f"the {name_of(odd)} operand is {t.describe(leaf, odd)}" if leaf is not None else ""
+    else:
+        origin = t.location(origin_seq, "origin")
+        related = tuple(ctx.operand_location(p, d, f"{name_of(d)} operand made here") for p, d in operands)
+        made = "; ".join(f"its {name_of(d)} operand is {t.describe(p, d)}" for p, d in operands)
+        kind = "cast" if t.op(origin_seq) == "aten::_to_copy" else "promotion"
+        chain = (f"the {name_of(odd)} operand descends from a {kind} at {t.op(origin_seq)} in {origin.module or '<no module>'}, "
+                 f"where a {ctx.policy.compute} activation became {name_of(odd)}" + (f" ({made})" if made else ""))
+    yield Hit(f"{site.head}: {chain}", site.where, origin=origin, related=related, severity=Severity.ERROR,
+              details={"odd_dtype": name_of(odd), "compute": ctx.policy.compute})

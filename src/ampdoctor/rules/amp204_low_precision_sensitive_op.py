@@ -1,0 +1,64 @@
+"""AMP204 low-precision-sensitive-op: A numerically sensitive op (softmax, norm, exp/log, cumsum, large reductions, trig) runs in half precision.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP204`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+from ampdoctor.audit.fields import FORWARD, MOD, OUT_DT, PHASE
+from ampdoctor.dtypes import name_of
+from ampdoctor.rules.registry import Hit, runtime_check
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
+
+
+# Ops autocast runs in fp32 on each device type (the names autocast registers, as they reach the dispatcher after
+# decomposition). CUDA's list is torch's AT_FORALL_FP32; CPU's is much shorter: softmax, layer_norm, exp... stay in
+# bf16 under CPU autocast.
+_COMMON_FP32 = {
+    "nll_loss", "nll_loss2d", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "poisson_nll_loss", "cosine_embedding_loss", "hinge_embedding_loss",
+    "margin_ranking_loss", "multilabel_margin_loss", "soft_margin_loss", "triplet_margin_loss", "multi_margin_loss",
+    "prod", "cdist",
+}
+AUTOCAST_FP32 = {
+    "cpu": frozenset(_COMMON_FP32),
+    "cuda": frozenset(_COMMON_FP32 | {
+        "acos", "asin", "cosh", "sinh", "tan", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p", "reciprocal",
+        "rsqrt", "pow", "softplus", "layer_norm", "rms_norm", "group_norm", "frobenius_norm", "nuclear_norm",
+        "cosine_similarity", "dist", "pdist", "renorm", "logsumexp", "softmax", "log_softmax", "cumprod", "cumsum",
+        "sum", "linalg_vector_norm", "linalg_matrix_norm",
+    }),
+}
+_DISPATCH_ALIASES = {
+    "_softmax": "softmax", "_log_softmax": "log_softmax", "native_layer_norm": "layer_norm", "native_group_norm": "group_norm",
+    "_fused_rms_norm": "rms_norm", "nll_loss_forward": "nll_loss", "nll_loss2d_forward": "nll_loss2d",
+}
+
+
+def autocast_op(name: str) -> str:
+    """The autocast name of a dispatched op (`aten::_softmax` -> `softmax`)."""
+    short = name.split("::", 1)[-1]
+    return _DISPATCH_ALIASES.get(short, short)
+
+
+@runtime_check("AMP204")
+def sensitive_ops_in_half(ctx: RuntimeContext) -> Iterator[Hit]:
+    device = ctx.device if ctx.device in AUTOCAST_FP32 else "cuda"
+    fp32_ops = AUTOCAST_FP32[device]
+    t = ctx.trace
+    hits = []
+    for r in t.records:
+        if r[PHASE] != FORWARD or r[OUT_DT] is None:
+            continue
+        ins = t.float_inputs(r[0])
+        if ins and ins[0][0] in ctx.HALF and autocast_op(t.op(r[0])) in fp32_ops:
+            hits.append(r[0])
+    for _, seqs in ctx.grouped(hits, lambda s: (t.records[s][MOD], t.op(s))).items():
+        first = seqs[0]
+        op = t.op(first)
+        yield Hit(f"{op} runs in {name_of(t.float_inputs(first)[0][0])} ({len(seqs)} call{'s' if len(seqs) > 1 else ''}); "
+                  f"{device.upper()} autocast would run {autocast_op(op)} in fp32",
+                  t.location(first), details={"device_type": device, "calls": len(seqs)})

@@ -1,0 +1,116 @@
+"""The registry of detectors, keyed by rule id: every detector of every rule is registered here by one
+decorator, in the rule's own module (`ampdoctor/rules/ampNNN_<name>.py`), so that from a rule id a
+reader finds all of its detectors in one file.
+
+Detector kinds:
+- ``policy``: a predicate over ``(policy, facts, at)`` -> hits. Asked by config lint (with what the readers
+  found), `Policy.validate()` (unknown facts), the runtime audit (what it observed) and `PrecisionStep`.
+- ``code``: a check over one parsed Python file (`ampdoctor.lint.python.context.Context`) -> (node, message).
+- ``runtime``: a check over a finished audit recording (`ampdoctor.audit.analysis.RuntimeContext`) -> hits.
+A rule's ``explain`` detector is its catalog signatures. A detector yields hits and never names a rule:
+the registry attaches the rule it is registered under, so no detector can emit another rule's finding.
+Rule modules import no torch at import time: lint, explain and rules run where torch is not installed.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from ampdoctor.rules.model import Location, Severity
+
+KINDS: tuple[str, ...] = ("policy", "code", "runtime")
+_MODULE = re.compile(r"^amp(?P<number>\d{3})_(?P<name>[a-z0-9_]+)$")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """What a detector found, before the registry makes it a `Finding` of the detector's rule."""
+
+    message: str
+    location: Location | None = None
+    severity: Severity | None = None  # None: the catalog's severity
+    origin: Location | None = None
+    related: tuple[Location, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+    fix: str | None = None  # None: the catalog's fix; a detector that knows the context may say better
+
+
+@dataclass(frozen=True)
+class Detector:
+    rule_id: str
+    kind: str
+    fn: Callable[..., Iterable[Any]]
+    # code detectors only: groups of words, one of each must occur in a file for the check to run.
+    triggers: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def where(self) -> str:
+        """``src/ampdoctor/rules/amp004_grad_scaler_with_bf16.py:42``, for `ampdoctor rules` and docs."""
+        code = self.fn.__code__
+        path = Path(code.co_filename)
+        parts = path.parts
+        shown = "/".join(parts[parts.index("ampdoctor") - 1:]) if "ampdoctor" in parts else path.name
+        return f"{shown}:{code.co_firstlineno}"
+
+    def applies(self, text: str) -> bool:
+        return all(any(word in text for word in group) for group in self.triggers)
+
+
+_REGISTERED: list[Detector] = []
+
+
+def _register(rule_id: str, kind: str, triggers: tuple[tuple[str, ...], ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    if kind not in KINDS:
+        raise ValueError(f"unknown detector kind {kind!r}")
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        _REGISTERED.append(Detector(rule_id, kind, fn, triggers))
+        return fn
+
+    return decorate
+
+
+def policy_check(rule_id: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn(policy: Policy | None, facts: RunFacts, at: Places) -> Iterable[Hit]``."""
+    return _register(rule_id, "policy")
+
+
+def code_check(rule_id: str, *, triggers: tuple[str, ...], also: tuple[tuple[str, ...], ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn(ctx: Context) -> Iterable[(ast node, message)]``; it runs only on files containing one
+    word of `triggers` and one of each group in `also`."""
+    return _register(rule_id, "code", (triggers, *also))
+
+
+def runtime_check(rule_id: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn(ctx: RuntimeContext) -> Iterable[Hit]``."""
+    return _register(rule_id, "runtime")
+
+
+def rule_modules() -> list[str]:
+    """Names of the per-rule modules (``amp004_grad_scaler_with_bf16``), in id order."""
+    folder = Path(__file__).parent
+    return sorted(m.name for m in pkgutil.iter_modules([str(folder)]) if _MODULE.match(m.name))
+
+
+@functools.lru_cache(maxsize=1)
+def _load() -> tuple[Detector, ...]:
+    for name in rule_modules():
+        importlib.import_module(f"ampdoctor.rules.{name}")
+    return tuple(sorted(_REGISTERED, key=lambda d: (d.rule_id, KINDS.index(d.kind))))
+
+
+def detectors(kind: str | None = None, rule_id: str | None = None) -> tuple[Detector, ...]:
+    """Registered detectors, optionally of one kind and/or one rule, in rule-id order."""
+    return tuple(d for d in _load() if (kind is None or d.kind == kind) and (rule_id is None or d.rule_id == rule_id))
+
+
+def kinds_of(rule_id: str) -> tuple[str, ...]:
+    """The detector kinds registered for a rule, in `KINDS` order."""
+    found = {d.kind for d in detectors(rule_id=rule_id)}
+    return tuple(k for k in KINDS if k in found)
