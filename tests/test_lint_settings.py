@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from ampdoctor.lint.engine import discover, exit_code
+from ampdoctor.lint.engine import discover
+from ampdoctor.report import exit_code as report_exit_code
 from ampdoctor.lint.settings import LintSettings, SettingsError, find_pyproject, load_settings, rule_ids
 from ampdoctor.report import ReportError, Report
 from ampdoctor.rules import Location, Severity, finding
@@ -86,14 +87,14 @@ def test_exit_codes():
     clean = Report(checked=("a.py",))
     warn = Report.of([finding("rope-cache-low-precision", "x", Location(file="a.py", line=1))], checked=("a.py",))
     err = Report.of([finding("grad-scaler-with-bf16", "x", Location(file="a.py", line=1))], checked=("a.py",))
-    assert exit_code(clean, s) == 0
-    assert exit_code(warn, s) == 0 and exit_code(warn, s.override(fail_on=Severity.WARNING)) == 1
-    assert exit_code(err, s) == 1
-    assert exit_code(Report(errors=(ReportError("ds.json", "bad", 3, 1),), checked=("a.py",)), s) == 2
+    assert report_exit_code(clean, s.fail_on) == 0
+    assert report_exit_code(warn, s.fail_on) == 0 and report_exit_code(warn, s.override(fail_on=Severity.WARNING).fail_on) == 1
+    assert report_exit_code(err, s.fail_on) == 1
+    assert report_exit_code(Report(errors=(ReportError("ds.json", "bad", 3, 1),), checked=("a.py",)), s.fail_on) == 2
     syntax = ReportError("b.py", "syntax error", 1, 1, fatal=False)
-    assert exit_code(Report(errors=(syntax,), checked=("a.py", "b.py")), s) == 0
-    assert exit_code(Report(errors=(syntax,)), s) == 2
-    assert exit_code(Report(errors=(syntax,), checked=("b.py",)), s) == 2
+    assert report_exit_code(Report(errors=(syntax,), checked=("a.py", "b.py")), s.fail_on) == 0
+    assert report_exit_code(Report(errors=(syntax,)), s.fail_on) == 2
+    assert report_exit_code(Report(errors=(syntax,), checked=("b.py",)), s.fail_on) == 2
 
 
 def test_large_data_files_are_not_config_candidates_unless_named(tmp_path):

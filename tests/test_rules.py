@@ -75,6 +75,8 @@ def test_cli_rules_table_and_single_rule():
     assert "AMP001" in out and "precision-config-mismatch" in out and "AMP206" in out
     one = subprocess.run([sys.executable, "-m", "ampdoctor", "rules", "AMP005"], capture_output=True, text=True, check=True).stdout
     assert "rope-dtype-mismatch" in one and "Why is this bad?" in one and "QwenLM/Qwen2.5-Omni#205" in one
+    # one hop from the id to the detectors' source
+    assert "rules/amp005_rope_dtype_mismatch.py:" in one
 
 
 def test_cli_rules_json():
@@ -82,9 +84,15 @@ def test_cli_rules_json():
 
     out = subprocess.run([sys.executable, "-m", "ampdoctor", "rules", "--format", "json"], capture_output=True, text=True, check=True).stdout
     data = json.loads(out)
-    assert len(data) == len(catalog())
-    assert {"id", "name", "severity", "summary", "why", "fix", "sources"} <= set(data[0])
-    assert data[0]["sources"][0]["url"].startswith("https://github.com/")
+    assert (data["tool"], data["version"]) == ("ampdoctor", 1)
+    rules = data["rules"]
+    assert len(rules) == len(catalog())
+    assert {"id", "name", "severity", "summary", "why", "fix", "sources", "detectors", "detector_sources"} <= set(rules[0])
+    assert rules[0]["sources"][0]["url"].startswith("https://github.com/")
+    assert {d["kind"] for d in rules[0]["detector_sources"]} == set(rules[0]["detectors"]) - {"explain"}
+    one = json.loads(subprocess.run([sys.executable, "-m", "ampdoctor", "rules", "AMP004", "--format", "json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    assert one["rule"]["name"] == "grad-scaler-with-bf16"
 
 
 def test_cli_unknown_rule_exits_2():

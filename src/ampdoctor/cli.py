@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Iterator
 
+from ampdoctor._requires import MissingDependency, require_torch
 from ampdoctor._version import __version__
-from ampdoctor.report import FORMATS, Report, write_report
+from ampdoctor.report import FORMATS, Report, exit_code, write_report
 
 if TYPE_CHECKING:
     from ampdoctor.policy import Policy
@@ -66,8 +67,9 @@ def _add_rules(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_rules(args: argparse.Namespace) -> int:
+    from ampdoctor.report.envelopes import rules_document
     from ampdoctor.rules import catalog, get_rule
-    from ampdoctor.rules.docs import rule_to_dict, write_rule, write_rule_table
+    from ampdoctor.rules.docs import write_rule, write_rule_table
 
     try:
         rules = [get_rule(args.rule)] if args.rule else list(catalog())
@@ -75,8 +77,7 @@ def _cmd_rules(args: argparse.Namespace) -> int:
         raise UsageError(exc.args[0]) from None
     with _output(args.output) as stream:
         if args.format == "json":
-            data = [rule_to_dict(r) for r in rules]
-            json.dump(data[0] if args.rule else data, stream, indent=2)
+            json.dump(rules_document(rules, single=bool(args.rule)), stream, indent=2)
             stream.write("\n")
         elif args.rule:
             write_rule(rules[0], stream)
@@ -113,6 +114,7 @@ def _read_explain_input(args: argparse.Namespace) -> str:
 def _cmd_explain(args: argparse.Namespace) -> int:
     from ampdoctor.explain import explain, explain_findings
     from ampdoctor.report.candidates import write_candidates
+    from ampdoctor.report.envelopes import candidates_document
 
     text = _read_explain_input(args)
     if not text.strip():
@@ -120,7 +122,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     candidates = explain(text, limit=args.limit)
     with _output(args.output) as stream:
         if args.format == "json":
-            json.dump({"candidates": [c.to_dict() for c in candidates]}, stream, indent=2)
+            json.dump(candidates_document(candidates), stream, indent=2)
             stream.write("\n")
         elif args.format == "sarif":
             write_report(Report.of(explain_findings(text, limit=args.limit)), "sarif", stream)
@@ -139,14 +141,14 @@ def _add_env(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_env(args: argparse.Namespace) -> int:
+    require_torch("ampdoctor env")
     from ampdoctor.env import collect, env_findings, env_report
+    from ampdoctor.report.envelopes import environment_document
 
     env = collect()
     if args.format == "json":
         with _output(args.output) as stream:
-            data = {"version": 1, "tool": "ampdoctor", "environment": env.to_dict(),
-                    "findings": [f.to_dict() for f in env_findings(env)]}
-            json.dump(data, stream, indent=2)
+            json.dump(environment_document(env.to_dict(), env_findings(env)), stream, indent=2)
             stream.write("\n")
     else:
         _emit(env_report(env), args)
@@ -170,7 +172,7 @@ def _add_lint(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_lint(args: argparse.Namespace) -> int:
-    from ampdoctor.lint import SettingsError, exit_code, lint_paths, load_settings
+    from ampdoctor.lint import SettingsError, lint_paths, load_settings
     from ampdoctor.lint.settings import find_pyproject, rule_ids
     from ampdoctor.rules import Severity
 
@@ -192,7 +194,7 @@ def _cmd_lint(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     report = lint_paths(args.paths, settings)
     _emit(report, args)
-    return exit_code(report, settings)
+    return exit_code(report, settings.fail_on)
 
 
 # --- run / audit (runtime dtype-flow audit) ------------------------------------------------------
@@ -202,20 +204,22 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a training script as python would and audit its dtype flow",
                        usage="ampdoctor run [options] script.py [args ...] | ampdoctor run [options] -m module [args ...]")
     p.add_argument("-m", dest="module", metavar="MODULE", help="run a library module as a script, like python -m")
-    _add_audit_options(p)
+    _add_audit_options(p, None)
     p.add_argument("--max-steps", type=int, default=1, metavar="N", help="stop recording after N optimizer steps; the script keeps running (default 1)")
     p.add_argument("command_line", nargs=argparse.REMAINDER, help="the script and its arguments")
     p.set_defaults(func=_cmd_run)
 
 
-def _add_audit_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--policy", default="bf16-mixed", help="the intended precision policy (default: bf16-mixed)")
+def _add_audit_options(p: argparse.ArgumentParser, policy_default: str | None) -> None:
+    p.add_argument("--policy", default=policy_default,
+                   help=f"the intended precision policy (default: {policy_default or 'the policy the script is observed to run'})")
     p.add_argument("--device-type", choices=("cpu", "cuda"), help="judge autocast-sensitive ops by this device's autocast lists (default: the device that ran)")
     p.add_argument("--fail-on", choices=("error", "warning", "info"), default="error", help="lowest severity that fails (default: error)")
     _add_output_options(p)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    require_torch("ampdoctor run")
     from ampdoctor.audit.commands import ScriptNotFound, run_command
     from ampdoctor.rules import Severity
 
@@ -231,7 +235,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
     try:
-        result = run_command(target, rest, module=bool(args.module), policy=_parse_policy(args.policy), max_steps=args.max_steps,
+        result = run_command(target, rest, module=bool(args.module), policy=_parse_policy(args.policy) if args.policy else None,
+                             max_steps=args.max_steps,
                              device_type=None, target_device=args.device_type, fail_on=Severity.parse(args.fail_on), output=args.output)
     except ScriptNotFound as exc:
         raise UsageError(str(exc)) from None
@@ -246,12 +251,12 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fake", action="store_true", help="run on fake tensors: no memory for weights")
     p.add_argument("--seq-len", type=int, default=128, metavar="N", help="sequence length (default 128)")
     p.add_argument("--batch-size", type=int, default=1, metavar="N", help="batch size (default 1)")
-    _add_audit_options(p)
+    _add_audit_options(p, "bf16-mixed")
     p.set_defaults(func=_cmd_audit)
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from ampdoctor.audit.commands import exit_code
+    require_torch("ampdoctor audit")
     from ampdoctor.audit.hf import ConfigError, audit_hf_config
     from ampdoctor.rules import Severity
 
@@ -263,7 +268,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     _emit(a.report, args)
-    return exit_code(a.report, 0, Severity.parse(args.fail_on))
+    return exit_code(a.report, Severity.parse(args.fail_on))
 
 
 # --- export --------------------------------------------------------------------------------------
@@ -319,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.func(args)
-    except UsageError as exc:
+    except (UsageError, MissingDependency) as exc:
         print(f"ampdoctor: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

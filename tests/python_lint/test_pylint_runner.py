@@ -8,7 +8,8 @@ from pathlib import Path
 
 from pylint_helpers import hits
 
-from ampdoctor.lint import LintSettings, exit_code, lint_paths
+from ampdoctor.lint import LintSettings, lint_paths
+from ampdoctor.report import exit_code
 from ampdoctor.lint.python import lint_python_files
 
 BUGGY = textwrap.dedent("""
@@ -40,19 +41,19 @@ def test_syntax_error_is_reported_for_that_file_and_the_run_goes_on(tmp_path: Pa
     assert report.errors[0].message.startswith("syntax error")
     assert sorted((f.name, f.location.line) for f in report.findings) == [("deprecated-cuda-amp", 2), ("grad-scaler-with-bf16", 2)]
     assert len(report.checked) == 2
-    assert exit_code(report, LintSettings()) == 1
+    assert exit_code(report, LintSettings().fail_on) == 1
 
 
 def test_only_a_broken_file_exits_2(tmp_path: Path):
     (tmp_path / "broken.py").write_bytes(b"x = (\n")
     report = lint_paths([tmp_path / "broken.py"], LintSettings(jobs=1))
     assert report.errors and not report.findings
-    assert exit_code(report, LintSettings()) == 1 or report.checked  # checked: syntax errors are not fatal
+    assert exit_code(report, LintSettings().fail_on) == 1 or report.checked  # checked: syntax errors are not fatal
     undecodable = tmp_path / "latin.py"
     undecodable.write_bytes(b"# -*- coding: utf-8 -*-\nx = '\xff'\n")
     report = lint_paths([undecodable], LintSettings(jobs=1))
     assert report.errors[0].message.startswith("cannot read") and not report.checked
-    assert exit_code(report, LintSettings()) == 2
+    assert exit_code(report, LintSettings().fail_on) == 2
 
 
 def test_parallel_and_serial_runs_agree(tmp_path: Path):

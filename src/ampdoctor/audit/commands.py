@@ -9,7 +9,7 @@ from typing import Sequence
 from ampdoctor.audit import distributed
 from ampdoctor.audit.runner import RunResult, ScriptNotFound, run
 from ampdoctor.policy import Policy
-from ampdoctor.report import Report
+from ampdoctor.report import Report, exit_code
 from ampdoctor.rules import Severity
 
 MERGE_TIMEOUT_S = float(os.environ.get("AMPDOCTOR_MERGE_TIMEOUT", "60"))
@@ -21,18 +21,12 @@ class CommandResult:
     exit_code: int
 
 
-def exit_code(report: Report, script_code: int, fail_on: Severity) -> int:
-    if script_code != 0:
-        return script_code
-    return 1 if report.at_or_above(fail_on) else 0
-
-
 def run_command(
     target: str,
     args: Sequence[str],
     *,
     module: bool,
-    policy: Policy,
+    policy: Policy | None,
     max_steps: int,
     device_type: str | None,
     target_device: str | None,
@@ -52,13 +46,13 @@ def run_command(
     result: RunResult = run(target, args, module=module, policy=policy, max_steps=max_steps, device_type=device_type,
                             target_device=target_device, on_stop=on_stop if info.distributed else None)
     if directory is None:
-        return CommandResult(result.report, exit_code(result.report, result.exit_code, fail_on))
+        return CommandResult(result.report, exit_code(result.report, fail_on, program_code=result.exit_code))
     distributed.write_rank_report(result.report, directory, info.rank, final=True)
     if info.rank != 0:
-        return CommandResult(None, exit_code(result.report, result.exit_code, fail_on))
+        return CommandResult(None, exit_code(result.report, fail_on, program_code=result.exit_code))
     found = distributed.collect_rank_reports(directory, info.world_size, MERGE_TIMEOUT_S)
     merged = distributed.merge_reports(found, info.world_size)
-    return CommandResult(merged, exit_code(merged, result.exit_code, fail_on))
+    return CommandResult(merged, exit_code(merged, fail_on, program_code=result.exit_code))
 
 
-__all__ = ["CommandResult", "ScriptNotFound", "exit_code", "run_command"]
+__all__ = ["CommandResult", "ScriptNotFound", "run_command"]

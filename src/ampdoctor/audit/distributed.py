@@ -11,7 +11,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 
-from ampdoctor.report import Report
+from ampdoctor.report import Report, ReportError
 from ampdoctor.rules import Finding
 
 
@@ -87,11 +87,11 @@ def merge_reports(found: dict[int, dict], world_size: int) -> Report:
                 merged[key] = (f, [rank])
         tables.extend(replace(t, title=f"{t.title} — rank {rank}") for t in report.tables[:1] if rank == 0)
         checked.extend(f"rank {rank}: {c}" for c in report.checked)
-        errors.extend(f"rank {rank}: {e}" for e in report.errors)
+        errors.extend(replace(e, file=f"rank {rank}: {e.file}") for e in report.errors)
         if not data["final"]:
-            errors.append(f"rank {rank}: the script did not finish; this is the report written when recording stopped")
+            errors.append(ReportError(f"rank {rank}", "the script did not finish; this is the report written when recording stopped", fatal=False))
     for rank in range(world_size):
         if rank not in found:
-            errors.append(f"rank {rank}: wrote no report (the process died or is still running)")
+            errors.append(ReportError(f"rank {rank}", "wrote no report (the process died or is still running)", fatal=False))
     findings = [replace(f, details={**dict(f.details), "ranks": ranks}) for f, ranks in merged.values()]
     return Report.of(findings, tables=tuple(tables), checked=tuple(checked), errors=tuple(errors))

@@ -40,8 +40,8 @@ def reader_for(doc: Document) -> ModuleType | None:
 
 @dataclass(frozen=True)
 class Export:
-    """A framework config fragment for a policy: `config` (dict, or an FSDP policy object), `text` in the
-    framework's own syntax, and what the framework cannot express."""
+    """A framework config fragment for a policy: `config` (a dict, or for FSDP the `MixedPrecisionPolicy` object,
+    None where torch is not installed), `text` in the framework's own syntax, and what the framework cannot express."""
 
     target: str
     config: Any
@@ -55,8 +55,11 @@ def export(policy: Policy, target: str) -> Export:
     if key not in _EXPORTERS:
         raise ValueError(f"unknown export target {target!r}: expected one of {', '.join(TARGETS)}")
     if key == "fsdp":
+        import importlib.util
+
         text, notes = fsdp.export(policy)
-        return Export(key, fsdp.to_fsdp(policy), text, tuple(notes), "python")
+        config = fsdp.to_fsdp(policy) if importlib.util.find_spec("torch") is not None else None
+        return Export(key, config, text, tuple(notes), "python")
     config, notes = _EXPORTERS[key].export(policy)
     notes = notes + _unexpressed(policy, key, config, notes)
     if _FORMAT[key] == "json":

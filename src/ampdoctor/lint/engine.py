@@ -68,11 +68,3 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
     if python:
         report = report.merge(lint_python_files(python, jobs=settings.jobs))
     return replace(report, findings=tuple(f for f in report.findings if settings.enabled(f)))
-
-
-def exit_code(report: Report, settings: LintSettings) -> int:
-    """0 clean, 1 findings at or above fail-on, 2 input that could not be read (ruff's convention)."""
-    unreadable = {e.file for e in report.errors}
-    if any(e.fatal for e in report.errors) or (unreadable and set(report.checked) <= unreadable):
-        return 2
-    return 1 if report.at_or_above(settings.fail_on) else 0

@@ -86,3 +86,15 @@ def summary_line(counts: dict[str, int], checked: Sequence[str] = ()) -> str:
     parts = [f"{n} {name}{'s' if n != 1 else ''}" for name, n in counts.items() if n]
     found = ", ".join(parts) if parts else "no findings"
     return f"{found}" + (f" in {len(checked)} checked" if checked else "")
+
+
+def exit_code(report: Report, fail_on: Severity = Severity.ERROR, *, program_code: int = 0) -> int:
+    """The one exit code of every command (ruff's convention): a failing audited program's own code, else 2 when
+    the input could not be checked (a fatal error, or every checked file unreadable), else 1 when a finding is at
+    or above `fail_on`, else 0."""
+    if program_code != 0:
+        return program_code
+    unreadable = {e.file for e in report.errors}
+    if any(e.fatal for e in report.errors) or (unreadable and set(report.checked) <= unreadable):
+        return 2
+    return 1 if report.at_or_above(fail_on) else 0

@@ -4,7 +4,7 @@ docs/rules.md (`python -m ampdoctor.rules.docs > docs/rules.md`)."""
 from __future__ import annotations
 
 import sys
-from typing import IO, Any, Iterable
+from typing import IO, Iterable
 
 from rich.console import Console
 from rich.table import Table
@@ -12,23 +12,7 @@ from rich.text import Text
 
 from ampdoctor.rules.catalog import catalog
 from ampdoctor.rules.model import Rule
-
-
-def rule_to_dict(rule: Rule) -> dict[str, Any]:
-    return {
-        "id": rule.id,
-        "name": rule.name,
-        "severity": rule.severity.value,
-        "summary": rule.summary,
-        "why": rule.why,
-        "fix": rule.fix,
-        "detectors": list(rule.detectors),
-        "incident": rule.incident or None,
-        "example": rule.example or None,
-        "use_instead": rule.use_instead or None,
-        "signatures": [s.pattern for s in rule.signatures],
-        "sources": [{"repo": s.repo, "number": s.number, "pull_request": s.pull_request, "note": s.note, "url": s.url} for s in rule.sources],
-    }
+from ampdoctor.rules.registry import detectors
 
 
 def _console(stream: IO[str]) -> Console:
@@ -56,6 +40,11 @@ def write_rule(rule: Rule, stream: IO[str]) -> None:
         if code:
             console.print(Text(title, style="bold underline"))
             console.print(Text(code))
+    console.print(Text("Detectors", style="bold underline"))
+    for detector in detectors(rule_id=rule.id):
+        console.print(f"  {detector.kind:<8} {detector.where}")
+    if rule.signatures:
+        console.print(f"  {'explain':<8} the error signatures below (`ampdoctor explain`)")
     if rule.signatures:
         console.print(Text("Error texts it explains", style="bold underline"))
         for sig in rule.signatures:
@@ -76,8 +65,10 @@ def rules_markdown(rules: Iterable[Rule] | None = None) -> str:
         "",
         "<!-- Generated from src/ampdoctor/rules/catalog.yaml by `make docs`; do not edit by hand. -->",
         "",
-        f"{len(rules)} rules. Detectors: **config** (`ampdoctor lint` on configs), **code** (`ampdoctor lint` on Python),",
-        "**runtime** (`ampdoctor run` / `ampdoctor.audit`), **explain** (`ampdoctor explain` on error text).",
+        f"{len(rules)} rules. Detectors: **policy** (a predicate over the effective precision policy and what is known about the run:",
+        "`ampdoctor lint` on configs, `Policy.validate()`, `PrecisionStep` and the runtime audit all ask it), **code** (`ampdoctor lint`",
+        "on Python), **runtime** (`ampdoctor run` / `ampdoctor.audit` on the recorded ops), **explain** (`ampdoctor explain` on error",
+        "text). Each rule's detectors live in `src/ampdoctor/rules/ampNNN_<name>.py` and its fixtures in `tests/rules/AMPNNN-<name>/`.",
         "",
         "| id | name | severity | detectors | summary |",
         "|---|---|---|---|---|",
@@ -93,7 +84,9 @@ def rules_markdown(rules: Iterable[Rule] | None = None) -> str:
         lines += ["### Fix", "", r.fix, ""]
         if r.signatures:
             lines += ["### Error texts it explains", ""] + [f"- `{s.pattern}`" for s in r.signatures] + [""]
-        lines += ["### References", ""] + [f"- [{s}]({s.url})" for s in r.sources]
+        lines += ["### Detectors", ""] + [f"- {d.kind}: `{d.fn.__name__}` in `{d.file}`" for d in detectors(rule_id=r.id)]
+        lines += ["- explain: the error texts above"] if r.signatures else []
+        lines += ["", "### References", ""] + [f"- [{s}]({s.url})" for s in r.sources]
     return "\n".join(lines) + "\n"
 
 

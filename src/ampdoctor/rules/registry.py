@@ -50,13 +50,15 @@ class Detector:
     triggers: tuple[tuple[str, ...], ...] = ()
 
     @property
+    def file(self) -> str:
+        """``src/ampdoctor/rules/amp004_grad_scaler_with_bf16.py``: the file as it is in the repository."""
+        parts = Path(self.fn.__code__.co_filename).parts
+        return "/".join(parts[parts.index("ampdoctor") - 1:]) if "ampdoctor" in parts else parts[-1]
+
+    @property
     def where(self) -> str:
-        """``src/ampdoctor/rules/amp004_grad_scaler_with_bf16.py:42``, for `ampdoctor rules` and docs."""
-        code = self.fn.__code__
-        path = Path(code.co_filename)
-        parts = path.parts
-        shown = "/".join(parts[parts.index("ampdoctor") - 1:]) if "ampdoctor" in parts else path.name
-        return f"{shown}:{code.co_firstlineno}"
+        """``src/ampdoctor/rules/amp004_grad_scaler_with_bf16.py:42``, for `ampdoctor rules`."""
+        return f"{self.file}:{self.fn.__code__.co_firstlineno}"
 
     def applies(self, text: str) -> bool:
         return all(any(word in text for word in group) for group in self.triggers)

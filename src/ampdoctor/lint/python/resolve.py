@@ -67,9 +67,6 @@ class Imports:
         name = ".".join((root, *chain[1:]))
         return ALIASES.get(name, name)
 
-    def callee(self, call: ast.Call) -> str | None:
-        return self.qualname(call.func)
-
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
@@ -130,6 +127,3 @@ def argument(call: ast.Call, position: int, name: str) -> ast.expr | None:
         value = call.args[position]
     return value
 
-
-def method_name(call: ast.Call) -> str | None:
-    return call.func.attr if isinstance(call.func, ast.Attribute) else None

@@ -32,7 +32,6 @@ class SourceFile:
     strings: list[ast.Constant] = field(default_factory=list)
     _names: dict[tuple[ast.AST, str], list[Binding]] | None = None
     _attrs: dict[str, list[Binding]] | None = None
-    cache: dict = field(default_factory=dict)
 
     @classmethod
     def parse(cls, path: str, text: str) -> "SourceFile":
@@ -153,9 +152,3 @@ class SourceFile:
             return self._names.get((self.tree, expr.id), [])
         key = dotted(expr)
         return self._attrs.get(key, []) if key else []
-
-    def is_parameter(self, name: ast.Name, scope: ast.AST) -> bool:
-        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            a = scope.args
-            return any(p.arg == name.id for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if p)
-        return False
