@@ -38,3 +38,17 @@ def test_two_gloo_ranks_merge_into_one_report_even_when_a_rank_fails(tmp_path):
     assert coll["details"]["ranks"] == [0, 1] and coll["location"]["op"] == "c10d::allreduce_"
     assert "reduces bf16 tensors but the policy's reduce dtype is fp32" in coll["message"]
     assert sorted(os.listdir(f"{out}.ranks")) == ["rank0.pkl", "rank1.pkl"]
+
+
+def test_a_rank_that_never_reports_is_named_in_a_valid_json_report(tmp_path):
+    # Rank 0 of a world of 2 whose rank 1 died before writing anything: after the merge timeout the JSON report
+    # is still a valid document and names the missing rank as an error (it used to crash on a plain string).
+    script = tmp_path / "one.py"
+    script.write_text("import torch\nm = torch.nn.Linear(2, 2)\nm(torch.randn(1, 2)).sum().backward()\n")
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29599",
+           "TORCHELASTIC_RUN_ID": f"t{os.getpid()}", "AMPDOCTOR_MERGE_TIMEOUT": "2"}
+    proc = subprocess.run([sys.executable, "-m", "ampdoctor", "run", "--format", "json", str(script)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    data = json.loads(proc.stdout)
+    assert {"file": "rank 1", "message": "wrote no report (the process died or is still running)", "fatal": False} in data["errors"]
+    assert data["checked"] == [f"rank 0: {script}"]

@@ -109,18 +109,21 @@ def observe(trace: Trace) -> Observed:
     names = [n for n, _ in params]
     frozen = any(not p.requires_grad for p in trace.rec.param_objects())
     adapters = bool(names) and frozen and all(_ADAPTER.search(n) for n in names)
-    facts = RunFacts(world_size=_world_size(), devices=_devices(params), adapters_only=adapters, **opt)
+    autocast_seq = _first(trace, lambda r: r[PHASE] == FORWARD and r[AUTOCAST])
+    facts = RunFacts(world_size=_world_size(), devices=_devices(params), adapters_only=adapters, autocast=autocast_seq is not None, **opt)
     if not params:
         return Observed(None, facts, locations)
-    param_dt = dtypes.name_of(_majority(p.dtype for _, p in params))
+    return Observed(_observed_policy(trace, params, autocast_seq, locations), facts, locations)
+
+
+def _observed_policy(trace: Trace, params: list[tuple[str, Any]], autocast_seq: int | None, locations: dict[str, Location]) -> Policy:
     locations["params"] = Location(module="", label=f"{len(params)} trainable parameters")
-    given: dict[str, Any] = {"params": param_dt}
-    autocast_seq = _first(trace, lambda r: r[PHASE] == FORWARD and r[AUTOCAST])
+    given: dict[str, Any] = {"params": dtypes.name_of(_majority(p.dtype for _, p in params))}
     if autocast_seq is not None and trace.rec.autocast_dtypes:
         given["compute"] = dtypes.name_of(_majority(trace.rec.autocast_dtypes))
         locations["compute"] = locations["autocast"] = trace.location(autocast_seq, "first op under autocast")
-    facts = RunFacts(autocast=autocast_seq is not None, **{k: v for k, v in facts.known().items() if k != "autocast"})
-    grads = _majority(g for w, _, _, g, _ in trace.rec.grad_events if w == "optimizer step") or _majority(g for _, _, _, g, _ in trace.rec.grad_events)
+    events = trace.rec.grad_events
+    grads = _majority(g for w, _, _, g, _ in events if w == "optimizer step") or _majority(g for _, _, _, g, _ in events)
     if grads is not None:
         given["grads"] = given["grad_accum"] = dtypes.name_of(grads)
     states = [d for ev in trace.rec.opt_events[:1] for (_, d) in ev["state_dtypes"]]
@@ -130,12 +133,16 @@ def observe(trace: Trace) -> Observed:
     given["loss_scale"] = "dynamic" if unscale is not None else "none"
     if unscale is not None:
         locations["loss_scale"] = trace.location(unscale, "GradScaler unscales here")
+    given.update(_reduce(trace, given, locations))
+    return Policy.derive(**given)
+
+
+def _reduce(trace: Trace, given: dict[str, Any], locations: dict[str, Location]) -> dict[str, str]:
+    """The dtype a gradient collective ran in; without one seen, what DDP and FSDP reduce: the gradients."""
     collective = _first(trace, lambda r: bool(_COLLECTIVE.match(trace.op(r[0]))))
     if collective is not None:
-        reduced = [d for d in trace.float_inputs(collective)]
+        reduced = trace.float_inputs(collective)
         if reduced:
-            given["reduce"] = dtypes.name_of(reduced[0][0])
             locations["reduce"] = trace.location(collective)
-    elif "grads" in given:
-        given["reduce"] = given["grads"]  # DDP and FSDP reduce the gradients they are given
-    return Observed(Policy.derive(**given), facts, locations)
+            return {"reduce": dtypes.name_of(reduced[0][0])}
+    return {"reduce": given["grads"]} if "grads" in given else {}

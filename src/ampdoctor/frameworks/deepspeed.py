@@ -121,21 +121,32 @@ def _half_engine(doc: Document, b: PolicyBuilder, mode: Mode, reduce_fp32: tuple
     accum_raw = doc.get("data_types", "grad_accum_dtype")
     accum = FP32 if mode.name == "amp" else as_dtype(accum_raw)  # apex amp keeps fp32 params, so .grad is fp32
     b.set("grad_accum", accum or half, doc.at("data_types", "grad_accum_dtype") if accum_raw is not None else mode.location)
+    _communication(doc, b, mode, half, reduce_fp32)
+    opt_half = mode.name == "bf16" and bool(as_bool(doc.get(block, "bf16_optimizer_states", default=False)))
+    b.set("optimizer_state", half if opt_half else FP32, doc.at(block, "bf16_optimizer_states") if opt_half else mode.location)
+    _loss_scale(doc, b, mode, block)
+
+
+def _communication(doc: Document, b: PolicyBuilder, mode: Mode, half: str, reduce_fp32: tuple[bool, Location] | None) -> None:
+    """`communication_data_type`; unset, DeepSpeed communicates in the engine's dtype (engine.py
+    `communication_data_type`), apex amp in fp32; NeoX's `fp32_allreduce` forces fp32."""
     comm_raw = doc.get("communication_data_type")
     comm = as_dtype(comm_raw) if comm_raw is not None else None
     if reduce_fp32 is not None and reduce_fp32[0] and comm is None:
         b.set("reduce", FP32, reduce_fp32[1])
     else:
-        # Unset, DeepSpeed communicates in the engine's dtype (engine.py `communication_data_type`).
         b.set("reduce", comm or (FP32 if mode.name == "amp" else half), doc.at("communication_data_type") if comm is not None else mode.location)
-    opt_half = mode.name == "bf16" and bool(as_bool(doc.get(block, "bf16_optimizer_states", default=False)))
-    b.set("optimizer_state", half if opt_half else FP32, doc.at(block, "bf16_optimizer_states") if opt_half else mode.location)
-    if mode.name in ("fp16", "amp"):
-        scale = doc.get(block if mode.name == "fp16" else "fp16", "loss_scale", default=0)
-        static = isinstance(scale, (int, float)) and not isinstance(scale, bool) and scale > 0
-        b.set("loss_scale", "static" if static else "dynamic", doc.at("fp16", "loss_scale") if doc.has("fp16", "loss_scale") else mode.location)
-    else:
+
+
+def _loss_scale(doc: Document, b: PolicyBuilder, mode: Mode, block: str) -> None:
+    """fp16 scales dynamically with `loss_scale` 0 or absent, statically otherwise; bf16 has no loss scaling (the
+    `loss_scale*` keys of a bf16 block are ignored)."""
+    if mode.name not in ("fp16", "amp"):
         b.set("loss_scale", "none", mode.location)
+        return
+    scale = doc.get(block if mode.name == "fp16" else "fp16", "loss_scale", default=0)
+    static = isinstance(scale, (int, float)) and not isinstance(scale, bool) and scale > 0
+    b.set("loss_scale", "static" if static else "dynamic", doc.at("fp16", "loss_scale") if doc.has("fp16", "loss_scale") else mode.location)
 
 
 def fill_policy(doc: Document, cfg: Reading, *, reduce_fp32: tuple[bool, Location] | None = None) -> None:

@@ -7,19 +7,15 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.dtypes import name_of
-from ampdoctor.rules.model import Location, Severity
-from ampdoctor.rules.registry import Hit, runtime_check
-
-if TYPE_CHECKING:
-    from ampdoctor.audit.analysis import RuntimeContext
-
-
-from ampdoctor.dtypes import BF16, FP16, FP32
+from ampdoctor.dtypes import BF16, FP16, FP32, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
 from ampdoctor.rules.engine import Places
-from ampdoctor.rules.registry import policy_check
+from ampdoctor.rules.model import Location, Severity
+from ampdoctor.rules.registry import Hit, policy_check, runtime_check
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
 
 # DeepSpeed engine mode -> what a launcher asks for to get it.
 _ASKED_FOR = {"bf16": "bf16", "fp16": "fp16", "amp": "fp16", "fp32": "no"}

@@ -4,26 +4,22 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import EXTRA, IN_DT, MOD
-from ampdoctor.dtypes import EXACT_INT, ROPE_TABLE_NAME, name_of
-from ampdoctor.rules.model import Location
-from ampdoctor.rules.registry import Hit, runtime_check
-
-if TYPE_CHECKING:
-    from ampdoctor.audit.analysis import RuntimeContext
-
-import ast
-
-from ampdoctor.dtypes import HALF
+from ampdoctor.dtypes import EXACT_INT, HALF, ROPE_TABLE_NAME, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import HALF_WORDS, ROPE_TRIGGERS, CodeHit, Context, assigned_name, chain_words, half_casts, is_table
 from ampdoctor.lint.python.dataflow import describe
 from ampdoctor.lint.python.resolve import tokens
 from ampdoctor.policy import Policy
 from ampdoctor.rules.engine import Places
-from ampdoctor.rules.registry import code_check, policy_check
+from ampdoctor.rules.model import Location
+from ampdoctor.rules.registry import Hit, code_check, policy_check, runtime_check
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
 
 
 @code_check("AMP002", triggers=HALF_WORDS, also=(ROPE_TRIGGERS,))

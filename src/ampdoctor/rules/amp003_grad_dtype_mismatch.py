@@ -4,26 +4,23 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ampdoctor.audit.fields import EXTRA, IN_DT, IN_PROD, OPTIMIZER, OUT_DT, PHASE
 from ampdoctor.audit.names import dtypes_text
 from ampdoctor.dtypes import name_of
-from ampdoctor.rules.model import Location, Severity
-from ampdoctor.rules.registry import Hit, runtime_check
-
-if TYPE_CHECKING:
-    from ampdoctor.audit.analysis import RuntimeContext
-
-import ast
-
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.dataflow import describe
 from ampdoctor.lint.python.resolve import dotted
 from ampdoctor.policy import Policy
 from ampdoctor.rules.engine import Places
-from ampdoctor.rules.registry import code_check, policy_check
+from ampdoctor.rules.model import Location, Severity
+from ampdoctor.rules.registry import Hit, code_check, policy_check, runtime_check
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
 
 
 def _grad_owner(expr: ast.AST) -> str | None:

@@ -25,35 +25,45 @@ TERMINATORS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
 def scaler_gate(ctx: Context, call: ast.Call, name: str) -> bool:
     """Is this scaler only active for fp16? Through ``enabled=``, or the branch/function it is created in."""
-    flow, src = ctx.flow, ctx.src
-    scope = src.scope(call)
+    scope = ctx.src.scope(call)
     enabled = argument(call, 4 if name == "torch.cuda.amp.GradScaler" else 5, "enabled")
-    if enabled is not None and flow.fp16_polarity(enabled, scope) == 1:
+    if enabled is not None and ctx.flow.fp16_polarity(enabled, scope) == 1:
         return True
     child: ast.AST = call
-    for parent in src.ancestors(call):
-        if isinstance(parent, (ast.If, ast.IfExp)):
-            sign = flow.fp16_polarity(parent.test, scope)
-            in_body = child in parent.body if isinstance(parent, ast.If) else child is parent.body
-            in_else = child in parent.orelse if isinstance(parent, ast.If) else child is parent.orelse
-            if (in_body and sign == 1) or (in_else and sign == -1):
-                return True
-        elif isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And):
-            before = parent.values[: parent.values.index(child)] if child in parent.values else []
-            if any(flow.fp16_polarity(v, scope) == 1 for v in before):
-                return True
+    for parent in ctx.src.ancestors(call):
+        if _branch_implies_fp16(ctx, parent, child, scope) or _early_exit_unless_fp16(ctx, parent, child, scope):
+            return True
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and name_polarity(parent.name) == 1:
             return True
-        # `if not fp16: return None` before the scaler is created
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(parent, field, None)
-            if isinstance(block, list) and child in block:
-                for stmt in block[: block.index(child)]:
-                    if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], TERMINATORS) and flow.fp16_polarity(stmt.test, scope) == -1:
-                        return True
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             break
         child = parent
+    return False
+
+
+def _branch_implies_fp16(ctx: Context, parent: ast.AST, child: ast.AST, scope: ast.AST) -> bool:
+    """`child` is the body of an `if fp16:`, the else of an `if bf16:`, or after an `fp16 and` ."""
+    if isinstance(parent, (ast.If, ast.IfExp)):
+        sign = ctx.flow.fp16_polarity(parent.test, scope)
+        in_body = child in parent.body if isinstance(parent, ast.If) else child is parent.body
+        in_else = child in parent.orelse if isinstance(parent, ast.If) else child is parent.orelse
+        return (in_body and sign == 1) or (in_else and sign == -1)
+    if isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And) and child in parent.values:
+        return any(ctx.flow.fp16_polarity(v, scope) == 1 for v in parent.values[: parent.values.index(child)])
+    return False
+
+
+def _early_exit_unless_fp16(ctx: Context, parent: ast.AST, child: ast.AST, scope: ast.AST) -> bool:
+    """An earlier statement of the same block leaves unless fp16: ``if compute != fp16: return None``."""
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if not isinstance(block, list) or child not in block:
+            continue
+        for stmt in block[: block.index(child)]:
+            if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], TERMINATORS):
+                # past `if test: return`, `not test` holds
+                if ctx.flow.fp16_polarity(ast.UnaryOp(op=ast.Not(), operand=stmt.test), scope) == 1:
+                    return True
     return False
 
 

@@ -4,52 +4,102 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import AUTOCAST, FORWARD, MOD, OUT_DT, PHASE
 from ampdoctor.dtypes import name_of
+from ampdoctor.lint.python.context import CodeHit, Context, chain_words, is_table
+from ampdoctor.lint.python.dataflow import FP32, describe
+from ampdoctor.lint.python.resolve import last_identifier, tokens
 from ampdoctor.rules.model import Severity
-from ampdoctor.rules.registry import Hit, runtime_check
+from ampdoctor.rules.registry import Hit, code_check, runtime_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
 
-import ast
 
-from ampdoctor.lint.python.context import CodeHit, Context, chain_words, is_table
-from ampdoctor.lint.python.dataflow import FP32, describe
-from ampdoctor.lint.python.resolve import last_identifier, tokens
-from ampdoctor.rules.registry import code_check
+# Rotary kernels that require the input and cos/sin in one dtype (flash-attn's `apply_rotary` asserts
+# "Input and cos/sin must have the same dtype", incident 5; vLLM's fork keeps the assert, flash-attn #823).
+# A plain-torch rotation promotes instead of failing: that is not this rule.
+STRICT_KERNEL_MODULES = ("flash_attn", "vllm", "vllm_flash_attn")
 
 
 @code_check("AMP005", triggers=("rotary", "rope", "Rotary", "RoPE"),
-       also=(("float()", "float32", "torch.float", "double()", "bfloat16", "float16", ".half()"),))
+            also=(("float()", "float32", "torch.float", "double()", "bfloat16", "float16", ".half()"),))
 def rope_dtype_mismatch(ctx: Context) -> Iterator[CodeHit]:
     # Incident 5 (transformers #38451): `apply_rotary_emb(tensor.float(), cos, sin)` with bf16 cos/sin.
+    strict = _strict_local_functions(ctx)
     for call in ctx.src.calls:
-        ident = last_identifier(call.func) or ""
-        if not tokens(ident) & {"rotary", "rope"} or ident[:1].isupper() or (ctx.qualname(call.func) or "").startswith("torch."):
+        if not _strict_consumer(ctx, call, strict):
             continue
         scope = ctx.src.scope(call)
         args = [*call.args, *(kw.value for kw in call.keywords if kw.arg)]
-        tables = [a for a in args if is_table(chain_words(a, ctx)) or (isinstance(a, ast.Call) and (last_identifier(a.func) or "") in ("cos", "sin"))]
+        tables = [a for a in args if _is_table_operand(ctx, a)]
         inputs = [a for a in args if a not in tables and isinstance(a, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))]
-        if not tables or not inputs:
+        mismatch = next(_mismatches(ctx, inputs, tables, scope), None)
+        if mismatch is not None:
+            yield call, mismatch
+
+
+def _is_table_operand(ctx: Context, arg: ast.AST) -> bool:
+    return is_table(chain_words(arg, ctx)) or (isinstance(arg, ast.Call) and (last_identifier(arg.func) or "") in ("cos", "sin"))
+
+
+def _mismatches(ctx: Context, inputs: list[ast.AST], tables: list[ast.AST], scope: ast.AST) -> Iterator[str]:
+    """Input/table pairs whose dtypes are known to differ, or an input upcast to fp32 next to a table left in the
+    model's dtype (the incident: the kernel then sees fp32 and bf16 under bf16 training)."""
+    for x in inputs:
+        x_dtype = ctx.flow.tensor_dtype(x, scope)
+        if not x_dtype or len(x_dtype) != 1:
             continue
-        for x in inputs:
-            x_dtype = ctx.flow.tensor_dtype(x, scope)
-            if not x_dtype:
-                continue
-            for table in tables:
-                t_dtype = ctx.flow.tensor_dtype(table, scope)
-                if (x_dtype == FP32 and t_dtype != FP32) or (t_dtype and t_dtype != x_dtype and len(x_dtype | t_dtype) == 2):
-                    t_text = describe(t_dtype) if t_dtype else "not cast (the model dtype, bf16 under bf16 training)"
-                    yield call, (f"rotary input `{ast.unparse(x)[:40]}` is {describe(x_dtype)} but `{ast.unparse(table)[:40]}` is "
-                                 f"{t_text}; cast the tables with `.type_as({ast.unparse(x)[:40]})`")
-                    break
-            else:
-                continue
-            break
+        for table in tables:
+            t_dtype = ctx.flow.tensor_dtype(table, scope)
+            differ = bool(t_dtype) and len(t_dtype) == 1 and t_dtype != x_dtype
+            upcast_alone = x_dtype == FP32 and t_dtype is None and _upcast_here(x, ctx, scope)
+            if differ or upcast_alone:
+                t_text = describe(t_dtype) if t_dtype else "left in the model's dtype (bf16 under bf16 training)"
+                yield (f"rotary input `{ast.unparse(x)[:40]}` is {describe(x_dtype)} but `{ast.unparse(table)[:40]}` is {t_text}, and "
+                       f"this kernel requires one dtype; cast the tables with `.type_as({ast.unparse(x)[:40]})`")
+
+
+def _upcast_here(x: ast.AST, ctx: Context, scope: ast.AST) -> bool:
+    """`x` is itself an explicit fp32 cast, or a name assigned one: the code chose fp32 for the input only."""
+    if isinstance(x, ast.Call):
+        return bool(ctx.flow.cast_dtype(x, scope))
+    if isinstance(x, ast.Name):
+        before = [v for line, v in ctx.src.bindings(x, scope) if line < x.lineno]
+        return bool(before) and isinstance(before[-1], ast.Call) and bool(ctx.flow.cast_dtype(before[-1], scope))
+    return False
+
+
+def _strict_consumer(ctx: Context, call: ast.Call, strict_locals: set[str]) -> bool:
+    name = ctx.qualname(call.func) or ""
+    ident = last_identifier(call.func) or ""
+    if not tokens(ident) & {"rotary", "rope"}:
+        return False
+    if name.split(".")[0] in STRICT_KERNEL_MODULES:
+        return True
+    return isinstance(call.func, ast.Name) and call.func.id in strict_locals
+
+
+def _strict_local_functions(ctx: Context) -> set[str]:
+    """Functions of this file that assert their operands' dtypes are equal, or call a strict kernel."""
+    out = set()
+    for node in ast.walk(ctx.src.tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Assert) and _compares_dtypes(inner.test):
+                out.add(node.name)
+            elif isinstance(inner, ast.Call) and (ctx.qualname(inner.func) or "").split(".")[0] in STRICT_KERNEL_MODULES:
+                out.add(node.name)
+    return out
+
+
+def _compares_dtypes(test: ast.AST) -> bool:
+    return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
+            and all(isinstance(side, ast.Attribute) and side.attr == "dtype" for side in (test.left, test.comparators[0])))
 
 
 @runtime_check("AMP005")

@@ -4,21 +4,17 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import EXTRA, MOD
-from ampdoctor.dtypes import EXACT_INT, name_of
-from ampdoctor.rules.registry import Hit, runtime_check
+from ampdoctor.dtypes import EXACT_INT, ROPE_WORDS, name_of
+from ampdoctor.lint.python.context import HALF_WORDS, POSITION_FACTORIES, POSITION_TOKENS, CodeHit, Context, chain_words, half_casts
+from ampdoctor.lint.python.dataflow import describe
+from ampdoctor.rules.registry import Hit, code_check, runtime_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
-
-import ast
-
-from ampdoctor.dtypes import ROPE_WORDS
-from ampdoctor.lint.python.context import HALF_WORDS, POSITION_FACTORIES, POSITION_TOKENS, CodeHit, Context, chain_words, half_casts
-from ampdoctor.lint.python.dataflow import describe
-from ampdoctor.rules.registry import code_check
 
 # Identifier words of tensors that hold embeddings or masks, not positions, although named after them.
 NOT_POSITIONS = frozenset({"emb", "embed", "embeds", "embedding", "embeddings", "enc", "encoding", "encodings", "bias",

@@ -8,19 +8,15 @@ from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import OPTIMIZER
 from ampdoctor.audit.names import relpath
-from ampdoctor.dtypes import name_of
-from ampdoctor.rules.model import Location, Severity
-from ampdoctor.rules.registry import Hit, runtime_check
-
-if TYPE_CHECKING:
-    from ampdoctor.audit.analysis import RuntimeContext
-
-
-from ampdoctor.dtypes import HALF
+from ampdoctor.dtypes import HALF, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
 from ampdoctor.rules.engine import Places
-from ampdoctor.rules.registry import policy_check
+from ampdoctor.rules.model import Location, Severity
+from ampdoctor.rules.registry import Hit, policy_check, runtime_check
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
 
 
 @policy_check("AMP117")

@@ -8,19 +8,16 @@ from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import OPTIMIZER
 from ampdoctor.audit.names import relpath
-from ampdoctor.rules.model import Location, Severity
-from ampdoctor.rules.registry import Hit, runtime_check
-
-if TYPE_CHECKING:
-    from ampdoctor.audit.analysis import RuntimeContext
-
-
 from ampdoctor.dtypes import HALF
 from ampdoctor.facts import SAFE_OPTIMIZER_KINDS, RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context, calls_named
 from ampdoctor.policy import Policy
 from ampdoctor.rules.engine import Places
-from ampdoctor.rules.registry import code_check, policy_check
+from ampdoctor.rules.model import Location, Severity
+from ampdoctor.rules.registry import Hit, code_check, policy_check, runtime_check
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
 
 PLAIN_OPTIMIZERS = frozenset(f"torch.optim.{n}" for n in (
     "AdamW", "Adam", "SGD", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta", "Adafactor"))

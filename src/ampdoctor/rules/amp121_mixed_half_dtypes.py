@@ -7,17 +7,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import IN_DT, IN_PROD
-from ampdoctor.rules.registry import Hit, runtime_check
-
-if TYPE_CHECKING:
-    from ampdoctor.audit.analysis import RuntimeContext
-
-
 from ampdoctor.dtypes import FP16, HALF
 from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
 from ampdoctor.rules.engine import Places
-from ampdoctor.rules.registry import policy_check
+from ampdoctor.rules.registry import Hit, policy_check, runtime_check
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
 
 
 @policy_check("AMP121")

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
 
 
+
 _SDPA = re.compile(r"aten::_?scaled_dot_product")
 
 

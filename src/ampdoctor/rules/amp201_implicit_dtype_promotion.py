@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
 
 
+
 @runtime_check("AMP201")
 def promotions(ctx: RuntimeContext) -> Iterator[Hit]:
     """Forward promotions of a half activation to fp32 that matter: outside autocast (nothing casts back), feeding

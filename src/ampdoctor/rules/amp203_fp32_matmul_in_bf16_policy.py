@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
 
 
+
 # A share of the step's matmul FLOPs in fp32 below this is noise (a small head or a router).
 FP32_MATMUL_SHARE = 0.01
 

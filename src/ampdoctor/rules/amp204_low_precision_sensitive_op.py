@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
 
 
+
 # Ops autocast runs in fp32 on each device type (the names autocast registers, as they reach the dispatcher after
 # decomposition). CUDA's list is torch's AT_FORALL_FP32; CPU's is much shorter: softmax, layer_norm, exp... stay in
 # bf16 under CPU autocast.

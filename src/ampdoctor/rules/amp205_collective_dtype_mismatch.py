@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
 
 
+
 _REDUCING_COLLECTIVES = re.compile(r"c10d::(allreduce|all_reduce|reduce_scatter|reduce)")
 
 

@@ -144,28 +144,7 @@ class Dataflow:
         if expr is None or depth > MAX_DEPTH:
             return None
         if isinstance(expr, ast.Call):
-            found = self.cast_dtype(expr, scope)
-            if found is not None:
-                return found or None
-            func = expr.func
-            if isinstance(func, ast.Attribute):
-                if func.attr == "type_as" and expr.args:
-                    return self.tensor_dtype(expr.args[0], scope, depth + 1)
-                if func.attr == "to" and expr.args and not keyword(expr, "dtype"):
-                    first = expr.args[0]
-                    if _is_device(first):
-                        return self.tensor_dtype(func.value, scope, depth + 1)
-                    return self.tensor_dtype(first, scope, depth + 1) if isinstance(first, ast.Name) else None
-                if func.attr == "to" and not expr.args and keyword(expr, "device") is not None:
-                    return self.tensor_dtype(func.value, scope, depth + 1)
-                name = self.src.imports.qualname(func)
-                if name is None and func.attr in PRESERVING:
-                    return self.tensor_dtype(func.value, scope, depth + 1)
-                if name and name.startswith("torch.") and func.attr in PRESERVING and expr.args:
-                    return self.tensor_dtype(expr.args[0], scope, depth + 1)
-            if isinstance(func, ast.Name) and func.id in self.half_models:
-                return self.half_models[func.id][0]
-            return None
+            return self._call_dtype(expr, scope, depth)
         if isinstance(expr, ast.Subscript):
             return self.tensor_dtype(expr.value, scope, depth + 1)
         if isinstance(expr, ast.Attribute) and expr.attr in ("logits", "last_hidden_state", "data"):
@@ -184,6 +163,39 @@ class Dataflow:
             return left if left is not None and left == right else None
         return None
 
+    def _call_dtype(self, expr: ast.Call, scope: ast.AST | None, depth: int) -> DTypes:
+        """A call's result: a cast or factory says its dtype; ``.to(device)``, ``.type_as(y)`` and dtype-preserving
+        methods pass their tensor's on; a call of a half-cast model returns half activations."""
+        found = self.cast_dtype(expr, scope)
+        if found is not None:
+            return found or None
+        func = expr.func
+        if isinstance(func, ast.Name):
+            return self.half_models[func.id][0] if func.id in self.half_models else None
+        if not isinstance(func, ast.Attribute):
+            return None
+        if func.attr == "type_as" and expr.args:
+            return self.tensor_dtype(expr.args[0], scope, depth + 1)
+        if func.attr == "to":
+            return self._to_dtype(expr, func, scope, depth)
+        name = self.src.imports.qualname(func)
+        if name is None and func.attr in PRESERVING:
+            return self.tensor_dtype(func.value, scope, depth + 1)
+        if name and name.startswith("torch.") and func.attr in PRESERVING and expr.args:
+            return self.tensor_dtype(expr.args[0], scope, depth + 1)
+        return None
+
+    def _to_dtype(self, expr: ast.Call, func: ast.Attribute, scope: ast.AST | None, depth: int) -> DTypes:
+        """``x.to(device)`` keeps x's dtype; ``x.to(y)`` takes y's (for a plain name y)."""
+        if expr.args and not keyword(expr, "dtype"):
+            first = expr.args[0]
+            if _is_device(first):
+                return self.tensor_dtype(func.value, scope, depth + 1)
+            return self.tensor_dtype(first, scope, depth + 1) if isinstance(first, ast.Name) else None
+        if not expr.args and keyword(expr, "device") is not None:
+            return self.tensor_dtype(func.value, scope, depth + 1)
+        return None
+
     # --- conditions ------------------------------------------------------------------------------
 
     def fp16_polarity(self, expr: ast.AST | None, scope: ast.AST | None = None, depth: int = 0) -> int:
@@ -193,7 +205,7 @@ class Dataflow:
         if isinstance(expr, ast.Constant):
             return 1 if expr.value is False else 0  # enabled=False: never active
         if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
-            return -self.fp16_polarity(expr.operand, scope, depth + 1)
+            return self._negated_polarity(expr.operand, scope, depth)
         if isinstance(expr, ast.BoolOp):
             signs = [self.fp16_polarity(v, scope, depth + 1) for v in expr.values]
             if isinstance(expr.op, ast.And):
@@ -204,13 +216,26 @@ class Dataflow:
         if isinstance(expr, ast.Call):
             return self.fp16_polarity(expr.func, scope, depth + 1) if isinstance(expr.func, (ast.Name, ast.Attribute)) else 0
         if isinstance(expr, (ast.Name, ast.Attribute)):
-            sign = name_polarity(expr.id if isinstance(expr, ast.Name) else expr.attr)
-            if sign:
-                return sign
-            bindings = self.src.bindings(expr, scope or self.src.scope(expr))
-            signs = {self.fp16_polarity(v, scope, depth + 1) if v is not None else 0 for _, v in bindings}
-            return signs.pop() if len(signs) == 1 else 0
+            return self._name_polarity(expr, scope, depth)
         return 0
+
+    def _negated_polarity(self, expr: ast.AST, scope: ast.AST | None, depth: int) -> int:
+        """The polarity of ``not expr``: De Morgan for `and`/`or` (``not (a or b)`` is ``not a and not b``, so one
+        disjunct that says bf16 makes the negation say fp16), the opposite sign otherwise."""
+        if isinstance(expr, ast.BoolOp):
+            negated = [ast.UnaryOp(op=ast.Not(), operand=v) for v in expr.values]
+            flipped = ast.BoolOp(op=ast.Or() if isinstance(expr.op, ast.And) else ast.And(), values=negated)
+            return self.fp16_polarity(flipped, scope, depth + 1)
+        return -self.fp16_polarity(expr, scope, depth + 1)
+
+    def _name_polarity(self, expr: ast.Name | ast.Attribute, scope: ast.AST | None, depth: int) -> int:
+        """A flag named like a dtype (``args.fp16``), else what every value assigned to it says."""
+        sign = name_polarity(expr.id if isinstance(expr, ast.Name) else expr.attr)
+        if sign:
+            return sign
+        bindings = self.src.bindings(expr, scope or self.src.scope(expr))
+        signs = {self.fp16_polarity(v, scope, depth + 1) if v is not None else 0 for _, v in bindings}
+        return signs.pop() if len(signs) == 1 else 0
 
     def _compare_polarity(self, expr: ast.Compare, scope, depth: int) -> int:
         op = expr.ops[0]
@@ -232,8 +257,20 @@ class Dataflow:
         if isinstance(expr, ast.Constant) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
             return FP16 if expr.value == 16 else None
         found = self.dtype_of(expr, scope, depth + 1) if isinstance(expr, (ast.Constant, ast.Attribute, ast.Name)) else None
+        if found is None and isinstance(expr, (ast.Name, ast.Attribute)):
+            found = _constant_named_like_a_dtype(expr)
         # a config variable named like a dtype compared to something unknown says nothing
         return found if found and len(found) == 1 else None
+
+
+# Constants imported from elsewhere whose whole name is a dtype (`FP16`, `dtypes.BF16`): compared against, they
+# stand for that dtype. ("HALF" is left out: such a constant is often a set of half dtypes.)
+_DTYPE_CONSTANTS = {"fp16": FP16, "float16": FP16, "bf16": BF16, "bfloat16": BF16, "fp32": FP32, "float32": FP32}
+
+
+def _constant_named_like_a_dtype(expr: ast.Name | ast.Attribute) -> DTypes:
+    identifier = expr.id if isinstance(expr, ast.Name) else expr.attr
+    return _DTYPE_CONSTANTS.get(identifier.lower()) if identifier.isupper() else None
 
 
 def name_polarity(identifier: str) -> int:

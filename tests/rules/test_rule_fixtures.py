@@ -1,0 +1,132 @@
+"""Every rule's fixtures, as ruff's: one folder per rule, `tests/rules/<ID>-<name>/<detector>/`, with positive (bad)
+and negative (good) cases for each detector the rule has; the expected findings are written next to the cases.
+
+- ``policy/bad/<case>/`` and ``policy/good/<case>/``: config files linted together. A bad case has an
+  ``expected.yaml``: a list of ``{file, line}`` where the rule must be reported (other rules may be too). A good
+  case may not report the rule at all.
+- ``code/bad*.py`` and ``code/good*.py``: Python files; a line ending in ``# ampdoctor: expect[AMP004]`` must be
+  reported, and no other line may be.
+- ``runtime/bad*.py`` and ``runtime/good*.py``: scripts run under the audit like `ampdoctor run` does; lines are
+  marked as in code fixtures, and ``# ampdoctor: expect-anywhere[AMP004]`` asks for a finding without a file line
+  (a module or a parameter). ``# ampdoctor: policy=<policy>`` in a script gives the audit a policy.
+- ``explain/bad*.txt``: error text whose best candidate is the rule; ``explain/good*.txt``: text it must not match.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ampdoctor.explain import explain
+from ampdoctor.lint.configs import lint_config_files
+from ampdoctor.lint.python import lint_source
+from ampdoctor.rules import catalog
+
+HERE = Path(__file__).parent
+RULES = {r.id: r for r in catalog()}
+FOLDERS = {p.name.split("-", 1)[0]: p for p in HERE.iterdir() if p.is_dir() and re.match(r"AMP\d{3}-", p.name)}
+EXPECT = re.compile(r"#\s*ampdoctor:\s*expect\[(?P<ids>[^\]]+)\]")
+EXPECT_ANYWHERE = re.compile(r"#\s*ampdoctor:\s*expect-anywhere\[(?P<ids>[^\]]+)\]")
+POLICY = re.compile(r"#\s*ampdoctor:\s*policy=(?P<policy>\S+)")
+
+
+def cases(kind: str) -> list:
+    out = []
+    for rule_id, folder in sorted(FOLDERS.items()):
+        base = folder / kind
+        if not base.is_dir():
+            continue
+        if kind == "policy":
+            found = [p for side in ("bad", "good") for p in sorted((base / side).glob("*")) if p.is_dir()]
+        else:
+            suffix = ".txt" if kind == "explain" else ".py"
+            found = sorted(p for p in base.iterdir() if p.suffix == suffix and p.name.startswith(("bad", "good")))
+        out += [pytest.param(rule_id, p, id=f"{rule_id}-{p.relative_to(folder)}") for p in found]
+    return out
+
+
+def marked_lines(path: Path, rule_id: str) -> list[int]:
+    return [n for n, line in enumerate(path.read_text().splitlines(), 1)
+            if (m := EXPECT.search(line)) and rule_id in [x.strip() for x in m["ids"].split(",")]]
+
+
+def is_bad(path: Path) -> bool:
+    return path.name.startswith("bad") or path.parent.name == "bad"
+
+
+def test_every_rule_has_a_fixture_folder_with_both_cases_for_each_detector():
+    missing = []
+    for rule in catalog():
+        folder = FOLDERS.get(rule.id)
+        if folder is None or folder.name != f"{rule.id}-{rule.name}":
+            missing.append(f"{rule.id}-{rule.name}/")
+            continue
+        for kind in rule.detectors:
+            base = folder / kind
+            if kind == "policy":
+                sides = {side for side in ("bad", "good") if base.is_dir() and any(p.is_dir() for p in (base / side).glob("*"))}
+            else:
+                sides = {side for side in ("bad", "good") if base.is_dir() and any(base.glob(f"{side}*"))}
+            missing += [f"{folder.name}/{kind}/{side}" for side in ("bad", "good") if side not in sides]
+    assert missing == []
+
+
+def test_no_fixture_for_a_detector_the_rule_does_not_have():
+    stray = [f"{folder.name}/{kind.name}" for rule_id, folder in FOLDERS.items() for kind in folder.iterdir()
+             if kind.is_dir() and kind.name not in RULES[rule_id].detectors]
+    assert stray == []
+
+
+@pytest.mark.parametrize("rule_id, case", cases("policy"))
+def test_policy_fixture(rule_id, case):
+    files = sorted(p for p in case.rglob("*") if p.is_file() and p.name != "expected.yaml")
+    report = lint_config_files(files)
+    assert not [e for e in report.errors if e.fatal], report.errors
+    got = sorted((Path(f.location.file).relative_to(case).as_posix(), f.location.line) for f in report.findings if f.rule_id == rule_id)
+    if is_bad(case):
+        expected = yaml.safe_load((case / "expected.yaml").read_text())
+        assert got == sorted((e["file"], e["line"]) for e in expected)
+    else:
+        assert got == []
+
+
+@pytest.mark.parametrize("rule_id, case", cases("code"))
+def test_code_fixture(rule_id, case):
+    findings, error = lint_source(case.read_text(), str(case))
+    assert error is None, error
+    got = sorted(f.location.line for f in findings if f.rule_id == rule_id)
+    expected = marked_lines(case, rule_id)
+    assert bool(expected) == is_bad(case), "bad fixtures mark a line, good fixtures none"
+    assert got == expected
+
+
+@pytest.mark.parametrize("rule_id, case", cases("runtime"))
+def test_runtime_fixture(rule_id, case, monkeypatch):
+    from ampdoctor.audit.runner import run
+
+    text = case.read_text()
+    policy = POLICY.search(text)
+    monkeypatch.chdir(case.parent)
+    result = run(case.name, policy=policy["policy"] if policy else None, max_steps=None)
+    mine = [f for f in result.report.findings if f.rule_id == rule_id]
+    got = sorted(f.location.line for f in mine if f.location.file == case.name and f.location.line)
+    anywhere = [m for m in EXPECT_ANYWHERE.finditer(text) if rule_id in m["ids"]]
+    expected = marked_lines(case, rule_id)
+    assert bool(expected or anywhere) == is_bad(case), "bad fixtures mark a line or expect-anywhere, good fixtures none"
+    assert got == expected
+    if anywhere:
+        assert mine, f"{rule_id} expected somewhere in the report"
+    if not is_bad(case):
+        assert mine == []
+
+
+@pytest.mark.parametrize("rule_id, case", cases("explain"))
+def test_explain_fixture(rule_id, case):
+    candidates = explain(case.read_text())
+    if is_bad(case):
+        assert candidates and candidates[0].rule.id == rule_id, [c.rule.id for c in candidates]
+    else:
+        assert rule_id not in [c.rule.id for c in candidates]

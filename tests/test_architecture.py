@@ -1,0 +1,187 @@
+"""The shape of the code: no import cycles, a static path without torch, small functions, one home per rule."""
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+PACKAGE = SRC / "ampdoctor"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _top_level_imports(tree: ast.Module):
+    """Import statements executed when the module is imported: not in functions, classes or `if TYPE_CHECKING:`."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If):
+            if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+                todo.extend(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            todo.extend(node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body])
+
+
+def imports_of(name: str) -> set[str]:
+    """The ampdoctor modules `name` imports when it is imported (explicit imports; `from pkg import sub` counts
+    as importing the submodule)."""
+    tree = ast.parse(MODULES[name].read_text())
+    out = set()
+    for node in _top_level_imports(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("ampdoctor"))
+            continue
+        base = node.module or ""
+        if node.level:
+            package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
+            for _ in range(node.level - 1):
+                package = package.rpartition(".")[0]
+            base = f"{package}.{base}" if base else package
+        if not base.startswith("ampdoctor"):
+            continue
+        for alias in node.names:
+            sub = f"{base}.{alias.name}"
+            out.add(sub if sub in MODULES else base)
+    return {m for m in out if m in MODULES and m != name}
+
+
+GRAPH = {name: imports_of(name) for name in MODULES}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles():
+    assert cycles(GRAPH) == []
+
+
+def test_renderers_and_policy_do_not_import_the_package_root_or_frameworks():
+    assert "ampdoctor" not in set().union(*(GRAPH[m] for m in MODULES if m.startswith("ampdoctor.report")))
+    assert not any(m.startswith("ampdoctor.frameworks") for m in GRAPH["ampdoctor.policy"])
+
+
+STATIC = ["ampdoctor", "ampdoctor.cli", "ampdoctor.lint.engine", "ampdoctor.lint.configs", "ampdoctor.lint.python.runner",
+          "ampdoctor.explain", "ampdoctor.rules.catalog", "ampdoctor.rules.registry", "ampdoctor.policy", "ampdoctor.report"]
+
+
+def _closure(start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo.extend(GRAPH[m])
+    return seen
+
+
+def imports_torch(name: str) -> bool:
+    for node in _top_level_imports(ast.parse(MODULES[name].read_text())):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        if any(n == "torch" or n.startswith("torch.") for n in names):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("start", STATIC)
+def test_the_static_path_imports_no_torch_at_import_time(start):
+    # Rule modules are loaded by the registry, so they are part of every static path.
+    rule_modules = [m for m in MODULES if re.search(r"\.rules\.amp\d{3}_", m)]
+    reached = _closure(start).union(*(_closure(m) for m in rule_modules))
+    assert sorted(m for m in reached if imports_torch(m)) == []
+    assert imports_torch("ampdoctor.audit.recorder")  # the check can fail
+
+
+# A stand-in interpreter where `import torch` fails, as on a machine (or a pre-commit environment) without it.
+NO_TORCH = "import sys; sys.modules['torch'] = None; from ampdoctor.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def run_without_torch(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", NO_TORCH, *args], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(SRC)})
+
+
+def test_lint_explain_rules_and_export_work_without_torch():
+    lint = run_without_torch("lint", "--no-config", "--format", "json", "examples/configs/incident4_h2o", "examples/code/incident4_gradscaler.py")
+    assert lint.returncode == 1, lint.stderr
+    assert '"grad-scaler-with-bf16"' in lint.stdout and "Traceback" not in lint.stderr
+    explain = run_without_torch("explain", "RuntimeError: Expected BFloat16, got Float")
+    assert explain.returncode == 0 and "grad-dtype-mismatch" in explain.stdout
+    rules = run_without_torch("rules", "AMP004")
+    assert rules.returncode == 0 and "rules/amp004_grad_scaler_with_bf16.py" in rules.stdout
+    export = run_without_torch("export", "--policy", "bf16-mixed", "--to", "fsdp")
+    assert export.returncode == 0 and "MixedPrecisionPolicy(" in export.stdout
+
+
+@pytest.mark.parametrize("command", [["run", "train.py"], ["audit", "--hf-config", "c.json"], ["env"]])
+def test_runtime_commands_say_in_one_line_how_to_get_torch(command):
+    proc = run_without_torch(*command)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"ampdoctor: error: ampdoctor {command[0]} needs PyTorch, which is not installed: "
+                                                "pip install torch  (or: pip install 'ampdoctor[torch]')"]
+
+
+def test_no_function_is_too_complex_to_read():
+    from radon.complexity import cc_visit
+
+    too_complex = []
+    for name, path in MODULES.items():
+        for block in cc_visit(path.read_text()):
+            if block.complexity > 25:
+                too_complex.append(f"{name}.{block.name}: {block.complexity}")
+    assert too_complex == []
+
+
+def test_findings_are_built_only_where_rules_are_known():
+    """Detectors yield hits that the registry turns into findings of the rule they are registered under; only
+    the registry glue, explain (a detector of every rule with signatures) and the code-check runner (which
+    attaches the registered rule to each (node, message)) build findings by rule name."""
+    allowed = {"ampdoctor.rules.catalog", "ampdoctor.explain", "ampdoctor.lint.python.runner", "ampdoctor.fix"}
+    builders = sorted(m for m, p in MODULES.items() if re.search(r"\bfinding\(", p.read_text()) and m not in allowed)
+    assert builders == []
