@@ -116,7 +116,13 @@ def _policy_findings(observed: Observed, already: set[str]) -> list[Finding]:
     return [f for f in check_policy(observed.policy, observed.facts, places) if f.rule_id not in already]
 
 
-def analyze(rec: Any, policy: Policy | None, *, target_device: str, model: Any, exc: BaseException | None, checked: tuple[str, ...]) -> Report:
+@dataclass(frozen=True)
+class Analysis:
+    report: Report
+    observed: Observed  # the policy and facts the run was observed to have
+
+
+def analyze(rec: Any, policy: Policy | None, *, target_device: str, model: Any, exc: BaseException | None, checked: tuple[str, ...]) -> Analysis:
     """The report of a finished recording; `policy` None judges the run by the policy it was observed to run."""
     trace = Trace(rec, model)
     observed = observe(trace)
@@ -126,7 +132,7 @@ def analyze(rec: Any, policy: Policy | None, *, target_device: str, model: Any, 
     found += _policy_findings(observed, {f.rule_id for f in found})
     if exc is not None:
         found = _with_explanation(found, exc, ctx.failure)
-    return Report.of(found, tables=(module_table(trace),), checked=checked)
+    return Analysis(Report.of(found, tables=(module_table(trace),), checked=checked), observed)
 
 
 def _with_explanation(found: list[Finding], exc: BaseException, site: FailureSite | None) -> list[Finding]:

@@ -10,6 +10,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from ampdoctor.audit.observe import Observed
 from ampdoctor.audit.session import Audit
 from ampdoctor.policy import Policy
 from ampdoctor.report import Report
@@ -27,6 +28,7 @@ class RunResult:
     # The script's own exit status: 0 when it ran to the end, its SystemExit code, or 1 when it raised.
     exit_code: int
     exception: BaseException | None
+    observed: Observed | None = None  # the policy and facts the script was seen to run with
 
 
 def _exit_code(code: object) -> int:
@@ -112,4 +114,4 @@ def run(
             sys.modules["__main__"] = saved_main
     if exc is not None and not isinstance(exc, KeyboardInterrupt):
         _print_user_traceback(exc)
-    return RunResult(a.report, code, exc)
+    return RunResult(a.report, code, exc, a.observed)

@@ -8,6 +8,7 @@ from typing import Any, Callable
 import torch
 
 from ampdoctor import dtypes
+from ampdoctor.audit.observe import Observed
 from ampdoctor.audit.recorder import Recorder
 from ampdoctor.policy import Policy
 from ampdoctor.report import Report
@@ -48,6 +49,7 @@ class Audit:
         self.recorder = Recorder(device_type=self.device_type, max_steps=max_steps, on_stop=on_stop)
         self._report: Report | None = None
         self.exception: BaseException | None = None
+        self.observed: Observed | None = None  # the policy and facts the run was seen to have
 
     @property
     def report(self) -> Report:
@@ -72,9 +74,11 @@ class Audit:
         from ampdoctor.audit.analysis import analysis_failed, analyze
 
         try:
-            return analyze(self.recorder, self.policy, target_device=self.target_device, model=self.model, exc=exc, checked=self.checked)
+            done = analyze(self.recorder, self.policy, target_device=self.target_device, model=self.model, exc=exc, checked=self.checked)
         except Exception as err:  # the audit must never take the user's program down with it
             return analysis_failed(err, self.checked)
+        self.observed = done.observed
+        return done.report
 
     def stop(self) -> None:
         self.recorder.stop()

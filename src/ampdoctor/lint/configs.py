@@ -27,6 +27,16 @@ _ENGINE_TO_ASKED = {"bf16": "bf16", "fp16": "fp16", "amp": "fp16", "fp32": "no"}
 
 def lint_config_files(files: list[Path]) -> Report:
     """Lint config files; never raises on bad input (it becomes a `ReportError`)."""
+    readings, checked, errors = read_configs(files)
+    findings: list[Finding] = []
+    for cfg in readings:
+        findings.extend(_name_filled_keys(cfg, check_policy(cfg.policy, cfg.facts, cfg.locate())))
+    return Report.of(_unique(findings), checked=checked, errors=tuple(errors))
+
+
+def read_configs(files: list[Path]) -> tuple[list[Reading], tuple[str, ...], list[ReportError]]:
+    """Every training configuration in `files` as its framework runs it (NeoX files and SimpleTuner env/json merged,
+    references to DeepSpeed files followed, devices named in a folder added), the files read, and what could not be."""
     errors: list[ReportError] = []
     recognised: list[tuple[Document, ModuleType]] = []
     loaded: dict[Path, list[Document]] = {}
@@ -58,11 +68,7 @@ def lint_config_files(files: list[Path]) -> Report:
                 checked.update(target.files)
     readings.extend(followed)
     _add_devices(readings, by_dir)
-
-    findings: list[Finding] = []
-    for cfg in readings:
-        findings.extend(_name_filled_keys(cfg, check_policy(cfg.policy, cfg.facts, cfg.locate())))
-    return Report.of(_unique(findings), checked=tuple(sorted(checked)), errors=tuple(errors))
+    return readings, tuple(sorted(checked)), errors
 
 
 def _key(path: Path) -> Path:

@@ -67,17 +67,24 @@ def half_weights_without_master(policy: Policy | None, facts: RunFacts) -> bool:
 ROUNDED_UPDATE_SHARE = 0.01
 
 
-@runtime_check("AMP119")
-def updates_rounded_away(ctx: RuntimeContext) -> Iterator[Hit]:
+def rounded_updates(ctx: RuntimeContext) -> Iterator[tuple[float, Location, dict]]:
     """Measured, not guessed: the share of half-precision parameter elements with a non-zero gradient that the
-    optimizer step left bit-identical."""
+    first optimizer step left bit-identical, when it is large enough to matter."""
     for ev in ctx.trace.rec.opt_events[:1]:
         if not ev["considered"]:
             return
         share = ev["unchanged"] / ev["considered"]
         if share >= ROUNDED_UPDATE_SHARE:
             code, line = ev["frame"]
-            yield Hit(f"{share:.1%} of the half-precision parameter elements with a non-zero gradient did not change in {ev['optimizer']}.step(): "
-                      "their update was below half an ulp and rounded away",
-                      Location(file=relpath(code.co_filename) if code else None, line=line or None, phase=OPTIMIZER, op=f"{ev['optimizer']}.step"),
-                      details={"unchanged_fraction": round(share, 4), "sampled_elements": ev["considered"]})
+            where = Location(file=relpath(code.co_filename) if code else None, line=line or None, phase=OPTIMIZER, op=f"{ev['optimizer']}.step")
+            yield share, where, {"unchanged_fraction": round(share, 4), "sampled_elements": ev["considered"], "optimizer": ev["optimizer"]}
+
+
+@runtime_check("AMP119")
+def updates_rounded_away(ctx: RuntimeContext) -> Iterator[Hit]:
+    # Under autocast the same measurement is evidence for AMP128 (mixed precision without master weights).
+    if ctx.observed.facts.autocast:
+        return
+    for share, where, details in rounded_updates(ctx):
+        yield Hit(f"{share:.1%} of the half-precision parameter elements with a non-zero gradient did not change in {details['optimizer']}.step(): "
+                  "their update was below half an ulp and rounded away", where, details=details)

@@ -4,13 +4,16 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
-from ampdoctor.rules.amp119_pure_bf16_optimizer import half_weights_without_master
+from ampdoctor.rules.amp119_pure_bf16_optimizer import half_weights_without_master, rounded_updates
 from ampdoctor.rules.engine import Places
-from ampdoctor.rules.registry import Hit, policy_check
+from ampdoctor.rules.registry import Hit, policy_check, runtime_check
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
 
 
 @policy_check("AMP128")
@@ -22,3 +25,15 @@ def mixed_precision_without_master_weights(policy: Policy | None, facts: RunFact
     here = at("autocast")
     yield Hit(f"mixed precision is on ({policy.compute} autocast) but the trainable weights are already {policy.params}: "
               "there is no fp32 master copy, so small updates round away", here, related=at.others(here, "params"))
+
+
+@runtime_check("AMP128")
+def autocast_over_half_weights_lost_updates(ctx: RuntimeContext) -> Iterator[Hit]:
+    """Autocast ran over half-precision weights and the optimizer step measurably lost updates."""
+    facts, observed = ctx.observed.facts, ctx.observed.policy
+    if not facts.autocast or observed is None or not half_weights_without_master(observed, facts):
+        return
+    for share, where, details in rounded_updates(ctx):
+        yield Hit(f"mixed precision is on ({observed.compute} autocast) but the trainable weights are already {observed.params}: "
+                  f"{share:.1%} of their elements with a non-zero gradient did not change in {details['optimizer']}.step() "
+                  "(updates below half an ulp round away)", where, details=details)
