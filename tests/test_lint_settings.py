@@ -35,7 +35,7 @@ def test_find_pyproject_walks_up(tmp_path):
     write(tmp_path / "pkg" / "sub" / "train.py")
     assert find_pyproject(tmp_path / "pkg" / "sub" / "train.py") == pyproject
     assert find_pyproject(tmp_path / "pkg") == pyproject
-    assert load_settings(pyproject) == LintSettings()
+    assert load_settings(pyproject) == LintSettings(root=tmp_path.resolve())
 
 
 @pytest.mark.parametrize(

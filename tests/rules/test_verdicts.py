@@ -117,6 +117,26 @@ SCRIPTS = {
         """),
     ],
     "AMP117": [
+        # DeepSpeed's BF16_Optimizer keeps fp32 masters of the bf16 model: micro-batch grads summed in bf16 (#2768)
+        (True, "params=bf16,grad_accum=bf16,reduce=bf16", """
+            class BF16_Optimizer(torch.optim.Optimizer):
+                def __init__(self, params):
+                    params = list(params)
+                    super().__init__(params, {"lr": 0.1})
+                    self.masters = [p.detach().float() for p in params]
+
+                def step(self):
+                    for p, master in zip(self.param_groups[0]["params"], self.masters):
+                        master.add_(p.grad.float(), alpha=-0.1)
+                        p.data.copy_(master)
+
+            model = torch.nn.Linear(8, 8).to(torch.bfloat16)
+            opt = BF16_Optimizer(model.parameters())
+            for micro in range(2):
+                model(x.bfloat16()).float().pow(2).mean().backward()
+            opt.step()
+        """),
+        # the same accumulation with no master copy anywhere is the pure-bf16 design: still reported, as a note
         (True, "params=bf16,grad_accum=bf16,reduce=bf16", """
             model = torch.nn.Linear(8, 8).to(torch.bfloat16)
             opt = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -25,7 +25,7 @@ from ampdoctor.rules.model import Location
 
 NAME = "deepspeed"
 
-_DS_KEYS = frozenset({
+DS_KEYS = frozenset({
     "zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
     "fp16", "bf16", "bfloat16", "amp", "data_types", "communication_data_type", "gradient_clipping",
     "zero_allow_untested_optimizer", "steps_per_print", "wall_clock_breakdown", "torch_autocast", "activation_checkpointing",
@@ -44,7 +44,7 @@ def detect(doc: Document) -> bool:
     if keys & _DS_ONLY:
         return True
     blocks = [k for k in ("fp16", "bf16", "bfloat16", "amp") if isinstance(doc.data.get(k), dict)]
-    return bool(blocks) and len(keys & _DS_KEYS) >= 2
+    return bool(blocks) and len(keys & DS_KEYS) >= 2
 
 
 @dataclass(frozen=True)

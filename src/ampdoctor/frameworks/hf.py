@@ -62,12 +62,33 @@ def _flag(doc: Document, key: str) -> bool | None:
     return None if is_auto(value) else bool(as_bool(value))
 
 
+def is_axolotl(doc: Document) -> bool:
+    """An axolotl config: a base model, its datasets and a micro-batch size or sequence length."""
+    return doc.has("base_model") and (doc.has("datasets") or doc.has("micro_batch_size") or doc.has("sequence_len"))
+
+
+def _axolotl_dtype(doc: Document) -> tuple[Any, Location]:
+    """axolotl loads the model in the training precision (`resolve_dtype`: bf16 -> bfloat16; fp16, float16 or
+    load_in_8bit -> float16; else float32), whatever `torch_dtype` says; `bf16: auto` is decided by the GPU."""
+    bf16, fp16 = doc.get("bf16"), doc.get("fp16")
+    if is_auto(bf16) and not as_bool(fp16):
+        return "auto", doc.at("bf16")
+    if as_bool(bf16) or as_bool(doc.get("bfloat16")):
+        return "bf16", doc.at("bf16")
+    if as_bool(fp16) or as_bool(doc.get("float16")) or as_bool(doc.get("load_in_8bit")):
+        return "fp16", doc.at("fp16") if doc.has("fp16") else doc.at("load_in_8bit")
+    return "fp32", Location(file=doc.file, label="bf16/fp16 unset: fp32")
+
+
 def _model_facts(doc: Document, cfg: Reading) -> tuple[str | None, Any, Location]:
     """The model-loading arguments: (dtype the model is loaded in, the raw value, where)."""
     model_key = next((k for k in ("torch_dtype", "dtype", "model_dtype") if doc.has(k)), None)
     model_raw = doc.get(model_key) if model_key else None
-    model_dtype = as_dtype(model_raw) if model_raw is not None and not is_auto(model_raw) else (None if model_raw is not None else FP32)
     model_at = doc.at(model_key) if model_key else Location(file=doc.file, label="torch_dtype unset: fp32")
+    if is_axolotl(doc):
+        model_raw, model_at = _axolotl_dtype(doc)
+        model_key = "bf16"
+    model_dtype = as_dtype(model_raw) if model_raw is not None and not is_auto(model_raw) else (None if model_raw is not None else FP32)
     if model_dtype is not None:
         cfg.set("model_dtype", model_dtype, model_at, model_key is None)
     adapters = bool(as_bool(doc.get("use_peft", default=False))) or as_int(doc.get("lora_r")) is not None \
@@ -93,6 +114,8 @@ def _training_facts(doc: Document, cfg: Reading, bf16: bool | None, fp16: bool |
     gas = as_int(doc.get("gradient_accumulation_steps", default=1))
     if gas is not None:
         cfg.set("grad_accum_steps", gas, doc.at("gradient_accumulation_steps"), not doc.has("gradient_accumulation_steps"))
+    if as_bool(doc.get("do_train")) is False and (as_bool(doc.get("do_eval")) or as_bool(doc.get("do_predict"))):
+        cfg.set("trains", False, doc.at("do_train"))  # an evaluation/prediction run: no optimizer steps
     optim = lower_str(doc.get("optim", default="adamw_torch"))
     cfg.set("optimizer", optim, doc.at("optim"), not doc.has("optim"))
     cfg.set("optimizer_kind", "kahan" if "anyprecision" in optim else "plain", doc.at("optim"), not doc.has("optim"))

@@ -9,6 +9,8 @@ rotary attention path). NeoX accepts `a-b` and `a_b` spellings of every key.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 from ampdoctor.dtypes import BF16, FP16, FP32, HALF
@@ -16,6 +18,7 @@ from ampdoctor.frameworks import deepspeed
 from ampdoctor.frameworks.base import Reading, as_bool, as_int, lower_str
 from ampdoctor.frameworks.located import Document, merge_documents
 from ampdoctor.policy import Policy
+from ampdoctor.rules.model import Location
 
 NAME = "gpt-neox"
 
@@ -40,10 +43,22 @@ def _keys(doc: Document) -> set[str]:
     return {canonical_key(k) for k in doc.keys() if isinstance(k, str)}
 
 
+# Keys only NeoX (Megatron) configs use. Generic ones (tokenizer_type, wandb_project, data_path, split...) also
+# appear in axolotl and HF configs and are no evidence.
+_SPECIFIC = frozenset({
+    "pos_emb", "rotary_pct", "rotary_emb_base", "pipe_parallel_size", "model_parallel_size", "fp32_allreduce",
+    "scaled_upper_triang_masked_softmax_fusion", "bias_gelu_fusion", "attention_config", "gpt_j_residual",
+    "output_layer_parallelism", "no_weight_tying", "init_method", "output_layer_init_method", "partition_activations",
+    "synchronize_each_layer", "train_iters", "lr_decay_iters", "train_data_paths", "checkpoint_activations",
+})
+
+
 def detect(doc: Document) -> bool:
     keys = _keys(doc)
-    specific = keys & (_NEOX_KEYS - {"precision", "norm", "split", "launcher", "hostfile", "log_interval", "eval_interval", "save_interval"})
-    return len(specific) >= 2 or bool(keys & _MODEL_KEYS and keys & {"pos_emb", "pipe_parallel_size", "precision"})
+    if len(keys & _SPECIFIC) >= 2 or bool(keys & _MODEL_KEYS and keys & {"pos_emb", "pipe_parallel_size", "precision"}):
+        return True
+    # A partial NeoX config merged into the model config (`precision` in its own file): only keys NeoX knows.
+    return "precision" in keys and keys <= _NEOX_KEYS | deepspeed.DS_KEYS
 
 
 def is_model_file(doc: Document) -> bool:
@@ -69,6 +84,26 @@ def _model_dtype(doc: Document, declared: Any, engine: str | None) -> str | None
     return FP32
 
 
+# Since EleutherAI/gpt-neox PR #1311 (Nov 2024), `calculate_derived` sets `precision` from an enabled bf16 block.
+_DERIVES_BF16 = re.compile(r"""self\.bf16\.get\(\s*["']enabled["'][\s\S]{0,200}?update_value\(\s*["']precision["']\s*,\s*["']bfloat16["']""")
+_ARGUMENTS = Path("megatron", "neox_arguments", "arguments.py")
+
+
+def checkout_derives_precision(config_file: str, levels: int = 6) -> tuple[bool | None, Location | None]:
+    """Whether the NeoX checkout the config lives in derives `precision` from the bf16 block: True/False with the
+    file that says so, or (None, None) when the config is not inside a NeoX checkout (the version is unknown)."""
+    folder = Path(config_file).parent
+    for candidate in [folder, *folder.parents][:levels]:
+        arguments = candidate / _ARGUMENTS
+        try:
+            if arguments.is_file():
+                text = arguments.read_text(encoding="utf-8", errors="replace")
+                return bool(_DERIVES_BF16.search(text)), Location(file=str(arguments), label="NeoX argument code")
+        except OSError:
+            return None, None
+    return None, None
+
+
 def read(doc: Document) -> Reading:
     files = tuple(sorted({loc.file for loc in doc.locations.values() if loc.file} | {doc.file}))
     cfg = Reading(NAME, doc.file, files=files)
@@ -84,6 +119,12 @@ def read(doc: Document) -> Reading:
         block = "bf16" if model_dtype == BF16 else "fp16"
         if not (doc.has(block) and as_bool(doc.get(block, "enabled")) is False):
             doc = doc.with_overrides({(block, "enabled"): (True, doc.at("precision"))})
+    derives, where = checkout_derives_precision(doc.file)
+    if derives is not None and where is not None:
+        cfg.set("derives_precision", derives, where)
+        if derives and declared is None and engine.name == "bf16":
+            model_dtype = BF16  # this NeoX sets precision=bfloat16 itself
+            cfg.set("model_dtype", model_dtype, engine.location)
     fp32_allreduce = as_bool(doc.get("fp32_allreduce", default=False))
     deepspeed.fill_policy(doc, cfg, reduce_fp32=(bool(fp32_allreduce), doc.at("fp32_allreduce")))
     if lower_str(doc.get("pos_emb", default="learned")) == "rotary":

@@ -13,6 +13,7 @@ from ampdoctor.dtypes import BF16, FP16, FP32
 from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_bool, as_dtype, as_int, lower_str
 from ampdoctor.frameworks.located import Document, iter_leaves
 from ampdoctor.policy import Policy
+from ampdoctor.rules.model import Location
 
 NAME = "torchtune"
 # The dtypes torchtune recipes train in (`training.get_dtype`: fp16 is refused).
@@ -34,6 +35,11 @@ def read(doc: Document) -> Reading:
     cfg.set("precision_setting", str(raw), at, not doc.has("dtype"))
     if dtype not in DTYPES:
         return cfg  # the recipe refuses it; the rules say so
+    if not doc.has("optimizer"):
+        # evaluation, generation and quantization configs build no optimizer: nothing trains
+        cfg.set("trains", False, at)
+    if "single_device" in doc.file.rsplit("/", 1)[-1]:
+        cfg.set("world_size", 1, Location(file=doc.file, label="a single-device recipe config"))
     gas = as_int(doc.get("gradient_accumulation_steps", default=1)) or 1
     cfg.set("grad_accum_steps", gas, doc.at("gradient_accumulation_steps"), not doc.has("gradient_accumulation_steps"))
     model = lower_str(doc.get("model", "_component_"))

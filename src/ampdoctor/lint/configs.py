@@ -40,11 +40,15 @@ def read_configs(files: list[Path]) -> tuple[list[Reading], tuple[str, ...], lis
     errors: list[ReportError] = []
     recognised: list[tuple[Document, ModuleType]] = []
     loaded: dict[Path, list[Document]] = {}
+    unreadable: set[str] = set()
     for path in files:
         docs, error = load_documents(path)
         loaded[_key(path)] = docs
         if error is not None:
-            errors.append(error)
+            # Reported, but the rest of the tree still decides the exit code (one upstream JSON with a trailing
+            # comma must not fail a 1,500-file lint); a run where nothing could be read exits 2 all the same.
+            errors.append(replace(error, fatal=False))
+            unreadable.add(error.file)
             continue
         for doc in docs:
             module = reader_for(doc)
@@ -58,7 +62,7 @@ def read_configs(files: list[Path]) -> tuple[list[Reading], tuple[str, ...], lis
     for items in by_dir.values():
         readings.extend(_read_folder(items, errors))
 
-    checked = {doc.file for doc, _ in recognised}
+    checked = {doc.file for doc, _ in recognised} | unreadable
     followed: list[Reading] = []
     for cfg in readings:
         for ref in cfg.references:

@@ -50,3 +50,12 @@ def candidates_document(candidates: Iterable[Any]) -> dict[str, Any]:
 def environment_document(environment: dict[str, Any], findings: Iterable[Finding]) -> dict[str, Any]:
     """`ampdoctor env --format json`: the machine's facts and what the rules say of bf16 on it."""
     return _envelope(environment=environment, findings=[f.to_dict() for f in findings])
+
+
+def statistics_document(report: Any) -> dict[str, Any]:
+    """`ampdoctor lint --statistics --format json`: findings counted per rule, and the report's summary."""
+    from collections import Counter
+
+    counted = Counter((f.rule_id, f.name, f.severity.value) for f in report.findings)
+    rows = [{"id": i, "name": n, "severity": s, "count": c} for (i, n, s), c in sorted(counted.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return _envelope(statistics=rows, summary=report.summary(), errors=[e.to_dict() for e in report.errors])

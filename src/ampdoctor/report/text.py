@@ -70,3 +70,16 @@ def render_text(report: Report, *, color: bool = False, width: int | None = None
     buffer = io.StringIO()
     write_text(report, buffer, color=color, width=width)
     return buffer.getvalue()
+
+
+def write_statistics(report: Report, stream: IO[str], *, color: bool | None = None) -> None:
+    """`ampdoctor lint --statistics`: one line per rule, most frequent first, as ruff prints them."""
+    from collections import Counter
+
+    console = Console(file=stream, force_terminal=color, no_color=color is False, width=None if stream.isatty() else 120, highlight=False)
+    for error in report.errors:
+        console.print(Text("error: ", style="bold red") + Text(str(error)))
+    counted = Counter((f.rule_id, f.name, f.severity) for f in report.findings)
+    for (rule_id, name, severity), n in sorted(counted.items(), key=lambda kv: (-kv[1], kv[0][0])):
+        console.print(Text(f"{n:>6}  ") + Text(rule_id, style="bold") + Text(f"  {name}  ") + Text(severity.value, style=_STYLE[severity]))
+    console.print(Text(summary_line(report.counts(), report.checked), style="bold"))

@@ -15,7 +15,7 @@ from ampdoctor.lint.python.dataflow import describe
 from ampdoctor.lint.python.resolve import tokens
 from ampdoctor.policy import Policy
 from ampdoctor.rules.engine import Places
-from ampdoctor.rules.model import Location
+from ampdoctor.rules.model import Location, Severity
 from ampdoctor.rules.registry import Hit, code_check, policy_check, runtime_check
 
 if TYPE_CHECKING:
@@ -44,9 +44,12 @@ def rope_cache_low_precision_config(policy: Policy | None, facts: RunFacts, at: 
         positions = facts.max_positions
         limit = EXACT_INT[facts.rotary_table_dtype]
         here = at("rotary_table_dtype")
-        yield Hit(f"rotary cos/sin tables are cast to the model precision {facts.rotary_table_dtype}"
+        # The framework's own code casts the cache; no config key fixes it, so this is a note with the code fix.
+        yield Hit(f"{facts.framework or 'the framework'} casts its rotary cos/sin tables to the model precision {facts.rotary_table_dtype}"
                   + (f", inexact beyond ~{limit} of the {positions} positions" if positions and positions > limit else ""),
-                  here, related=at.others(here, "model_dtype"))
+                  here, severity=Severity.INFO, related=at.others(here, "model_dtype"),
+                  fix="No config key keeps them fp32: call `ampdoctor.fix.rope(model)` after building the model, which rebuilds the "
+                      "tables exactly in fp32 and keeps them fp32 through casts and checkpoint loads.")
 
 
 @runtime_check("AMP002")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import OPTIMIZER
 from ampdoctor.audit.names import relpath
-from ampdoctor.dtypes import HALF, name_of
+from ampdoctor.dtypes import BF16, HALF, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
 from ampdoctor.rules.engine import Places
@@ -21,31 +21,46 @@ if TYPE_CHECKING:
 
 @policy_check("AMP117")
 def bf16_grad_accumulation_policy(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
-    # B17 (DeepSpeed #2768): micro-batch gradients summed in half precision.
-    if policy is None or policy.grad_accum not in HALF or facts.trains is False:
+    # B17 (DeepSpeed #2768): micro-batch gradients summed in bf16 for weights whose master copy is wider. With bf16
+    # weights and no master copy anywhere (torchtune's `dtype: bf16`, Lightning's bf16-true) the accumulation dtype
+    # follows the weights by design: a note, not a warning per file. fp16 accumulation under loss scaling is the
+    # standard fp16 recipe (Megatron, DeepSpeed's fp16 engine).
+    if policy is None or policy.grad_accum != BF16 or facts.trains is False:
         return
     steps = facts.grad_accum_steps
     here = at("grad_accum")
+    pure = _pure_half(policy, facts)
     fix_hint = "set an fp32 accumulation (DeepSpeed `data_types.grad_accum_dtype: fp32`) or fp32 master gradients"
     if steps is not None and steps > 1:
-        yield Hit(f"gradients of {steps} micro-batches are summed in {policy.grad_accum} (8 significant bits in bf16): {fix_hint}",
-                  here, related=at.others(here, "grad_accum_steps"))
+        weights = "pure-bf16 training: the weights are bf16 too" if pure else f"the weights are {policy.params}"
+        yield Hit(f"gradients of {steps} micro-batches are summed in bf16 (8 significant bits); {weights}: {fix_hint}",
+                  here, severity=Severity.INFO if pure else None, related=at.others(here, "grad_accum_steps"))
     elif steps is None:
-        yield Hit(f"grad_accum={policy.grad_accum}: if gradients are accumulated over micro-batches, they are summed in half precision; {fix_hint}",
+        yield Hit(f"grad_accum=bf16 for {policy.params} weights: if gradients are accumulated over micro-batches, they are summed in bf16; {fix_hint}",
                   here, severity=Severity.INFO)
+
+
+def _pure_half(policy: Policy, facts: RunFacts) -> bool:
+    """Half weights with no fp32 master copy held by the optimizer (DeepSpeed BF16_Optimizer, Megatron)."""
+    return policy.params in HALF and facts.master_weights != "optimizer"
 
 
 @runtime_check("AMP117")
 def half_grads_accumulated(ctx: RuntimeContext) -> Iterator[Hit]:
-    """Several backward passes summed into half-precision `.grad` before an optimizer step."""
+    """Several backward passes summed into bf16 `.grad` before an optimizer step that updates wider master weights."""
     t = ctx.trace
+    observed = ctx.observed.policy
+    if observed is None:
+        return
+    pure = _pure_half(observed, ctx.observed.facts)
     for ev in t.rec.opt_events:
         if ev["backward_passes"] <= 1:
             continue
-        half = sorted({name_of(g) for w, _, _, g, _ in t.rec.grad_events if w == "optimizer step" and g in ctx.HALF})
+        half = sorted({name_of(g) for w, _, _, g, _ in t.rec.grad_events if w == "optimizer step" and g == ctx.BF16})
         if half:
             code, line = ev["frame"]
-            yield Hit(f"{ev['backward_passes']} backward passes were accumulated into {'/'.join(half)} .grad before {ev['optimizer']}.step()",
+            yield Hit(f"{ev['backward_passes']} backward passes were accumulated into {'/'.join(half)} .grad before {ev['optimizer']}.step()"
+                      + (" (pure-bf16 training: the weights are bf16 too)" if pure else ""),
                       Location(file=relpath(code.co_filename) if code else None, line=line or None, phase=OPTIMIZER),
-                      details={"micro_batches": ev["backward_passes"]})
+                      severity=Severity.INFO if pure else None, details={"micro_batches": ev["backward_passes"]})
             return

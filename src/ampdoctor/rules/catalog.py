@@ -45,6 +45,7 @@ def _rule(raw: Mapping[str, Any]) -> Rule:
         signatures=_signatures(raw.get("signatures"), where),
         context=_signatures(raw.get("context"), where),
         confirm=str(raw.get("confirm", "")),
+        default=bool(raw.get("default", True)),
     )
     if not _ID.match(rule.id) or not _NAME.match(rule.name):
         raise ValueError(f"{where}: id must look like AMP123 and name must be kebab-case, got {rule.id!r} {rule.name!r}")
@@ -117,6 +118,11 @@ def documented_rule(key: str) -> Rule:
         return _index()[key.strip().lower()]
     except KeyError:
         raise KeyError(f"unknown rule {key!r}; `ampdoctor rules` lists them") from None
+
+
+def default_rule_ids() -> frozenset[str]:
+    """The rules lint checks unless told otherwise."""
+    return frozenset(r.id for r in _documented() if r.default)
 
 
 def finding(

@@ -84,6 +84,8 @@ class Rule:
     # Traceback/log context that makes this rule the likelier cause of a matched error text.
     context: tuple[Signature, ...] = ()
     confirm: str = ""
+    # In lint's default rule set; design-choice rules are opt-in.
+    default: bool = True
     # Derived from the registry by `catalog()`, never written in catalog.yaml.
     detectors: tuple[str, ...] = ()
 
