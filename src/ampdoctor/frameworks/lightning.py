@@ -23,6 +23,7 @@ from ampdoctor.policy import Policy
 from ampdoctor.rules.model import Location
 
 NAME = "lightning"
+LITGPT = "litgpt"
 
 _TRAINER_KEYS = frozenset({"precision", "strategy", "devices", "accelerator", "max_epochs", "max_steps", "num_nodes",
                            "accumulate_grad_batches", "callbacks", "logger", "gradient_clip_val", "log_every_n_steps",
@@ -115,7 +116,8 @@ def _plain(cfg: Reading, precision: str, kind: str, at: Location, kind_at: Locat
         b.autocast(cfg, half, at)
         if kind == "fsdp":
             b.set("reduce", half, kind_at)  # FSDPPrecision: reduce_dtype = the half dtype
-    elif half is not None and kind == "fsdp":
+    elif half is not None and kind == "fsdp" and cfg.framework != LITGPT:
+        # LightningCLI: the sharded weights stay fp32 unless the module is built under trainer.init_module().
         b.set("params", FP32, at)
         b.set("compute", half, at)
         b.set("reduce", half, kind_at)
@@ -129,8 +131,10 @@ def _plain(cfg: Reading, precision: str, kind: str, at: Location, kind_at: Locat
 
 
 def read(doc: Document) -> Reading:
-    cfg = Reading(NAME, doc.file)
     base: KeyPath = ("trainer",) if isinstance(doc.get("trainer"), dict) else ()
+    # litgpt builds every model under `fabric.init_module()`: with a `*-true` precision the weights are created in
+    # the half dtype, FSDP included.
+    cfg = Reading(NAME if base else LITGPT, doc.file)
     raw = doc.get(*base, "precision", default="32-true")
     at = doc.at(*base, "precision")
     precision = normalize_precision(raw)

@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 @code_check("AMP002", triggers=HALF_WORDS, also=(ROPE_TRIGGERS,))
 def rope_cache_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # Incident 2 (modded-nanogpt #39): `self.cos_cached = freqs.cos().bfloat16()`.
+    absolute = _absolute_embedding_scopes(ctx)
     for call, dtypes in half_casts(ctx):
+        if (ctx.src.enclosing_function(call) or ctx.src.tree) in absolute:
+            continue
         receiver = call.func.value if isinstance(call.func, ast.Attribute) and ctx.qualname(call.func) is None else None
         stored = assigned_name(ctx, call)
         if receiver is not None and is_table(chain_words(receiver, ctx)):
@@ -35,6 +38,28 @@ def rope_cache_low_precision(ctx: Context) -> Iterator[CodeHit]:
         else:
             continue
         yield call, f"RoPE table {what} is cast to {describe(dtypes)}; keep cos/sin/inv_freq in float32"
+
+
+# Sinusoidal embeddings added to the input (Transformer/diffusion timestep embeddings) use sin and cos too, but are
+# no rotary table: casting them is the model's dtype, not a position rotated by the wrong angle.
+_ABSOLUTE = frozenset({"sinusoidal", "sinusoid", "absolute", "timestep", "timesteps", "time"})
+
+
+def _absolute_embedding_scopes(ctx: Context) -> set[ast.AST]:
+    """Functions (or the module) of sinusoidal embeddings: named or classed so (and not rotary), or concatenating
+    sin and cos side by side as features (`torch.cat([sin, cos], -1)`), which a rotary table never does."""
+    out: set[ast.AST] = set()
+    for fn in (n for n in ast.walk(ctx.src.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        cls = next((a for a in ctx.src.ancestors(fn) if isinstance(a, ast.ClassDef)), None)
+        words = tokens(fn.name) | (tokens(cls.name) if cls else frozenset())
+        if words & _ABSOLUTE and not words & {"rotary", "rope"}:
+            out.add(fn)
+    for call in ctx.src.calls:
+        if ctx.qualname(call.func) == "torch.cat" and call.args and isinstance(call.args[0], (ast.List, ast.Tuple)):
+            parts = [chain_words(e, ctx) for e in call.args[0].elts]
+            if any("sin" in w for w in parts) and any("cos" in w for w in parts):
+                out.add(ctx.src.enclosing_function(call) or ctx.src.tree)
+    return out
 
 
 @policy_check("AMP002")

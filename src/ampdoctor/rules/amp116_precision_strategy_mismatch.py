@@ -22,14 +22,14 @@ def precision_strategy_mismatch(policy: Policy | None, facts: RunFacts, at: Plac
         here = at("engine_precision")
         yield Hit("apex `amp` is enabled with ZeRO: DeepSpeed asserts 'Amp and ZeRO are not currently compatible'",
                   here, related=at.others(here, "zero_stage"))
-    if framework == "lightning":
-        yield from _lightning(facts, at)
+    if framework in (lightning.NAME, lightning.LITGPT):
+        yield from _lightning(facts, at, litgpt=framework == lightning.LITGPT)
     elif framework == "torchtune" and facts.precision_setting is not None and as_dtype(facts.precision_setting) not in torchtune.DTYPES:
         yield Hit(f"dtype={facts.precision_setting!r}: torchtune recipes train in fp32 or bf16 only (fp16 is refused: "
                   "'full fp16 training is not supported')", at("precision_setting"))
 
 
-def _lightning(facts: RunFacts, at: Places) -> Iterator[Hit]:
+def _lightning(facts: RunFacts, at: Places, *, litgpt: bool) -> Iterator[Hit]:
     """What each (precision, strategy) pair really runs (lightning/fabric/plugins/precision)."""
     precision, strategy = facts.precision_setting, facts.strategy
     here = at("precision_setting")
@@ -48,7 +48,7 @@ def _lightning(facts: RunFacts, at: Places) -> Iterator[Hit]:
     elif strategy == "deepspeed" and mode == "mixed":
         yield Hit(f"precision={precision!r} with the DeepSpeed strategy is not autocast: DeepSpeed casts the whole model to {half} and "
                   "keeps fp32 master weights in the optimizer (Lightning #18016)", here, severity=Severity.INFO, related=related)
-    elif strategy == "fsdp" and mode == "true" and prefix in ("16", "bf16"):
+    elif strategy == "fsdp" and mode == "true" and prefix in ("16", "bf16") and not litgpt:
         yield Hit(f"precision={precision!r} with FSDP: FSDPPrecision casts compute and the gradient reduce to {half}, but the sharded "
                   "weights stay fp32 unless the model is created under `trainer.init_module()` (Lightning #18717)",
                   here, severity=Severity.INFO, related=related)

@@ -4,6 +4,7 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import OPTIMIZER
@@ -11,6 +12,7 @@ from ampdoctor.audit.names import relpath
 from ampdoctor.dtypes import HALF
 from ampdoctor.facts import SAFE_OPTIMIZER_KINDS, RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context, calls_named
+from ampdoctor.lint.python.resolve import dotted, last_identifier
 from ampdoctor.policy import Policy
 from ampdoctor.rules.engine import Places
 from ampdoctor.rules.model import Location, Severity
@@ -37,9 +39,34 @@ def pure_bf16_optimizer(ctx: Context) -> Iterator[CodeHit]:
     if cast is None or "bf16" not in cast.dtypes:
         return
     for call, name in calls_named(ctx, PLAIN_OPTIMIZERS):
-        if call.lineno > cast.node.lineno:
+        if call.lineno > cast.node.lineno and _stepped(ctx, call):
             yield call, (f"`{name.rsplit('.', 1)[-1]}` updates weights cast to bfloat16 (line {cast.node.lineno}) without fp32 master "
                          "weights; small updates round to nothing")
+
+
+# Calls that take an optimizer and step it: accelerate/Lightning/DeepSpeed wrappers, an HF Trainer, a GradScaler.
+_STEPPERS = frozenset({"prepare", "initialize", "Trainer", "step", "setup", "setup_optimizers", "fit"})
+
+
+def _stepped(ctx: Context, call: ast.Call) -> bool:
+    """Is the optimizer `call` builds the one that trains: stepped (`opt.step()`), handed to something that steps it
+    (`accelerator.prepare(model, opt)`, `scaler.step(opt)`, `Trainer(optimizers=(opt, ...))`), or returned (a
+    `configure_optimizers`). One built only to load a checkpoint into is not."""
+    parent = ctx.src.parents.get(call)
+    if isinstance(parent, (ast.Return, ast.Call, ast.Tuple, ast.List, ast.keyword)):
+        return True
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1):
+        return True  # used where this check cannot follow it: assume it trains
+    name = dotted(parent.targets[0])
+    if name is None:
+        return True
+    for use in ctx.src.calls:
+        func = use.func
+        if isinstance(func, ast.Attribute) and func.attr == "step" and dotted(func.value) == name:
+            return True
+        if (last_identifier(func) or "") in _STEPPERS and any(dotted(a) == name for a in (*use.args, *(k.value for k in use.keywords))):
+            return True
+    return any(isinstance(node, ast.Return) and node.value is not None and dotted(node.value) == name for node in ast.walk(ctx.src.tree))
 
 
 @policy_check("AMP119")

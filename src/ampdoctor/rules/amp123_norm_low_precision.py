@@ -66,9 +66,9 @@ def _variance_input(call: ast.Call, ctx: Context) -> ast.AST | None:
 
 
 def _norm_name(name: str) -> bool:
-    """``RMSNorm``, ``QKNorm``, ``rms_norm``, ``LayerNormalization``; not ``Normal`` (distributions)."""
-    lower = name.lower()
-    return "norm" in lower and ("normal" not in lower or "normaliz" in lower)
+    """``RMSNorm``, ``QKNorm``, ``rms_norm``, ``LayerNormalization``, ``normalize``; not ``Normal`` (distributions)
+    nor ``normuon_update`` (an optimizer whose statistics are no normalisation layer)."""
+    return any(w == "norm" or w.endswith("norm") or w.startswith("normaliz") for w in tokens(name))
 
 
 def _norm_scope(node: ast.AST, ctx: Context, rsqrt_functions: set[ast.AST]) -> ast.AST | None:
@@ -81,9 +81,15 @@ def _norm_scope(node: ast.AST, ctx: Context, rsqrt_functions: set[ast.AST]) -> a
         if _norm_name(cls.name) or (fn is not None and fn.name == "forward" and fn in rsqrt_functions):
             return cls
         return None
-    if fn is not None and (_norm_name(fn.name) or fn in rsqrt_functions):
+    if fn is not None and (_norm_name(fn.name) or (fn in rsqrt_functions and not tokens(fn.name) & _OPTIMIZER_WORDS)):
         return fn
     return None
+
+
+# An optimizer's second-moment statistics (Adam, Adafactor, NorMuon) are a mean of squares with an rsqrt too, but
+# no normalisation layer of the model.
+_OPTIMIZER_WORDS = frozenset({"update", "step", "optim", "optimizer", "adam", "adamw", "adafactor", "muon", "normuon", "momentum",
+                              "grad", "grads", "lion", "sgd", "shampoo", "soap"})
 
 
 def _chosen_dtype(expr: ast.AST, ctx: Context, depth: int = 0) -> bool:

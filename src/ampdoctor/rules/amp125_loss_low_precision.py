@@ -47,7 +47,7 @@ def loss_low_precision(ctx: Context) -> Iterator[CodeHit]:
             continue
         if dtypes and dtypes & HALF:
             yield call, f"the loss is computed from {describe(dtypes)} logits; use `{ast.unparse(logits)[:40]}.float()`"
-        elif dtypes is None and (cast := in_half_module(ctx, call)) is not None:
+        elif dtypes is None and (cast := in_half_module(ctx, call)) is not None and ctx.facts.fp32_head is None:
             yield call, (f"the loss is computed from logits of a model cast to {describe(cast.dtypes)} (line {cast.node.lineno}) "
                          f"without autocast; use `{ast.unparse(logits)[:40]}.float()`")
 

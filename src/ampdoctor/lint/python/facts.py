@@ -18,6 +18,8 @@ MODEL_TOKENS = frozenset({
     "llm", "gpt", "lm", "policy", "critic", "actor", "generator", "discriminator", "classifier", "student",
     "teacher", "ema", "pipe", "pipeline", "denoiser", "dit", "vit",
 })
+# Modules that produce logits: kept in fp32 after a half cast, the loss is fp32 too.
+_HEAD_WORDS = frozenset({"head", "lm", "classifier", "output", "out", "logits", "unembed", "unembedding", "proj"})
 # keyword=value pairs by which a framework object turns on autocast-style mixed precision
 MIXED_PRECISION_KEYWORDS = frozenset({"mixed_precision", "precision", "amp_dtype", "autocast_dtype"})
 
@@ -120,6 +122,21 @@ class Facts:
             if cast.name and "." not in cast.name:
                 self.flow.half_models.setdefault(cast.name, (cast.dtypes, cast.node.lineno))
         return out
+
+    @functools.cached_property
+    def fp32_head(self) -> ast.Call | None:
+        """An output head re-cast to fp32 after the model was cast to half (``model.lm_head.float()``,
+        ``self.classifier.to(torch.float32)``): the logits, and the loss computed from them, are fp32."""
+        if not self.model_casts:
+            return None
+        for call in self.src.calls:
+            func = call.func
+            if not isinstance(func, ast.Attribute) or func.attr not in ("float", "to", "double"):
+                continue
+            words = tokens(last_identifier(func.value) or "")
+            if words & _HEAD_WORDS and (self.flow.cast_dtype(call) or frozenset()) & {"fp32", "fp64"}:
+                return call
+        return None
 
     def _local_class(self, expr: ast.AST, depth: int = 0) -> str | None:
         """`GPT(cfg)`, or `model` after `model = GPT(cfg)`, where this file defines `class GPT` -> "GPT"."""
