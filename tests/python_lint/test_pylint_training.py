@@ -24,6 +24,7 @@ class GPT(nn.Module):
 
 model = GPT(config).to(torch.bfloat16)
 optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4)
+optimizer.step()
 """
 
 
