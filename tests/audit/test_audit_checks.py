@@ -106,3 +106,36 @@ def test_pure_bf16_updates_that_round_away_and_bf16_state_are_reported():
         opt.step()
     [f] = [f for f in a.report.findings if f.name == "pure-bf16-optimizer"]
     assert f.details["unchanged_fraction"] > 0.5
+
+
+def _run_script(tmp_path, monkeypatch, body):
+    from ampdoctor.audit.runner import run
+
+    (tmp_path / "step.py").write_text("import torch\n" + body)
+    monkeypatch.chdir(tmp_path)
+    return run("step.py", max_steps=None)
+
+
+def test_a_failure_is_reported_with_exactly_one_error_its_root_cause(tmp_path, monkeypatch):
+    result = _run_script(tmp_path, monkeypatch, (
+        "w = torch.nn.Linear(4, 4).to(torch.bfloat16)\n"
+        "y = w(torch.randn(2, 4, dtype=torch.bfloat16))\n"
+        "torch.lerp(y, y.float(), 0.5)\n"))
+    assert result.exit_code == 1
+    errors = [f for f in result.report.findings if f.severity is Severity.ERROR]
+    assert len(errors) == 1 and result.report.findings[0] is errors[0]
+    root = errors[0]
+    assert (root.name, root.location.op, root.location.line) == ("implicit-dtype-promotion", "aten::lerp", 4)
+    assert root.details["root_cause"] is True and "a cast" in root.message
+    # what explain says of the same exception is kept, below the root cause, as notes
+    assert all(f.severity is not Severity.ERROR for f in result.report.findings[1:])
+
+
+def test_an_op_that_failed_for_another_reason_is_not_blamed_on_promotion(tmp_path, monkeypatch):
+    # bf16 and fp32 operands, but the op failed on shapes: no promotion chain, no dtype rule as root cause
+    result = _run_script(tmp_path, monkeypatch, (
+        "a = torch.ones(3, dtype=torch.bfloat16)\n"
+        "torch.where(torch.ones(3, dtype=torch.bool), a, torch.ones(4))\n"))
+    assert result.exit_code == 1
+    assert [f.name for f in result.report.findings if f.severity is Severity.ERROR] == []
+    assert "implicit-dtype-promotion" not in [f.name for f in result.report.findings]

@@ -26,9 +26,12 @@ def test_incident1_bmm_failure_is_traced_back_to_the_rotary_promotion(incident, 
     assert f.origin.line == line_of(path, "q = q * cos + rotate_half(q) * sin")
     assert [(r.module, r.op) for r in f.related] == [("blocks.0.attn.pos_enc", "aten::cos")]
     assert f.related[0].line == line_of(path, "self.cos_cached = emb.cos()")
-    # explain on the exception text: the incident's own rule is the best candidate, as an error.
-    errors = [x.name for x in result.report.findings if x.severity is Severity.ERROR]
-    assert "precision-config-mismatch" in errors
+    # One failure, one root cause: the chain leads the report as its only error; explain's diagnosis of the text
+    # (the incident's own rule) is named on it and kept below it as a note.
+    errors = [x for x in result.report.findings if x.severity is Severity.ERROR]
+    assert errors == [f] and result.report.findings[0] is f
+    assert f.details["root_cause"] is True and "AMP001" in f.details["also_matches"]
+    assert [x.severity for x in by_name(result.report, "precision-config-mismatch")] == [Severity.INFO]
     rope = by_name(result.report, "rope-dtype-mismatch")
     assert [(x.location.module, x.location.op, x.origin.module) for x in rope] == [("blocks.0.attn", "aten::mul", "blocks.0.attn.pos_enc")]
 

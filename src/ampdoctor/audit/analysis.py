@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
 from ampdoctor import dtypes
@@ -25,7 +25,7 @@ from ampdoctor.policy import Policy
 from ampdoctor.report import Report, ReportError, Table
 from ampdoctor.rules.catalog import finding_of
 from ampdoctor.rules.engine import Places, check_policy
-from ampdoctor.rules.model import Finding, Location
+from ampdoctor.rules.model import Finding, Location, Severity
 from ampdoctor.rules.registry import detectors
 
 
@@ -136,14 +136,44 @@ def analyze(rec: Any, policy: Policy | None, *, target_device: str, model: Any, 
 
 
 def _with_explanation(found: list[Finding], exc: BaseException, site: FailureSite | None) -> list[Finding]:
-    """explain's candidates for the exception, except rules the recording already diagnosed (they would repeat
-    them without the chain)."""
+    """One failure, one root cause. The recorded chain to the failing op (a runtime detector's error at the failure)
+    is the root cause when there is one; otherwise explain's best candidate for the exception text is, placed at
+    the failure. Everything else about the same failure (explain's other candidates, a rule the chain already
+    names, an error at the failing op) is kept below it at a lower severity, and no rule is reported twice at
+    one place."""
     import traceback
 
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    diagnosed = {f.rule_id for f in found}
     where = site.where if site is not None else None
-    return found + [f for f in explain_findings(text, location=where) if f.rule_id not in diagnosed]
+    explained = explain_findings(text, location=where)
+    at_failure = [f for f in found if f.severity is Severity.ERROR and where is not None and _same_place(f.location, where)]
+    root = at_failure[0] if at_failure else next((f for f in explained if f.rule_id not in {g.rule_id for g in found}), None)
+    if root is None and explained:
+        root = next(f for f in found if f.rule_id == explained[0].rule_id)
+    out: list[Finding] = []
+    for f in found + [e for e in explained if e is root or e.rule_id not in {g.rule_id for g in found}]:
+        if root is not None and f is not root and f.severity is Severity.ERROR and (f in at_failure or f in explained):
+            f = replace(f, severity=Severity.INFO if f in explained else Severity.WARNING)
+        out.append(f)
+    if root is not None:
+        matched = [e.rule_id for e in explained if e is not root]
+        out = [replace(f, details={**f.details, "root_cause": True, **({"also_matches": matched} if matched else {})}) if f is root else f
+               for f in out]
+    return _unique_per_place(out)
+
+
+def _same_place(a: Location, b: Location) -> bool:
+    return (a.file, a.line, a.op) == (b.file, b.line, b.op)
+
+
+def _unique_per_place(found: list[Finding]) -> list[Finding]:
+    """A rule speaks once per place: of two findings of one rule at one place, the more severe stays."""
+    best: dict[tuple, Finding] = {}
+    for f in found:
+        key = (f.rule_id, f.location.file, f.location.line, f.location.module, f.location.op)
+        if key not in best or f.severity.rank > best[key].severity.rank:
+            best[key] = f
+    return [f for f in found if best[(f.rule_id, f.location.file, f.location.line, f.location.module, f.location.op)] is f]
 
 
 def analysis_failed(err: BaseException, checked: tuple[str, ...]) -> Report:

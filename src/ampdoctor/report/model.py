@@ -73,11 +73,12 @@ class Report:
 
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """File, then line, then module; within a place, the most severe first."""
+    """The root cause of a failure first; then file, line, module; within a place, the most severe first."""
 
     def key(f: Finding) -> tuple[Any, ...]:
         loc = f.location
-        return (loc.file is None, loc.file or "", loc.line or 0, loc.column or 0, loc.module or "", -f.severity.rank, f.rule_id)
+        return (not f.details.get("root_cause", False), loc.file is None, loc.file or "", loc.line or 0, loc.column or 0,
+                loc.module or "", -f.severity.rank, f.rule_id)
 
     return sorted(findings, key=key)
 

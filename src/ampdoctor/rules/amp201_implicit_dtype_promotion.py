@@ -4,6 +4,7 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import AUTOCAST, FORWARD, FUNC, IN_DT, IN_PROD, MOD, OUT_DT, PHASE
@@ -49,12 +50,22 @@ def promotions(ctx: RuntimeContext) -> Iterator[Hit]:
                   details={"calls": len(seqs), "output": name_of(wide), "half": name_of(half)})
 
 
+# Errors that say two operands' dtypes disagree. An op that failed otherwise (a kernel not implemented for bf16,
+# GradScaler's unscale on bf16 gradients) did not fail because of a promotion, whatever dtypes it received.
+_MISMATCH = re.compile(r"same dtype|same type|scalar type|expected dtype|dtype mismatch|found dtype|type \(.*\) should be the same|"
+                       r"expected (bfloat16|float|half|double)\w*, got (bfloat16|float|half|double)", re.IGNORECASE)
+
+
+def _dtype_mismatch(exc: BaseException | None) -> bool:
+    return exc is not None and bool(_MISMATCH.search(str(exc)))
+
+
 @runtime_check("AMP201")
 def failing_promotion(ctx: RuntimeContext) -> Iterator[Hit]:
     """The failing op received two float dtypes and no rotary table is involved: walk the odd one back to the op
     where an activation in the compute dtype became it (a promotion or a cast)."""
     site = ctx.failure
-    if site is None or len({d for d, _ in site.inputs}) < 2 or ctx.failure_is_rotary():
+    if site is None or len({d for d, _ in site.inputs}) < 2 or ctx.failure_is_rotary() or not _dtype_mismatch(ctx.exception):
         return
     t = ctx.trace
     present = {d for d, _ in site.inputs}
