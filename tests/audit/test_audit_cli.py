@@ -20,7 +20,11 @@ def test_run_writes_the_report_when_the_script_fails_and_returns_its_exit_code(t
     assert "RuntimeError: expected m1 and m2 to have the same dtype" in proc.stderr  # the script's own traceback
     assert "ampdoctor/audit" not in proc.stderr
     data = json.loads(out.read_text())
-    chain = [f for f in data["findings"] if f["name"] == "implicit-dtype-promotion" and "origin" in f]
+    # the report says the script failed, and with what
+    assert data["info"]["script_failed"] is True and data["info"]["script_exit_code"] == 1
+    assert data["info"]["exception"].startswith("RuntimeError: expected m1 and m2 to have the same dtype")
+    assert (data["info"]["policy"], data["info"]["policy_source"]) == (str(__import__("ampdoctor").Policy.parse("bf16-true")), "given")
+    chain = [f for f in data["findings"] if f["name"] == "implicit-dtype-promotion" and f["origin"]]
     assert chain[0]["origin"]["module"] == "blocks.0.attn" and chain[0]["related"][0]["module"] == "blocks.0.attn.pos_enc"
 
 
@@ -98,3 +102,26 @@ def test_hf_config_audit_real_and_fake(tmp_path):
     proc = ampdoctor("audit", "--hf-config", str(cfg), "--policy", "bf16-true", "--fake", "--seq-len", "32", "--format", "json")
     found = {(f["name"], f.get("details", {}).get("tensor")) for f in json.loads(proc.stdout)["findings"]}
     assert ("rope-cache-low-precision", "model.rotary_emb.inv_freq") in found
+
+
+def test_json_and_sarif_on_stdout_stay_valid_when_the_script_prints(tmp_path):
+    script = tmp_path / "noisy.py"
+    script.write_text(
+        "import os, torch\n"
+        "print('step 0 loss 1.23')\n"
+        "os.system('echo from a subprocess')\n"
+        "m = torch.nn.Linear(4, 4).to(torch.bfloat16)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "m(torch.randn(2, 4, dtype=torch.bfloat16)).float().sum().backward()\n"
+        "opt.step()\n")
+    for fmt in ("json", "sarif"):
+        proc = ampdoctor("run", "--format", fmt, str(script), cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        document = json.loads(proc.stdout)  # one document: the script's output went to stderr
+        assert "step 0 loss 1.23" in proc.stderr and "from a subprocess" in proc.stderr
+        if fmt == "json":
+            # without --policy the audit judges the policy the script ran, and says so
+            assert document["info"]["policy_source"] == "inferred" and document["info"]["policy"].startswith("params=bf16,compute=bf16")
+            assert "precision-config-mismatch" not in [f["name"] for f in document["findings"]]
+        else:
+            assert document["runs"][0]["automationDetails"] == {"id": "ampdoctor/run/"}

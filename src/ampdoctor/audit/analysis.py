@@ -132,7 +132,8 @@ def analyze(rec: Any, policy: Policy | None, *, target_device: str, model: Any, 
     found += _policy_findings(observed, {f.rule_id for f in found})
     if exc is not None:
         found = _with_explanation(found, exc, ctx.failure)
-    return Analysis(Report.of(found, tables=(module_table(trace),), checked=checked), observed)
+    info = {"policy": str(judged), "policy_source": "given" if policy is not None else ("inferred" if observed.policy else "default")}
+    return Analysis(Report.of(found, tables=(module_table(trace),), checked=checked, info=info), observed)
 
 
 def _with_explanation(found: list[Finding], exc: BaseException, site: FailureSite | None) -> list[Finding]:
@@ -145,21 +146,34 @@ def _with_explanation(found: list[Finding], exc: BaseException, site: FailureSit
 
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     where = site.where if site is not None else None
+    known = {g.rule_id for g in found}
     explained = explain_findings(text, location=where)
     at_failure = [f for f in found if f.severity is Severity.ERROR and where is not None and _same_place(f.location, where)]
-    root = at_failure[0] if at_failure else next((f for f in explained if f.rule_id not in {g.rule_id for g in found}), None)
-    if root is None and explained:
-        root = next(f for f in found if f.rule_id == explained[0].rule_id)
-    out: list[Finding] = []
-    for f in found + [e for e in explained if e is root or e.rule_id not in {g.rule_id for g in found}]:
-        if root is not None and f is not root and f.severity is Severity.ERROR and (f in at_failure or f in explained):
-            f = replace(f, severity=Severity.INFO if f in explained else Severity.WARNING)
-        out.append(f)
+    new = [e for e in explained if e.rule_id not in known]
+    root = _root_cause(found, explained, at_failure, new)
+    symptoms = {id(f) for f in at_failure} | {id(e) for e in explained}
+    out = [_demoted(f, f in explained) if root is not None and f is not root and id(f) in symptoms and f.severity is Severity.ERROR else f
+           for f in found + new]
     if root is not None:
         matched = [e.rule_id for e in explained if e is not root]
         out = [replace(f, details={**f.details, "root_cause": True, **({"also_matches": matched} if matched else {})}) if f is root else f
                for f in out]
     return _unique_per_place(out)
+
+
+def _root_cause(found: list[Finding], explained: list[Finding], at_failure: list[Finding], new: list[Finding]) -> Finding | None:
+    if at_failure:
+        return at_failure[0]
+    if new:
+        return new[0]
+    if explained:  # explain's best candidate was already found by a detector: that finding is the root cause
+        return next((f for f in found if f.rule_id == explained[0].rule_id), None)
+    return None
+
+
+def _demoted(f: Finding, from_explain: bool) -> Finding:
+    """A symptom of the failure the root cause explains: never a second error."""
+    return replace(f, severity=Severity.INFO if from_explain else Severity.WARNING)
 
 
 def _same_place(a: Location, b: Location) -> bool:

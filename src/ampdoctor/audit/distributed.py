@@ -94,4 +94,5 @@ def merge_reports(found: dict[int, dict], world_size: int) -> Report:
         if rank not in found:
             errors.append(ReportError(f"rank {rank}", "wrote no report (the process died or is still running)", fatal=False))
     findings = [replace(f, details={**dict(f.details), "ranks": ranks}) for f, ranks in merged.values()]
-    return Report.of(findings, tables=tuple(tables), checked=tuple(checked), errors=tuple(errors))
+    info = dict(found[min(found)]["report"].info) if found else {}
+    return Report.of(findings, tables=tuple(tables), checked=tuple(checked), errors=tuple(errors), info=info)

@@ -114,4 +114,6 @@ def run(
             sys.modules["__main__"] = saved_main
     if exc is not None and not isinstance(exc, KeyboardInterrupt):
         _print_user_traceback(exc)
-    return RunResult(a.report, code, exc, a.observed)
+    report = a.report.with_info(script=target, script_exit_code=code, script_failed=code != 0,
+                                **({"exception": f"{type(exc).__name__}: {exc}"} if exc is not None else {}))
+    return RunResult(report, code, exc, a.observed)

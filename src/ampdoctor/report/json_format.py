@@ -19,6 +19,8 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         "findings": [f.to_dict() for f in report.findings],
         "summary": report.summary(),
     }
+    if report.info:
+        out["info"] = dict(report.info)
     if report.tables:
         out["tables"] = [t.to_dict() for t in report.tables]
     if report.errors:

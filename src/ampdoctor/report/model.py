@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping, Sequence
 
 from ampdoctor.rules import Finding, Severity
 
@@ -48,6 +48,9 @@ class Report:
     checked: tuple[str, ...] = ()
     # What the report could not do (a config that does not parse, a rank that sent nothing).
     errors: tuple[ReportError, ...] = ()
+    # What the reader needs to read the findings right: the command, the policy an audit judged by and whether it
+    # was given or inferred ("policy_source"), a script's failure.
+    info: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, findings: Iterable[Finding], **kwargs: Any) -> "Report":
@@ -59,7 +62,11 @@ class Report:
             tables=self.tables + other.tables,
             checked=self.checked + other.checked,
             errors=self.errors + other.errors,
+            info={**self.info, **other.info},
         )
+
+    def with_info(self, **info: Any) -> "Report":
+        return replace(self, info={**self.info, **info})
 
     def counts(self) -> dict[str, int]:
         counted = Counter(f.severity.value for f in self.findings)

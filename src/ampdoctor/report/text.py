@@ -33,11 +33,27 @@ def _where(f: Finding) -> str:
     return " ".join(bits)
 
 
+_SOURCE = {"given": "given with --policy", "inferred": "inferred from what the run did", "default": "nothing to infer it from"}
+
+
+def _info_lines(report: Report) -> list[str]:
+    """The context a reader needs first: the policy an audit judged by, and a script that failed."""
+    info = report.info
+    lines = []
+    if "policy" in info:
+        lines.append(f"policy: {info['policy']} ({_SOURCE.get(str(info.get('policy_source')), info.get('policy_source'))})")
+    if info.get("script_failed"):
+        lines.append(f"the script failed: {info.get('exception', 'exit code ' + str(info.get('script_exit_code')))}")
+    return lines
+
+
 def write_text(report: Report, stream: IO[str], *, color: bool | None = None, width: int | None = None) -> None:
     """Write the report; `color=None` colours only when `stream` is a terminal."""
     # A terminal gets its own width; files and pipes get a fixed one so reports do not depend on the caller.
     width = width or (None if stream.isatty() else 120)
     console = Console(file=stream, force_terminal=color, no_color=color is False, width=width, highlight=False, soft_wrap=False)
+    for line in _info_lines(report):
+        console.print(Text(line, style="bold"))
     for error in report.errors:
         console.print(Text("error: ", style="bold red") + Text(str(error)))
     for group, items in groupby(report.findings, key=_group):

@@ -117,7 +117,8 @@ class Location:
         return f"{text} ({self.label})" if self.label else text
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        """Every key, absent values null: consumers read one shape whatever detector made the location."""
+        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)
@@ -140,11 +141,8 @@ class Finding:
             "message": self.message,
             "fix": self.fix,
             "location": self.location.to_dict(),
+            "origin": self.origin.to_dict() if self.origin is not None else None,
+            "related": [loc.to_dict() for loc in self.related],
+            "details": dict(self.details),
         }
-        if self.origin is not None:
-            out["origin"] = self.origin.to_dict()
-        if self.related:
-            out["related"] = [loc.to_dict() for loc in self.related]
-        if self.details:
-            out["details"] = dict(self.details)
         return out
