@@ -4,20 +4,21 @@ import torch
 from torch import nn
 
 
-class Rotary(nn.Module):
-    def __init__(self, dim, base=10000):
+class CachedRotary(nn.Module):
+    def __init__(self, head_dim, theta=10000):
         super().__init__()
-        self.inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
-        self.seq_len_cached = None
-        self.cos_cached = None
-        self.sin_cached = None
+        self.inv_freq = (1.0 / theta) ** (torch.arange(0, head_dim, 2).float() / head_dim)
+        self.cached_len = 0
 
-    def forward(self, x):
-        seq_len = x.shape[1]
-        if seq_len != self.seq_len_cached:
-            self.seq_len_cached = seq_len
-            t = torch.arange(seq_len, device=x.device).type_as(self.inv_freq)
-            freqs = torch.outer(t, self.inv_freq).to(x.device)
-            self.cos_cached = freqs.cos().bfloat16()  # ampdoctor: expect[AMP002]
-            self.sin_cached = freqs.sin().bfloat16()  # ampdoctor: expect[AMP002]
-        return self.cos_cached[None, :, None, :], self.sin_cached[None, :, None, :]
+    def _rebuild(self, length, device):
+        steps = torch.arange(length, device=device).type_as(self.inv_freq)
+        angles = torch.outer(steps, self.inv_freq)
+        self.cos_cached = angles.cos().bfloat16()  # ampdoctor: expect[AMP002]
+        self.sin_cached = angles.sin().bfloat16()  # ampdoctor: expect[AMP002]
+        self.cached_len = length
+
+    def forward(self, q):
+        if q.shape[1] > self.cached_len:
+            self._rebuild(q.shape[1], q.device)
+        n = q.shape[1]
+        return self.cos_cached[None, :n, None, :], self.sin_cached[None, :n, None, :]

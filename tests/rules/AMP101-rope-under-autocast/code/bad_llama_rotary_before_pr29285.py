@@ -1,22 +1,20 @@
-# huggingface/transformers PR #29285: before the fix, Llama's rotary computed `inv_freq @ position_ids` inside the
-# caller's bf16 autocast; autocast runs matmuls in bf16 even on fp32 operands, so the angles of large positions
-# collapse.
+# huggingface/transformers PR #29285: before the fix, the rotary angles `inv_freq @ position_ids` were computed inside
+# the caller's bf16 autocast; autocast runs matmuls in bf16 even on fp32 operands, so large positions collapse.
 import torch
 
 
-class LlamaRotaryEmbedding(torch.nn.Module):
-    def __init__(self, dim, base=10000.0):
+class AngleRotary(torch.nn.Module):
+    def __init__(self, head_dim, theta=10000.0):
         super().__init__()
-        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.register_buffer("inv_freq", theta ** -(torch.arange(0, head_dim, 2).float() / head_dim), persistent=False)
 
     @torch.no_grad()
-    def forward(self, x, position_ids):
-        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
-        position_ids_expanded = position_ids[:, None, :].float()
-        freqs = (inv_freq_expanded @ position_ids_expanded).transpose(1, 2)  # ampdoctor: expect[AMP101]
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    def forward(self, hidden, positions):
+        freq_col = self.inv_freq[None, :, None].float().expand(positions.shape[0], -1, 1)
+        pos_row = positions[:, None, :].float()
+        angles = (freq_col @ pos_row).transpose(1, 2)  # ampdoctor: expect[AMP101]
+        angles = torch.cat((angles, angles), dim=-1)
+        return angles.cos().to(hidden.dtype), angles.sin().to(hidden.dtype)
 
 
 def train_step(model, batch, optimizer):

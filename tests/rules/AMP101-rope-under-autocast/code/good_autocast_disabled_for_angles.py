@@ -3,21 +3,20 @@
 import torch
 
 
-class LlamaRotaryEmbedding(torch.nn.Module):
-    def __init__(self, dim, base=10000.0):
+class AngleRotary(torch.nn.Module):
+    def __init__(self, head_dim, theta=10000.0):
         super().__init__()
-        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.register_buffer("inv_freq", theta ** -(torch.arange(0, head_dim, 2).float() / head_dim), persistent=False)
 
     @torch.no_grad()
-    def forward(self, x, position_ids):
-        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
-        position_ids_expanded = position_ids[:, None, :].float()
-        with torch.autocast(device_type=x.device.type, enabled=False):
-            freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
-            emb = torch.cat((freqs, freqs), dim=-1)
-            cos, sin = emb.cos(), emb.sin()
-        return cos.to(x.dtype), sin.to(x.dtype)
+    def forward(self, hidden, positions):
+        freq_col = self.inv_freq[None, :, None].float().expand(positions.shape[0], -1, 1)
+        pos_row = positions[:, None, :].float()
+        with torch.autocast(device_type=hidden.device.type, enabled=False):
+            angles = (freq_col.float() @ pos_row.float()).transpose(1, 2)
+            angles = torch.cat((angles, angles), dim=-1)
+            cos, sin = angles.cos(), angles.sin()
+        return cos.to(hidden.dtype), sin.to(hidden.dtype)
 
 
 def train_step(model, batch, optimizer):

@@ -3,8 +3,8 @@
 import torch
 
 
-class RotaryEmbedding(torch.nn.Module):
-    def forward(self, x, position_ids):
-        freqs = (self.inv_freq[None, :, None].float() @ position_ids[:, None, :].float()).transpose(1, 2)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+class AngleRotary(torch.nn.Module):
+    def forward(self, hidden, positions):
+        angles = (self.inv_freq[None, :, None].float() @ positions[:, None, :].float()).transpose(1, 2)
+        angles = torch.cat((angles, angles), dim=-1)
+        return angles.cos().to(hidden.dtype), angles.sin().to(hidden.dtype)

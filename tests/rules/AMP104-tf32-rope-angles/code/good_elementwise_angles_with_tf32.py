@@ -5,12 +5,12 @@ import torch
 torch.set_float32_matmul_precision("high")
 
 
-class RotaryEmbedding(torch.nn.Module):
-    def __init__(self, dim, base=500000.0):
+class AngleRotary(torch.nn.Module):
+    def __init__(self, head_dim, theta=500000.0):
         super().__init__()
-        self.register_buffer("inv_freq", 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim)), persistent=False)
+        self.register_buffer("inv_freq", theta ** -(torch.arange(0, head_dim, 2).float() / head_dim), persistent=False)
 
-    def forward(self, x, position_ids):
-        freqs = position_ids[:, :, None].float() * self.inv_freq[None, None, :].float()
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    def forward(self, hidden, positions):
+        angles = positions[:, :, None].float() * self.inv_freq[None, None, :].float()
+        angles = torch.cat((angles, angles), dim=-1)
+        return angles.cos().to(hidden.dtype), angles.sin().to(hidden.dtype)

@@ -3,20 +3,20 @@
 import torch
 
 
-class MyMM(torch.autograd.Function):
+class ScaledProduct(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda")
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return a.mm(b)
+    def forward(ctx, lhs, rhs):
+        ctx.save_for_backward(lhs, rhs)
+        return lhs.mm(rhs) * 0.5
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")
-    def backward(ctx, grad):
-        a, b = ctx.saved_tensors
-        return grad.mm(b.t()), a.t().mm(grad)
+    def backward(ctx, grad_out):
+        lhs, rhs = ctx.saved_tensors
+        return 0.5 * grad_out.mm(rhs.t()), 0.5 * lhs.t().mm(grad_out)
 
 
 def step(x, w):
     with torch.autocast("cuda", dtype=torch.bfloat16):
-        return MyMM.apply(x, w)
+        return ScaledProduct.apply(x, w)

@@ -7,20 +7,20 @@ import torch.nn.functional as F
 from torch import nn
 
 
-class CausalSelfAttention(nn.Module):
-    def __init__(self, dim=64, heads=4):
+class SelfAttention(nn.Module):
+    def __init__(self, width=64, n_heads=4):
         super().__init__()
-        self.heads = heads
-        self.c_attn = nn.Linear(dim, 3 * dim)
-        self.c_proj = nn.Linear(dim, dim)
+        self.n_heads = n_heads
+        self.to_qkv = nn.Linear(width, 3 * width)
+        self.out = nn.Linear(width, width)
 
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.c_attn(x).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = F.softmax(att, dim=-1)  # ampdoctor: expect[AMP124]
-        return self.c_proj((att @ v).transpose(1, 2).contiguous().view(b, t, c))
+    def forward(self, h):
+        bsz, seq, width = h.shape
+        heads = [z.view(bsz, seq, self.n_heads, -1).transpose(1, 2) for z in self.to_qkv(h).chunk(3, dim=-1)]
+        q, k, v = heads
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+        weights = F.softmax(scores, dim=-1)  # ampdoctor: expect[AMP124]
+        return self.out((weights @ v).transpose(1, 2).reshape(bsz, seq, width))
 
 
-model = CausalSelfAttention().to(torch.bfloat16)
+net = SelfAttention().to(torch.bfloat16)

@@ -7,20 +7,18 @@ import torch.nn.functional as F
 from torch import nn
 
 
-class CausalSelfAttention(nn.Module):
-    def __init__(self, dim=64, heads=4):
+class SelfAttention(nn.Module):
+    def __init__(self, width=64):
         super().__init__()
-        self.heads = heads
-        self.c_attn = nn.Linear(dim, 3 * dim)
+        self.to_qkv = nn.Linear(width, 3 * width)
 
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.c_attn(x).split(c, dim=2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        return F.softmax(att, dim=-1) @ v
+    def forward(self, h):
+        q, k, v = self.to_qkv(h).chunk(3, dim=-1)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+        return F.softmax(scores, dim=-1) @ v
 
 
-model = CausalSelfAttention()
-x = torch.randn(2, 8, 64, device="cuda", dtype=torch.bfloat16)
+net = SelfAttention().cuda()
+x = torch.randn(2, 8, 64, device="cuda")
 with torch.autocast("cuda", dtype=torch.bfloat16):
-    y = model(x)
+    y = net(x)

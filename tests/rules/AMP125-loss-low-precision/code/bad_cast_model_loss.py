@@ -5,16 +5,16 @@ import torch.nn.functional as F
 from torch import nn
 
 
-class GPT(nn.Module):
-    def __init__(self, vocab=256, dim=64):
+class TinyDecoder(nn.Module):
+    def __init__(self, vocab=256, width=64):
         super().__init__()
-        self.wte = nn.Embedding(vocab, dim)
-        self.lm_head = nn.Linear(dim, vocab, bias=False)
+        self.tok = nn.Embedding(vocab, width)
+        self.unembed = nn.Linear(width, vocab, bias=False)
 
-    def forward(self, idx, targets):
-        logits = self.lm_head(self.wte(idx))
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))  # ampdoctor: expect[AMP125]
-        return logits, loss
+    def forward(self, tokens, labels):
+        scores = self.unembed(self.tok(tokens))
+        loss = F.cross_entropy(scores.flatten(0, 1), labels.flatten())  # ampdoctor: expect[AMP125]
+        return scores, loss
 
 
-model = GPT().to(torch.bfloat16)
+net = TinyDecoder().to(torch.bfloat16)
