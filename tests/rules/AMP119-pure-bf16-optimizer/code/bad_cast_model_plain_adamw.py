@@ -1,0 +1,28 @@
+# pytorch/ao PR #1124 / fla-org/flash-linear-attention PR #676 (RMSNorm weights stuck at 1.0): the whole model is
+# cast to bf16 without autocast and a plain AdamW updates the bf16 weights in place.
+import torch
+from torch import nn
+
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab=256, dim=64):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.norm = nn.RMSNorm(dim)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, idx):
+        return self.head(self.norm(self.embed(idx)))
+
+
+model = TinyLM().to(torch.bfloat16)
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-5, weight_decay=0.1)  # ampdoctor: expect[AMP119]
+
+
+def train(loader):
+    for idx, targets in loader:
+        logits = model(idx)
+        loss = nn.functional.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
