@@ -3,9 +3,9 @@ from pathlib import Path
 import pytest
 
 from ampdoctor.lint.engine import discover
-from ampdoctor.report import exit_code as report_exit_code
 from ampdoctor.lint.settings import LintSettings, SettingsError, find_pyproject, load_settings, rule_ids
-from ampdoctor.report import ReportError, Report
+from ampdoctor.report import Report, ReportError
+from ampdoctor.report import exit_code as report_exit_code
 from ampdoctor.rules import Location, Severity, finding
 
 

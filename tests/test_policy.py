@@ -1,10 +1,9 @@
 import pytest
 import torch
 
-from ampdoctor import Policy
-from ampdoctor.hardware import Bf16Support
-from ampdoctor import dtypes
+from ampdoctor import Policy, dtypes
 from ampdoctor.facts import RunFacts
+from ampdoctor.hardware import Bf16Support
 from ampdoctor.policy import PRESETS
 
 

@@ -6,8 +6,6 @@ from ampdoctor.audit.runner import run
 from ampdoctor.rules import Severity
 
 
-
-
 def by_name(report, name):
     return [f for f in report.findings if f.name == name]
 

@@ -6,8 +6,8 @@ import torch
 from torch import nn
 
 from ampdoctor.audit import audit
-from ampdoctor.audit.provenance import Trace
 from ampdoctor.audit.fields import BACKWARD, EXTRA, FORWARD, MOD, PHASE
+from ampdoctor.audit.provenance import Trace
 
 
 def test_backward_ops_are_attributed_to_the_module_that_ran_their_forward():

@@ -478,9 +478,14 @@ def test_bf16_next_to_a_v100_launcher(tmp_path):
     ds = write(tmp_path, "ds.json", '{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}')
     sky = write(tmp_path, "sky.yaml", "resources:\n  cloud: gcp\n  accelerators: V100:8\nrun: deepspeed train.py\n")
     report = lint(ds, sky)
-    finding = next(f for f in report.findings if f.name == "bf16-unsupported-hardware")
-    assert (Path(finding.location.file).name, finding.location.line) == ("sky.yaml", 3)
+    # Volta: current torch runs bf16 emulated (a warning); Pascal has no bf16 at all (an error).
+    finding = next(f for f in report.findings if f.name == "bf16-support-emulated")
+    assert (Path(finding.location.file).name, finding.location.line, finding.severity.value) == ("sky.yaml", 3, "warning")
     assert [(Path(r.file).name, r.line) for r in finding.related] == [("ds.json", 1)]
+    assert hits(report, "bf16-unsupported-hardware") == []
+    p100 = write(tmp_path / "p", "sky.yaml", "resources:\n  accelerators: P100:4\n")
+    ds3 = write(tmp_path / "p", "ds.json", ds.read_text())
+    assert hits(lint(ds3, p100), "bf16-unsupported-hardware") == [("sky.yaml", 2)]
     a100 = write(tmp_path / "a", "sky.yaml", "resources:\n  accelerators: A100:8\n")
     ds2 = write(tmp_path / "a", "ds.json", ds.read_text())
     assert hits(lint(ds2, a100), "bf16-unsupported-hardware") == []
@@ -496,3 +501,11 @@ def test_unrelated_json_and_yaml_are_skipped_silently(tmp_path):
     env = write(tmp_path, ".env", "DATABASE_URL=postgres://x\nDEBUG=1\n")
     report = lint(pkg, wf, k8s, env)
     assert report.findings == () and report.checked == () and report.errors == ()
+
+
+def test_a_referenced_deepspeed_file_is_judged_as_its_launcher_fills_it_not_also_alone(tmp_path):
+    ds = write(tmp_path, "ds.json", '{"bf16": {"enabled": true}, "gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 2}}')
+    args = write(tmp_path, "train_args.yaml", "model_name_or_path: m\noutput_dir: out\nbf16: true\ngradient_accumulation_steps: 4\ndeepspeed: ds.json\n")
+    found = [f for f in lint(ds, args).findings if f.name == "bf16-grad-accumulation"]
+    # One verdict, with the launcher's 4 micro-batches; not a second "if gradients are accumulated" note on ds.json alone.
+    assert len(found) == 1 and "4 micro-batches" in found[0].message

@@ -5,8 +5,7 @@ import warnings
 import pytest
 import torch
 
-from ampdoctor.nn import RotaryEmbedding, apply_rotary
-from ampdoctor.nn import rotary_math
+from ampdoctor.nn import RotaryEmbedding, apply_rotary, rotary_math
 
 
 def complex_reference(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor, layout: str, rotary_dim: int) -> torch.Tensor:

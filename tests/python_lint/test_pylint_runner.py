@@ -9,8 +9,8 @@ from pathlib import Path
 from pylint_helpers import hits
 
 from ampdoctor.lint import LintSettings, lint_paths
-from ampdoctor.report import exit_code
 from ampdoctor.lint.python import lint_python_files
+from ampdoctor.report import exit_code
 
 BUGGY = textwrap.dedent("""
     import torch

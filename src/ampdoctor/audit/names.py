@@ -28,3 +28,10 @@ def relpath(path: str) -> str:
     except ValueError:
         return path
     return path if rel.startswith("..") else rel
+
+
+def module_label(name: str | None) -> str:
+    """A module path as the module table prints it: "" is the root module, None no module at all."""
+    if name is None:
+        return "<outside modules>"
+    return name or "<root>"

@@ -12,7 +12,7 @@ import torch
 
 from ampdoctor import dtypes
 from ampdoctor.audit.fields import CODE, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE
-from ampdoctor.audit.names import op_name, relpath
+from ampdoctor.audit.names import module_label, op_name, relpath
 from ampdoctor.audit.recorder import Recorder, line_of
 from ampdoctor.dtypes import name_of as dtype_name
 from ampdoctor.rules import Location
@@ -154,7 +154,7 @@ class Trace:
             return f"{self.named_seq[prod]} ({dtype_name(dtype)})"
         if prod >= 0:
             mod = self.module(self.records[prod][MOD])
-            return f"{self.op(prod)} in {mod or '<no module>'}"
+            return f"{self.op(prod)} in {module_label(mod)}"
         name = self.leaf_names.get(-prod)
         return f"{name} ({dtype_name(dtype)})" if name else f"a {dtype_name(dtype)} tensor from outside the audit"
 

@@ -177,6 +177,9 @@ class Recorder:
         self._scope_mods: list[int] = []
         self.active = False
         self.in_optimizer = False
+        # Optimizers that step an inner optimizer (an fp32 master copy around AdamW) nest steps: only the
+        # outermost one is the step the training loop took, so only it is measured and recorded.
+        self._step_depth = 0
         self.saw_backward = False
         self.backward_passes = 0
         self.optimizer_steps = 0
@@ -351,6 +354,9 @@ class Recorder:
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
         if not self.active:
             return
+        self._step_depth += 1
+        if self._step_depth > 1:
+            return
         if self.saw_backward:
             self.backward_passes += 1
             self.saw_backward = False
@@ -372,6 +378,9 @@ class Recorder:
 
     def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
         if not self.in_optimizer:
+            return
+        self._step_depth -= 1
+        if self._step_depth > 0:
             return
         self.in_optimizer = False
         unchanged = considered = 0

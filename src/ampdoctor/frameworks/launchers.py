@@ -39,10 +39,20 @@ def hardware_in(doc: Document) -> list[Device]:
         text = value.lower()
         for pattern, name, capability in _NO_BF16:
             if re.search(pattern, text):
-                found.append(Device(name, native_bf16=False, capability=capability, location=doc.at(*path),
-                                    reason=f"compute capability {capability} < 8.0"))
+                found.append(_device(name, capability, doc.at(*path)))
                 break
     return found
+
+
+def _device(name: str, capability: str, location) -> Device:
+    # Volta/Turing (7.x): current torch answers is_bf16_supported() with True through emulation (pytorch PR
+    # #148322), so the run starts and is slow. Older GPUs: current CUDA wheels no longer build for them and
+    # older stacks refuse bf16 outright.
+    if float(capability) >= 7.0:
+        return Device(name, native_bf16=False, emulated_bf16=True, capability=capability, location=location,
+                      reason=f"compute capability {capability} < 8.0: no bf16 tensor cores, bf16 runs emulated")
+    return Device(name, native_bf16=False, capability=capability, location=location,
+                  reason=f"compute capability {capability} < 7.0: no bf16 support")
 
 
 def detect(doc: Document) -> bool:

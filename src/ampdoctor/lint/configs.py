@@ -70,7 +70,10 @@ def read_configs(files: list[Path]) -> tuple[list[Reading], tuple[str, ...], lis
             if target is not None:
                 followed.append(target)
                 checked.update(target.files)
-    readings.extend(followed)
+    # A file that a launcher or trainer config refers to runs as that config fills it in: reading it alone as
+    # well would judge it without those settings and contradict the followed reading.
+    referenced = {target.file for target in followed}
+    readings = [cfg for cfg in readings if cfg.file not in referenced] + followed
     _add_devices(readings, by_dir)
     return readings, tuple(sorted(checked)), errors
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from ampdoctor.audit.fields import EXTRA, IN_DT, IN_PROD, OPTIMIZER, OUT_DT, PHASE
 from ampdoctor.audit.names import dtypes_text
-from ampdoctor.dtypes import name_of
+from ampdoctor.dtypes import WIDE, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.dataflow import describe
@@ -51,6 +51,8 @@ def grad_dtype_mismatch(ctx: Context) -> Iterator[CodeHit]:
             source = source.func.value
         if _grad_owner(source) != owner:
             continue  # writing a cast copy into another tensor's .grad (fp32 master weights) is the fix, not the bug
+        if dtypes <= WIDE and ctx.facts.half_evidence is None:
+            continue  # an fp32 model's grads retyped to fp32: nothing in this file trains in half precision
         in_loop = any(isinstance(a, (ast.For, ast.While)) for a in ctx.src.ancestors(node))
         yield node.targets[0], (f"`{ast.unparse(node.targets[0])}` is retyped to {describe(dtypes)}; the parameter keeps its own dtype, so "
                                 f"the next backward{' in this loop' if in_loop else ''} cannot accumulate into it")

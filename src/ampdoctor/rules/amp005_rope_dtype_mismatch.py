@@ -8,6 +8,7 @@ import ast
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import AUTOCAST, FORWARD, MOD, OUT_DT, PHASE
+from ampdoctor.audit.names import module_label
 from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import CodeHit, Context, chain_words, is_table
 from ampdoctor.lint.python.dataflow import FP32, describe
@@ -153,5 +154,5 @@ def failing_rotary(ctx: RuntimeContext) -> Iterator[Hit]:
     related += [ctx.operand_location(p, d) for p, d in operands]
     if tp >= 0:
         related.append(t.location(t.source(tp), "cos/sin table made here"))
-    yield Hit(f"{site.head}: {why} (origin {origin.op} in {origin.module or '<no module>'})", site.where, origin=origin,
+    yield Hit(f"{site.head}: {why} (origin {origin.op} in {module_label(origin.module)})", site.where, origin=origin,
               related=tuple(related), severity=Severity.ERROR, details={"input": name_of(xdt), "table": name_of(tdt)})

@@ -15,10 +15,13 @@ from ampdoctor.rules.registry import Hit, policy_check
 
 @policy_check("AMP114")
 def bf16_support_emulated(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
-    # B14 (pytorch PR #148322): is_bf16_supported() says True on a T4/V100, where bf16 is emulated.
-    if policy is not None and BF16 not in (policy.params, policy.compute):
+    # B14 (pytorch PR #148322): is_bf16_supported() says True on a T4/V100, where bf16 is emulated. Only a run that
+    # asks for bf16 is slowed by it (a launcher file read alone says nothing of the dtype).
+    if policy is None or BF16 not in (policy.params, policy.compute):
         return
+    bf16_at = at("compute") if policy.compute == BF16 else at("params")
     for device in facts.devices or ():
         if device.emulated_bf16 and not device.native_bf16:
+            where = device.location or at("devices")
             yield Hit(f"{device.name}: {device.reason or 'bf16 is emulated'}; torch.cuda.is_bf16_supported() still answers True",
-                      device.location or at("devices"))
+                      where, related=at.others(where, bf16_at))

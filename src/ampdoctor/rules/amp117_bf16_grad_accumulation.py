@@ -56,7 +56,9 @@ def half_grads_accumulated(ctx: RuntimeContext) -> Iterator[Hit]:
     for ev in t.rec.opt_events:
         if ev["backward_passes"] <= 1:
             continue
-        half = sorted({name_of(g) for w, _, _, g, _ in t.rec.grad_events if w == "optimizer step" and g == ctx.BF16})
+        # Summed in bf16 only where a bf16 .grad was still there when the next micro-batch began: gradients moved
+        # into an fp32 buffer after each backward (Megatron's main_grad) are accumulated in fp32.
+        half = sorted({name_of(g) for w, _, _, g, _ in t.rec.grad_events if w == "before micro-batch" and g == ctx.BF16})
         if half:
             code, line = ev["frame"]
             yield Hit(f"{ev['backward_passes']} backward passes were accumulated into {'/'.join(half)} .grad before {ev['optimizer']}.step()"

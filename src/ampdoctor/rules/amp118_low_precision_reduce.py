@@ -4,6 +4,7 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 
 from __future__ import annotations
 
+import ast
 from typing import Iterator
 
 from ampdoctor.dtypes import HALF
@@ -26,7 +27,8 @@ def low_precision_reduce(ctx: Context) -> Iterator[CodeHit]:
             continue
         scope = ctx.src.scope(call)
         reduce = argument(call, 1, "reduce_dtype")
-        if reduce is not None:
+        # `reduce_dtype=None` is the default spelled out: both FSDP APIs then reduce in the param dtype.
+        if reduce is not None and not (isinstance(reduce, ast.Constant) and reduce.value is None):
             dtypes = ctx.flow.dtype_of(reduce, scope)
             if dtypes and dtypes & HALF:
                 yield reduce, f"gradients are reduced in {describe(dtypes)}; use `reduce_dtype=torch.float32`"

@@ -96,7 +96,10 @@ ROUNDED_UPDATE_SHARE = 0.01
 
 def rounded_updates(ctx: RuntimeContext) -> Iterator[tuple[float, Location, dict]]:
     """Measured, not guessed: the share of half-precision parameter elements with a non-zero gradient that the
-    first optimizer step left bit-identical, when it is large enough to matter."""
+    first optimizer step left bit-identical, when it is large enough to matter. An optimizer with an fp32 master
+    copy keeps those updates there: an unchanged half weight is then no lost update."""
+    if ctx.observed.facts.master_weights == "optimizer":
+        return
     for ev in ctx.trace.rec.opt_events[:1]:
         if not ev["considered"]:
             return

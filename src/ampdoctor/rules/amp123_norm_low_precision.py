@@ -66,9 +66,10 @@ def _variance_input(call: ast.Call, ctx: Context) -> ast.AST | None:
 
 
 def _norm_name(name: str) -> bool:
-    """``RMSNorm``, ``QKNorm``, ``rms_norm``, ``LayerNormalization``, ``normalize``; not ``Normal`` (distributions)
-    nor ``normuon_update`` (an optimizer whose statistics are no normalisation layer)."""
-    return any(w == "norm" or w.endswith("norm") or w.startswith("normaliz") for w in tokens(name))
+    """``RMSNorm``, ``QKNorm``, ``rms_norm``, ``LayerNormalization``; not ``Normal`` (distributions), not
+    ``normuon_update`` (an optimizer whose statistics are no normalisation layer), and not the verb ``normalize``
+    alone, which as often standardises data (``normalize_images``) as it normalises activations."""
+    return any(w == "norm" or w.endswith("norm") or w in ("normalization", "normalisation") for w in tokens(name))
 
 
 def _norm_scope(node: ast.AST, ctx: Context, rsqrt_functions: set[ast.AST]) -> ast.AST | None:

@@ -8,7 +8,7 @@ import re
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import AUTOCAST, FORWARD, FUNC, IN_DT, IN_PROD, MOD, OUT_DT, PHASE
-from ampdoctor.audit.names import dtypes_text
+from ampdoctor.audit.names import dtypes_text, module_label
 from ampdoctor.dtypes import name_of
 from ampdoctor.rules.model import Location, Severity
 from ampdoctor.rules.registry import Hit, runtime_check
@@ -82,7 +82,7 @@ def failing_promotion(ctx: RuntimeContext) -> Iterator[Hit]:
         related = tuple(ctx.operand_location(p, d, f"{name_of(d)} operand made here") for p, d in operands)
         made = "; ".join(f"its {name_of(d)} operand is {t.describe(p, d)}" for p, d in operands)
         kind = "cast" if t.op(origin_seq) == "aten::_to_copy" else "promotion"
-        chain = (f"the {name_of(odd)} operand descends from a {kind} at {t.op(origin_seq)} in {origin.module or '<no module>'}, "
+        chain = (f"the {name_of(odd)} operand descends from a {kind} at {t.op(origin_seq)} in {module_label(origin.module)}, "
                  f"where a {ctx.policy.compute} activation became {name_of(odd)}" + (f" ({made})" if made else ""))
     yield Hit(f"{site.head}: {chain}", site.where, origin=origin, related=related, severity=Severity.ERROR,
               details={"odd_dtype": name_of(odd), "compute": ctx.policy.compute})

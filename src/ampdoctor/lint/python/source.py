@@ -130,6 +130,12 @@ class SourceFile:
                 continue
             for target in targets:
                 bind(target, node.value, node.lineno, scope)
+        # Parameters bind in their function: to their default (what a call that omits them gets), else to an
+        # unknown value, so that a parameter never resolves to a same-named global it shadows.
+        for fn in ast.walk(self.tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                for arg, default in _parameters(fn.args):
+                    names.setdefault((fn, arg.arg), []).append((fn.lineno, default))
         for bindings in (*names.values(), *attrs.values()):
             bindings.sort(key=lambda b: b[0])
         self._names, self._attrs = names, attrs
@@ -152,3 +158,12 @@ class SourceFile:
             return self._names.get((self.tree, expr.id), [])
         key = dotted(expr)
         return self._attrs.get(key, []) if key else []
+
+
+def _parameters(args: ast.arguments) -> list[tuple[ast.arg, ast.expr | None]]:
+    """Each parameter with its default expression (None when it has none)."""
+    positional = [*args.posonlyargs, *args.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    out = list(zip(positional, defaults)) + list(zip(args.kwonlyargs, args.kw_defaults))
+    out += [(a, None) for a in (args.vararg, args.kwarg) if a is not None]
+    return out
