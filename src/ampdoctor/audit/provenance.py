@@ -64,8 +64,12 @@ class Trace:
         for m in self.modules:
             if m is not None:
                 children.update(id(c) for c in m.children())
-        roots = [m for m in self.modules if m is not None and id(m) not in children]
+        # A torch.compile wrapper (OptimizedModule) names its model `_orig_mod`: paths are the model's own, so the
+        # wrapped model is the root and the wrapper gets a name of its own (`<OptimizedModule>`).
+        roots = [_unwrapped(m) for m in self.modules if m is not None and id(m) not in children]
+        roots = list({id(m): m for m in roots}.values())
         if model is not None:
+            model = _unwrapped(model)
             roots = [model] + [m for m in roots if m is not model]
         else:
             roots.sort(key=lambda m: -sum(p.numel() for p in m.parameters()))
@@ -255,3 +259,8 @@ def _walk_back(starts: Iterable[int], limit: int) -> Iterator[tuple[int, Callabl
             continue
         seen.add(s)
         yield s, queue.append
+
+
+def _unwrapped(module: torch.nn.Module) -> torch.nn.Module:
+    inner = getattr(module, "_orig_mod", None)
+    return inner if isinstance(inner, torch.nn.Module) else module

@@ -20,7 +20,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ampdoctor.audit.fields import BACKWARD, FORWARD, OPTIMIZER
-from ampdoctor.dtypes import FLOAT_NAMES, HALF, is_fake, to_torch
+from ampdoctor.audit.watch import no_values
+from ampdoctor.dtypes import FLOAT_NAMES, HALF, to_torch
 
 _FLOATS = frozenset(to_torch(n) for n in FLOAT_NAMES)
 _HALF = frozenset(to_torch(n) for n in HALF)
@@ -349,7 +350,7 @@ class Recorder:
         for pid, ref in list(self.params.items()):
             p = ref()
             if p is not None and p.grad is not None:
-                self.grad_events.append((when, self.backward_passes, pid, p.grad.dtype, p.dtype))
+                self.grad_events.append((when, self.backward_passes, pid, p.grad.dtype, expected_grad_dtype(p)))
 
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
         if not self.active:
@@ -369,8 +370,8 @@ class Recorder:
                 self.params.setdefault(id(p), weakref.ref(p))
                 if p.grad is None:
                     continue
-                self.grad_events.append(("optimizer step", self.backward_passes, id(p), p.grad.dtype, p.dtype))
-                if p.dtype in _HALF and not is_fake(p):
+                self.grad_events.append(("optimizer step", self.backward_passes, id(p), p.grad.dtype, expected_grad_dtype(p)))
+                if p.dtype in _HALF and not no_values(p):
                     n = min(p.numel(), 1 << 16)
                     flat = p.detach().reshape(-1)[:n]
                     samples.append((id(p), p, flat.clone(), p.grad.detach().reshape(-1)[:n].ne(0)))
@@ -512,3 +513,8 @@ class Recorder:
                 self.stack.clear()
                 self._calls.clear()
 
+
+def expected_grad_dtype(p: Any) -> Any:
+    """The dtype `.grad` should have: the parameter's, unless `Tensor.grad_dtype` (torch >= 2.9) asks for another
+    on purpose (None there allows any dtype)."""
+    return getattr(p, "grad_dtype", p.dtype)

@@ -18,8 +18,10 @@ EXACT_INT = {torch.bfloat16: 256, torch.float16: 2048}
 _INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
-def _fake(t: torch.Tensor) -> bool:
-    return "Fake" in type(t).__name__ or t.device.type == "meta"
+def no_values(t: torch.Tensor) -> bool:
+    """Tensors whose values the audit does not read: fake/meta ones have none, and reading a subclass's (a DTensor
+    shard) from inside the dispatch mode would run the subclass's own dispatch (sharding propagation) again."""
+    return type(t) not in (torch.Tensor, torch.nn.Parameter) or t.device.type == "meta"
 
 
 def _shapes(a: Any) -> Any:
@@ -76,7 +78,7 @@ def _to_copy(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) 
     if out.dtype not in _HALF or not ins:
         return None
     src = ins[0]
-    if _fake(src) or src.numel() == 0:
+    if no_values(src) or src.numel() == 0:
         return None
     if src.dtype in _INTS:
         top = float(src.detach().abs().max())
@@ -104,7 +106,7 @@ def _ones_like(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list
 
 def _trig(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
     # cos/sin of large angles in half precision (B1/B2): keep the largest angle for the rope check.
-    if ins and ins[0].dtype in _HALF and not _fake(ins[0]) and ins[0].numel():
+    if ins and ins[0].dtype in _HALF and not no_values(ins[0]) and ins[0].numel():
         return ("angle", float(ins[0].detach().abs().max()))
     return None
 

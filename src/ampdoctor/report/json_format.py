@@ -18,15 +18,12 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         "tool_version": __version__,
         "findings": [f.to_dict() for f in report.findings],
         "summary": report.summary(),
+        # Every key is always there (empty when there is nothing), so consumers need no existence checks.
+        "info": dict(report.info),
+        "tables": [t.to_dict() for t in report.tables],
+        "errors": [e.to_dict() for e in report.errors],
+        "checked": list(report.checked),
     }
-    if report.info:
-        out["info"] = dict(report.info)
-    if report.tables:
-        out["tables"] = [t.to_dict() for t in report.tables]
-    if report.errors:
-        out["errors"] = [e.to_dict() for e in report.errors]
-    if report.checked:
-        out["checked"] = list(report.checked)
     return out
 
 

@@ -82,7 +82,7 @@ def grads_of_another_dtype(ctx: RuntimeContext) -> Iterator[Hit]:
     t = ctx.trace
     bad: dict[int, tuple] = {}
     for when, passes, pid, gdt, pdt in t.rec.grad_events:
-        if gdt != pdt and pid not in bad:
+        if pdt is not None and gdt != pdt and pid not in bad:
             bad[pid] = (when, passes, gdt, pdt)
     accum = _mixed_accumulations(ctx)
     pids = list(dict.fromkeys(list(bad) + list(accum)))
