@@ -11,6 +11,7 @@ every warning and error (to be read, one by one, and judged true or false).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections import Counter
@@ -57,6 +58,13 @@ def print_table(rows: list[dict], markdown: bool) -> None:
         print(("| " + " | ".join(cells) + " |") if markdown else "  ".join(cells))
 
 
+def _label(tree: Path, trees: list[Path]) -> str:
+    """The tree's path below the folder all trees share (`accelerate/examples`, not a third `examples`)."""
+    resolved = [t.resolve() for t in trees]
+    common = Path(os.path.commonpath(resolved)) if len(resolved) > 1 else tree.resolve().parent
+    return str(tree.resolve().relative_to(common)) or tree.name
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trees", nargs="*", type=Path)
@@ -75,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     total = Report()
     for tree in trees:
         report, seconds = measure(tree, settings)
-        rows.append(row(tree.name, report, seconds))
+        rows.append(row(_label(tree, trees), report, seconds))
         total = total.merge(report)
         if args.show:
             for f in report.findings:
