@@ -91,6 +91,9 @@ class Reading:
     # For a DeepSpeed file filled in by its launcher: (file, line) of the launcher's key -> the DeepSpeed key it
     # filled, so a finding located at one names the other too.
     filled_from: dict[tuple[str | None, int | None], Location] = field(default_factory=dict)
+    # Values of a type the framework rejects ("four" micro-batches, a dtype it does not know): reported as input
+    # errors at their key, never silently taken for a default.
+    invalid: list[tuple[Location, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.files:

@@ -15,7 +15,7 @@ Defaults modelled (deepspeed/runtime/engine.py `get_data_types`, config.py):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from ampdoctor.dtypes import BF16, FP16, FP32
 from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_bool, as_dtype, as_int, is_auto, lower_str
@@ -177,7 +177,32 @@ def fill_policy(doc: Document, cfg: Reading, *, reduce_fp32: tuple[bool, Locatio
 def read(doc: Document) -> Reading:
     cfg = Reading(NAME, doc.file)
     fill_policy(doc, cfg)
+    cfg.invalid.extend(invalid_values(doc))
     return cfg
+
+
+_COUNTS = ("gradient_accumulation_steps", "train_micro_batch_size_per_gpu", "train_batch_size")
+_DTYPE_KEYS = (("data_types", "grad_accum_dtype"), ("communication_data_type",))
+
+
+def invalid_values(doc: Document) -> Iterator[tuple[Location, str]]:
+    """Values DeepSpeed fails on at start-up (or reads as something else than written), at their keys."""
+    for block in ("fp16", "bf16", "bfloat16"):
+        if not doc.has(block):
+            continue
+        value = doc.get(block)
+        if not isinstance(value, dict):
+            yield doc.at(block), f"`{block}` is {value!r}: DeepSpeed expects an object such as {{\"enabled\": true}} and fails on this at start-up"
+        elif "enabled" in value and not is_auto(value["enabled"]) and not isinstance(value["enabled"], bool) and as_bool(value["enabled"]) is None:
+            yield doc.at(block, "enabled"), f"`{block}.enabled` is {value['enabled']!r}, not a boolean"
+    for key in _COUNTS:
+        value = doc.get(key)
+        if doc.has(key) and not is_auto(value) and (as_int(value) is None or as_int(value) < 1):
+            yield doc.at(key), f"`{key}` is {value!r}: DeepSpeed needs a positive integer (or \"auto\" from a launcher)"
+    for path in _DTYPE_KEYS:
+        value = doc.get(*path)
+        if doc.has(*path) and value is not None and not is_auto(value) and as_dtype(value) is None:
+            yield doc.at(*path), f"`{'.'.join(path)}` is {value!r}: not a dtype DeepSpeed knows (fp32, fp16, bf16)"
 
 
 # --- export ------------------------------------------------------------------------------------------

@@ -286,6 +286,10 @@ def load_yaml(text: str, file: str) -> tuple[list[Document], ReportError | None]
     try:
         while loader.check_node():
             node = loader.get_node()
+            expanded = _expanded_size(node, {}, set())
+            if expanded > _MAX_YAML_NODES:
+                # A "billion laughs" file: every reader walks the constructed data, where each alias is a copy.
+                return [], ReportError(file, f"YAML aliases expand to more than {_MAX_YAML_NODES:,} nodes; not read")
             data = loader.construct_document(node)
             locs: dict[KeyPath, Location] = {}
             _yaml_locations(node, data, (), locs, file, set(), [0])
@@ -301,6 +305,32 @@ def load_yaml(text: str, file: str) -> tuple[list[Document], ReportError | None]
     finally:
         loader.dispose()
     return docs, None
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], active: set[int]) -> int:
+    """The number of nodes the document has once its aliases are expanded, computed once per node (memoised), so a
+    file of 364 bytes that expands to 10**9 nodes is measured in microseconds. A self-referencing alias counts as
+    unbounded."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in active:
+        return _MAX_YAML_NODES + 1
+    active.add(key)
+    total = 1
+    if isinstance(node, yaml.MappingNode):
+        children = [n for pair in node.value for n in pair]
+    elif isinstance(node, yaml.SequenceNode):
+        children = node.value
+    else:
+        children = []
+    for child in children:
+        total += _expanded_size(child, sizes, active)
+        if total > _MAX_YAML_NODES:
+            break
+    active.discard(key)
+    sizes[key] = total
+    return total
 
 
 def _yaml_locations(node: yaml.Node, data: Any, path: KeyPath, locs: dict[KeyPath, Location], file: str,

@@ -31,7 +31,8 @@ def lint_config_files(files: list[Path]) -> Report:
     findings: list[Finding] = []
     for cfg in readings:
         findings.extend(_name_filled_keys(cfg, check_policy(cfg.policy, cfg.facts, cfg.locate())))
-    return Report.of(_unique(findings), checked=checked, errors=tuple(errors))
+        errors.extend(ReportError(loc.file or cfg.file, message, loc.line, loc.column, fatal=False) for loc, message in cfg.invalid)
+    return Report.of(_unique(findings), checked=checked, errors=tuple(dict.fromkeys(errors)))
 
 
 def read_configs(files: list[Path]) -> tuple[list[Reading], tuple[str, ...], list[ReportError]]:

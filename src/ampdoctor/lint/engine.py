@@ -4,6 +4,7 @@ everything that may be a config to the config linter, then apply the select/igno
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
@@ -38,22 +39,41 @@ def discover(paths: Sequence[Path], settings: LintSettings) -> tuple[list[Path],
     configs: set[Path] = set()
     missing: list[ReportError] = []
     for root in paths:
-        if root.is_file():
+        if _regular(root):
             (python if root.suffix == ".py" else configs).add(root)
         elif root.is_dir():
             for folder, dirs, files in os.walk(root):
                 dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
                 for name in files:
                     path = Path(folder, name)
-                    if settings.excluded(path):
-                        continue
+                    if settings.excluded(path) or not _regular(path):
+                        continue  # a FIFO, socket or device would block or never end: only regular files are read
                     if path.suffix == ".py":
                         python.add(path)
                     elif is_config_candidate(path) and _size(path) <= MAX_CONFIG_BYTES:
                         configs.add(path)
         else:
-            missing.append(ReportError(str(root), "no such file or directory"))
+            missing.append(ReportError(str(root), _why_unreadable(root)))
     return sorted(python), sorted(configs), missing
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except (OSError, RuntimeError, ValueError):  # missing, a symlink loop, a NUL byte in the name
+        return False
+
+
+def _why_unreadable(path: Path) -> str:
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "no such file or directory" + (" (a broken symlink)" if path.is_symlink() else "")
+    except (OSError, RuntimeError, ValueError) as exc:
+        return f"cannot be read: {getattr(exc, 'strerror', None) or exc}"
+    kind = "a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+    return f"{kind}, not a file to lint; not read"
+
 
 
 def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSettings()) -> Report:

@@ -90,10 +90,15 @@ def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     return sorted(findings, key=key)
 
 
-def summary_line(counts: dict[str, int], checked: Sequence[str] = ()) -> str:
+def summary_line(counts: dict[str, int], checked: Sequence[str] = (), unreadable: int = 0) -> str:
+    """`2 errors in 5 checked`; inputs that could not be read are counted, so "no findings" never reads as a
+    clean bill for files that were not looked at."""
     parts = [f"{n} {name}{'s' if n != 1 else ''}" for name, n in counts.items() if n]
     found = ", ".join(parts) if parts else "no findings"
-    return f"{found}" + (f" in {len(checked)} checked" if checked else "")
+    line = f"{found}" + (f" in {len(checked)} checked" if checked else "")
+    if unreadable:
+        line += f"; {unreadable} input{'s' if unreadable != 1 else ''} with errors (see above)"
+    return line
 
 
 def exit_code(report: Report, fail_on: Severity = Severity.ERROR, *, program_code: int = 0) -> int:

@@ -79,7 +79,7 @@ def write_text(report: Report, stream: IO[str], *, color: bool | None = None, wi
         for row in table.rows:
             rich_table.add_row(*row)
         console.print(rich_table)
-    console.print(Text(summary_line(report.counts(), report.checked), style="bold"))
+    console.print(Text(summary_line(report.counts(), report.checked, len({e.file for e in report.errors})), style="bold"))
 
 
 def render_text(report: Report, *, color: bool = False, width: int | None = None) -> str:
@@ -98,4 +98,4 @@ def write_statistics(report: Report, stream: IO[str], *, color: bool | None = No
     counted = Counter((f.rule_id, f.name, f.severity) for f in report.findings)
     for (rule_id, name, severity), n in sorted(counted.items(), key=lambda kv: (-kv[1], kv[0][0])):
         console.print(Text(f"{n:>6}  ") + Text(rule_id, style="bold") + Text(f"  {name}  ") + Text(severity.value, style=_STYLE[severity]))
-    console.print(Text(summary_line(report.counts(), report.checked), style="bold"))
+    console.print(Text(summary_line(report.counts(), report.checked, len({e.file for e in report.errors})), style="bold"))

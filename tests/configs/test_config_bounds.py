@@ -1,0 +1,62 @@
+"""Every read has a bound, and values of the wrong type are said, not taken for defaults (issue 11)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from ampdoctor.lint.configs import lint_config_files
+
+
+def _lint_cli(*paths, timeout=60):
+    return subprocess.run([sys.executable, "-m", "ampdoctor", "lint", *map(str, paths)], capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_yaml_alias_bomb_is_refused_fast(tmp_path):
+    text = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    prev = "a"
+    for name in "bcdefghi":  # 9 levels: 9**9 strings once expanded
+        text += f"{name}: &{name} [{', '.join(['*' + prev] * 9)}]\n"
+        prev = name
+    bomb = tmp_path / "config.yaml"
+    bomb.write_text(text)
+    start = time.perf_counter()
+    proc = _lint_cli(bomb)
+    assert time.perf_counter() - start < 30
+    assert proc.returncode == 2 and "aliases expand to more" in proc.stdout
+
+
+def test_a_self_referencing_alias_is_refused(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("a: &a\n  - *a\nbf16: true\n")
+    report = lint_config_files([path])
+    assert any("aliases expand" in e.message for e in report.errors)
+
+
+def test_special_files_are_never_opened(tmp_path):
+    os.mkfifo(tmp_path / "p.json")  # reading it would block forever
+    (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.yaml")
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}}')
+    walked = _lint_cli(tmp_path)  # in a tree: skipped without opening them (the timeout would catch a block)
+    assert walked.returncode in (0, 1) and "with errors" not in walked.stdout and "1 checked" in walked.stdout
+    named = _lint_cli(tmp_path / "p.json", tmp_path / "loop.yaml")  # named: said why, exit 2
+    assert named.returncode == 2
+    assert "a named pipe, not a file to lint" in named.stdout and "symbolic links" in named.stdout
+    assert "no findings" in named.stdout and "2 inputs with errors" in named.stdout
+
+
+def test_deepspeed_values_of_the_wrong_type_are_input_errors_at_their_key(tmp_path):
+    path = tmp_path / "ds_config.json"
+    path.write_text(json.dumps({
+        "train_micro_batch_size_per_gpu": 1,
+        "bf16": {"enabled": "yes"},  # pydantic, which DeepSpeed validates with, reads "yes" as true: fine
+        "gradient_accumulation_steps": "four",
+        "fp16": None,
+        "data_types": {"grad_accum_dtype": "float128"},
+    }, indent=1))
+    errors = {e.message.split(":")[0]: e for e in lint_config_files([path]).errors}
+    assert set(errors) == {"`gradient_accumulation_steps` is 'four'", "`fp16` is None", "`data_types.grad_accum_dtype` is 'float128'"}
+    lines = path.read_text().splitlines()
+    assert all('"gradient_accumulation_steps"' in lines[errors[k].line - 1] for k in errors if "gradient" in k)
+    assert not any(e.fatal for e in errors.values())
