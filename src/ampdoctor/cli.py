@@ -39,6 +39,20 @@ def _output(path: str | None) -> Iterator[IO[str]]:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
 
 
+def _check_writable(path: str | None) -> None:
+    """Fail now if the report could not be written to `path` (a missing folder, no permission, a directory)."""
+    if path is None:
+        return
+    target = os.path.abspath(path)
+    folder = os.path.dirname(target)
+    if os.path.isdir(target):
+        raise UsageError(f"cannot write {path}: it is a directory")
+    if not os.path.isdir(folder):
+        raise UsageError(f"cannot write {path}: no such directory {folder}")
+    if not os.access(target if os.path.exists(target) else folder, os.W_OK):
+        raise UsageError(f"cannot write {path}: permission denied")
+
+
 def _emit(report: Report, args: argparse.Namespace) -> None:
     with _output(args.output) as stream:
         write_report(report.with_info(command=args.command), args.format, stream)
@@ -305,6 +319,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("run needs a script (ampdoctor run train.py ...) or -m module")
     if args.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
+    _check_writable(args.output)  # before a run that may take an hour, not after it
     try:
         with _script_stdout_to_stderr(args.format != "text" and args.output is None):
             result = run_command(target, rest, module=bool(args.module), policy=_parse_policy(args.policy) if args.policy else None,

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INCIDENTS = os.path.join(ROOT, "examples", "incidents")
@@ -125,3 +126,32 @@ def test_json_and_sarif_on_stdout_stay_valid_when_the_script_prints(tmp_path):
             assert "precision-config-mismatch" not in [f["name"] for f in document["findings"]]
         else:
             assert document["runs"][0]["automationDetails"] == {"id": "ampdoctor/run/"}
+
+
+def _console_script() -> str:
+    return str(Path(sys.executable).with_name("ampdoctor"))
+
+
+def test_run_follows_pythons_contract_from_the_console_script(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "train.py").write_text("import sys\nprint('file', __file__)\nprint('path0', sys.path[0])\n")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__main__.py").write_text("print('main', __file__)\n")
+    (tmp_path / "s.py").write_text("print('script', __file__)\n")
+    env = {**os.environ, "PYTHONPATH": ""}  # what an installed console script sees
+    as_module = subprocess.run([_console_script(), "run", "-m", "pkg.train"], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert as_module.returncode == 0, as_module.stderr
+    assert f"file {tmp_path / 'pkg' / 'train.py'}" in as_module.stdout and f"path0 {tmp_path}" in as_module.stdout
+    script = subprocess.run([_console_script(), "run", "s.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert f"script {tmp_path / 's.py'}" in script.stdout  # absolute, as Python gives it
+    folder = subprocess.run([_console_script(), "run", "app"], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert folder.returncode == 0 and f"main {tmp_path / 'app' / '__main__.py'}" in folder.stdout
+
+
+def test_an_unwritable_output_fails_before_the_script_runs(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("open('ran', 'w').write('yes')\n")
+    proc = ampdoctor("run", "--format", "json", "--output", str(tmp_path / "missing" / "r.json"), str(script), cwd=tmp_path)
+    assert proc.returncode == 2 and "no such directory" in proc.stderr
+    assert not (tmp_path / "ran").exists()

@@ -54,6 +54,33 @@ def _print_user_traceback(exc: BaseException) -> None:
     sys.stderr.write("".join(te.format()))
 
 
+def _script_root(target: str) -> str:
+    path = os.path.abspath(target)
+    return path if os.path.isdir(path) else os.path.dirname(path)
+
+
+def _resolve(target: str, module: bool) -> tuple[str, str]:
+    """(sys.argv[0], what runpy runs): a module's origin, or the script's absolute path (its `__file__` is
+    absolute, as Python gives it), or a folder holding a `__main__.py`."""
+    if module:
+        import importlib.util
+
+        try:
+            spec = importlib.util.find_spec(target)
+        except (ImportError, ValueError) as err:
+            raise ScriptNotFound(f"cannot find module {target!r}: {err}") from None
+        if spec is None:
+            raise ScriptNotFound(f"no module named {target!r}")
+        return spec.origin or target, target
+    if os.path.isdir(target):
+        if not os.path.isfile(os.path.join(target, "__main__.py")):
+            raise ScriptNotFound(f"can't find '__main__.py' in {target!r}")
+        return target, os.path.abspath(target)
+    if not os.path.isfile(target):
+        raise ScriptNotFound(f"can't open file {target!r}: no such file")
+    return target, os.path.abspath(target)
+
+
 def run(
     target: str,
     args: Sequence[str] = (),
@@ -67,26 +94,16 @@ def run(
 ) -> RunResult:
     """Run `target` (a path, or a module name with module=True) with `args` under an audit that
     stops recording after `max_steps` optimizer steps; the script itself runs to its end."""
-    if module:
-        import importlib.util
-
-        try:
-            spec = importlib.util.find_spec(target)
-        except (ImportError, ValueError) as err:
-            raise ScriptNotFound(f"cannot find module {target!r}: {err}") from None
-        if spec is None:
-            raise ScriptNotFound(f"no module named {target!r}")
-        argv0 = spec.origin or target
-    else:
-        if not os.path.isfile(target):
-            raise ScriptNotFound(f"can't open file {target!r}: no such file")
-        argv0 = target
+    # sys.path[0] as `python` sets it: the current directory for -m (also when ampdoctor runs as a console
+    # script, whose own sys.path[0] is its bin folder), else the script's folder, or a folder run for its __main__.py.
+    sys.path.insert(0, os.getcwd() if module else _script_root(target))
+    try:
+        argv0, runnable = _resolve(target, module)
+    except ScriptNotFound:
+        del sys.path[0]
+        raise
     saved_argv, saved_main = list(sys.argv), sys.modules.get("__main__")
     sys.argv = [argv0, *args]
-    if module:
-        sys.path.insert(0, os.getcwd())
-    else:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
     holder: list[Audit] = []
     a = Audit(policy, device_type=device_type, target_device=target_device, max_steps=max_steps,
               on_stop=(lambda: on_stop(holder[0])) if on_stop else None, checked=(target,))
@@ -97,9 +114,9 @@ def run(
         a.__enter__()
         try:
             if module:
-                runpy.run_module(target, run_name="__main__", alter_sys=True)
+                runpy.run_module(runnable, run_name="__main__", alter_sys=True)
             else:
-                runpy.run_path(target, run_name="__main__")
+                runpy.run_path(runnable, run_name="__main__")
         except SystemExit as stop:
             code = _exit_code(stop.code)
         except KeyboardInterrupt as err:
