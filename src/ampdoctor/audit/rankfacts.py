@@ -51,3 +51,16 @@ class RankFacts:
         if not isinstance(d["collectives"], list):
             raise ValueError("rank facts.collectives must be a list")
         return cls(d["policy"], params, tuple(CollectiveCall.from_dict(c) for c in d["collectives"][:MAX_COLLECTIVES]))
+
+
+def split_by(values: Mapping[int, object]) -> tuple[list[int], dict[object, list[int]]]:
+    """The ranks of the most common value (ties: the group of the lowest rank), and the other values' ranks."""
+    groups: dict[object, list[int]] = {}
+    for rank in sorted(values):
+        groups.setdefault(values[rank], []).append(rank)
+    reference = max(groups, key=lambda v: (len(groups[v]), -groups[v][0]))
+    return groups.pop(reference), groups
+
+
+def ranks_text(ranks: list[int]) -> str:
+    return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
