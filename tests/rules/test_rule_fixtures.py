@@ -9,11 +9,15 @@ and negative (good) cases for each detector the rule has; the expected findings 
 - ``runtime/bad*.py`` and ``runtime/good*.py``: scripts run under the audit like `ampdoctor run` does; lines are
   marked as in code fixtures, and ``# ampdoctor: expect-anywhere[AMP004]`` asks for a finding without a file line
   (a module or a parameter). ``# ampdoctor: policy=<policy>`` in a script gives the audit a policy.
+- ``ranks/bad*.json`` and ``ranks/good*.json``: what the ranks of a distributed audit reported
+  (``{"ranks": {"0": <RankFacts as JSON>, ...}}``), as rank 0 merges it; a bad case lists under ``"expected"`` the
+  deviating ranks (``details.ranks``) of each finding the rule must report, a good case reports none.
 - ``explain/bad*.txt``: error text whose best candidate is the rule; ``explain/good*.txt``: text it must not match.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -43,7 +47,7 @@ def cases(kind: str) -> list:
         if kind == "policy":
             found = [p for side in ("bad", "good") for p in sorted((base / side).glob("*")) if p.is_dir()]
         else:
-            suffix = ".txt" if kind == "explain" else ".py"
+            suffix = {"explain": ".txt", "ranks": ".json"}.get(kind, ".py")
             found = sorted(p for p in base.iterdir() if p.suffix == suffix and p.name.startswith(("bad", "good")))
         out += [pytest.param(rule_id, p, id=f"{rule_id}-{p.relative_to(folder)}") for p in found]
     return out
@@ -126,6 +130,18 @@ def test_runtime_fixture(rule_id, case, monkeypatch):
         assert mine, f"{rule_id} expected somewhere in the report"
     if not is_bad(case):
         assert mine == []
+
+
+@pytest.mark.parametrize("rule_id, case", cases("ranks"))
+def test_ranks_fixture(rule_id, case):
+    from ampdoctor.audit.distributed import cross_rank_findings
+    from ampdoctor.audit.rankfacts import RankFacts
+
+    data = json.loads(case.read_text())
+    facts = {int(rank): RankFacts.from_dict(f) for rank, f in data["ranks"].items()}
+    got = sorted(f.details["ranks"] for f in cross_rank_findings(facts) if f.rule_id == rule_id)
+    assert bool(data.get("expected")) == is_bad(case), "bad fixtures list expected findings, good fixtures none"
+    assert got == sorted(data.get("expected", []))
 
 
 @pytest.mark.parametrize("rule_id, case", cases("explain"))

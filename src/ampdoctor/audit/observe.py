@@ -12,18 +12,24 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from ampdoctor import dtypes
 from ampdoctor.audit.fields import AUTOCAST, FORWARD, PHASE
 from ampdoctor.audit.provenance import FLOATS, Trace, relpath
+from ampdoctor.audit.provenance import HALF as HALF_DTYPES
+from ampdoctor.audit.rankfacts import MAX_COLLECTIVES, CollectiveCall, RankFacts
 from ampdoctor.facts import Device, RunFacts
 from ampdoctor.policy import Policy
 from ampdoctor.rules.model import Location
 
 _UNSCALE_OPS = ("aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_update_scale_")
-_COLLECTIVE = re.compile(r"c10d::(allreduce|all_reduce|reduce_scatter|reduce)")
+# Gradient reductions, also the flat-buffer forms FSDP2 calls (`c10d::_reduce_scatter_base_`).
+_COLLECTIVE = re.compile(r"c10d::_?(allreduce|all_reduce|reduce_scatter|reduce)")
+# All-gathers in the forward: FSDP2 gathers the sharded parameters in its `MixedPrecisionPolicy.param_dtype`,
+# which is then the dtype the forward computes in (no autocast involved).
+_FORWARD_GATHER = re.compile(r"c10d::_?(allgather|all_gather)")
 # Optimizers that hold fp32 master partitions of half-precision parameters: DeepSpeed's BF16/FP16 optimizers
 # and ZeRO, Megatron's Float16 optimizers. Their parameters are bf16 on purpose.
 _MASTER_OPTIMIZERS = re.compile(r"BF16_Optimizer|FP16_Optimizer|DeepSpeedZeroOptimizer|Float16Optimizer|MixedPrecisionOptimizer|DistributedOptimizer")
@@ -36,6 +42,12 @@ class Observed:
     policy: Policy | None  # None when no parameter was seen
     facts: RunFacts
     locations: Mapping[str, Location]
+    # For the cross-rank checks: every trainable parameter's dtype, and the collectives called, in order.
+    param_dtypes: Mapping[str, str] = field(default_factory=dict)
+    collectives: tuple[CollectiveCall, ...] = ()
+
+    def rank_facts(self) -> RankFacts:
+        return RankFacts(str(self.policy) if self.policy is not None else None, self.param_dtypes, self.collectives)
 
 
 def _majority(values: Iterable[Any]) -> Any:
@@ -111,9 +123,22 @@ def observe(trace: Trace) -> Observed:
     adapters = bool(names) and frozen and all(_ADAPTER.search(n) for n in names)
     autocast_seq = _first(trace, lambda r: r[PHASE] == FORWARD and r[AUTOCAST])
     facts = RunFacts(world_size=_world_size(), devices=_devices(params), adapters_only=adapters, autocast=autocast_seq is not None, **opt)
+    param_dtypes = {n: dtypes.name_of(p.dtype) for n, p in params}
+    collectives = _collectives(trace)
     if not params:
-        return Observed(None, facts, locations)
-    return Observed(_observed_policy(trace, params, autocast_seq, locations), facts, locations)
+        return Observed(None, facts, locations, param_dtypes, collectives)
+    return Observed(_observed_policy(trace, params, autocast_seq, locations), facts, locations, param_dtypes, collectives)
+
+
+def _collectives(trace: Trace) -> tuple[CollectiveCall, ...]:
+    out = []
+    for r in trace.records:
+        name = trace.op(r[0])
+        if name.startswith("c10d::"):
+            out.append(CollectiveCall(name, tuple(dtypes.name_of(d) for d, _ in trace.float_inputs(r[0])), trace.location(r[0])))
+            if len(out) >= MAX_COLLECTIVES:
+                break
+    return tuple(out)
 
 
 def _observed_policy(trace: Trace, params: list[tuple[str, Any]], autocast_seq: int | None, locations: dict[str, Location]) -> Policy:
@@ -122,6 +147,12 @@ def _observed_policy(trace: Trace, params: list[tuple[str, Any]], autocast_seq: 
     if autocast_seq is not None and trace.rec.autocast_dtypes:
         given["compute"] = dtypes.name_of(_majority(trace.rec.autocast_dtypes))
         locations["compute"] = locations["autocast"] = trace.location(autocast_seq, "first op under autocast")
+    else:
+        gather = _first(trace, lambda r: r[PHASE] == FORWARD and bool(_FORWARD_GATHER.match(trace.op(r[0]))))
+        gathered = trace.float_inputs(gather) if gather is not None else []
+        if gathered and gathered[0][0] in HALF_DTYPES:
+            given["compute"] = dtypes.name_of(gathered[0][0])
+            locations["compute"] = trace.location(gather, "parameters all-gathered in this dtype for the forward")
     events = trace.rec.grad_events
     grads = _majority(g for w, _, _, g, _ in events if w == "optimizer step") or _majority(g for _, _, _, g, _ in events)
     if grads is not None:

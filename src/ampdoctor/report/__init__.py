@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import IO
 
-from ampdoctor.report.json_format import render_json, report_to_dict
+from ampdoctor.report.json_format import render_json, report_from_dict, report_to_dict
 from ampdoctor.report.model import Report, ReportError, Table, exit_code, sort_findings
 from ampdoctor.report.sarif import render_sarif, report_to_sarif
 from ampdoctor.report.text import render_text, write_text
@@ -25,6 +25,6 @@ def write_report(report: Report, fmt: str, stream: IO[str]) -> None:
 
 
 __all__ = [
-    "FORMATS", "Report", "ReportError", "Table", "exit_code", "render_json", "render_sarif", "render_text", "report_to_dict",
+    "FORMATS", "Report", "ReportError", "Table", "exit_code", "render_json", "render_sarif", "render_text", "report_from_dict", "report_to_dict",
     "report_to_sarif", "sort_findings", "write_report", "write_text",
 ]

@@ -6,7 +6,9 @@ import json
 from typing import Any
 
 from ampdoctor._version import __version__
-from ampdoctor.report.model import Report
+from ampdoctor.report.model import Report, ReportError, Table
+from ampdoctor.rules import Finding
+from ampdoctor.rules.model import json_object
 
 SCHEMA_VERSION = 1
 
@@ -25,6 +27,34 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         "checked": list(report.checked),
     }
     return out
+
+
+_TOP_REQUIRED = ("version", "tool", "tool_version", "findings", "summary")
+_TOP_OPTIONAL = ("info", "tables", "errors", "checked")
+
+
+def report_from_dict(data: Any) -> Report:
+    """The inverse of `report_to_dict`, strict: a document of this schema version and nothing else (a rank's report
+    that travels between processes is read with this, never executed). Raises ValueError."""
+    data = json_object(data, _TOP_REQUIRED + _TOP_OPTIONAL, "report", _TOP_REQUIRED)
+    if data["version"] != SCHEMA_VERSION or data["tool"] != "ampdoctor":
+        raise ValueError(f"not an ampdoctor report of schema version {SCHEMA_VERSION}")
+    for key in ("findings", "tables", "errors", "checked"):
+        if not isinstance(data.get(key, []), list):
+            raise ValueError(f"report.{key} must be a list")
+    info = data.get("info", {})
+    if not isinstance(info, dict):
+        raise ValueError("report.info must be an object")
+    checked = data.get("checked", [])
+    if not all(isinstance(c, str) for c in checked):
+        raise ValueError("report.checked must be a list of strings")
+    return Report(
+        findings=tuple(Finding.from_dict(f) for f in data["findings"]),
+        tables=tuple(Table.from_dict(t) for t in data.get("tables", [])),
+        checked=tuple(checked),
+        errors=tuple(ReportError.from_dict(e) for e in data.get("errors", [])),
+        info=info,
+    )
 
 
 def render_json(report: Report) -> str:

@@ -7,6 +7,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from ampdoctor.rules import Finding, Severity
+from ampdoctor.rules.model import json_object
+
+
+def _strings(data: Any, what: str) -> tuple[str, ...]:
+    if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
+        raise ValueError(f"{what} must be a list of strings")
+    return tuple(data)
 
 
 @dataclass(frozen=True)
@@ -17,6 +24,13 @@ class Table:
 
     def to_dict(self) -> dict[str, Any]:
         return {"title": self.title, "columns": list(self.columns), "rows": [list(r) for r in self.rows]}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Table":
+        d = json_object(data, ("title", "columns", "rows"), "table", ("title", "columns", "rows"))
+        if not isinstance(d["title"], str) or not isinstance(d["rows"], list):
+            raise ValueError("table.title must be a string and table.rows a list")
+        return cls(d["title"], _strings(d["columns"], "table.columns"), tuple(_strings(r, "table row") for r in d["rows"]))
 
 
 @dataclass(frozen=True)
@@ -38,6 +52,18 @@ class ReportError:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "ReportError":
+        d = json_object(data, ("file", "message", "line", "column", "fatal"), "error", ("file", "message"))
+        if not isinstance(d["file"], str) or not isinstance(d["message"], str):
+            raise ValueError("error.file and error.message must be strings")
+        for key in ("line", "column"):
+            if d.get(key) is not None and type(d[key]) is not int:
+                raise ValueError(f"error.{key} must be an integer")
+        if type(d.get("fatal", True)) is not bool:
+            raise ValueError("error.fatal must be true or false")
+        return cls(d["file"], d["message"], d.get("line"), d.get("column"), d.get("fatal", True))
 
 
 @dataclass(frozen=True)

@@ -107,11 +107,13 @@ def grads_of_another_dtype(ctx: RuntimeContext) -> Iterator[Hit]:
 
 
 def _mixed_accumulations(ctx: RuntimeContext) -> dict[int, list[int]]:
-    """param id -> AccumulateGrad ops that summed two dtypes into its .grad."""
+    """param id -> AccumulateGrad ops that summed two dtypes into its .grad. Only the sums: hooks that run on the
+    AccumulateGrad node do other work there (DDP's bf16 compression hook casts the bucket and copies the reduced bf16
+    values back into fp32 gradients, which is no accumulation)."""
     out: dict[int, list[int]] = {}
     for r in ctx.trace.records:
         ex = r[EXTRA]
-        if ex and ex[0] == "accumulate" and len({d for d, p in zip(r[IN_DT], r[IN_PROD]) if p is not None}) > 1:
+        if ex and ex[0] == "accumulate" and ctx.trace.op(r[0]).startswith("aten::add") and len({d for d, p in zip(r[IN_DT], r[IN_PROD]) if p is not None}) > 1:
             out.setdefault(ex[1], []).append(r[0])
     return out
 

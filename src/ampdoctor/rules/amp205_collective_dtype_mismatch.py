@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 
-_REDUCING_COLLECTIVES = re.compile(r"c10d::(allreduce|all_reduce|reduce_scatter|reduce)")
+_REDUCING_COLLECTIVES = re.compile(r"c10d::_?(allreduce|all_reduce|reduce_scatter|reduce)")
 
 
 @runtime_check("AMP205")

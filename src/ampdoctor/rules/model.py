@@ -28,7 +28,7 @@ class Severity(str, enum.Enum):
 _SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
 
 # Detector kinds as the catalog lists them: registered kinds (`ampdoctor.rules.registry.KINDS`) and explain.
-DETECTORS = ("policy", "code", "runtime", "explain")
+DETECTORS = ("policy", "code", "runtime", "ranks", "explain")
 
 
 _SOURCE = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)\s*(?P<pr>PR\s*)?#(?P<number>\d+)(?:\s+\((?P<note>.+)\))?$")
@@ -120,6 +120,39 @@ class Location:
         """Every key, absent values null: consumers read one shape whatever detector made the location."""
         return dict(self.__dict__)
 
+    @classmethod
+    def from_dict(cls, data: Any) -> "Location":
+        """The inverse of `to_dict`, strict: a mapping of exactly the known keys, each a string/int or null."""
+        fields = json_object(data, cls.__dataclass_fields__, "location")
+        for key, value in fields.items():
+            want = int if key in ("line", "column") else str
+            if value is not None and (type(value) is not want):
+                raise ValueError(f"location.{key} must be {want.__name__} or null, not {type(value).__name__}")
+        return cls(**fields)
+
+
+def json_object(data: Any, allowed: Any, what: str, required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`data` as a dict when it is a JSON object whose keys are all in `allowed` and include `required` (the
+    strict readers of reports that cross a process boundary); ValueError otherwise."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} must be a JSON object, not {type(data).__name__}")
+    unknown = sorted(set(data) - set(allowed))
+    missing = [k for k in required if k not in data]
+    if unknown or missing:
+        raise ValueError(f"{what}: " + "; ".join(([f"unknown keys {unknown}"] if unknown else []) + ([f"missing keys {missing}"] if missing else [])))
+    return dict(data)
+
+
+def _text(data: dict[str, Any], key: str, what: str) -> str:
+    value = data[key]
+    if not isinstance(value, str):
+        raise ValueError(f"{what}.{key} must be a string, not {type(value).__name__}")
+    return value
+
+
+_RULE_ID = re.compile(r"^AMP\d{3}$")
+_FINDING_KEYS = ("id", "name", "severity", "message", "fix", "location", "origin", "related", "details")
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -146,3 +179,25 @@ class Finding:
             "details": dict(self.details),
         }
         return out
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Finding":
+        """The inverse of `to_dict`, strict: every key `to_dict` writes, of the type it writes, and nothing else.
+        Reports that cross a process boundary are data; anything else in them is an error, never code."""
+        d = json_object(data, _FINDING_KEYS, "finding", _FINDING_KEYS)
+        rule_id = _text(d, "id", "finding")
+        if not _RULE_ID.match(rule_id):
+            raise ValueError(f"finding.id {rule_id!r} is not a rule id (AMPnnn)")
+        if not isinstance(d["related"], list) or not isinstance(d["details"], dict):
+            raise ValueError("finding.related must be a list and finding.details an object")
+        return cls(
+            rule_id=rule_id,
+            name=_text(d, "name", "finding"),
+            severity=Severity.parse(_text(d, "severity", "finding")),
+            message=_text(d, "message", "finding"),
+            fix=_text(d, "fix", "finding"),
+            location=Location.from_dict(d["location"]),
+            origin=Location.from_dict(d["origin"]) if d["origin"] is not None else None,
+            related=tuple(Location.from_dict(loc) for loc in d["related"]),
+            details=d["details"],
+        )
