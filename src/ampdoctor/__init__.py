@@ -18,6 +18,7 @@ from ampdoctor.rules import Finding, Location, Rule, Severity, catalog, get_rule
 # Public names that need torch: name -> the module that defines it.
 _RUNTIME = {
     "Audit": "ampdoctor.audit.session", "audit": "ampdoctor.audit.session", "audit_step": "ampdoctor.audit.session",
+    "inspect_model": "ampdoctor.audit.session",
     "RotaryEmbedding": "ampdoctor.nn", "apply_rotary": "ampdoctor.nn",
     "PrecisionStep": "ampdoctor.train", "StepResult": "ampdoctor.train",
     "fix": "ampdoctor.fix",
@@ -38,6 +39,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Audit", "audit", "audit_step", "Candidate", "Finding", "Location", "Policy", "PrecisionStep", "Report", "RotaryEmbedding", "Rule",
+    "Audit", "audit", "audit_step", "inspect_model", "Candidate", "Finding", "Location", "Policy", "PrecisionStep", "Report", "RotaryEmbedding", "Rule",
     "RunFacts", "Severity", "StepResult", "__version__", "apply_rotary", "catalog", "explain", "fix", "get_rule",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Audit", "audit", "audit_step"]
+__all__ = ["Audit", "audit", "audit_step", "inspect_model"]
 
 
 def __getattr__(name: str) -> Any:

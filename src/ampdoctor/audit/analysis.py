@@ -122,14 +122,17 @@ class Analysis:
     observed: Observed  # the policy and facts the run was observed to have
 
 
-def analyze(rec: Any, policy: Policy | None, *, target_device: str, model: Any, exc: BaseException | None, checked: tuple[str, ...]) -> Analysis:
-    """The report of a finished recording; `policy` None judges the run by the policy it was observed to run."""
+def analyze(rec: Any, policy: Policy | None, *, target_device: str, model: Any, exc: BaseException | None, checked: tuple[str, ...],
+            judge_policy: bool = True) -> Analysis:
+    """The report of a finished recording; `policy` None judges the run by the policy it was observed to run.
+    `judge_policy=False` asks only the runtime detectors (a model inspected at rest runs no policy yet)."""
     trace = Trace(rec, model)
     observed = observe(trace)
     judged = policy or observed.policy or Policy.preset("fp32")
     ctx = RuntimeContext(trace, judged, observed, target_device, failure_site(trace, exc), exc, policy_given=policy is not None)
     found = _runtime_findings(ctx)
-    found += _policy_findings(observed, {f.rule_id for f in found})
+    if judge_policy:
+        found += _policy_findings(observed, {f.rule_id for f in found})
     if exc is not None:
         found = _with_explanation(found, exc, ctx.failure)
     info = {"policy": str(judged), "policy_source": "given" if policy is not None else ("inferred" if observed.policy else "default")}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Any, Callable
 
 import torch
@@ -88,6 +89,27 @@ def audit(policy: Policy | str | None = None, **kwargs: Any) -> Audit:
     """``with ampdoctor.audit(policy="bf16-mixed") as a: ...`` then ``a.report``; without a policy, the run is
     judged by the one it is observed to run."""
     return Audit(policy, **kwargs)
+
+
+def inspect_model(model: torch.nn.Module, policy: Policy | str | None = None, *, device_type: str | None = None) -> Report:
+    """The checks a model needs no step for, at rest: its buffers and tensor attributes (half rotary tables and
+    `inv_freq`) and parameters, asked of the same runtime detectors a step audit asks. No op runs, no hook is
+    installed; the policy-level rules wait for a step, where the policy that runs can be seen."""
+    from ampdoctor.audit.analysis import analysis_failed, analyze
+
+    dev = device_type or next((p.device.type for p in model.parameters()), default_device_type())
+    recorder = Recorder(device_type=dev)
+    for module in model.modules():
+        recorder.scan_module(recorder.module_index(module), "before")
+    checked = (f"model {type(model).__name__} at rest",)
+    try:
+        report = analyze(recorder, _policy(policy), target_device=dev, model=model, exc=None, checked=checked, judge_policy=False).report
+        # A model at rest runs no policy: the one analyze() would infer from its weights alone says nothing.
+        return dataclasses.replace(report, info={})
+    except Exception as err:  # the inspection must never take the user's program down with it
+        return analysis_failed(err, checked)
+    finally:
+        recorder.release()
 
 
 def _default_loss(output: Any, batch: Any) -> torch.Tensor:

@@ -27,7 +27,18 @@ _ENGINE_TO_ASKED = {"bf16": "bf16", "fp16": "fp16", "amp": "fp16", "fp32": "no"}
 
 def lint_config_files(files: list[Path]) -> Report:
     """Lint config files; never raises on bad input (it becomes a `ReportError`)."""
-    readings, checked, errors = read_configs(files)
+    return _lint_readings(*read_configs(files))
+
+
+def lint_documents(docs: list[Document], reader: ModuleType | None = None) -> Report:
+    """Lint configs given as data (a trainer's live arguments), as `lint_config_files` lints files: each document
+    read by `reader` (else by the framework it is recognised as), the DeepSpeed files it points at followed."""
+    errors: list[ReportError] = []
+    recognised = [(doc, module) for doc in docs if (module := reader or reader_for(doc)) is not None]
+    return _lint_readings(*_read_recognised(recognised, {}, errors, set()))
+
+
+def _lint_readings(readings: list[Reading], checked: tuple[str, ...], errors: list[ReportError]) -> Report:
     findings: list[Finding] = []
     for cfg in readings:
         findings.extend(_name_filled_keys(cfg, check_policy(cfg.policy, cfg.facts, cfg.locate())))
@@ -55,7 +66,11 @@ def read_configs(files: list[Path]) -> tuple[list[Reading], tuple[str, ...], lis
             module = reader_for(doc)
             if module is not None:
                 recognised.append((doc, module))
+    return _read_recognised(recognised, loaded, errors, unreadable)
 
+
+def _read_recognised(recognised: list[tuple[Document, ModuleType]], loaded: dict[Path, list[Document]], errors: list[ReportError],
+                     unreadable: set[str]) -> tuple[list[Reading], tuple[str, ...], list[ReportError]]:
     by_dir: dict[Path, list[tuple[Document, ModuleType]]] = defaultdict(list)
     for doc, module in recognised:
         by_dir[Path(doc.file).parent].append((doc, module))

@@ -1,0 +1,184 @@
+"""HF transformers: ``Trainer(..., callbacks=[AmpDoctorCallback()])``.
+
+- `on_train_begin`: the live `TrainingArguments` are linted as the HF Trainer reader reads an arguments file (the
+  DeepSpeed config they point at followed, as `ampdoctor lint` follows it), with the model's own dtype, name and
+  adapters filled in; the model is inspected at rest (`ampdoctor.inspect_model`: half rotary tables, `inv_freq`).
+- the first optimizer step is audited from `on_step_begin` to `on_step_end` (`ampdoctor.audit`, one step), with
+  the `.grad` dtypes read again in `on_pre_optimizer_step` (for optimizers torch's step hooks do not see); every
+  hook is gone after `on_step_end`.
+- `callback.report` holds the `Report`. On the main process the report is written to `output_dir` (JSON, and HTML
+  where this ampdoctor renders it), summarised in the log, and its counts go through `on_log` to the loggers
+  (W&B, TensorBoard) as ``ampdoctor/error``, ``ampdoctor/warning``, ``ampdoctor/info``.
+- `fail_on="error"` (or ``"warning"``) raises `AmpDoctorError`, which stops training with the findings in its message.
+
+An exception raised inside the audited step leaves the audit entered (the Trainer calls no callback on failure):
+call `callback.close()` in your own ``except``/``finally`` if the process goes on after a failed ``train()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from ampdoctor import dtypes
+from ampdoctor.frameworks import hf
+from ampdoctor.frameworks.located import Document
+from ampdoctor.integrations.outcome import AmpDoctorError, check_fail_on, fail_severity, metrics, summary, write_report_files
+from ampdoctor.policy import Policy
+from ampdoctor.report import Report
+
+logger = logging.getLogger("ampdoctor")
+
+ARGUMENTS = "<TrainingArguments>"
+
+__all__ = ["AmpDoctorCallback", "AmpDoctorError", "lint_training_arguments"]
+
+
+def _model_dtype(model: Any) -> str | None:
+    trainable = [p for p in model.parameters() if p.requires_grad and p.is_floating_point()] if model is not None else []
+    frozen = [p for p in model.parameters() if not p.requires_grad and p.is_floating_point()] if model is not None else []
+    weights = frozen or trainable  # with adapters, the base model's dtype is the one it was loaded in
+    return dtypes.name_of(weights[0].dtype) if weights else None
+
+
+def _arguments_data(args: Any, model: Any) -> dict[str, Any]:
+    """The arguments as the HF reader reads a file of them, completed with what only the live objects know."""
+    data = {k: v for k, v in args.to_dict().items() if not k.startswith("_")}
+    data["do_train"] = True  # `train()` was called: whatever do_train says, an optimizer steps
+    deepspeed = getattr(args, "deepspeed", None)
+    if deepspeed:
+        data["deepspeed"] = deepspeed if isinstance(deepspeed, (str, dict)) else str(deepspeed)
+    dtype = _model_dtype(model)
+    if dtype is not None:
+        data["torch_dtype"] = dtype
+    config = getattr(model, "config", None)
+    name = getattr(config, "_name_or_path", None) or getattr(config, "name_or_path", None)
+    if isinstance(name, str) and name:
+        data["model_name_or_path"] = name
+    attn = getattr(config, "_attn_implementation", None)
+    if isinstance(attn, str):
+        data["attn_implementation"] = attn
+    if getattr(model, "peft_config", None):
+        data["use_peft"] = True
+    return data
+
+
+def lint_training_arguments(args: Any, model: Any = None) -> Report:
+    """Lint live `TrainingArguments` (and the DeepSpeed config they name) as `ampdoctor lint` lints a file of them."""
+    from ampdoctor.lint.configs import lint_documents
+
+    return lint_documents([Document(ARGUMENTS, "json", _arguments_data(args, model), {})], reader=hf)
+
+
+def _unique(report: Report) -> Report:
+    """One finding per rule and place: a table seen at rest and again in the step is one finding."""
+    seen: set[tuple[str, str]] = set()
+    kept = []
+    for f in report.findings:
+        key = (f.rule_id, str(f.location))
+        if key not in seen:
+            seen.add(key)
+            kept.append(f)
+    return replace(report, findings=tuple(kept))
+
+
+def _run_before_loggers(callback: TrainerCallback, caller: Any) -> None:
+    """Move `callback` to the front of the Trainer's callback list. The Trainer puts the reporting integrations
+    (W&B, TensorBoard...) before the user's callbacks and hands every callback the same `logs` dict in list order:
+    only a callback that runs before them can add the counts they log. The list belongs to the `CallbackHandler`
+    calling this event, which passes no reference to itself, so it is taken from the calling frame."""
+    from transformers.trainer_callback import CallbackHandler
+
+    handler = caller.f_locals.get("self") if caller is not None else None
+    if isinstance(handler, CallbackHandler) and callback in handler.callbacks:
+        handler.callbacks.remove(callback)
+        handler.callbacks.insert(0, callback)
+
+
+class AmpDoctorCallback(TrainerCallback):
+    """Lint the run at `on_train_begin`, audit its first optimizer step, report, and (with `fail_on`) stop it."""
+
+    def __init__(self, fail_on: str | None = None, output_dir: str | Path | None = None, policy: Policy | str | None = None) -> None:
+        self.fail_on = fail_severity(fail_on)
+        self.output_dir = output_dir
+        self.policy = policy
+        self.report: Report | None = None
+        self.written: list[Path] = []
+        self._audit: Any = None
+        self._audited = False
+        self._unlogged = False
+
+    # --- the report ------------------------------------------------------------------------------
+
+    def _add(self, report: Report) -> None:
+        self.report = _unique(report if self.report is None else self.report.merge(report))
+
+    def _publish(self, args: Any, state: Any, where: str) -> None:
+        """Write and log on the main process, then stop training if `fail_on` says so (on every process)."""
+        assert self.report is not None
+        if state.is_world_process_zero:
+            folder = self.output_dir if self.output_dir is not None else args.output_dir
+            if folder:
+                self.written = write_report_files(self.report, folder)
+            logger.warning("ampdoctor (%s):\n%s%s", where, summary(replace(self.report, tables=())),
+                           "".join(f"\nreport written to {p}" for p in self.written))
+            self._unlogged = True
+        check_fail_on(self.report, self.fail_on, where)
+
+    # --- Trainer events ------------------------------------------------------------------------
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        from ampdoctor.audit.session import inspect_model
+
+        _run_before_loggers(self, sys._getframe(1))
+
+        report = lint_training_arguments(args, model)
+        if model is not None:
+            report = report.merge(inspect_model(model, self.policy, device_type=args.device.type))
+        self._add(report)
+        self._publish(args, state, "on_train_begin: arguments and model")
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        if self._audited or self._audit is not None:
+            return
+        from ampdoctor.audit.session import Audit
+
+        self._audit = Audit(self.policy, model=model, device_type=args.device.type, max_steps=1,
+                            checked=(f"first optimizer step of {type(model).__name__} under the HF Trainer",))
+        self._audit.__enter__()
+
+    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._audit is not None:
+            # Optimizers outside torch.optim's step hooks (DeepSpeed's) are seen here only.
+            self._audit.recorder.snapshot_grads("before the optimizer step")
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._audit is None:
+            return
+        self.close()
+        self._publish(args, state, "first optimizer step")
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        # Loggers (W&B, TensorBoard) run after this callback on the same `logs`: the counts ride along once.
+        if self._unlogged and self.report is not None and logs is not None:
+            logs.update(metrics(self.report))
+            self._unlogged = False
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the audit if one is running (removes every hook and mode); its findings join `report`."""
+        audit, self._audit = self._audit, None
+        if audit is None:
+            return
+        self._audited = True
+        audit.__exit__(None, None, None)
+        self._add(audit.report)
+
+
