@@ -352,12 +352,30 @@ class Recorder:
             if p is not None and p.grad is not None:
                 self.grad_events.append((when, self.backward_passes, pid, p.grad.dtype, expected_grad_dtype(p)))
 
-    def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
+    def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> Any:
         if not self.active:
-            return
+            return None
         self._step_depth += 1
         if self._step_depth > 1:
-            return
+            return None
+        closure = kwargs.get("closure") if kwargs else (args[0] if args and callable(args[0]) else None)
+        if closure is not None:
+            # `step(closure)` (Lightning, LBFGS) runs the forward and backward inside the step: the step begins for
+            # the record once the closure has returned, with the gradients it made.
+            def measured_closure() -> Any:
+                self.in_optimizer = False
+                try:
+                    return closure()
+                finally:
+                    self._begin_step(opt)
+
+            if kwargs and "closure" in kwargs:
+                return args, {**kwargs, "closure": measured_closure}
+            return (measured_closure, *args[1:]), kwargs
+        self._begin_step(opt)
+        return None
+
+    def _begin_step(self, opt: Any) -> None:
         if self.saw_backward:
             self.backward_passes += 1
             self.saw_backward = False
