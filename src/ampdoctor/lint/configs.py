@@ -27,18 +27,25 @@ _ENGINE_TO_ASKED = {"bf16": "bf16", "fp16": "fp16", "amp": "fp16", "fp32": "no"}
 
 def lint_config_files(files: list[Path]) -> Report:
     """Lint config files; never raises on bad input (it becomes a `ReportError`)."""
-    return _lint_readings(*read_configs(files))
+    return lint_readings(*read_configs(files))
 
 
 def lint_documents(docs: list[Document], reader: ModuleType | None = None) -> Report:
     """Lint configs given as data (a trainer's live arguments), as `lint_config_files` lints files: each document
     read by `reader` (else by the framework it is recognised as), the DeepSpeed files it points at followed."""
+    return lint_readings(*read_documents(docs, reader))
+
+
+def read_documents(docs: list[Document], reader: ModuleType | None = None) -> tuple[list[Reading], tuple[str, ...], list[ReportError]]:
+    """`read_configs` for documents given as data: the readings `lint_documents` judges, for a caller that adds what
+    only the running program knows (a live GradScaler) before `lint_readings` judges them."""
     errors: list[ReportError] = []
     recognised = [(doc, module) for doc in docs if (module := reader or reader_for(doc)) is not None]
-    return _lint_readings(*_read_recognised(recognised, {}, errors, set()))
+    return _read_recognised(recognised, {}, errors, set())
 
 
-def _lint_readings(readings: list[Reading], checked: tuple[str, ...], errors: list[ReportError]) -> Report:
+def lint_readings(readings: list[Reading], checked: tuple[str, ...], errors: list[ReportError]) -> Report:
+    """The findings of the rules over readings, with the inputs that could not be read."""
     findings: list[Finding] = []
     for cfg in readings:
         findings.extend(_name_filled_keys(cfg, check_policy(cfg.policy, cfg.facts, cfg.locate())))
