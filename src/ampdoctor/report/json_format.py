@@ -1,4 +1,4 @@
-"""JSON rendering; the schema is documented in docs/report-format.md."""
+"""JSON rendering; the schema is documented in docs/schema.md."""
 
 from __future__ import annotations
 
