@@ -56,6 +56,8 @@ def main() -> int:
         print("\ndemo FAILED:\n  " + "\n  ".join(failed), file=sys.stderr)
         return 1
     print(f"\ndemo: {len(STEPS)} steps ran as expected")
+    print(f"next: {ROOT / 'docs' / 'getting-started.md'} (each incident: you see -> run -> fix), "
+          f"{ROOT / 'docs' / 'integrations.md'} (HF Trainer, Lightning, accelerate, CI), {ROOT / 'docs' / 'rules.md'}")
     return 0
 
 

@@ -17,3 +17,18 @@ def __getattr__(name: str) -> Any:
 
         return getattr(session, name)
     raise AttributeError(f"module 'ampdoctor.audit' has no attribute {name!r}")
+
+
+class _CallablePackage(type(__import__("sys"))):  # type: ignore[misc]
+    """`ampdoctor.audit(...)` is the public context manager, but importing this package (`ampdoctor.audit.session`
+    does) binds the package to the attribute `ampdoctor.audit`: calling the package calls `audit`, so both work."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from ampdoctor.audit import session
+
+        return session.audit(*args, **kwargs)
+
+
+import sys as _sys  # noqa: E402
+
+_sys.modules[__name__].__class__ = _CallablePackage
