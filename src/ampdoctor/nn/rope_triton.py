@@ -21,7 +21,6 @@ The backward of a rotation is the rotation by the opposite angle (``conjugate``)
 
 from __future__ import annotations
 
-import os
 from typing import Any, Literal
 
 import torch
@@ -133,8 +132,8 @@ def _rotary_qk_kernel(
                   HALF, INTERLEAVED, COPY_REST, MANUAL_BF16)
 
 
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+# Decided when the kernels were decorated (triton reads TRITON_INTERPRET then), so decide it the same way.
+_INTERPRETED = type(_rotary_qk_kernel).__name__ == "InterpretedFunction"
 
 
 # Enough programs to fill an H100 (132 SMs) several times over; below that, heads are split across programs.
@@ -168,7 +167,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.
         HALF=half, REST=rest, HALF_PAD=half_pad, REST_PAD=triton.next_power_of_2(max(rest, 1)),
         BLOCK_S=block_s, INTERLEAVED=interleaved, CONJUGATE=conjugate, HAS_POS=positions is not None,
         VARLEN=cu_seqlens is not None, COPY_REST=rest > 0 and q_out.data_ptr() != q.data_ptr(),
-        MANUAL_BF16=_interpreting(), num_warps=4,
+        MANUAL_BF16=_INTERPRETED, num_warps=4,
     )
 
 
@@ -231,6 +230,7 @@ def rotary_qk(
     qk_format: QKFormat = "bhsd",
     inplace: bool = False,
     cu_seqlens: torch.Tensor | None = None,
+    max_seqlen: int | None = None,
     conjugate: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Rotate ``q`` and ``k`` in one Triton launch; differentiable (the backward is the conjugate rotation).
@@ -242,7 +242,8 @@ def rotary_qk(
     rows already per token (then ``position_ids`` indexes within each batch row). ``position_ids``: integer
     ``[seq]`` or ``[batch, seq]`` (``[total_tokens]`` under ``cu_seqlens``); without it, the token's index in
     its sequence. Positions outside the table give NaN rows. The result has the input's dtype: fp32 math,
-    one rounding. ``inplace=True`` writes into q and k and returns them.
+    one rounding. ``inplace=True`` writes into q and k and returns them. ``max_seqlen``: the longest packed
+    sequence, which sizes the grid (without it, the packed total: correct, with idle programs).
     """
     varlen = cu_seqlens is not None
     _check("q", q, 3 if varlen else 4)
@@ -256,7 +257,7 @@ def rotary_qk(
         raise ValueError(f"rotary_qk: q {tuple(q.shape)} and k {tuple(k.shape)} differ in batch, seq or head_dim")
     _check_table(cos, sin, q4.shape[3])
     if varlen:
-        batch, seqlen = cu_seqlens.numel() - 1, q4.shape[2]
+        batch, seqlen = cu_seqlens.numel() - 1, q4.shape[2] if max_seqlen is None else max_seqlen
         if cos.dim() == 3:
             raise ValueError("rotary_qk: per-batch tables do not combine with cu_seqlens")
     else:
@@ -266,12 +267,10 @@ def rotary_qk(
     if position_ids is not None:
         if position_ids.is_floating_point() or position_ids.dtype == torch.bool:
             raise TypeError(f"rotary_qk: position_ids must be an integer tensor, got {position_ids.dtype}")
-        if position_ids.shape[-1] != seqlen or position_ids.dim() > (1 if varlen else 2):
-            raise ValueError(f"rotary_qk: position_ids of shape {tuple(position_ids.shape)} do not match seq {seqlen}")
+        if position_ids.shape[-1] != q4.shape[2] or position_ids.dim() > (1 if varlen else 2):
+            raise ValueError(f"rotary_qk: position_ids of shape {tuple(position_ids.shape)} do not match seq {q4.shape[2]}")
     if cos.dim() == 3 and cos.shape[0] == 1:
         cos, sin = cos[0], sin[0]
-    # Under VARLEN the kernel's grid runs over the longest sequence; its length is the packed total at most.
-    # (The block count comes from the total: no host read of cu_seqlens.)
     q_out, k_out = _RotaryQK.apply(q4, k4, cos, sin, position_ids, cu_seqlens, batch, seqlen, layout == "interleaved",
                                    conjugate, inplace)
     if varlen:
