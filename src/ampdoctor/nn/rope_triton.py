@@ -48,6 +48,12 @@ def _round_to(value, dtype: tl.constexpr, MANUAL_BF16: tl.constexpr):
 
 
 @triton.jit
+def _rotate_pairs(x1, x2, c, s, dtype: tl.constexpr, MANUAL_BF16: tl.constexpr):
+    x1, x2 = x1.to(tl.float32), x2.to(tl.float32)
+    return _round_to(x1 * c - x2 * s, dtype, MANUAL_BF16), _round_to(x2 * c + x1 * s, dtype, MANUAL_BF16)
+
+
+@triton.jit
 def _rotate_heads(
     x_ptr, o_ptr, h_lo, h_hi, batch,
     sxb, sxh, sxs, sxd, sob, soh, sos, sod,
@@ -55,21 +61,30 @@ def _rotate_heads(
     HALF: tl.constexpr, INTERLEAVED: tl.constexpr, COPY_REST: tl.constexpr, MANUAL_BF16: tl.constexpr,
 ):
     """Rotate heads ``h_lo..h_hi-1`` of one tensor for the tokens of this program."""
-    if INTERLEAVED:
-        first, second = 2 * col, 2 * col + 1
-    else:
-        first, second = col, col + HALF
     mask = row_ok[:, None] & col_ok[None, :]
     x_row = x_ptr + batch * sxb + token[:, None] * sxs
     o_row = o_ptr + batch * sob + token[:, None] * sos
     out_dtype: tl.constexpr = o_ptr.dtype.element_ty
+    # Interleaved rows are read as one [tokens, 2 * pairs] tile and split in registers: a contiguous row stays
+    # vector loads instead of two stride-2 loads.
+    BLOCK_S: tl.constexpr = row_ok.shape[0]
+    PAIRS: tl.constexpr = col.shape[0]
+    chan = tl.arange(0, 2 * PAIRS)
+    chan_mask = row_ok[:, None] & (chan < 2 * HALF)[None, :]
     for h in range(h_lo, h_hi):
         xh = x_row + h * sxh
         oh = o_row + h * soh
-        x1 = tl.load(xh + first[None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
-        x2 = tl.load(xh + second[None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
-        tl.store(oh + first[None, :] * sod, _round_to(x1 * c - x2 * s, out_dtype, MANUAL_BF16), mask=mask)
-        tl.store(oh + second[None, :] * sod, _round_to(x2 * c + x1 * s, out_dtype, MANUAL_BF16), mask=mask)
+        if INTERLEAVED:
+            row = tl.load(xh + chan[None, :] * sxd, mask=chan_mask, other=0.0)
+            x1, x2 = tl.split(tl.reshape(row, (BLOCK_S, PAIRS, 2)))
+            o1, o2 = _rotate_pairs(x1, x2, c, s, out_dtype, MANUAL_BF16)
+            tl.store(oh + chan[None, :] * sod, tl.reshape(tl.join(o1, o2), (BLOCK_S, 2 * PAIRS)), mask=chan_mask)
+        else:
+            x1 = tl.load(xh + col[None, :] * sxd, mask=mask, other=0.0)
+            x2 = tl.load(xh + (col[None, :] + HALF) * sxd, mask=mask, other=0.0)
+            o1, o2 = _rotate_pairs(x1, x2, c, s, out_dtype, MANUAL_BF16)
+            tl.store(oh + col[None, :] * sod, o1, mask=mask)
+            tl.store(oh + (col[None, :] + HALF) * sod, o2, mask=mask)
         if COPY_REST:
             rest_mask = row_ok[:, None] & rest_ok[None, :]
             tail = tl.load(xh + (2 * HALF + rest[None, :]) * sxd, mask=rest_mask)
