@@ -247,3 +247,10 @@ def test_half_precision_tables_are_refused(kernel):
 def test_auto_keeps_cpu_tensors_off_the_triton_path():
     assert not rotary_math.use_triton(torch.zeros(1, 1, 2, 4), "auto")
     assert rotary_math.use_triton(torch.zeros(1, 1, 2, 4), "triton")
+
+
+def test_an_empty_batch_launches_nothing(kernel):
+    rope = RotaryEmbedding(16)
+    q = torch.randn(0, 2, 4, 16).to(DEVICE, torch.bfloat16)
+    q_out, k_out = kernel.rotary_qk(q, q[:, :1], *tables(rope))
+    assert q_out.shape == q.shape and k_out.shape == (0, 1, 4, 16)

@@ -160,6 +160,8 @@ def _launch(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.
             seqlen: int, interleaved: bool, conjugate: bool) -> None:
     """q/k/outputs are [batch, heads, seq, dim] views (batch 1 and seq = total tokens under cu_seqlens);
     cos/sin are [table_len, r/2] or [batch, table_len, r/2] with unit stride along the last axis."""
+    if batch == 0 or seqlen == 0:
+        return
     half = cos.shape[-1]
     rest = q.shape[-1] - 2 * half
     half_pad = triton.next_power_of_2(half)
@@ -257,8 +259,8 @@ def rotary_qk(
     rows already per token (then ``position_ids`` indexes within each batch row). ``position_ids``: integer
     ``[seq]`` or ``[batch, seq]`` (``[total_tokens]`` under ``cu_seqlens``); without it, the token's index in
     its sequence. Positions outside the table give NaN rows. The result has the input's dtype: fp32 math,
-    one rounding. ``inplace=True`` writes into q and k and returns them. ``max_seqlen``: the longest packed
-    sequence, which sizes the grid (without it, the packed total: correct, with idle programs).
+    one rounding. ``inplace=True`` writes into q and k and returns them. ``max_seqlen``: at least the longest
+    packed sequence, which sizes the grid (without it, the packed total: correct, with idle programs).
     """
     varlen = cu_seqlens is not None
     _check("q", q, 3 if varlen else 4)

@@ -91,7 +91,9 @@ class RotaryEmbedding(nn.Module):
     ``scaling`` is an HF ``rope_scaling`` dict (``rope_type``: default, linear, dynamic, yarn, longrope,
     llama3); ``max_position`` plays HF's ``max_position_embeddings``. ``layout="half"`` pairs channel i with
     i + r/2 (NeoX/HF ``rotate_half``); ``"interleaved"`` pairs 2i with 2i+1 (GPT-J/Meta). With ``rotary_dim <
-    head_dim`` only the first ``rotary_dim`` channels rotate.
+    head_dim`` only the first ``rotary_dim`` channels rotate. ``backend``: ``"auto"`` takes the Triton kernel for
+    CUDA tensors when triton imports (`ampdoctor.nn.rope_triton`), else `torch.compile` for large inputs and
+    eager for small ones; ``"triton"``, ``"compile"`` and ``"eager"`` force one.
     """
 
     def __init__(
