@@ -70,6 +70,14 @@ def check_positions(position_ids: Any) -> torch.Tensor:
     return position_ids
 
 
+def _check_position_shape(position_ids: torch.Tensor, batch: int, seq: int) -> torch.Tensor:
+    if position_ids.dim() not in (1, 2) or position_ids.shape[-1] != seq:
+        raise ValueError(f"position_ids must be [seq] or [batch, seq] with seq={seq}, got shape {tuple(position_ids.shape)}")
+    if position_ids.dim() == 2 and position_ids.shape[0] not in (1, batch):
+        raise ValueError(f"position_ids batch {position_ids.shape[0]} does not match q/k batch {batch}")
+    return position_ids
+
+
 def hf_rope_arguments(config: Any) -> dict[str, Any]:
     """RotaryEmbedding arguments from a transformers config: ``rope_parameters`` (v5) or ``rope_theta`` +
     ``rope_scaling`` + ``partial_rotary_factor`` (v4)."""
@@ -200,11 +208,7 @@ class RotaryEmbedding(nn.Module):
             # Positions 0..seq-1: a view of the table, no gather.
             tables = self._tables_for(seq)
             return tables.cos[:seq], tables.sin[:seq]
-        position_ids = check_positions(position_ids)
-        if position_ids.dim() not in (1, 2) or position_ids.shape[-1] != seq:
-            raise ValueError(f"position_ids must be [seq] or [batch, seq] with seq={seq}, got shape {tuple(position_ids.shape)}")
-        if position_ids.dim() == 2 and position_ids.shape[0] not in (1, batch):
-            raise ValueError(f"position_ids batch {position_ids.shape[0]} does not match q/k batch {batch}")
+        position_ids = _check_position_shape(check_positions(position_ids), batch, seq)
         return self.cos_sin(position_ids)
 
     def forward(
@@ -238,11 +242,7 @@ class RotaryEmbedding(nn.Module):
         if position_ids is None:
             needed = seq
         else:
-            position_ids = check_position_dtype(position_ids)
-            if position_ids.dim() not in (1, 2) or position_ids.shape[-1] != seq:
-                raise ValueError(f"position_ids must be [seq] or [batch, seq] with seq={seq}, got shape {tuple(position_ids.shape)}")
-            if position_ids.dim() == 2 and position_ids.shape[0] not in (1, q.shape[0]):
-                raise ValueError(f"position_ids batch {position_ids.shape[0]} does not match q/k batch {q.shape[0]}")
+            position_ids = _check_position_shape(check_position_dtype(position_ids), q.shape[0], seq)
             if max_position_id is not None:
                 needed = _positive_int("max_position_id + 1", max_position_id + 1)
             elif self._length_dependent and position_ids.numel():
