@@ -1,9 +1,16 @@
-"""CPU RoPE benchmark: ampdoctor.nn.RotaryEmbedding against transformers' Llama RoPE, in the same run.
+"""RoPE benchmark: ampdoctor.nn.RotaryEmbedding against transformers' Llama RoPE, in the same run.
 
-bf16 q and k of shape [batch, heads, seq, head_dim]; each timed call includes producing cos/sin from
-position ids. Timings are medians of ``--repeat`` calls after warm-up (compilation happens in warm-up).
+CPU (default): bf16 q and k of shape [batch, heads, seq, head_dim]; each timed call includes producing cos/sin
+from position ids. Timings are medians of ``--repeat`` calls after warm-up (compilation happens in warm-up).
 
     .venv/bin/python bench/rope_bench.py [--batch 4 --heads 16 --seq 1024 --head-dim 128 --repeat 30]
+
+CUDA (``--device cuda``): the issue-14 shapes by default, bf16 q [4, 32, 4096, 128] and k [4, 8, 4096, 128],
+base 5e5, position ids given; ampdoctor's Triton kernel against HF Llama rotary and, when importable,
+Liger's and flash-attn's Triton rotary, timed with ``triton.testing.do_bench``; bandwidth as a fraction of
+a device-to-device copy of the same bytes timed in the same run; max abs error against a float64 rotation.
+
+    .venv/bin/python bench/rope_bench.py --device cuda
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import argparse
 import platform
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -47,16 +55,156 @@ def naive_exact(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.
     return one(q), one(k)
 
 
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    what: str
+    fn: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class Row:
+    variant: Variant
+    fwd_ms: float
+    fwd_bwd_ms: float | None
+    error: float
+
+
+def exact_rotation(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor, scale: float) -> torch.Tensor:
+    """float64 half-layout rotation of [b, h, s, d] by ``positions [b, s] * inv_freq`` (on x's device)."""
+    x = x.double()
+    angles = positions.double()[:, None, :, None] * inv_freq.to(x.device, torch.float64)
+    cos, sin = angles.cos() * scale, angles.sin() * scale
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+def peer_variants(hf_rope: torch.nn.Module, q: torch.Tensor, position_ids: torch.Tensor) -> list[Variant]:
+    """Liger's and flash-attn's Triton rotary, when importable, with their tables precomputed outside the timing."""
+    variants = []
+    try:
+        from liger_kernel.transformers.rope import liger_rotary_pos_emb
+    except ImportError:
+        pass
+    else:
+        hf_cos, hf_sin = hf_rope(q, position_ids)
+        variants.append(Variant("liger", "Liger Triton rope, HF's bf16 cos/sin precomputed",
+                                lambda q, k: liger_rotary_pos_emb(q, k, hf_cos, hf_sin)))
+    try:
+        from flash_attn.layers.rotary import apply_rotary_emb
+    except ImportError:
+        pass
+    else:
+        seq = q.shape[2]
+        angles = torch.arange(seq, device=q.device, dtype=torch.float32)[:, None] * hf_rope.inv_freq.float()[None]
+        fa_cos, fa_sin = angles.cos().to(q.dtype), angles.sin().to(q.dtype)
+
+        def flash(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            # [b, s, h, d] views of the [b, h, s, d] tensors; two launches (q, then k).
+            return (apply_rotary_emb(q.transpose(1, 2), fa_cos, fa_sin).transpose(1, 2),
+                    apply_rotary_emb(k.transpose(1, 2), fa_cos, fa_sin).transpose(1, 2))
+
+        variants.append(Variant("flash-attn", "flash-attn Triton rotary, bf16 [seq, d/2] tables, positions 0..s-1",
+                                flash))
+    return variants
+
+
+def compare(q: torch.Tensor, k: torch.Tensor, position_ids: torch.Tensor, base: float,
+            timer: Callable[..., float], backend: str = "auto") -> tuple[list[Row], float, float]:
+    """Rows for every variant, the copy time of the same bytes, and the bf16 rounding floor of the exact result.
+    ``timer(fn, grad_to_none=None)`` returns milliseconds (``triton.testing.do_bench`` on CUDA)."""
+    b, hq, s, d = q.shape
+    config = LlamaConfig(hidden_size=hq * d, num_attention_heads=hq, num_key_value_heads=k.shape[1], head_dim=d,
+                         max_position_embeddings=max(4096, s), rope_parameters={"rope_type": "default", "rope_theta": base})
+    hf_rope = LlamaRotaryEmbedding(config).to(q.device)
+
+    def hf(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        cos, sin = hf_rope(q, position_ids)
+        return apply_rotary_pos_emb(q, k, cos, sin)
+
+    ours = RotaryEmbedding(d, base=base, max_position=max(4096, s), backend=backend).to(q.device)
+    variants = [
+        Variant("hf", "HF Llama rotary, cos/sin production included", hf),
+        Variant("ampdoctor", "Triton kernel, fp32 rows gathered by position ids", lambda q, k: ours(q, k, position_ids)),
+        Variant("ampdoctor-no-ids", "Triton kernel, positions 0..s-1", lambda q, k: ours(q, k)),
+        *peer_variants(hf_rope, q, position_ids),
+    ]
+    exact_q = exact_rotation(q, position_ids, ours.inv_freq, ours.attention_scaling)
+    exact_k = exact_rotation(k, position_ids, ours.inv_freq, ours.attention_scaling)
+    floor = max(float((e.to(q.dtype).double() - e).abs().max()) for e in (exact_q, exact_k))
+    source = torch.cat((q.flatten(), k.flatten()))
+    target = torch.empty_like(source)
+    copy_ms = timer(lambda: target.copy_(source))
+    rows = []
+    for variant in variants:
+        with torch.no_grad():
+            out_q, out_k = variant.fn(q, k)
+            error = max(float((out.double() - e).abs().max()) for out, e in ((out_q, exact_q), (out_k, exact_k)))
+            del out_q, out_k
+            fwd_ms = timer(lambda variant=variant: variant.fn(q, k))
+        rows.append(Row(variant, fwd_ms, fwd_bwd_ms(variant, q, k, timer), error))
+    return rows, copy_ms, floor
+
+
+def fwd_bwd_ms(variant: Variant, q: torch.Tensor, k: torch.Tensor, timer: Callable[..., float]) -> float | None:
+    q_leaf, k_leaf = q.detach().requires_grad_(), k.detach().requires_grad_()
+    grads = (torch.randn_like(q), torch.randn_like(k))
+
+    def step() -> None:
+        torch.autograd.backward(variant.fn(q_leaf, k_leaf), grads)
+
+    try:
+        return timer(step, grad_to_none=[q_leaf, k_leaf])
+    except RuntimeError:  # a peer without a backward
+        return None
+
+
+def cuda_main(args: argparse.Namespace) -> None:
+    import triton
+    import triton.testing
+
+    torch.manual_seed(0)
+    device = torch.device("cuda")
+    b, s, d = args.batch or 4, args.seq or 4096, args.head_dim
+    hq, hk = args.heads or 32, args.kv_heads or 8
+    q = torch.randn(b, hq, s, d, device=device, dtype=torch.bfloat16)
+    k = torch.randn(b, hk, s, d, device=device, dtype=torch.bfloat16)
+    position_ids = torch.arange(s, device=device).expand(b, s)
+
+    def timer(fn: Callable[[], object], grad_to_none: list[torch.Tensor] | None = None) -> float:
+        return float(triton.testing.do_bench(fn, grad_to_none=grad_to_none, return_mode="median"))
+
+    rows, copy_ms, floor = compare(q, k, position_ids, args.base or 500000.0, timer)
+    moved = 2 * (q.numel() + k.numel()) * q.element_size()
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; bf16 q {list(q.shape)}, "
+          f"k {list(k.shape)}, base {args.base or 500000.0:g}, position ids given; do_bench medians")
+    print(f"bytes moved (read + write q and k): {moved / 1e6:.1f} MB; device-to-device copy of the same bytes: "
+          f"{1000 * copy_ms:.0f} us = {moved / copy_ms / 1e6:.0f} GB/s; bf16 rounding floor of the exact rotation: {floor:.3g}")
+    print("| variant | fwd us | GB/s | of copy | fwd+bwd us | max abs error vs float64 | what |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for row in rows:
+        bwd = f"{1000 * row.fwd_bwd_ms:.0f}" if row.fwd_bwd_ms is not None else "-"
+        print(f"| {row.variant.name} | {1000 * row.fwd_ms:.0f} | {moved / row.fwd_ms / 1e6:.0f} | "
+              f"{copy_ms / row.fwd_ms:.0%} | {bwd} | {row.error:.3g} | {row.variant.what} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--heads", type=int, default=16)
-    parser.add_argument("--seq", type=int, default=1024)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--batch", type=int, default=None, help="default 4")
+    parser.add_argument("--heads", type=int, default=None, help="default 16 (cpu), 32 (cuda)")
+    parser.add_argument("--kv-heads", type=int, default=None, help="cuda only, default 8")
+    parser.add_argument("--seq", type=int, default=None, help="default 1024 (cpu), 4096 (cuda)")
     parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--base", type=float, default=None, help="cuda only, default 5e5")
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = parser.parse_args()
+    if args.device == "cuda":
+        cuda_main(args)
+        return
+    args.batch, args.heads, args.seq = args.batch or 4, args.heads or 16, args.seq or 1024
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
 

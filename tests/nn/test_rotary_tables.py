@@ -106,7 +106,7 @@ def test_negative_position_ids_are_rejected():
         ({"head_dim": 0}, "head_dim must be a positive int"),
         ({"head_dim": 16, "base": 1.0}, "base must be a number > 1"),
         ({"head_dim": 16, "layout": "neox"}, "unknown rotary layout 'neox'"),
-        ({"head_dim": 16, "backend": "triton"}, "unknown backend 'triton'"),
+        ({"head_dim": 16, "backend": "fused"}, "unknown backend 'fused'"),
         ({"head_dim": 16, "max_position": 1.5}, "max_position must be a positive int"),
         ({"head_dim": 16, "scaling": {"rope_type": "ntk-by-parts"}}, "unknown RoPE scaling 'ntk-by-parts'"),
         ({"head_dim": 16, "scaling": {"rope_type": "linear"}}, "'linear' needs factor"),

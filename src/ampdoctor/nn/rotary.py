@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from ampdoctor.nn.rope_scaling import ROPE_SCALINGS, Frequencies, rope_frequencies, validate_scaling
-from ampdoctor.nn.rotary_math import BACKENDS, Backend, Layout, apply_rotary, check_layout
+from ampdoctor.nn.rotary_math import BACKENDS, Backend, Layout, apply_rotary, check_layout, triton_rotary, use_triton
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,8 @@ def _positive_int(name: str, value: Any) -> int:
     return value
 
 
-def check_positions(position_ids: Any) -> torch.Tensor:
-    """Reject anything but an integer tensor of non-negative positions, with the reason."""
+def check_position_dtype(position_ids: Any) -> torch.Tensor:
+    """Reject anything but an integer tensor, with the reason (no look at the values: no host synchronisation)."""
     if not isinstance(position_ids, torch.Tensor):
         raise TypeError(f"position_ids must be an integer torch.Tensor, got {type(position_ids).__name__}")
     if position_ids.is_floating_point() or position_ids.is_complex() or position_ids.dtype == torch.bool:
@@ -59,8 +59,22 @@ def check_positions(position_ids: Any) -> torch.Tensor:
             f"position_ids must be an integer tensor (int32/int64), got {position_ids.dtype}: float positions are "
             "not exact (bf16 holds integers only up to 256, fp16 up to 2048) and alias neighbouring tokens"
         )
+    return position_ids
+
+
+def check_positions(position_ids: Any) -> torch.Tensor:
+    """Reject anything but an integer tensor of non-negative positions, with the reason."""
+    position_ids = check_position_dtype(position_ids)
     if position_ids.numel() and int(position_ids.min()) < 0:
         raise ValueError(f"position_ids must be >= 0, got minimum {int(position_ids.min())}")
+    return position_ids
+
+
+def _check_position_shape(position_ids: torch.Tensor, batch: int, seq: int) -> torch.Tensor:
+    if position_ids.dim() not in (1, 2) or position_ids.shape[-1] != seq:
+        raise ValueError(f"position_ids must be [seq] or [batch, seq] with seq={seq}, got shape {tuple(position_ids.shape)}")
+    if position_ids.dim() == 2 and position_ids.shape[0] not in (1, batch):
+        raise ValueError(f"position_ids batch {position_ids.shape[0]} does not match q/k batch {batch}")
     return position_ids
 
 
@@ -85,7 +99,9 @@ class RotaryEmbedding(nn.Module):
     ``scaling`` is an HF ``rope_scaling`` dict (``rope_type``: default, linear, dynamic, yarn, longrope,
     llama3); ``max_position`` plays HF's ``max_position_embeddings``. ``layout="half"`` pairs channel i with
     i + r/2 (NeoX/HF ``rotate_half``); ``"interleaved"`` pairs 2i with 2i+1 (GPT-J/Meta). With ``rotary_dim <
-    head_dim`` only the first ``rotary_dim`` channels rotate.
+    head_dim`` only the first ``rotary_dim`` channels rotate. ``backend``: ``"auto"`` takes the Triton kernel for
+    CUDA tensors when triton imports (`ampdoctor.nn.rope_triton`), else `torch.compile` for large inputs and
+    eager for small ones; ``"triton"``, ``"compile"`` and ``"eager"`` force one.
     """
 
     def __init__(
@@ -192,28 +208,51 @@ class RotaryEmbedding(nn.Module):
             # Positions 0..seq-1: a view of the table, no gather.
             tables = self._tables_for(seq)
             return tables.cos[:seq], tables.sin[:seq]
-        position_ids = check_positions(position_ids)
-        if position_ids.dim() not in (1, 2) or position_ids.shape[-1] != seq:
-            raise ValueError(f"position_ids must be [seq] or [batch, seq] with seq={seq}, got shape {tuple(position_ids.shape)}")
-        if position_ids.dim() == 2 and position_ids.shape[0] not in (1, batch):
-            raise ValueError(f"position_ids batch {position_ids.shape[0]} does not match q/k batch {batch}")
+        position_ids = _check_position_shape(check_positions(position_ids), batch, seq)
         return self.cos_sin(position_ids)
 
     def forward(
-        self, q: torch.Tensor, k: torch.Tensor, position_ids: torch.Tensor | None = None
+        self, q: torch.Tensor, k: torch.Tensor, position_ids: torch.Tensor | None = None, *,
+        max_position_id: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rotate ``q`` and ``k`` (``[batch, heads, seq, head_dim]``; heads may differ, as in GQA); dtypes are kept."""
+        """Rotate ``q`` and ``k`` (``[batch, heads, seq, head_dim]``; heads may differ, as in GQA); dtypes are kept.
+
+        On the Triton path (CUDA tensors with triton installed, or ``backend="triton"``) one kernel rotates both,
+        gathering table rows by ``position_ids`` itself; it never reads the positions on the host, so the table
+        grows only when ``max_position_id`` (the largest position the caller will pass) says so, and a position
+        past the table gives NaN rows. Length-dependent scalings (dynamic, longrope) without ``max_position_id``
+        still read the maximum position, as they must to pick their frequencies."""
         for name, t in (("q", q), ("k", k)):
             if not isinstance(t, torch.Tensor) or t.dim() != 4 or t.shape[-1] != self.head_dim:
                 shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
                 raise ValueError(f"RotaryEmbedding: {name} must be [batch, heads, seq, {self.head_dim}], got {shape}")
         if q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2]:
             raise ValueError(f"RotaryEmbedding: q {tuple(q.shape)} and k {tuple(k.shape)} differ in batch or seq")
+        if use_triton(q, self.backend) and q.dtype in (torch.float16, torch.bfloat16, torch.float32):
+            return self._forward_triton(q, k, position_ids, max_position_id)
         cos, sin = self._cos_sin_for(position_ids, q.shape[0], q.shape[2])
         return (
             apply_rotary(q, cos, sin, self.layout, backend=self.backend),
             apply_rotary(k, cos, sin, self.layout, backend=self.backend),
         )
+
+    def _forward_triton(self, q: torch.Tensor, k: torch.Tensor, position_ids: torch.Tensor | None,
+                        max_position_id: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+        seq = q.shape[2]
+        if position_ids is None:
+            needed = seq
+        else:
+            position_ids = _check_position_shape(check_position_dtype(position_ids), q.shape[0], seq)
+            if max_position_id is not None:
+                needed = _positive_int("max_position_id + 1", max_position_id + 1)
+            elif self._length_dependent and position_ids.numel():
+                needed = int(position_ids.max()) + 1  # the frequencies depend on it: this read syncs
+            else:
+                needed = 0  # the table as it is; positions past it come out NaN (checked on the device)
+        tables = self._tables_for(needed)
+        if position_ids is not None:
+            position_ids = position_ids.to(tables.cos.device)
+        return triton_rotary(required=True).rotary_qk(q, k, tables.cos, tables.sin, position_ids, layout=self.layout)
 
     def extra_repr(self) -> str:
         return (f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, max_position={self.max_position}, "

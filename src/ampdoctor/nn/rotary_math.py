@@ -4,20 +4,21 @@ One kernel serves forward and backward (the backward of a rotation is the rotati
 ``conjugate``). It reads x in any float dtype and fp32 tables, never asserts that their dtypes agree
 (flash-attn #823, transformers #38451 / incident 5) and never leaks fp32 into the output (GPT-NeoX #1305).
 Large inputs go through a `torch.compile`d copy of the same function, so the upcast, the rotation and the
-downcast happen in one pass; if compiling fails the eager function is used instead.
+downcast happen in one pass; if compiling fails the eager function is used instead. On CUDA with triton
+installed, `ampdoctor.nn.rope_triton` does the same math in one Triton launch (imported only then).
 """
 
 from __future__ import annotations
 
 import warnings
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 import torch
 
 Layout = Literal["half", "interleaved"]
 LAYOUTS: tuple[str, ...] = ("half", "interleaved")
-Backend = Literal["auto", "compile", "eager"]
-BACKENDS: tuple[str, ...] = ("auto", "compile", "eager")
+Backend = Literal["auto", "compile", "eager", "triton"]
+BACKENDS: tuple[str, ...] = ("auto", "compile", "eager", "triton")
 
 # Compiling costs seconds once per shape family and pays off only on big tensors; small inputs (decoding,
 # tests) stay eager.
@@ -96,13 +97,41 @@ class _CompiledRotate:
 
 compiled_rotate = _CompiledRotate()
 
+_triton_module: Any = None  # None: not tried yet; False: triton is not importable
+
+
+def triton_rotary(required: bool = False) -> Any:
+    """`ampdoctor.nn.rope_triton`, or None where triton cannot be imported (imported on first use only);
+    ``required``: raise instead of returning None."""
+    global _triton_module
+    if _triton_module is None:
+        try:
+            from ampdoctor.nn import rope_triton
+        except ImportError:
+            _triton_module = False
+        else:
+            _triton_module = rope_triton
+    if required and not _triton_module:
+        raise RuntimeError("ampdoctor: the triton rotary backend needs the triton package (pip install triton)")
+    return _triton_module or None
+
+
+def use_triton(x: torch.Tensor, backend: str) -> bool:
+    """The Triton kernel: asked for by name, or ``auto`` on a CUDA tensor of a dtype it handles, triton importable,
+    and not inside an outer torch.compile (which fuses the functional form with its neighbours instead)."""
+    if backend == "triton":
+        return True
+    return (backend == "auto" and x.is_cuda and x.dtype in (torch.float16, torch.bfloat16, torch.float32)
+            and not torch.compiler.is_compiling() and triton_rotary() is not None)
+
 
 def _run(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, conjugate: bool,
          backend: str) -> torch.Tensor:
     if torch.compiler.is_compiling():
         # Inside an outer torch.compile: traced and fused with its neighbours.
         return rotate_functional(x, cos, sin, interleaved, conjugate)
-    if backend == "eager" or (backend == "auto" and x.numel() < COMPILE_MIN_NUMEL):
+    # "triton" reaches here only for shapes the kernel does not take: it then behaves as "auto".
+    if backend == "eager" or (backend in ("auto", "triton") and x.numel() < COMPILE_MIN_NUMEL):
         return rotate(x, cos, sin, interleaved, conjugate)
     return compiled_rotate(x, cos, sin, interleaved, conjugate, strict=backend == "compile")
 
@@ -129,6 +158,26 @@ def check_layout(layout: str) -> bool:
     if layout not in LAYOUTS:
         raise ValueError(f"unknown rotary layout {layout!r}: expected 'half' (NeoX/HF rotate_half) or 'interleaved' (GPT-J/Meta)")
     return layout == "interleaved"
+
+
+def _triton_tables(x: torch.Tensor, cos: torch.Tensor) -> bool:
+    """Tables the kernel reads as they are: 4-D x with cos ``[seq, r/2]`` or ``[batch or 1, 1, seq, r/2]``."""
+    seq = x.shape[-2]
+    if x.dim() != 4 or cos.dim() not in (2, 4) or cos.shape[-2] != seq:
+        return False
+    return cos.dim() == 2 or (cos.shape[1] == 1 and cos.shape[0] in (1, x.shape[0]))
+
+
+def _apply_triton(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
+    """`apply_rotary` through the Triton kernel: the given rows are the table, each token reads its own row."""
+    if x.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise TypeError(f"apply_rotary: the triton backend takes fp16/bf16/fp32 x, got {x.dtype}")
+    kernel = triton_rotary(required=True)
+    if cos.dim() == 4:
+        cos, sin = cos[:, 0], sin[:, 0]
+    cos, sin = cos.float().contiguous(), sin.float().contiguous()
+    out, _ = kernel.rotary_qk(x, x[:, :0], cos, sin, layout=layout)
+    return out
 
 
 def apply_rotary(
@@ -182,6 +231,8 @@ def apply_rotary(
     # fp32 math for every input dtype except fp64, which keeps fp64 (gradcheck, references).
     compute = torch.float64 if x.dtype == torch.float64 else torch.float32
     cos, sin = cos.to(compute), sin.to(compute)
+    if use_triton(x, backend) and _triton_tables(x, cos) and not (cos.requires_grad or sin.requires_grad):
+        return _apply_triton(x, cos, sin, layout)
     if cos.requires_grad or sin.requires_grad:
         # Learned tables need their own gradient: plain autograd through the functional form.
         return rotate_functional(x, cos, sin, interleaved, False)
