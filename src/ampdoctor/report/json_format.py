@@ -23,6 +23,8 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         out["info"] = dict(report.info)
     if report.tables:
         out["tables"] = [t.to_dict() for t in report.tables]
+    if report.charts:
+        out["charts"] = [c.to_dict() for c in report.charts]
     if report.errors:
         out["errors"] = [e.to_dict() for e in report.errors]
     if report.checked:

@@ -20,6 +20,36 @@ class Table:
 
 
 @dataclass(frozen=True)
+class Series:
+    """One line (or one set of bars) of a `Chart`: ``x`` numbers for a line chart, category labels for bars."""
+
+    name: str
+    x: tuple[Any, ...]
+    y: tuple[float, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "x": list(self.x), "y": list(self.y)}
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A plot a report carries as data; renderers draw it (HTML: inline SVG) or list it (JSON).
+    ``kind``: "bar" (x are labels, one bar per series and label) or "line" (x are numbers)."""
+
+    title: str
+    kind: str
+    series: tuple[Series, ...]
+    x_label: str = ""
+    y_label: str = ""
+    log_y: bool = True
+    log_x: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"title": self.title, "kind": self.kind, "x_label": self.x_label, "y_label": self.y_label, "log_y": self.log_y,
+                "log_x": self.log_x, "series": [s.to_dict() for s in self.series]}
+
+
+@dataclass(frozen=True)
 class ReportError:
     """Something a report could not do: input a detector could not read (a config that does not parse, a
     script that does not run), a rank that sent no report, an analysis that failed. `file` names the input
@@ -51,6 +81,8 @@ class Report:
     # What the reader needs to read the findings right: the command, the policy an audit judged by and whether it
     # was given or inferred ("policy_source"), a script's failure.
     info: Mapping[str, Any] = field(default_factory=dict)
+    # Plots of the numbers in the tables (error by module, error vs position), for the HTML renderer.
+    charts: tuple[Chart, ...] = ()
 
     @classmethod
     def of(cls, findings: Iterable[Finding], **kwargs: Any) -> "Report":
@@ -63,6 +95,7 @@ class Report:
             checked=self.checked + other.checked,
             errors=self.errors + other.errors,
             info={**self.info, **other.info},
+            charts=self.charts + other.charts,
         )
 
     def with_info(self, **info: Any) -> "Report":

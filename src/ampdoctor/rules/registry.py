@@ -7,6 +7,7 @@ Detector kinds:
   found), `Policy.validate()` (unknown facts), the runtime audit (what it observed) and `PrecisionStep`.
 - ``code``: a check over one parsed Python file (`ampdoctor.lint.python.context.Context`) -> (node, message).
 - ``runtime``: a check over a finished audit recording (`ampdoctor.audit.analysis.RuntimeContext`) -> hits.
+- ``numerics``: a check over a float64-reference comparison (`ampdoctor.numerics.divergence.NumericsContext`) -> hits.
 A rule's ``explain`` detector is its catalog signatures. A detector yields hits and never names a rule:
 the registry attaches the rule it is registered under, so no detector can emit another rule's finding.
 Rule modules import no torch at import time: lint, explain and rules run where torch is not installed.
@@ -24,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ampdoctor.rules.model import Location, Severity
 
-KINDS: tuple[str, ...] = ("policy", "code", "runtime")
+KINDS: tuple[str, ...] = ("policy", "code", "runtime", "numerics")
 _MODULE = re.compile(r"^amp(?P<number>\d{3})_(?P<name>[a-z0-9_]+)$")
 
 
@@ -92,6 +93,11 @@ def code_check(rule_id: str, *, triggers: tuple[str, ...], also: tuple[tuple[str
 def runtime_check(rule_id: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn(ctx: RuntimeContext) -> Iterable[Hit]``."""
     return _register(rule_id, "runtime")
+
+
+def numerics_check(rule_id: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn(ctx: NumericsContext) -> Iterable[Hit]``: a check over measured errors against a reference run."""
+    return _register(rule_id, "numerics")
 
 
 def rule_modules() -> list[str]:
