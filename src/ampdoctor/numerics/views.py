@@ -10,6 +10,7 @@ from ampdoctor.report.model import Chart, Series
 
 if TYPE_CHECKING:
     from ampdoctor.numerics.divergence import ModuleError, NumericsContext
+    from ampdoctor.numerics.rope import RopeReport
     from ampdoctor.rules import Finding
 
 
@@ -84,3 +85,22 @@ def compare_report(ctx: "NumericsContext", findings: Iterable["Finding"], losses
     if hot:
         info["top_local_error"] = f"{hot[0].name or '<root>'} ({number(hot[0].local_error)})"
     return Report.of(findings, tables=(module_table(ctx), update_table(ctx)), checked=("model",), info=info, charts=tuple(charts))
+
+
+def rope_view(result: "RopeReport") -> Report:
+    """The RoPE report as a `Report`: one row per variant, error vs position, violation per position range."""
+    ranges = [v.label for v in result.variants[0].violations] if result.variants else []
+    columns = ("variant", "cos max error", "cos mean error", "logit max error", "logit mean error",
+               *(f"violation max {r}" for r in ranges), "what it is")
+    rows = tuple((v.name, number(v.cos_max_error), number(v.cos_mean_error), number(v.logit_max_error), number(v.logit_mean_error),
+                  *(number(x.max) for x in v.violations), v.description) for v in result.variants)
+    scaling = f", scaling {dict(result.scaling)}" if result.scaling else ""
+    spec = f"head_dim {result.head_dim}, base {result.base:g}, positions 0..{result.max_position - 1}{scaling}"
+    by_position = Chart("cos/sin error against float64 vs position", "line", tuple(
+        Series(v.name, tuple(p for p, _ in v.by_position), _positive(e for _, e in v.by_position)) for v in result.variants),
+        x_label="position", y_label="max |error| in bucket")
+    violation = Chart("Relative-position violation by position range", "bar", tuple(
+        Series(v.name, tuple(x.label for x in v.violations), _positive(x.max for x in v.violations)) for v in result.variants),
+        x_label="position range", y_label="max |logit(q@P+r, k@P) - logit(q@r, k@0)|")
+    info = {"title": f"ampdoctor rope: {spec}", "rope": spec}
+    return Report(tables=(Table(f"RoPE variants against float64 ({spec})", columns, rows),), info=info, charts=(by_position, violation))
