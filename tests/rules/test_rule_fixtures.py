@@ -9,6 +9,9 @@ and negative (good) cases for each detector the rule has; the expected findings 
 - ``runtime/bad*.py`` and ``runtime/good*.py``: scripts run under the audit like `ampdoctor run` does; lines are
   marked as in code fixtures, and ``# ampdoctor: expect-anywhere[AMP004]`` asks for a finding without a file line
   (a module or a parameter). ``# ampdoctor: policy=<policy>`` in a script gives the audit a policy.
+- ``numerics/bad*.py`` and ``numerics/good*.py``: a ``factory()`` returning ``(model, inputs)``, compared against a
+  float64 reference (`ampdoctor.compare`) under ``# ampdoctor: policy=<policy>``; a bad case says
+  ``# ampdoctor: expect-anywhere[AMP207]``.
 - ``explain/bad*.txt``: error text whose best candidate is the rule; ``explain/good*.txt``: text it must not match.
 """
 
@@ -126,6 +129,25 @@ def test_runtime_fixture(rule_id, case, monkeypatch):
         assert mine, f"{rule_id} expected somewhere in the report"
     if not is_bad(case):
         assert mine == []
+
+
+@pytest.mark.parametrize("rule_id, case", cases("numerics"))
+def test_numerics_fixture(rule_id, case):
+    import importlib.util
+
+    from ampdoctor.numerics import compare
+
+    text = case.read_text()
+    spec = importlib.util.spec_from_file_location(f"fixture_{rule_id}_{case.stem}", case)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model, inputs = module.factory()
+    policy = POLICY.search(text)
+    result = compare(model, inputs, policy=policy["policy"] if policy else "bf16-mixed")
+    mine = [f for f in result.report.findings if f.rule_id == rule_id]
+    expected = any(rule_id in m["ids"] for m in EXPECT_ANYWHERE.finditer(text))
+    assert expected == is_bad(case), "bad fixtures say expect-anywhere, good fixtures nothing"
+    assert bool(mine) == expected, [f.message for f in result.report.findings]
 
 
 @pytest.mark.parametrize("rule_id, case", cases("explain"))
