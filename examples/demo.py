@@ -45,8 +45,15 @@ STEPS: list[tuple[str, list[str], int]] = [
 ]
 
 
+# Incident 2 as numbers and pictures: the RoPE variants against float64, written as a self-contained HTML page.
+INCIDENT2_HTML = ROOT / "out" / "incident2_rope.html"
+STEPS.append(("Incident 2 measured: bf16 RoPE tables against float64, as an HTML report",
+              ["rope", "--head-dim", "64", "--base", "10000", "--max-position", "8192", "--html", str(INCIDENT2_HTML)], 0))
+
+
 def main() -> int:
     failed = []
+    INCIDENT2_HTML.parent.mkdir(exist_ok=True)
     for title, args, expected in STEPS:
         print(f"\n\033[1m=== {title}\033[0m\n$ ampdoctor {' '.join(args)}", flush=True)
         code = subprocess.run([sys.executable, "-m", "ampdoctor", *args], cwd=ROOT).returncode
@@ -55,7 +62,7 @@ def main() -> int:
     if failed:
         print("\ndemo FAILED:\n  " + "\n  ".join(failed), file=sys.stderr)
         return 1
-    print(f"\ndemo: {len(STEPS)} steps ran as expected")
+    print(f"\ndemo: {len(STEPS)} steps ran as expected; the incident-2 HTML report is {INCIDENT2_HTML}")
     print(f"next: {ROOT / 'docs' / 'getting-started.md'} (each incident: you see -> run -> fix), "
           f"{ROOT / 'docs' / 'integrations.md'} (HF Trainer, Lightning, accelerate, CI), {ROOT / 'docs' / 'rules.md'}")
     return 0

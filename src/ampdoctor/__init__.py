@@ -1,7 +1,7 @@
 """ampdoctor: BF16 mixed-precision training for PyTorch, correct by construction and diagnosed when it is not.
 
 The static part of the API (`Policy`, rules, `explain`, reports) works without torch; the runtime part
-(`audit`, `PrecisionStep`, `RotaryEmbedding`, `fix`) is imported on first use and needs torch.
+(`audit`, `PrecisionStep`, `RotaryEmbedding`, `fix`, `compare`) is imported on first use and needs torch.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ _RUNTIME = {
     "RotaryEmbedding": "ampdoctor.nn", "apply_rotary": "ampdoctor.nn",
     "PrecisionStep": "ampdoctor.train", "StepResult": "ampdoctor.train",
     "fix": "ampdoctor.fix",
+    "compare": "ampdoctor.numerics",
 }
 
 
@@ -39,6 +40,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Audit", "audit", "audit_step", "inspect_model", "Candidate", "Finding", "Location", "Policy", "PrecisionStep", "Report", "RotaryEmbedding", "Rule",
-    "RunFacts", "Severity", "StepResult", "__version__", "apply_rotary", "catalog", "explain", "fix", "get_rule",
+    "Audit", "audit", "audit_step", "Candidate", "Finding", "Location", "Policy", "PrecisionStep", "Report", "RotaryEmbedding", "Rule",
+    "RunFacts", "Severity", "StepResult", "__version__", "apply_rotary", "catalog", "compare", "inspect_model", "explain", "fix", "get_rule",
 ]

@@ -358,6 +358,112 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return exit_code(a.report, Severity.parse(args.fail_on))
 
 
+# --- compare / rope (numerics against a float64 reference) ---------------------------------------
+
+
+def _load_factory(spec: str) -> tuple[object, object]:
+    """`pkg.module:factory` -> what the factory returns: a (model, inputs) pair."""
+    import importlib
+
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(f"{spec!r}: expected pkg.module:factory")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+        made = factory()
+    except Exception as exc:  # noqa: BLE001 - user code: any failure is unreadable input
+        raise UsageError(f"{spec}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from None
+    if not (isinstance(made, tuple) and len(made) == 2):
+        raise UsageError(f"{spec}: the factory must return (model, inputs), got {type(made).__name__}")
+    return made
+
+
+def _add_compare(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="measure each module's error under a policy against a float64 reference")
+    p.add_argument("factory", nargs="?", metavar="pkg.module:factory", help="a function returning (model, inputs)")
+    p.add_argument("--hf-config", metavar="CONFIG_JSON", help="a transformers config.json (random weights)")
+    p.add_argument("--policy", default="bf16-mixed", help="the precision policy to measure (default: bf16-mixed)")
+    p.add_argument("--reference", choices=("fp64", "fp32"), default="fp64", help="the reference dtype (default: fp64)")
+    p.add_argument("--seq-len", type=int, default=32, metavar="N", help="sequence length for --hf-config (default 32)")
+    p.add_argument("--fail-on", choices=("error", "warning", "info"), default="error", help="lowest severity that fails (default: error)")
+    _add_output_options(p, ("text", "json", "html"))
+    p.set_defaults(func=_cmd_compare)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    require_torch("ampdoctor compare")
+    from ampdoctor.numerics import compare
+    from ampdoctor.rules import Severity
+
+    policy = _parse_policy(args.policy)
+    if bool(args.factory) == bool(args.hf_config):
+        raise UsageError("compare needs a model: pkg.module:factory or --hf-config config.json (one of them)")
+    if args.hf_config:
+        from ampdoctor.audit.hf import ConfigError
+        from ampdoctor.numerics.hf import hf_model_and_inputs
+
+        if args.seq_len < 1:
+            raise UsageError("--seq-len must be at least 1")
+        try:
+            model, inputs = hf_model_and_inputs(args.hf_config, seq_len=args.seq_len)
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+    else:
+        model, inputs = _load_factory(args.factory)
+    try:
+        result = compare(model, inputs, policy=policy, reference=args.reference)
+    except (ValueError, TypeError, RuntimeError) as exc:
+        raise UsageError(f"compare: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from None
+    _emit(result.report, args)
+    return exit_code(result.report, Severity.parse(args.fail_on))
+
+
+def _add_rope(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("rope", help="RoPE table and logit error of the common variants against float64")
+    p.add_argument("--head-dim", type=int, default=128, metavar="N", help="rotary dimension (default 128)")
+    p.add_argument("--base", type=float, default=10000.0, help="RoPE base theta (default 10000)")
+    p.add_argument("--max-position", type=int, default=4096, metavar="N", help="positions 0..N-1 (default 4096)")
+    p.add_argument("--scaling", metavar="JSON", help='an HF rope_scaling dict, e.g. \'{"rope_type": "llama3", "factor": 8}\'')
+    p.add_argument("--model", metavar="pkg.module:factory", help="also measure the rotary modules inside this model")
+    p.add_argument("--html", metavar="FILE", help="also write the report as HTML to FILE")
+    _add_output_options(p, ("text", "json"))
+    p.set_defaults(func=_cmd_rope)
+
+
+def _cmd_rope(args: argparse.Namespace) -> int:
+    require_torch("ampdoctor rope")
+    from ampdoctor.numerics.rope import rope_report
+    from ampdoctor.numerics.views import rope_view
+    from ampdoctor.report.html import render_html
+
+    try:
+        scaling = json.loads(args.scaling) if args.scaling else None
+    except ValueError as exc:
+        raise UsageError(f"--scaling: not JSON: {exc}") from None
+    if scaling is not None and not isinstance(scaling, dict):
+        raise UsageError("--scaling: expected a JSON object")
+    model = _load_factory(args.model)[0] if args.model else None
+    try:
+        result = rope_report(args.head_dim, args.base, args.max_position, scaling, model=model)  # type: ignore[arg-type]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"rope: {exc}") from None
+    report = rope_view(result).with_info(command="rope")
+    if args.html:
+        try:
+            Path(args.html).write_text(render_html(report), encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.html}: {exc.strerror}") from None
+    with _output(args.output) as stream:
+        if args.format == "json":
+            json.dump(result.to_dict(), stream, indent=2)
+            stream.write("\n")
+        else:
+            write_report(report, "text", stream)
+    return 0
+
+
 # --- export --------------------------------------------------------------------------------------
 
 
@@ -398,7 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ampdoctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_lint, _add_explain, _add_rules, _add_env, _add_run, _add_audit, _add_export):
+    for add in (_add_lint, _add_explain, _add_rules, _add_env, _add_run, _add_audit, _add_compare, _add_rope, _add_export):
         add(sub)
     return parser
 

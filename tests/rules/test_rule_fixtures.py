@@ -12,6 +12,9 @@ and negative (good) cases for each detector the rule has; the expected findings 
 - ``ranks/bad*.json`` and ``ranks/good*.json``: what the ranks of a distributed audit reported
   (``{"ranks": {"0": <RankFacts as JSON>, ...}}``), as rank 0 merges it; a bad case lists under ``"expected"`` the
   deviating ranks (``details.ranks``) of each finding the rule must report, a good case reports none.
+- ``numerics/bad*.py`` and ``numerics/good*.py``: a ``factory()`` returning ``(model, inputs)``, compared against a
+  float64 reference (`ampdoctor.compare`) under ``# ampdoctor: policy=<policy>``; a bad case says
+  ``# ampdoctor: expect-anywhere[AMP207]``.
 - ``explain/bad*.txt``: error text whose best candidate is the rule; ``explain/good*.txt``: text it must not match.
 """
 
@@ -142,6 +145,23 @@ def test_ranks_fixture(rule_id, case):
     got = sorted(f.details["ranks"] for f in cross_rank_findings(facts) if f.rule_id == rule_id)
     assert bool(data.get("expected")) == is_bad(case), "bad fixtures list expected findings, good fixtures none"
     assert got == sorted(data.get("expected", []))
+@pytest.mark.parametrize("rule_id, case", cases("numerics"))
+def test_numerics_fixture(rule_id, case):
+    import importlib.util
+
+    from ampdoctor.numerics import compare
+
+    text = case.read_text()
+    spec = importlib.util.spec_from_file_location(f"fixture_{rule_id}_{case.stem}", case)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model, inputs = module.factory()
+    policy = POLICY.search(text)
+    result = compare(model, inputs, policy=policy["policy"] if policy else "bf16-mixed")
+    mine = [f for f in result.report.findings if f.rule_id == rule_id]
+    expected = any(rule_id in m["ids"] for m in EXPECT_ANYWHERE.finditer(text))
+    assert expected == is_bad(case), "bad fixtures say expect-anywhere, good fixtures nothing"
+    assert bool(mine) == expected, [f.message for f in result.report.findings]
 
 
 @pytest.mark.parametrize("rule_id, case", cases("explain"))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import IO
 
+from ampdoctor.report.html import render_html
 from ampdoctor.report.json_format import render_json, report_from_dict, report_to_dict
 from ampdoctor.report.model import Report, ReportError, Table, exit_code, sort_findings
 from ampdoctor.report.sarif import render_sarif, report_to_sarif
 from ampdoctor.report.text import render_text, write_text
 
-FORMATS = ("text", "json", "sarif")
+FORMATS = ("text", "json", "sarif", "html")
 
 
 def write_report(report: Report, fmt: str, stream: IO[str]) -> None:
@@ -20,11 +21,13 @@ def write_report(report: Report, fmt: str, stream: IO[str]) -> None:
         stream.write(render_json(report) + "\n")
     elif fmt == "sarif":
         stream.write(render_sarif(report) + "\n")
+    elif fmt == "html":
+        stream.write(render_html(report))
     else:
         raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
 
 
 __all__ = [
-    "FORMATS", "Report", "ReportError", "Table", "exit_code", "render_json", "render_sarif", "render_text", "report_from_dict", "report_to_dict",
+    "FORMATS", "Report", "ReportError", "Table", "exit_code", "render_json", "render_sarif", "render_text", "render_html", "report_from_dict", "report_to_dict",
     "report_to_sarif", "sort_findings", "write_report", "write_text",
 ]

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from ampdoctor._version import __version__
-from ampdoctor.report.model import Report, ReportError, Table
+from ampdoctor.report.model import Chart, Report, ReportError, Table
 from ampdoctor.rules import Finding
 from ampdoctor.rules.model import json_object
 
@@ -23,6 +23,7 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         # Every key is always there (empty when there is nothing), so consumers need no existence checks.
         "info": dict(report.info),
         "tables": [t.to_dict() for t in report.tables],
+        "charts": [c.to_dict() for c in report.charts],
         "errors": [e.to_dict() for e in report.errors],
         "checked": list(report.checked),
     }
@@ -30,7 +31,7 @@ def report_to_dict(report: Report) -> dict[str, Any]:
 
 
 _TOP_REQUIRED = ("version", "tool", "tool_version", "findings", "summary")
-_TOP_OPTIONAL = ("info", "tables", "errors", "checked")
+_TOP_OPTIONAL = ("info", "tables", "charts", "errors", "checked")
 
 
 def report_from_dict(data: Any) -> Report:
@@ -39,7 +40,7 @@ def report_from_dict(data: Any) -> Report:
     data = json_object(data, _TOP_REQUIRED + _TOP_OPTIONAL, "report", _TOP_REQUIRED)
     if data["version"] != SCHEMA_VERSION or data["tool"] != "ampdoctor":
         raise ValueError(f"not an ampdoctor report of schema version {SCHEMA_VERSION}")
-    for key in ("findings", "tables", "errors", "checked"):
+    for key in ("findings", "tables", "charts", "errors", "checked"):
         if not isinstance(data.get(key, []), list):
             raise ValueError(f"report.{key} must be a list")
     info = data.get("info", {})
@@ -51,6 +52,7 @@ def report_from_dict(data: Any) -> Report:
     return Report(
         findings=tuple(Finding.from_dict(f) for f in data["findings"]),
         tables=tuple(Table.from_dict(t) for t in data.get("tables", [])),
+        charts=tuple(Chart.from_dict(c) for c in data.get("charts", [])),
         checked=tuple(checked),
         errors=tuple(ReportError.from_dict(e) for e in data.get("errors", [])),
         info=info,

@@ -34,6 +34,61 @@ class Table:
 
 
 @dataclass(frozen=True)
+class Series:
+    """One line (or one set of bars) of a `Chart`: ``x`` numbers for a line chart, category labels for bars."""
+
+    name: str
+    x: tuple[Any, ...]
+    y: tuple[float, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "x": list(self.x), "y": list(self.y)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Series":
+        d = json_object(data, ("name", "x", "y"), "series", ("name", "x", "y"))
+        x, y = d["x"], d["y"]
+        if not isinstance(d["name"], str) or not isinstance(x, list) or not isinstance(y, list) or len(x) != len(y):
+            raise ValueError("series.name must be a string and series.x, series.y lists of one length")
+        if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in x):
+            raise ValueError("series.x must hold numbers or labels")
+        if not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in y):
+            raise ValueError("series.y must hold numbers")
+        return cls(d["name"], tuple(x), tuple(y))
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A plot a report carries as data; renderers draw it (HTML: inline SVG) or list it (JSON).
+    ``kind``: "bar" (x are labels, one bar per series and label) or "line" (x are numbers)."""
+
+    title: str
+    kind: str
+    series: tuple[Series, ...]
+    x_label: str = ""
+    y_label: str = ""
+    log_y: bool = True
+    log_x: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"title": self.title, "kind": self.kind, "x_label": self.x_label, "y_label": self.y_label, "log_y": self.log_y,
+                "log_x": self.log_x, "series": [s.to_dict() for s in self.series]}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Chart":
+        keys = ("title", "kind", "x_label", "y_label", "log_y", "log_x", "series")
+        d = json_object(data, keys, "chart", ("title", "kind", "series"))
+        if d["kind"] not in ("bar", "line") or not isinstance(d["series"], list):
+            raise ValueError('chart.kind must be "bar" or "line" and chart.series a list')
+        if not all(isinstance(d.get(k, ""), str) for k in ("title", "x_label", "y_label")):
+            raise ValueError("chart.title and its axis labels must be strings")
+        if not all(type(d.get(k, False)) is bool for k in ("log_y", "log_x")):
+            raise ValueError("chart.log_y and chart.log_x must be booleans")
+        return cls(d["title"], d["kind"], tuple(Series.from_dict(s) for s in d["series"]), d.get("x_label", ""),
+                   d.get("y_label", ""), d.get("log_y", True), d.get("log_x", False))
+
+
+@dataclass(frozen=True)
 class ReportError:
     """Something a report could not do: input a detector could not read (a config that does not parse, a
     script that does not run), a rank that sent no report, an analysis that failed. `file` names the input
@@ -77,6 +132,8 @@ class Report:
     # What the reader needs to read the findings right: the command, the policy an audit judged by and whether it
     # was given or inferred ("policy_source"), a script's failure.
     info: Mapping[str, Any] = field(default_factory=dict)
+    # Plots of the numbers in the tables (error by module, error vs position), for the HTML renderer.
+    charts: tuple[Chart, ...] = ()
 
     @classmethod
     def of(cls, findings: Iterable[Finding], **kwargs: Any) -> "Report":
@@ -89,6 +146,7 @@ class Report:
             checked=self.checked + other.checked,
             errors=self.errors + other.errors,
             info={**self.info, **other.info},
+            charts=self.charts + other.charts,
         )
 
     def with_info(self, **info: Any) -> "Report":

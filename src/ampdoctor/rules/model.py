@@ -28,7 +28,7 @@ class Severity(str, enum.Enum):
 _SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
 
 # Detector kinds as the catalog lists them: registered kinds (`ampdoctor.rules.registry.KINDS`) and explain.
-DETECTORS = ("policy", "code", "runtime", "ranks", "explain")
+DETECTORS = ("policy", "code", "runtime", "ranks", "numerics", "explain")
 
 
 _SOURCE = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)\s*(?P<pr>PR\s*)?#(?P<number>\d+)(?:\s+\((?P<note>.+)\))?$")

@@ -9,6 +9,7 @@ Detector kinds:
 - ``runtime``: a check over a finished audit recording (`ampdoctor.audit.analysis.RuntimeContext`) -> hits.
 - ``ranks``: a check across the ranks of a distributed audit, over what each rank reported
   (``{rank: ampdoctor.audit.rankfacts.RankFacts}``, plain data) -> hits; asked when rank 0 merges.
+- ``numerics``: a check over a float64-reference comparison (`ampdoctor.numerics.divergence.NumericsContext`) -> hits.
 A rule's ``explain`` detector is its catalog signatures. A detector yields hits and never names a rule:
 the registry attaches the rule it is registered under, so no detector can emit another rule's finding.
 Rule modules import no torch at import time: lint, explain and rules run where torch is not installed.
@@ -26,7 +27,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ampdoctor.rules.model import Location, Severity
 
-KINDS: tuple[str, ...] = ("policy", "code", "runtime", "ranks")
+KINDS: tuple[str, ...] = ("policy", "code", "runtime", "ranks", "numerics")
 _MODULE = re.compile(r"^amp(?P<number>\d{3})_(?P<name>[a-z0-9_]+)$")
 
 
@@ -99,6 +100,9 @@ def runtime_check(rule_id: str) -> Callable[[Callable[..., Any]], Callable[..., 
 def ranks_check(rule_id: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn(ranks: Mapping[int, RankFacts]) -> Iterable[Hit]``: a check that compares ranks."""
     return _register(rule_id, "ranks")
+def numerics_check(rule_id: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn(ctx: NumericsContext) -> Iterable[Hit]``: a check over measured errors against a reference run."""
+    return _register(rule_id, "numerics")
 
 
 def rule_modules() -> list[str]:
