@@ -19,6 +19,7 @@ from ampdoctor.audit.failure import FailureSite, failure_site, is_rope_failure
 from ampdoctor.audit.fields import AUTOCAST, FORWARD, IN_DT, IN_PROD, INNER, MOD, OUT_DT, PHASE
 from ampdoctor.audit.observe import Observed, observe
 from ampdoctor.audit.provenance import FLOATS, HALF, Trace
+from ampdoctor.audit.ranges import ValueFlow
 from ampdoctor.audit.watch import MATMUL_OPS, matmul_flops
 from ampdoctor.explain import explain_findings
 from ampdoctor.policy import Policy
@@ -47,6 +48,17 @@ class RuntimeContext:
     BF16: Any = field(default_factory=lambda: dtypes.to_torch(dtypes.BF16))
     FP16: Any = field(default_factory=lambda: dtypes.to_torch(dtypes.FP16))
     matmul_ops: frozenset = MATMUL_OPS  # ids of the ops whose FLOPs are recorded
+
+    @functools.cached_property
+    def values(self) -> ValueFlow:
+        """The value watch's statistics: ranges, non-finite origins, overflowing and flushing casts."""
+        return ValueFlow(self.trace)
+
+    @property
+    def loss_scaled(self) -> bool:
+        """A dynamic loss scaler (GradScaler) ran: it skips steps whose gradients overflowed, by design."""
+        observed = self.observed.policy
+        return observed is not None and observed.loss_scale == "dynamic"
 
     def matmul_flops(self, extra: tuple) -> int:
         return matmul_flops(extra)

@@ -20,6 +20,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ampdoctor.audit.fields import BACKWARD, FORWARD, OPTIMIZER
+from ampdoctor.audit.values import ValueWatch
 from ampdoctor.dtypes import FLOAT_NAMES, HALF, is_fake, to_torch
 
 _FLOATS = frozenset(to_torch(n) for n in FLOAT_NAMES)
@@ -94,6 +95,7 @@ class _Mode(TorchDispatchMode):
         if kwargs:
             _flatten(kwargs.values(), ins)
         prov = r.producers
+        values = r.values
         in_dt = []
         in_prod = []
         for t in ins:
@@ -102,7 +104,12 @@ class _Mode(TorchDispatchMode):
             if dt in _FLOATS:
                 entry = prov.get(id(t))
                 # A producer's seq, or minus the id of a leaf (parameter, buffer, input) to name it later.
-                in_prod.append(entry[1] if entry is not None and entry[0]() is t else -id(t))
+                if entry is not None and entry[0]() is t:
+                    in_prod.append(entry[1])
+                else:
+                    in_prod.append(-id(t))
+                    if values is not None:
+                        values.leaf(t, len(r.records))
             else:
                 in_prod.append(None)
         extra = None
@@ -110,6 +117,8 @@ class _Mode(TorchDispatchMode):
         if node is None:
             mod = r.stack[-1] if r.stack else -1
             phase = OPTIMIZER if (r.in_optimizer or (r.saw_backward and not r.stack)) else FORWARD
+            if values is not None and phase == FORWARD:
+                values.forward_nrs.append((len(r.records), _peek_sequence_nr()))
         else:
             phase = BACKWARD
             nr = node._sequence_nr()
@@ -120,6 +129,8 @@ class _Mode(TorchDispatchMode):
                     extra = ("accumulate", id(var))
             else:
                 mod = r.module_at(nr)
+                if values is not None:
+                    values.backward_nrs[len(r.records)] = nr
             r.saw_backward = True
         code, lasti, inner = r.frames()
         autocast = r.autocast_on
@@ -146,6 +157,8 @@ class _Mode(TorchDispatchMode):
                 # No weakref callback: a dead entry is recognised by its dead ref, and one callback
                 # per output costs more than the entries it would drop (`release` clears them).
                 prov[id(t)] = (weakref.ref(t), seq)
+        if values is not None and (out_dt or out is None):
+            values.output(seq, fid, func, args, kwargs, outs)
         watch = r.watch.get(fid)
         if watch is not None:
             extra = watch(r, func, args, kwargs, out, ins)
@@ -156,7 +169,8 @@ class _Mode(TorchDispatchMode):
 class Recorder:
     """Install with `with Recorder(...)`; `records` holds one tuple per op (fields: SEQ, FUNC, ...)."""
 
-    def __init__(self, *, device_type: str = "cpu", max_steps: int | None = None, on_stop: Callable[[], None] | None = None) -> None:
+    def __init__(self, *, device_type: str = "cpu", max_steps: int | None = None, on_stop: Callable[[], None] | None = None,
+                 watch_values: bool = True) -> None:
         self.device_type = device_type
         self.max_steps = max_steps
         self.on_stop = on_stop
@@ -206,6 +220,8 @@ class Recorder:
         from ampdoctor.audit import watch
 
         self.watch = watch.WATCHED
+        # Per-op value statistics (amax, overflow/underflow counts) for the value checks; None turns them off.
+        self.values: ValueWatch | None = ValueWatch() if watch_values else None
 
     def param_objects(self) -> list[Any]:
         """The parameters seen (of modules entered and of optimizers stepped) that are still alive."""
@@ -428,6 +444,8 @@ class Recorder:
         for idx in range(len(self.modules)):
             self.scan_module(idx, "after")
         self.active = False
+        if self.values is not None:
+            self.values.flush()
         if self.on_stop is not None:
             self.on_stop()
 
@@ -491,6 +509,8 @@ class Recorder:
         self.producers.clear()
         self._internal.clear()
         self.failure = None
+        if self.values is not None:
+            self.values.release()
 
     def _remove_hooks(self) -> None:
         for h in self._handles:
