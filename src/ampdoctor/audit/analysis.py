@@ -19,7 +19,7 @@ from ampdoctor.audit.failure import FailureSite, failure_site, is_rope_failure
 from ampdoctor.audit.fields import AUTOCAST, FORWARD, IN_DT, IN_PROD, INNER, MOD, OUT_DT, PHASE
 from ampdoctor.audit.observe import Observed, observe
 from ampdoctor.audit.provenance import FLOATS, HALF, Trace
-from ampdoctor.audit.ranges import ValueFlow
+from ampdoctor.audit.ranges import ValueFlow, value_table
 from ampdoctor.audit.watch import MATMUL_OPS, matmul_flops
 from ampdoctor.explain import explain_findings
 from ampdoctor.policy import Policy
@@ -145,7 +145,9 @@ def analyze(rec: Any, policy: Policy | None, *, target_device: str, model: Any, 
     if exc is not None:
         found = _with_explanation(found, exc, ctx.failure)
     info = {"policy": str(judged), "policy_source": "given" if policy is not None else ("inferred" if observed.policy else "default")}
-    return Analysis(Report.of(found, tables=(module_table(trace),), checked=checked, info=info), observed)
+    values = value_table(ctx.values, judged.compute)
+    tables = (module_table(trace),) + ((values,) if values is not None else ())
+    return Analysis(Report.of(found, tables=tables, checked=checked, info=info), observed)
 
 
 def _with_explanation(found: list[Finding], exc: BaseException, site: FailureSite | None) -> list[Finding]:

@@ -85,7 +85,7 @@ def merge_reports(found: dict[int, dict], world_size: int) -> Report:
                 merged[key][1].append(rank)
             else:
                 merged[key] = (f, [rank])
-        tables.extend(replace(t, title=f"{t.title} — rank {rank}") for t in report.tables[:1] if rank == 0)
+        tables.extend(replace(t, title=f"{t.title} — rank {rank}") for t in report.tables if rank == 0)
         checked.extend(f"rank {rank}: {c}" for c in report.checked)
         errors.extend(replace(e, file=f"rank {rank}: {e.file}") for e in report.errors)
         if not data["final"]:

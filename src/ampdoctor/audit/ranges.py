@@ -17,9 +17,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ampdoctor import dtypes
-from ampdoctor.audit.fields import MOD, OUT_DT, PHASE, BACKWARD
+from ampdoctor.audit.fields import BACKWARD, FORWARD, MOD, OPTIMIZER, OUT_DT, PHASE
 from ampdoctor.audit.provenance import HALF, Trace
 from ampdoctor.audit.values import ValueStats
+from ampdoctor.report import Table
 from ampdoctor.rules.model import Location
 
 # The largest finite values of the float dtypes: a mask filled with `finfo(dtype).min` saturates to -inf when
@@ -38,6 +39,7 @@ class ModuleRange:
     ops: int  # ops measured
     amax: float  # the largest finite magnitude
     nonfinite_ops: int  # ops whose result held an inf or NaN
+    nan_ops: int  # ops whose result held a NaN
     sampled: int
     zero: int
     flush: int  # nonzero values that round to 0 in `dtype`
@@ -140,8 +142,10 @@ class ValueFlow:
         nr = self.watch.backward_nrs.get(seq)
         if nr is None:
             return None
-        i = bisect_right(self._fwd_nrs, nr) - 1
-        return self._fwd_seqs[i] if i >= 0 else None
+        # Autograd numbers an op's node before the op reaches the dispatch mode, so inside the mode the counter
+        # already reads one past it: the op that made node `nr` is the first whose reading is above `nr`.
+        i = bisect_right(self._fwd_nrs, nr)
+        return self._fwd_seqs[i] if i < len(self._fwd_seqs) else None
 
     def location(self, seq: int, label: str | None = None) -> Location:
         """Where op `seq` ran; a backward op is placed at the forward line that built its node."""
@@ -155,7 +159,7 @@ class ValueFlow:
         there = t.location(fwd)
         if there.file is None:
             return here
-        return replace(here, file=there.file, line=there.line, module=here.module or there.module,
+        return replace(here, file=there.file, line=there.line,
                        label=label or f"backward of {there.op} called here")
 
     def out_dtype_name(self, seq: int) -> str | None:
@@ -170,17 +174,18 @@ class ValueFlow:
         records = self.trace.records
         for seq, st in sorted(self.stats.items()):
             r = records[seq]
-            a = acc.setdefault((r[MOD], r[PHASE]), [0, 0.0, 0, 0, 0, 0, 0, 0])
+            a = acc.setdefault((r[MOD], r[PHASE]), [0, 0.0, 0, 0, 0, 0, 0, 0, 0])
             a[0] += 1
             if st.finite:
                 a[1] = max(a[1], st.amax)
             else:
                 a[2] += 1
-            a[3] += st.sampled
-            a[4] += st.count("zero", dtype)
-            a[5] += st.count("flush", dtype)
-            a[6] += st.count("subnormal", dtype)
-            a[7] += st.count("overflow", dtype)
+                a[3] += st.has_nan
+            a[4] += st.sampled
+            a[5] += st.count("zero", dtype)
+            a[6] += st.count("flush", dtype)
+            a[7] += st.count("subnormal", dtype)
+            a[8] += st.count("overflow", dtype)
         return [ModuleRange(mod, phase, dtype, *a) for (mod, phase), a in acc.items()]
 
 
@@ -188,6 +193,31 @@ def half_of(policy_compute: str) -> str:
     """The half dtype value counts are judged against: the policy's compute dtype when it is half, else fp16
     (the narrower range: what a run would meet in fp16)."""
     return policy_compute if policy_compute in dtypes.HALF else dtypes.FP16
+
+
+_PHASES = {FORWARD: 0, BACKWARD: 1, OPTIMIZER: 2}
+
+
+def value_table(flow: ValueFlow, compute: str) -> Table | None:
+    """Per module and phase: the largest finite magnitude, ops that made or passed on inf/NaN, and the share of the
+    sampled values that overflow or flush to zero in the half dtype the run is judged by."""
+    if not flow.stats:
+        return None
+    dt = half_of(compute)
+    names = flow.trace.names
+    ranges = sorted(flow.module_ranges(dt), key=lambda m: (names[m.module] or "" if m.module >= 0 else "~", _PHASES.get(m.phase, 3)))
+    fp16 = dt == dtypes.FP16
+    rows = []
+    for m in ranges:
+        amax = "nan" if m.nan_ops else ("inf" if m.nonfinite_ops else fmt_amax(m.amax))
+        row = [(names[m.module] or "<root>") if m.module >= 0 else "<outside modules>", m.phase, str(m.ops), amax,
+               str(m.nonfinite_ops), fmt_fraction(m.fraction(m.overflow)), fmt_fraction(m.fraction(m.flush))]
+        if fp16:
+            row.append(fmt_fraction(m.fraction(m.subnormal)))
+        rows.append(tuple(row + [fmt_fraction(m.fraction(m.zero))]))
+    columns = ("module", "phase", "ops", "amax", "non-finite ops", f"overflow {dt}", f"flush to zero {dt}")
+    columns += (("subnormal fp16",) if fp16 else ()) + ("zeros",)
+    return Table("Per-module value ranges (runtime audit)", columns, tuple(rows))
 
 
 def fmt_fraction(x: float) -> str:
