@@ -62,6 +62,29 @@ def _flatten(args: Any, out: list) -> None:
                     out.append(b)
 
 
+def _inputs(r: "Recorder", ins: list) -> tuple[tuple, tuple]:
+    """The dtypes of an op's tensor inputs and, for float ones, their producer's seq or minus the id of a leaf
+    (parameter, buffer, input: named later); a leaf's values are measured the first time it is read."""
+    prov = r.producers
+    values = r.values
+    in_dt = []
+    in_prod = []
+    for t in ins:
+        dt = t.dtype
+        in_dt.append(dt)
+        if dt in _FLOATS:
+            entry = prov.get(id(t))
+            if entry is not None and entry[0]() is t:
+                in_prod.append(entry[1])
+            else:
+                in_prod.append(-id(t))
+                if values is not None:
+                    values.leaf(t, len(r.records))
+        else:
+            in_prod.append(None)
+    return tuple(in_dt), tuple(in_prod)
+
+
 @dataclass
 class ModuleInfo:
     ref: Callable[[], Any]
@@ -96,22 +119,7 @@ class _Mode(TorchDispatchMode):
             _flatten(kwargs.values(), ins)
         prov = r.producers
         values = r.values
-        in_dt = []
-        in_prod = []
-        for t in ins:
-            dt = t.dtype
-            in_dt.append(dt)
-            if dt in _FLOATS:
-                entry = prov.get(id(t))
-                # A producer's seq, or minus the id of a leaf (parameter, buffer, input) to name it later.
-                if entry is not None and entry[0]() is t:
-                    in_prod.append(entry[1])
-                else:
-                    in_prod.append(-id(t))
-                    if values is not None:
-                        values.leaf(t, len(r.records))
-            else:
-                in_prod.append(None)
+        in_dt, in_prod = _inputs(r, ins)
         extra = None
         node = _current_autograd_node()
         if node is None:
@@ -141,7 +149,7 @@ class _Mode(TorchDispatchMode):
         try:
             out = func(*args, **kwargs)
         except Exception as exc:
-            r.records.append((seq, fid, tuple(in_dt), tuple(in_prod), None, mod, phase, code, lasti, inner, autocast, extra))
+            r.records.append((seq, fid, in_dt, in_prod, None, mod, phase, code, lasti, inner, autocast, extra))
             r.failure = Failure(seq, exc)
             raise
         outs: list = []
@@ -162,7 +170,7 @@ class _Mode(TorchDispatchMode):
         watch = r.watch.get(fid)
         if watch is not None:
             extra = watch(r, func, args, kwargs, out, ins)
-        r.records.append((seq, fid, tuple(in_dt), tuple(in_prod), tuple(out_dt), mod, phase, code, lasti, inner, autocast, extra))
+        r.records.append((seq, fid, in_dt, in_prod, tuple(out_dt), mod, phase, code, lasti, inner, autocast, extra))
         return out
 
 
