@@ -1,6 +1,9 @@
 """The value watch read after the step: value ranges per module and phase, the ops where non-finite values
 were made (not merely passed on), and the casts that overflowed or flushed values to zero.
 
+In the optimizer phase only the writes to parameters are measured; the moments and temporaries the update is
+computed from count as finite, so that a step that writes inf or NaN into a parameter is the origin.
+
 An op *makes* a NaN when its result has one and none of its inputs had; it makes an inf when its result has one
 and every input was finite and no argument was a non-finite scalar (a `masked_fill(-inf)` or `full(-inf)` makes
 them on purpose, and the ops that carry such a mask on are not origins either). Inputs are followed through the
@@ -18,7 +21,7 @@ from typing import Any
 
 from ampdoctor import dtypes
 from ampdoctor.audit.fields import BACKWARD, FORWARD, MOD, OPTIMIZER, OUT_DT, PHASE
-from ampdoctor.audit.provenance import HALF, Trace
+from ampdoctor.audit.provenance import Trace
 from ampdoctor.audit.values import ValueStats
 from ampdoctor.report import Table
 from ampdoctor.rules.model import Location
@@ -26,7 +29,7 @@ from ampdoctor.rules.model import Location
 # The largest finite values of the float dtypes: a mask filled with `finfo(dtype).min` saturates to -inf when
 # scores are added to it in half precision, by design (softmax gives 0 either way).
 _SENTINELS = frozenset({65504.0, 3.3895313892515355e38, 3.4028234663852886e38, 1.7976931348623157e308})
-_HALF_NAMES = {d: dtypes.name_of(d) for d in HALF}
+_UNMEASURED = ValueStats(0.0)  # an optimizer temporary: not measured, counted as finite
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class Origin:
     seq: int
     kind: str
     leaf: int | None = None  # id of the leaf tensor the NaN came in with
+    exact: bool = True  # False: a result involved was only sampled, the values may have turned earlier
 
 
 class ValueFlow:
@@ -89,6 +93,8 @@ class ValueFlow:
             stats = self.stats.get(prod)
             if stats is not None:
                 return stats
+            if t.records[prod][PHASE] == OPTIMIZER:
+                return _UNMEASURED
             ins = t.float_inputs(prod)
             if len(ins) != 1:
                 return None
@@ -116,15 +122,16 @@ class ValueFlow:
         ins = self.input_stats(seq)
         if any(s is None for _, _, s in ins):
             return None
+        exact = st.exact and all(s.exact for _, _, s in ins)
         if st.has_nan:
             nan_in = [p for _, p, s in ins if s.has_nan]
             if not nan_in:
-                return Origin(seq, "nan")
+                return Origin(seq, "nan", exact=exact)
             # NaN is never a mask: an input or parameter that already held it is where it came from.
-            return Origin(seq, "nan", -nan_in[0]) if all(p < 0 for p in nan_in) else None
+            return Origin(seq, "nan", -nan_in[0], exact) if all(p < 0 for p in nan_in) else None
         if st.intentional or any(not s.finite or s.amax in _SENTINELS for _, _, s in ins):
             return None
-        return Origin(seq, "inf")
+        return Origin(seq, "inf", exact=exact)
 
     def first_origin(self, skip_backward: bool = False) -> Origin | None:
         for o in self.origins:

@@ -20,7 +20,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ampdoctor.audit.fields import BACKWARD, FORWARD, OPTIMIZER
-from ampdoctor.audit.values import ValueWatch
+from ampdoctor.audit.values import EXACT_LIMIT, ValueWatch
 from ampdoctor.dtypes import FLOAT_NAMES, HALF, is_fake, to_torch
 
 _FLOATS = frozenset(to_torch(n) for n in FLOAT_NAMES)
@@ -166,7 +166,7 @@ class _Mode(TorchDispatchMode):
                 # per output costs more than the entries it would drop (`release` clears them).
                 prov[id(t)] = (weakref.ref(t), seq)
         if values is not None and (out_dt or out is None):
-            values.output(seq, fid, func, args, kwargs, outs)
+            values.output(seq, fid, func, args, kwargs, outs, phase == OPTIMIZER)
         watch = r.watch.get(fid)
         if watch is not None:
             extra = watch(r, func, args, kwargs, out, ins)
@@ -178,7 +178,7 @@ class Recorder:
     """Install with `with Recorder(...)`; `records` holds one tuple per op (fields: SEQ, FUNC, ...)."""
 
     def __init__(self, *, device_type: str = "cpu", max_steps: int | None = None, on_stop: Callable[[], None] | None = None,
-                 watch_values: bool = True) -> None:
+                 watch_values: bool | str = True) -> None:
         self.device_type = device_type
         self.max_steps = max_steps
         self.on_stop = on_stop
@@ -228,8 +228,11 @@ class Recorder:
         from ampdoctor.audit import watch
 
         self.watch = watch.WATCHED
-        # Per-op value statistics (amax, overflow/underflow counts) for the value checks; None turns them off.
-        self.values: ValueWatch | None = ValueWatch() if watch_values else None
+        # Per-op value statistics (amax, overflow/underflow counts) for the value checks: False turns them off,
+        # "exact" reads every element of large results too (see `values.EXACT_LIMIT`).
+        self.values: ValueWatch | None = None
+        if watch_values:
+            self.values = ValueWatch(self.params, exact_limit=None if watch_values == "exact" else EXACT_LIMIT)
 
     def param_objects(self) -> list[Any]:
         """The parameters seen (of modules entered and of optimizers stepped) that are still alive."""

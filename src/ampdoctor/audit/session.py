@@ -40,7 +40,7 @@ class Audit:
         max_steps: int | None = None,
         on_stop: Callable[[], None] | None = None,
         checked: tuple[str, ...] = (),
-        watch_values: bool = True,
+        watch_values: bool | str = True,  # False: no value watch; "exact": read every element of large results
     ) -> None:
         self.policy = _policy(policy)
         self.model = model

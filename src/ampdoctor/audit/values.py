@@ -1,7 +1,7 @@
 """The value watch: what the values of every op's result were, recorded next to the op's dtypes.
 
 Per op that computes new values (views and uninitialised allocations are skipped): the largest magnitude over the
-whole result (one fused reduction, so that a single inf or NaN is never missed), and on a strided sample of at
+whole result (its min and max in one pass, so that a single inf or NaN is never missed), and on a strided sample of at
 most `SAMPLE` elements how many values are zero, would flush to zero, would fall below fp16's normal range or
 would overflow when cast to fp16 or bf16. The statistics stay on the tensor's device and are read back in
 batches (`FLUSH_EVERY` ops), so recording does not synchronise with the device per op.
@@ -22,9 +22,15 @@ from dataclasses import dataclass
 from typing import Any
 
 SAMPLE = 1 << 12
+# Results up to this many elements are read in full (their min and max); larger ones (logits, embedding gradients)
+# only through the sample, so that the watch costs about one pass over the activations rather than over
+# everything. `ValueWatch(exact_limit=None)` reads every element of every result.
+EXACT_LIMIT = 1 << 20
 FLUSH_EVERY = 2048
 # Ops whose result is not computed from values: uninitialised memory may hold anything, NaN included.
 _UNINITIALISED = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "resize_", "set_", "empty_permuted")
+# Views whose schema does not say so: their values are their input's.
+_UNMARKED_VIEWS = ("_unsafe_view", "_reshape_alias", "unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk")
 _SKIP_NAMESPACES = frozenset({"c10d", "_c10d_functional", "c10d_functional", "_dtensor", "profiler"})
 # The bound names, in the order of `BOUNDS` (cumulative counts of |x| <= bound).
 _BOUND_NAMES = ("zero", "bf16_flush", "fp16_flush", "fp16_normal", "fp16_finite", "bf16_finite", "inf")
@@ -47,6 +53,7 @@ class ValueStats:
     sampled: int = 0
     le: tuple[int, ...] = ()  # cumulative counts of |x| <= each bound, in `_BOUND_NAMES` order
     intentional: bool = False  # a non-finite scalar argument (`masked_fill(-inf)`, `full(-inf)`) made them on purpose
+    exact: bool = True  # amax read from every element (else from the sample: an isolated inf may be missed)
 
     @property
     def has_nan(self) -> bool:
@@ -77,7 +84,7 @@ class ValueWatch:
     """The hot-path half: `output(seq, func, tensors)` per op and `leaf(tensor, seq)` per leaf input seen; `stats`
     and `leaf_stats` hold the numbers once `flush()` has run (the recorder flushes when it stops)."""
 
-    def __init__(self) -> None:
+    def __init__(self, params: dict[int, Any] | None = None, exact_limit: int | None = EXACT_LIMIT) -> None:
         import torch
 
         self._torch = torch
@@ -94,6 +101,10 @@ class ValueWatch:
         self._bounds: dict[Any, Any] = {}
         self._bound_values = _bounds()
         self._steps: dict[int, int] = {}
+        # id -> weakref of the parameters seen (the recorder's): in the optimizer phase only writes to them are
+        # measured, so that a step costs one pass per parameter, not one per moment and temporary.
+        self._params = params if params is not None else {}
+        self._exact_limit = exact_limit if exact_limit is not None else float("inf")
 
     # --- hot path --------------------------------------------------------------------------------
 
@@ -103,11 +114,13 @@ class ValueWatch:
             how = self._how[fid] = _how_to_measure(func)
         return how
 
-    def output(self, seq: int, fid: int, func: Any, args: tuple, kwargs: dict, outs: list) -> None:
+    def output(self, seq: int, fid: int, func: Any, args: tuple, kwargs: dict, outs: list, optimizer: bool = False) -> None:
         how = self.how(fid, func)
         if how is None:
             return
-        if how != "out":
+        if how == "cast" and args and outs and _WIDER.get(getattr(args[0], "dtype", None), ()) and outs[0].dtype in _WIDER[args[0].dtype]:
+            return  # a widening cast keeps every value: its input's statistics stand for it
+        if how not in ("out", "cast"):
             outs = []
             for i in how:
                 a = args[i] if i < len(args) else None
@@ -117,6 +130,9 @@ class ValueWatch:
                     outs.extend(t for t in a if isinstance(t, self._torch.Tensor))
         plain = self._plain
         floats = [t for t in outs if type(t) in plain and t.is_floating_point() and t.numel() and t.device.type != "meta"]
+        if optimizer:
+            params = self._params
+            floats = [t for t in floats if (ref := params.get(id(t))) is not None and ref() is t]
         if not floats:
             return
         intentional = _nonfinite_scalar(args) or (bool(kwargs) and _nonfinite_scalar(tuple(kwargs.values())))
@@ -141,11 +157,15 @@ class ValueWatch:
     def _measure(self, key: Any, floats: list, intentional: bool) -> None:
         torch = self._torch
         t = floats[0]
-        if len(floats) > 1:  # foreach ops: one fused norm per list, no sample
-            amax = torch.stack(torch._foreach_norm(floats, math.inf)).max()
-            self._pending.append((key, amax, None, 0, intentional))
+        if len(floats) > 1:  # foreach ops: the extremes of the whole list, no sample
+            if t.device.type == "cpu":
+                pairs = [torch.aminmax(x) for x in floats]
+                lo, hi = torch.stack([p[0] for p in pairs]).min(), torch.stack([p[1] for p in pairs]).max()
+            else:  # one fused kernel on accelerators
+                hi = torch.stack(torch._foreach_norm(floats, math.inf)).max()
+                lo = hi
+            self._pending.append((key, lo, hi, None, 0, int(intentional)))
         else:
-            amax = torch.linalg.vector_norm(t, math.inf)
             n = t.numel()
             sample = None
             if t.is_contiguous():
@@ -153,13 +173,16 @@ class ValueWatch:
                 sample = flat[:: self._step(n)] if n > SAMPLE else flat
             elif n <= SAMPLE:
                 sample = t.reshape(-1)
+            exact = n <= self._exact_limit or sample is None
+            # min and max in one pass (NaN propagates): several times faster on CPU than an inf-norm or abs().max()
+            lo, hi = torch.aminmax(t if exact else sample)
             le = None
             if sample is not None:
                 bounds = self._bounds.get(t.device)
                 if bounds is None:
                     bounds = self._bounds[t.device] = torch.tensor(self._bound_values, dtype=torch.float32, device=t.device)
                 le = (sample.abs().unsqueeze(-1) <= bounds).sum(0)
-            self._pending.append((key, amax, le, sample.numel() if sample is not None else 0, intentional))
+            self._pending.append((key, lo, hi, le, sample.numel() if sample is not None else 0, int(intentional) | (0 if exact else 2)))
         if len(self._pending) >= FLUSH_EVERY:
             self.flush()
 
@@ -183,11 +206,13 @@ class ValueWatch:
         for p in pending:
             by_device.setdefault(p[1].device, []).append(p)
         for items in by_device.values():
-            amaxes = torch.stack([p[1].to(torch.float64) for p in items]).tolist()
-            counted = [p[2] for p in items if p[2] is not None]
+            # stack promotes mixed dtypes (fp16 with bf16 -> fp32): one transfer each for minima and maxima
+            extremes = zip(torch.stack([p[1] for p in items]).tolist(), torch.stack([p[2] for p in items]).tolist())
+            counted = [p[3] for p in items if p[3] is not None]
             les = iter(torch.stack(counted).tolist() if counted else ())
-            for (key, _, le, n, intentional), amax in zip(items, amaxes):
-                stats = ValueStats(amax, n, tuple(next(les)) if le is not None else (), intentional)
+            for (key, _, _, le, n, flags), (lo, hi) in zip(items, extremes):
+                amax = math.nan if math.isnan(lo) or math.isnan(hi) else max(-lo, hi)
+                stats = ValueStats(amax, n, tuple(next(les)) if le is not None else (), flags & 1 == 1, flags & 2 == 0)
                 if isinstance(key, tuple):
                     self.leaf_stats.setdefault(key[1], []).append((key[2], stats))
                 else:
@@ -204,6 +229,16 @@ class ValueWatch:
     def release(self) -> None:
         self._leaf_refs.clear()
         self._pending.clear()
+
+
+def _wider() -> dict[Any, frozenset]:
+    import torch
+
+    wide = frozenset({torch.float32, torch.float64})
+    return {torch.float16: wide, torch.bfloat16: wide, torch.float32: frozenset({torch.float64})}
+
+
+_WIDER = _wider()
 
 
 def _nonfinite_scalar(args: tuple) -> bool:
@@ -223,8 +258,10 @@ def _how_to_measure(func: Any) -> Any:
     except AttributeError:
         return None
     name = schema.name.split("::", 1)[-1]
-    if namespace in _SKIP_NAMESPACES or name in _UNINITIALISED or name in ("clone", "detach", "lift_fresh", "alias", "contiguous"):
+    if namespace in _SKIP_NAMESPACES or name in _UNINITIALISED or name in _UNMARKED_VIEWS or name in ("clone", "detach", "lift_fresh", "alias", "contiguous"):
         return None
+    if name == "_to_copy":
+        return "cast"
     returns = schema.returns
     if returns:
         info = returns[0].alias_info

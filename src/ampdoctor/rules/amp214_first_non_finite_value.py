@@ -35,13 +35,17 @@ def first_non_finite(ctx: RuntimeContext) -> Iterator[Hit]:
         made = "NaN" if origin.kind == "nan" else "inf"
         inputs = f" (largest input {largest:.3g})" if ins else ""
         what = f"first non-finite value of the run: {op} made {made} from finite inputs{inputs} in the {phase} of {module_label(module)}"
+    if not origin.exact:
+        what += " (a result involved was only sampled, so the values may have turned a few ops earlier; "
+        what += "`audit(watch_values=\"exact\")` reads every element)"
     related = [ctx.operand_location(p, d, f"operand made here (max |x| {s.amax:.3g})") for d, p, s in ins if s is not None]
     loss = _loss(ctx)
     if loss is not None and loss[1] is not None and not loss[1].finite and loss[0] != seq:
         what += f"; the loss became {'NaN' if loss[1].has_nan else 'inf'}"
         related.append(ctx.operand_location(loss[0], None, "the loss"))
     yield Hit(what, flow.location(seq), related=tuple(related),
-              details={"kind": origin.kind, "phase": phase, "module": module, "op": op, "from_input": origin.leaf is not None})
+              details={"kind": origin.kind, "phase": phase, "module": module, "op": op, "from_input": origin.leaf is not None,
+                       "exact": origin.exact})
 
 
 def _loss(ctx: RuntimeContext) -> tuple[int, object] | None:
