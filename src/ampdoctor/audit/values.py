@@ -116,10 +116,20 @@ class ValueWatch:
 
     def output(self, seq: int, fid: int, func: Any, args: tuple, kwargs: dict, outs: list, optimizer: bool = False) -> None:
         how = self.how(fid, func)
-        if how is None:
-            return
-        if how == "cast" and args and outs and _WIDER.get(getattr(args[0], "dtype", None), ()) and outs[0].dtype in _WIDER[args[0].dtype]:
+        if how is None or (how == "cast" and _widens(args, outs)):
             return  # a widening cast keeps every value: its input's statistics stand for it
+        floats = self._results(how, args, outs, optimizer)
+        if not floats:
+            return
+        intentional = _nonfinite_scalar(args) or (bool(kwargs) and _nonfinite_scalar(tuple(kwargs.values())))
+        try:
+            self._measure(seq, floats, intentional)
+        except Exception:  # a tensor kind the reductions do not take: values are a nicety, never a failure
+            return
+
+    def _results(self, how: Any, args: tuple, outs: list, optimizer: bool) -> list:
+        """The float tensors an op wrote: its outputs, or the arguments an in-place foreach op wrote; in the
+        optimizer phase only the parameters among them."""
         if how not in ("out", "cast"):
             outs = []
             for i in how:
@@ -133,13 +143,7 @@ class ValueWatch:
         if optimizer:
             params = self._params
             floats = [t for t in floats if (ref := params.get(id(t))) is not None and ref() is t]
-        if not floats:
-            return
-        intentional = _nonfinite_scalar(args) or (bool(kwargs) and _nonfinite_scalar(tuple(kwargs.values())))
-        try:
-            self._measure(seq, floats, intentional)
-        except Exception:  # a tensor kind the reductions do not take: values are a nicety, never a failure
-            return
+        return floats
 
     def leaf(self, t: Any, seq: int) -> None:
         tid = id(t)
@@ -239,6 +243,11 @@ def _wider() -> dict[Any, frozenset]:
 
 
 _WIDER = _wider()
+
+
+def _widens(args: tuple, outs: list) -> bool:
+    src = getattr(args[0], "dtype", None) if args else None
+    return bool(outs) and outs[0].dtype in _WIDER.get(src, ())
 
 
 def _nonfinite_scalar(args: tuple) -> bool:
