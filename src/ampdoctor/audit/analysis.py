@@ -19,6 +19,7 @@ from ampdoctor.audit.failure import FailureSite, failure_site, is_rope_failure
 from ampdoctor.audit.fields import AUTOCAST, FORWARD, IN_DT, IN_PROD, INNER, MOD, OUT_DT, PHASE
 from ampdoctor.audit.observe import Observed, observe
 from ampdoctor.audit.provenance import FLOATS, HALF, Trace
+from ampdoctor.audit.ranges import ValueFlow, value_table
 from ampdoctor.audit.watch import MATMUL_OPS, matmul_flops
 from ampdoctor.explain import explain_findings
 from ampdoctor.policy import Policy
@@ -47,6 +48,17 @@ class RuntimeContext:
     BF16: Any = field(default_factory=lambda: dtypes.to_torch(dtypes.BF16))
     FP16: Any = field(default_factory=lambda: dtypes.to_torch(dtypes.FP16))
     matmul_ops: frozenset = MATMUL_OPS  # ids of the ops whose FLOPs are recorded
+
+    @functools.cached_property
+    def values(self) -> ValueFlow:
+        """The value watch's statistics: ranges, non-finite origins, overflowing and flushing casts."""
+        return ValueFlow(self.trace)
+
+    @property
+    def loss_scaled(self) -> bool:
+        """A dynamic loss scaler (GradScaler) ran: it skips steps whose gradients overflowed, by design."""
+        observed = self.observed.policy
+        return observed is not None and observed.loss_scale == "dynamic"
 
     def matmul_flops(self, extra: tuple) -> int:
         return matmul_flops(extra)
@@ -136,7 +148,9 @@ def analyze(rec: Any, policy: Policy | None, *, target_device: str, model: Any, 
     if exc is not None:
         found = _with_explanation(found, exc, ctx.failure)
     info = {"policy": str(judged), "policy_source": "given" if policy is not None else ("inferred" if observed.policy else "default")}
-    return Analysis(Report.of(found, tables=(module_table(trace),), checked=checked, info=info), observed)
+    values = value_table(ctx.values, judged.compute)
+    tables = (module_table(trace),) + ((values,) if values is not None else ())
+    return Analysis(Report.of(found, tables=tables, checked=checked, info=info), observed)
 
 
 def _with_explanation(found: list[Finding], exc: BaseException, site: FailureSite | None) -> list[Finding]:

@@ -285,7 +285,7 @@ def merge_reports(got: Collected, world_size: int, *, host: str = "") -> Report:
         for f in sent.report.findings:
             key = (f.rule_id, f.message, str(f.location), str(f.origin))
             merged.setdefault(key, (f, []))[1].append(rank)
-        tables.extend(replace(t, title=f"{t.title} — rank {rank}") for t in sent.report.tables[:1] if rank == 0)
+        tables.extend(replace(t, title=f"{t.title} — rank {rank}") for t in sent.report.tables if rank == 0)
         checked.extend(f"rank {rank}: {c}" for c in sent.report.checked)
         errors.extend(replace(e, file=f"rank {rank}: {e.file}") for e in sent.report.errors)
         ended = _ended_error(sent)

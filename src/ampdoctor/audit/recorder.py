@@ -20,6 +20,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ampdoctor.audit.fields import BACKWARD, FORWARD, OPTIMIZER
+from ampdoctor.audit.values import EXACT_LIMIT, ValueWatch
 from ampdoctor.audit.watch import no_values
 from ampdoctor.dtypes import FLOAT_NAMES, HALF, to_torch
 
@@ -62,6 +63,29 @@ def _flatten(args: Any, out: list) -> None:
                     out.append(b)
 
 
+def _inputs(r: "Recorder", ins: list) -> tuple[tuple, tuple]:
+    """The dtypes of an op's tensor inputs and, for float ones, their producer's seq or minus the id of a leaf
+    (parameter, buffer, input: named later); a leaf's values are measured the first time it is read."""
+    prov = r.producers
+    values = r.values
+    in_dt = []
+    in_prod = []
+    for t in ins:
+        dt = t.dtype
+        in_dt.append(dt)
+        if dt in _FLOATS:
+            entry = prov.get(id(t))
+            if entry is not None and entry[0]() is t:
+                in_prod.append(entry[1])
+            else:
+                in_prod.append(-id(t))
+                if values is not None:
+                    values.leaf(t, len(r.records))
+        else:
+            in_prod.append(None)
+    return tuple(in_dt), tuple(in_prod)
+
+
 @dataclass
 class ModuleInfo:
     ref: Callable[[], Any]
@@ -95,22 +119,15 @@ class _Mode(TorchDispatchMode):
         if kwargs:
             _flatten(kwargs.values(), ins)
         prov = r.producers
-        in_dt = []
-        in_prod = []
-        for t in ins:
-            dt = t.dtype
-            in_dt.append(dt)
-            if dt in _FLOATS:
-                entry = prov.get(id(t))
-                # A producer's seq, or minus the id of a leaf (parameter, buffer, input) to name it later.
-                in_prod.append(entry[1] if entry is not None and entry[0]() is t else -id(t))
-            else:
-                in_prod.append(None)
+        values = r.values
+        in_dt, in_prod = _inputs(r, ins)
         extra = None
         node = _current_autograd_node()
         if node is None:
             mod = r.stack[-1] if r.stack else -1
             phase = OPTIMIZER if (r.in_optimizer or (r.saw_backward and not r.stack)) else FORWARD
+            if values is not None and phase == FORWARD:
+                values.forward_nrs.append((len(r.records), _peek_sequence_nr()))
         else:
             phase = BACKWARD
             nr = node._sequence_nr()
@@ -121,6 +138,8 @@ class _Mode(TorchDispatchMode):
                     extra = ("accumulate", id(var))
             else:
                 mod = r.module_at(nr)
+                if values is not None:
+                    values.backward_nrs[len(r.records)] = nr
             r.saw_backward = True
         code, lasti, inner = r.frames()
         autocast = r.autocast_on
@@ -131,7 +150,7 @@ class _Mode(TorchDispatchMode):
         try:
             out = func(*args, **kwargs)
         except Exception as exc:
-            r.records.append((seq, fid, tuple(in_dt), tuple(in_prod), None, mod, phase, code, lasti, inner, autocast, extra))
+            r.records.append((seq, fid, in_dt, in_prod, None, mod, phase, code, lasti, inner, autocast, extra))
             r.failure = Failure(seq, exc)
             raise
         outs: list = []
@@ -147,17 +166,20 @@ class _Mode(TorchDispatchMode):
                 # No weakref callback: a dead entry is recognised by its dead ref, and one callback
                 # per output costs more than the entries it would drop (`release` clears them).
                 prov[id(t)] = (weakref.ref(t), seq)
+        if values is not None and (out_dt or out is None):
+            values.output(seq, fid, func, args, kwargs, outs, phase == OPTIMIZER)
         watch = r.watch.get(fid)
         if watch is not None:
             extra = watch(r, func, args, kwargs, out, ins)
-        r.records.append((seq, fid, tuple(in_dt), tuple(in_prod), tuple(out_dt), mod, phase, code, lasti, inner, autocast, extra))
+        r.records.append((seq, fid, in_dt, in_prod, tuple(out_dt), mod, phase, code, lasti, inner, autocast, extra))
         return out
 
 
 class Recorder:
     """Install with `with Recorder(...)`; `records` holds one tuple per op (fields: SEQ, FUNC, ...)."""
 
-    def __init__(self, *, device_type: str = "cpu", max_steps: int | None = None, on_stop: Callable[[], None] | None = None) -> None:
+    def __init__(self, *, device_type: str = "cpu", max_steps: int | None = None, on_stop: Callable[[], None] | None = None,
+                 watch_values: bool | str = True) -> None:
         self.device_type = device_type
         self.max_steps = max_steps
         self.on_stop = on_stop
@@ -207,6 +229,11 @@ class Recorder:
         from ampdoctor.audit import watch
 
         self.watch = watch.WATCHED
+        # Per-op value statistics (amax, overflow/underflow counts) for the value checks: False turns them off,
+        # "exact" reads every element of large results too (see `values.EXACT_LIMIT`).
+        self.values: ValueWatch | None = None
+        if watch_values:
+            self.values = ValueWatch(self.params, exact_limit=None if watch_values == "exact" else EXACT_LIMIT)
 
     def param_objects(self) -> list[Any]:
         """The parameters seen (of modules entered and of optimizers stepped) that are still alive."""
@@ -447,6 +474,8 @@ class Recorder:
         for idx in range(len(self.modules)):
             self.scan_module(idx, "after")
         self.active = False
+        if self.values is not None:
+            self.values.flush()
         if self.on_stop is not None:
             self.on_stop()
 
@@ -510,6 +539,8 @@ class Recorder:
         self.producers.clear()
         self._internal.clear()
         self.failure = None
+        if self.values is not None:
+            self.values.release()
 
     def _remove_hooks(self) -> None:
         for h in self._handles:

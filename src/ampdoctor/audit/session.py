@@ -41,13 +41,14 @@ class Audit:
         max_steps: int | None = None,
         on_stop: Callable[[], None] | None = None,
         checked: tuple[str, ...] = (),
+        watch_values: bool | str = True,  # False: no value watch; "exact": read every element of large results
     ) -> None:
         self.policy = _policy(policy)
         self.model = model
         self.device_type = device_type or default_device_type()
         self.target_device = target_device or self.device_type
         self.checked = checked or ("training step",)
-        self.recorder = Recorder(device_type=self.device_type, max_steps=max_steps, on_stop=on_stop)
+        self.recorder = Recorder(device_type=self.device_type, max_steps=max_steps, on_stop=on_stop, watch_values=watch_values)
         self._report: Report | None = None
         self.exception: BaseException | None = None
         self.observed: Observed | None = None  # the policy and facts the run was seen to have

@@ -1,0 +1,50 @@
+"""AMP213 gradient-underflow: gradients are flushed to zero when cast to fp16/bf16.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP213`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+from ampdoctor.audit.fields import BACKWARD, MOD, OUT_DT, PHASE
+from ampdoctor.audit.names import module_label
+from ampdoctor.dtypes import name_of
+from ampdoctor.rules.registry import Hit, runtime_check
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
+
+# A cast that zeroes at least this share of the nonzero gradient values it receives is reported.
+MIN_FLUSHED = 0.01
+_FLOOR = {"fp16": 2.0**-25, "bf16": 2.0**-134}
+
+
+@runtime_check("AMP213")
+def gradients_flushed_to_zero(ctx: RuntimeContext) -> Iterator[Hit]:
+    flow = ctx.values
+    t = ctx.trace
+    seen: set[int] = set()
+    for r in t.records:
+        out = r[OUT_DT]
+        if r[PHASE] != BACKWARD or not out or out[0] not in ctx.HALF or r[MOD] in seen:
+            continue
+        dt = name_of(out[0])
+        for d, p, s in flow.input_stats(r[0]):
+            if d in ctx.HALF or s is None or not s.sampled:
+                continue
+            nonzero = s.sampled - s.count("zero", dt)
+            flushed = s.count("flush", dt)
+            if not nonzero or flushed / nonzero < MIN_FLUSHED:
+                continue
+            seen.add(r[MOD])
+            module = t.module(r[MOD])
+            scaled = "" if ctx.loss_scaled else ", and no loss scaler ran"
+            yield Hit(
+                f"{flushed / nonzero:.1%} of the nonzero {name_of(d)} gradient values cast to {dt} by {t.op(r[0])} in the "
+                f"backward of {module_label(module)} are at most {_FLOOR[dt]:.3g} and flush to zero{scaled}",
+                flow.location(r[0]),
+                related=(ctx.operand_location(p, d, f"gradient made here (max |g| {s.amax:.3g})"),),
+                details={"dtype": dt, "module": module, "flushed_fraction": flushed / nonzero, "sampled": s.sampled,
+                         "loss_scaled": ctx.loss_scaled},
+            )
+            break
