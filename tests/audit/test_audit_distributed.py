@@ -97,6 +97,7 @@ def test_a_rank_killed_mid_step_is_named_and_bf16_reduce_is_reported(tmp_path):
     )
     assert time.monotonic() - start < 60
     assert proc.returncode != 0
+    assert out.exists(), proc.stderr[-6000:]
     data = json.loads(out.read_text())
     [reduce] = [f for f in data["findings"] if f["id"] == "AMP118"]
     assert reduce["details"]["ranks"] == [0, 1] and "all-reduced in bf16 over 2 ranks" in reduce["message"]

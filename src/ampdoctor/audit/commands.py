@@ -54,7 +54,10 @@ class _Termination:
     def _handle(self, signum: int, frame: Any) -> None:
         if self.at is None:
             self.at = time.monotonic()
-        if self.in_script:
+        # Raise only while the script's code is on the stack, where the runner catches its SystemExit. A signal
+        # that lands after the script ended (say, while its exception is being recorded) must not cut the
+        # report short: rank 0 exited 143 without writing it when torchrun's SIGTERM came in that window.
+        if self.in_script and _inside_runpy(frame):
             self.in_script = False
             raise SystemExit(128 + signum)
 
@@ -64,6 +67,19 @@ class _Termination:
 
     def expired(self) -> bool:
         return self.at is not None and time.monotonic() >= self.at + self.GRACE_S
+
+
+def _inside_runpy(frame: Any) -> bool:
+    """Whether runpy (running the script) sits between `frame` and the runner's own frame. `python -m ampdoctor`
+    itself runs under runpy, so only the frames below `run` count."""
+    seen_runpy = False
+    while frame is not None:
+        if frame.f_code is run.__code__:
+            return seen_runpy
+        name = frame.f_code.co_filename
+        seen_runpy = seen_runpy or name == "<frozen runpy>" or name.endswith(f"{os.sep}runpy.py")
+        frame = frame.f_back
+    return False
 
 
 def run_command(

@@ -49,9 +49,10 @@ def _info_lines(report: Report) -> list[str]:
 
 def write_text(report: Report, stream: IO[str], *, color: bool | None = None, width: int | None = None) -> None:
     """Write the report; `color=None` colours only when `stream` is a terminal."""
-    # A terminal gets its own width; files and pipes get a fixed one so reports do not depend on the caller.
-    width = width or (None if stream.isatty() else 120)
-    console = Console(file=stream, force_terminal=color, no_color=color is False, width=width, highlight=False, soft_wrap=False)
+    # A terminal gets its own width and wrapped lines; files and pipes get a fixed table width and one
+    # line per message, so reports do not depend on the caller and grep finds whole messages.
+    tty = stream.isatty()
+    console = Console(file=stream, force_terminal=color, no_color=color is False, width=width or (None if tty else 120), highlight=False, soft_wrap=not tty and width is None)
     for line in _info_lines(report):
         console.print(Text(line, style="bold"))
     for error in report.errors:
@@ -92,7 +93,8 @@ def write_statistics(report: Report, stream: IO[str], *, color: bool | None = No
     """`ampdoctor lint --statistics`: one line per rule, most frequent first, as ruff prints them."""
     from collections import Counter
 
-    console = Console(file=stream, force_terminal=color, no_color=color is False, width=None if stream.isatty() else 120, highlight=False)
+    tty = stream.isatty()
+    console = Console(file=stream, force_terminal=color, no_color=color is False, width=None if tty else 120, highlight=False, soft_wrap=not tty)
     for error in report.errors:
         console.print(Text("error: ", style="bold red") + Text(str(error)))
     counted = Counter((f.rule_id, f.name, f.severity) for f in report.findings)
