@@ -55,7 +55,7 @@ def command() -> str:
 
 
 def markdown_table(header: list[str], rows: list[list[object]]) -> str:
-    """A markdown table; columns whose header starts with a number-like name are right-aligned by the caller's cells."""
+    """A markdown table of ``rows`` (cells formatted by the caller) under ``header``."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
@@ -68,8 +68,9 @@ def stamp(wall_s: float | None = None) -> str:
     return f"Command:\n\n    {command()}\n\nMachine: {machine()}. Run {when}{wall}; 1-minute load average at the end {load()}."
 
 
-def write_block(name: str, heading: str, body: str, path: Path = DOCS) -> None:
+def write_block(name: str, heading: str, body: str, path: Path | None = None) -> None:
     """Replace the generated block ``name`` of docs/benchmarks.md with ``body`` (appended under ``heading`` if new)."""
+    path = path or DOCS
     begin, end = f"<!-- bench:{name}:begin -->", f"<!-- bench:{name}:end -->"
     block = f"{begin}\n{body.strip()}\n{end}"
     text = path.read_text() if path.exists() else "# Benchmarks\n"

@@ -199,7 +199,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # bf16 vs bf16-table isolates the arithmetic, bf16-table vs fp32 the table (bf16-math on request).
     defaults = (dict(variants=["fp32", "bf16", "ampdoctor"], seeds=2, steps=3, jobs=1, seq_len=64, eval_windows=2)
                 if args.quick else
-                dict(variants=["fp32", "bf16", "bf16-table", "ampdoctor"], seeds=3, steps=200, jobs=2, n_layer=2, n_head=2,
+                dict(variants=["fp32", "bf16", "bf16-table", "ampdoctor"], seeds=3, steps=120, jobs=2, n_layer=2, n_head=2,
                      d_model=64, seq_len=512, batch_size=4, eval_windows=16, warmup=20))
     for name, value in defaults.items():
         if getattr(args, name) is None:
