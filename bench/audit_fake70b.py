@@ -1,30 +1,40 @@
-"""Fake audit of a Llama-3-70B config: forward + backward at seq 2048 on FakeTensorMode.
+"""Fake audit at scale: forward + backward of Llama configs (7B, 70B, 405B) under FakeTensorMode, seq 2048.
 
-Target: <= 10 s and <= 1 GiB peak RSS on 2 cores. Also times a bare FakeTensorMode forward +
-backward of the same model for comparison.
+Each config is audited in a fresh process, so its seconds (imports + build + step + analysis) and its peak RSS
+are its own. Target for the 70B config: <= 10 s and <= 1 GiB peak RSS on 2 cores. ``--bare`` times a bare
+FakeTensorMode forward + backward of the same model instead, for comparison.
 
-Run: .venv/bin/python bench/audit_fake70b.py [--seq-len 2048] [--bare]
+    .venv/bin/python bench/audit_fake70b.py                      # 7B, 70B, 405B; updates docs/benchmarks.md
+    .venv/bin/python bench/audit_fake70b.py --configs 70b --bare
+    .venv/bin/python bench/audit_fake70b.py --quick              # a 2-layer config in this process, seconds
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
+import subprocess
+import sys
 import time
 
 import torch
 
-CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "audit_llama70b_config.json")
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # benchdocs, when imported from a test
+CONFIGS = {name: os.path.join(HERE, f"audit_llama{name}_config.json") for name in ("7b", "70b", "405b")}
+TINY = os.path.join(HERE, "audit_tiny_config.json")
+CONFIG = CONFIGS["70b"]
 
 
-def bare(seq_len: int) -> float:
+def bare(path: str, seq_len: int) -> float:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from ampdoctor.audit.hf import build_model, load_config
     from ampdoctor.policy import Policy
 
-    config = load_config(CONFIG)
+    config = load_config(path)
     with FakeTensorMode():
         model = build_model(config, Policy.parse("bf16-mixed"))
         ids = torch.randint(0, config.vocab_size, (1, seq_len))
@@ -35,32 +45,66 @@ def bare(seq_len: int) -> float:
         return time.perf_counter() - start
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seq-len", type=int, default=2048)
-    parser.add_argument("--bare", action="store_true", help="time a bare FakeTensorMode step instead of the audit")
-    args = parser.parse_args()
+def measure(path: str, seq_len: int, bare_step: bool) -> dict:
+    """One config, in this process: seconds (total and imports + config), ops, findings, peak RSS of the process."""
     start = time.perf_counter()
     # Importing transformers and the model's config module is common to both runs and, on a machine
     # with a small page cache, the noisiest part: it is timed on its own (and still in the total).
     from ampdoctor.audit.hf import load_config
 
-    load_config(CONFIG)
+    load_config(path)
     imports = time.perf_counter() - start
-    if args.bare:
-        step = bare(args.seq_len)
-        print(f"bare fake forward+backward: {step:.2f} s (build+step {time.perf_counter() - start:.2f} s, "
-              f"of which imports+config {imports:.2f} s)")
+    result: dict = {"config": os.path.basename(path), "seq_len": seq_len, "imports_s": imports}
+    if bare_step:
+        result["step_s"] = bare(path, seq_len)
     else:
         from ampdoctor.audit.hf import audit_hf_config
 
-        a = audit_hf_config(CONFIG, fake=True, seq_len=args.seq_len, policy="bf16-mixed")
-        total = time.perf_counter() - start
-        print(f"fake audit (build + forward + backward + analysis): {total:.2f} s (of which imports+config {imports:.2f} s), "
-              f"{len(a.recorder.records)} ops recorded, {len(a.report.findings)} findings, errors={list(a.report.errors)}")
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak RSS: {rss:.0f} MiB")
+        a = audit_hf_config(path, fake=True, seq_len=seq_len, policy="bf16-mixed")
+        result.update(ops=len(a.recorder.records), findings=len(a.report.findings), errors=len(list(a.report.errors)))
+    result["total_s"] = time.perf_counter() - start
+    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return result
+
+
+def measure_in_child(path: str, seq_len: int, bare_step: bool) -> dict:
+    """`measure` in a fresh interpreter: its peak RSS is this config's alone."""
+    code = (f"import json, sys; sys.path.insert(0, {HERE!r}); import audit_fake70b as b; "
+            f"print(json.dumps(b.measure({path!r}, {seq_len}, {bare_step})))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def rows(results: list[dict]) -> list[list[object]]:
+    return [[r["config"], r["seq_len"], f"{r['total_s']:.2f}", f"{r['imports_s']:.2f}",
+             f"{r['step_s']:.2f}" if "step_s" in r else r.get("ops", "-"), r.get("findings", "-"), f"{r['peak_rss_mib']:.0f}"]
+            for r in results]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seq-len", type=int, default=None, help="default 2048 (64 with --quick)")
+    parser.add_argument("--configs", default="7b,70b,405b", help="comma-separated, of " + ", ".join(CONFIGS))
+    parser.add_argument("--bare", action="store_true", help="time a bare FakeTensorMode step instead of the audit")
+    parser.add_argument("--quick", action="store_true", help="a 2-layer config in this process; no docs")
+    parser.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
+    args = parser.parse_args(argv)
+    if args.quick:
+        results = [measure(TINY, args.seq_len or 64, args.bare)]
+    else:
+        results = [measure_in_child(CONFIGS[name], args.seq_len or 2048, args.bare) for name in args.configs.split(",")]
+    import benchdocs
+
+    header = ["config", "seq", "total s", "of which imports + config s", "bare step s" if args.bare else "ops recorded",
+              "findings", "peak RSS MiB"]
+    table = benchdocs.markdown_table(header, rows(results))
+    print(table)
+    if not (args.quick or args.no_docs):
+        benchdocs.write_block("fake-audit" + ("-bare" if args.bare else ""), "## Fake audit at scale (bench/audit_fake70b.py)",
+                              benchdocs.stamp() + "\n\nEach config in a fresh process (FakeTensorMode, bf16-mixed, batch 1):\n\n"
+                              + table)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,14 +1,17 @@
 """Overhead of a full audit on a 4-layer, 512-wide Llama (transformers, random init), bf16-mixed
-train step on CPU, batch 4 x 256; the plain and the audited step are timed in the same run,
-interleaved. Target: audited / plain <= 1.15.
+train step, batch 4 x 256; the plain and the audited step are timed in the same run, interleaved.
+Target: audited / plain <= 1.15.
 
-Run: .venv/bin/python bench/audit_overhead.py [--repeats 3]
+    .venv/bin/python bench/audit_overhead.py [--repeats 3] [--device cuda]    # updates docs/benchmarks.md
+    .venv/bin/python bench/audit_overhead.py --quick                          # a 1-layer, 64-wide model; no docs
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import torch
@@ -16,33 +19,46 @@ import transformers
 
 from ampdoctor.audit import audit
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchdocs, when imported from a test
+import benchdocs  # noqa: E402
 
-def build() -> tuple[torch.nn.Module, torch.optim.Optimizer, torch.Tensor]:
+FULL = dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=8,
+            vocab_size=32000, max_position_embeddings=1024)
+QUICK = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=4,
+             vocab_size=512, max_position_embeddings=128)
+
+
+def build(quick: bool, device: str) -> tuple[torch.nn.Module, torch.optim.Optimizer, torch.Tensor]:
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(hidden_size=512, intermediate_size=1376, num_hidden_layers=4, num_attention_heads=8,
-                                      num_key_value_heads=8, vocab_size=32000, max_position_embeddings=1024)
-    model = transformers.LlamaForCausalLM(config).train()
+    config = transformers.LlamaConfig(**(QUICK if quick else FULL))
+    model = transformers.LlamaForCausalLM(config).train().to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(0, config.vocab_size, (4, 256))
+    ids = torch.randint(0, config.vocab_size, (2, 32) if quick else (4, 256), device=device)
     return model, opt, ids
 
 
 def step(model: torch.nn.Module, opt: torch.optim.Optimizer, ids: torch.Tensor) -> None:
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast(ids.device.type, dtype=torch.bfloat16):
         loss = model(input_ids=ids, labels=ids).loss
     loss.backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
+    if ids.is_cuda:
+        torch.cuda.synchronize()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    model, opt, ids = build()
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--quick", action="store_true", help="a 1-layer, 64-wide model, one repeat; no docs")
+    parser.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
+    args = parser.parse_args(argv)
+    repeats = 1 if args.quick else args.repeats
+    model, opt, ids = build(args.quick, args.device)
     step(model, opt, ids)  # warm-up
     plain, audited, analysis, no_values = [], [], [], []
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         t0 = time.perf_counter()
         step(model, opt, ids)
         plain.append(time.perf_counter() - t0)
@@ -63,12 +79,19 @@ def main() -> None:
             t1 = time.perf_counter()
         no_values.append(t1 - t0)
     p, q, r = statistics.median(plain), statistics.median(audited), statistics.median(analysis)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    print(f"plain step {p:.3f} s, audited step {q:.3f} s (recording) + {r:.3f} s analysis")
-    print(f"overhead recording {q / p:.3f}x, with analysis {(q + r) / p:.3f}x; {findings} findings")
     v = statistics.median(no_values)
-    print(f"audited step without the value watch {v:.3f} s ({v / p:.3f}x): the watch adds {(q - v) / p:.1%} of a plain step")
+    table = benchdocs.markdown_table(
+        ["device", "plain step s", "audited step s (recording)", "analysis s", "ratio", "ratio with analysis",
+         "audited without value watch", "findings"],
+        [[args.device, f"{p:.3f}", f"{q:.3f}", f"{r:.3f}", f"{q / p:.3f}x", f"{(q + r) / p:.3f}x", f"{v / p:.3f}x", findings]])
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {repeats}")
+    print(table)
+    if not (args.quick or args.no_docs):
+        benchdocs.write_block(f"audit-overhead-{args.device}", f"## Audit overhead, {args.device} (bench/audit_overhead.py)",
+                              benchdocs.stamp() + f"\n\n4-layer, 512-wide Llama, bf16-mixed, batch 4 x 256, median of {repeats} "
+                              "interleaved plain / audited / audited-without-value-watch steps (target <= 1.15x):\n\n" + table)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

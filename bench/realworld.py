@@ -4,6 +4,8 @@ count what it says, per tree and per rule.
     .venv/bin/python bench/realworld.py DIR [DIR ...] [--select RULES] [--show] [--markdown]
     .venv/bin/python bench/realworld.py --quick          # this repository's examples/, so the script cannot rot
 
+A run on given trees replaces its block of docs/benchmarks.md (unless --no-docs); --quick writes nothing.
+
 Prints, per tree: files checked, warnings+errors per 100 files, errors, and counts per rule; `--show` lists
 every warning and error (to be read, one by one, and judged true or false).
 """
@@ -22,7 +24,11 @@ from ampdoctor.lint.settings import rule_ids
 from ampdoctor.report import Report
 from ampdoctor.rules import Severity
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchdocs, when imported from a test
+import benchdocs  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
+COLUMNS = ["tree", "files", "warn+err", "per 100 files", "errors", "info", "input errors", "seconds"]
 
 
 def measure(tree: Path, settings: LintSettings) -> tuple[Report, float]:
@@ -47,8 +53,13 @@ def row(name: str, report: Report, seconds: float) -> dict:
     }
 
 
+def markdown_table(rows: list[dict]) -> str:
+    return benchdocs.markdown_table(COLUMNS + ["rules (warn+err)"], [
+        [r[c] for c in COLUMNS] + [", ".join(f"{k}: {v}" for k, v in sorted(r["rules"].items())) or "-"] for r in rows])
+
+
 def print_table(rows: list[dict], markdown: bool) -> None:
-    columns = ["tree", "files", "warn+err", "per 100 files", "errors", "info", "input errors", "seconds"]
+    columns = COLUMNS
     if markdown:
         print("| " + " | ".join(columns) + " | rules (warn+err) |")
         print("|" + "---|" * (len(columns) + 1))
@@ -71,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--select", help="rules to check instead of the default set (ALL for every rule)")
     parser.add_argument("--show", action="store_true", help="print every warning and error")
     parser.add_argument("--markdown", action="store_true", help="print the table as markdown")
-    parser.add_argument("--quick", action="store_true", help="lint this repository's examples/ only")
+    parser.add_argument("--quick", action="store_true", help="lint this repository's examples/ only; no docs")
+    parser.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
     args = parser.parse_args(argv)
     trees = [ROOT / "examples"] if args.quick else args.trees
     if not trees:
@@ -92,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(rows) > 1:
         rows.append(row("all", total, sum(r["seconds"] for r in rows)))
     print_table(rows, args.markdown)
+    if not (args.quick or args.no_docs):
+        benchdocs.write_block("realworld", "## Real-world lint precision (bench/realworld.py)",
+                              benchdocs.stamp() + "\n\nTrees: " + ", ".join(f"`{t}`" for t in trees) + "\n\n" + markdown_table(rows))
     return 0
 
 

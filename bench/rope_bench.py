@@ -11,13 +11,19 @@ Liger's and flash-attn's Triton rotary, timed with ``triton.testing.do_bench``; 
 a device-to-device copy of the same bytes timed in the same run; max abs error against a float64 rotation.
 
     .venv/bin/python bench/rope_bench.py --device cuda
+
+    .venv/bin/python bench/rope_bench.py --quick      # CPU, tiny shapes, eager only, seconds; no docs
+
+A full run updates its block of docs/benchmarks.md (``--no-docs``: print only).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -27,6 +33,9 @@ from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
 from ampdoctor.nn import RotaryEmbedding
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchdocs, when imported from a test
+import benchdocs  # noqa: E402
 
 
 def median_ms(variants: dict[str, Callable[[], object]], repeat: int, warmup: int) -> dict[str, float]:
@@ -180,16 +189,20 @@ def cuda_main(args: argparse.Namespace) -> None:
           f"k {list(k.shape)}, base {args.base or 500000.0:g}, position ids given; do_bench medians")
     print(f"bytes moved (read + write q and k): {moved / 1e6:.1f} MB; device-to-device copy of the same bytes: "
           f"{1000 * copy_ms:.0f} us = {moved / copy_ms / 1e6:.0f} GB/s; bf16 rounding floor of the exact rotation: {floor:.3g}")
-    print("| variant | fwd us | GB/s | of copy | fwd+bwd us | max abs error vs float64 | what |")
-    print("|---|---:|---:|---:|---:|---:|---|")
-    for row in rows:
-        bwd = f"{1000 * row.fwd_bwd_ms:.0f}" if row.fwd_bwd_ms is not None else "-"
-        print(f"| {row.variant.name} | {1000 * row.fwd_ms:.0f} | {moved / row.fwd_ms / 1e6:.0f} | "
-              f"{copy_ms / row.fwd_ms:.0%} | {bwd} | {row.error:.3g} | {row.variant.what} |")
+    table = benchdocs.markdown_table(
+        ["variant", "fwd us", "GB/s", "of copy", "fwd+bwd us", "max abs error vs float64", "what"],
+        [[row.variant.name, f"{1000 * row.fwd_ms:.0f}", f"{moved / row.fwd_ms / 1e6:.0f}", f"{copy_ms / row.fwd_ms:.0%}",
+          f"{1000 * row.fwd_bwd_ms:.0f}" if row.fwd_bwd_ms is not None else "-", f"{row.error:.3g}", row.variant.what]
+         for row in rows])
+    print(table)
+    if not args.no_docs:
+        benchdocs.write_block("rope-speed-cuda", "## RoPE speed, cuda (bench/rope_bench.py --device cuda)",
+                              benchdocs.stamp() + f"\n\n{torch.cuda.get_device_name()}, bf16 q {list(q.shape)}, k {list(k.shape)}; "
+                              f"copy of the same bytes {1000 * copy_ms:.0f} us; bf16 floor {floor:.3g}.\n\n" + table)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--batch", type=int, default=None, help="default 4")
     parser.add_argument("--heads", type=int, default=None, help="default 16 (cpu), 32 (cuda)")
@@ -200,11 +213,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
-    args = parser.parse_args()
+    parser.add_argument("--quick", action="store_true", help="cpu, q/k [1, 2, 64, 32], 3 repeats, no compiled variant; no docs")
+    parser.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
+    args = parser.parse_args(argv)
     if args.device == "cuda":
         cuda_main(args)
-        return
+        return 0
     args.batch, args.heads, args.seq = args.batch or 4, args.heads or 16, args.seq or 1024
+    if args.quick:
+        args.batch, args.heads, args.seq, args.head_dim, args.repeat, args.warmup = 1, 2, 64, 32, 3, 1
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
 
@@ -220,10 +237,12 @@ def main() -> None:
         cos, sin = hf_rope(q, position_ids)
         return apply_rotary_pos_emb(q, k, cos, sin)
 
-    ours = {backend: RotaryEmbedding(d, max_position=max(4096, s), backend=backend) for backend in ("compile", "eager")}
+    backends = ("eager",) if args.quick else ("compile", "eager")
+    ours = {backend: RotaryEmbedding(d, max_position=max(4096, s), backend=backend) for backend in backends}
     start = time.perf_counter()
     with torch.inference_mode():
-        ours["compile"](q, k, position_ids)
+        if "compile" in ours:
+            ours["compile"](q, k, position_ids)
     first_call_s = time.perf_counter() - start
 
     def naive() -> object:
@@ -238,11 +257,17 @@ def main() -> None:
 
     print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
           f"q/k bf16 [{b}, {h}, {s}, {d}], median of {args.repeat}")
-    print(f"first ampdoctor-compile call (compilation included): {first_call_s:.1f} s")
-    print(f"{'variant':<20} {'ms':>8} {'vs HF':>7}")
-    for name, ms in results.items():
-        print(f"{name:<20} {ms:8.2f} {ms / results['hf']:6.2f}x")
+    if "compile" in ours:
+        print(f"first ampdoctor-compile call (compilation included): {first_call_s:.1f} s")
+    table = benchdocs.markdown_table(["variant", "ms", "vs HF"],
+                                     [[name, f"{ms:.3f}", f"{ms / results['hf']:.2f}x"] for name, ms in results.items()])
+    print(table)
+    if not (args.quick or args.no_docs):
+        benchdocs.write_block("rope-speed-cpu", "## RoPE speed, cpu (bench/rope_bench.py)",
+                              benchdocs.stamp() + f"\n\nq/k bf16 [{b}, {h}, {s}, {d}], median of {args.repeat}; first compiled "
+                              f"call (compilation included) {first_call_s:.1f} s.\n\n" + table)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Every benchmark in bench/ runs in its --quick mode (so none can rot), and the reference GPT trainer runs under
+torchrun with two CPU ranks, as docs/benchmarks.md tells a reader to run it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+
+
+def load(relpath: str):
+    """A bench script as a module (they are scripts, not a package)."""
+    path = BENCH / relpath
+    spec = importlib.util.spec_from_file_location(f"bench_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def docs(monkeypatch, tmp_path):
+    """docs/benchmarks.md redirected: a quick run must not write it."""
+    benchdocs = load("benchdocs.py")
+    sys.modules["benchdocs"] = benchdocs  # the scripts import it by this name
+    monkeypatch.setattr(benchdocs, "DOCS", tmp_path / "benchmarks.md")
+    yield benchdocs.DOCS
+    del sys.modules["benchdocs"]
+
+
+def test_torchrun_two_cpu_ranks_train_and_rank0_reports_val_loss(tmp_path):
+    out = tmp_path / "run.json"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "bench/gpt/train.py", "--tiny", "--steps", "3", "--device", "cpu", "--json-out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    val_lines = [line for line in proc.stdout.splitlines() if line.startswith("step     3  val ")]
+    assert len(val_lines) == 1  # rank 0 only
+    summary = json.loads(out.read_text())
+    assert summary["world_size"] == 2 and summary["steps"] == 3
+    assert f"{summary['val']:.4f}" in val_lines[0]
+    assert summary["val"] < summary["history"][0]["val"]  # three steps at lr 3e-3 do lower the loss
+
+
+def test_rope_variants_differ_only_where_designed():
+    sys.path.insert(0, str(BENCH / "gpt"))
+    from model import Rotary
+
+    rotary = Rotary(head_dim=32, max_len=512, base=10000.0, variant="fp32")
+    q = torch.randn(2, 2, 512, 32, generator=torch.Generator().manual_seed(0)).bfloat16()
+    out = {}
+    for variant in ("fp32", "bf16", "bf16-table", "bf16-math", "ampdoctor"):
+        rotary.set_variant(variant)
+        out[variant] = rotary(q, q)[0]
+        assert out[variant].dtype == torch.bfloat16
+    # The incident's code on bf16 tensors: cos/sin cached in bf16, x1 * cos + x2 * sin in bf16.
+    cos, sin = rotary.cos32.bfloat16(), rotary.sin32.bfloat16()
+    x1, x2 = q.chunk(2, dim=-1)
+    incident = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    assert torch.equal(out["bf16"], incident)
+    assert (out["ampdoctor"].float() - out["fp32"].float()).abs().max() <= 2**-7  # one bf16 rounding apart at most
+    for variant in ("bf16", "bf16-table", "bf16-math"):
+        assert not torch.equal(out[variant], out["fp32"])
+
+
+def test_rope_table_experiment_quick(docs, capsys):
+    assert load("rope_table_experiment.py").main(["--quick"]) == 0
+    text = capsys.readouterr().out
+    for row in ("| fp32 | ", "| bf16 | ", "| ampdoctor | ", "| bf16 − fp32 | all positions |", "95% CI"):
+        assert row in text
+    assert not docs.exists()
+
+
+def test_experiment_statistics():
+    experiment = load("rope_table_experiment.py")
+    assert experiment.t_quantile(0.975, 2) == 4.303
+    assert abs(experiment.t_quantile(0.975, 60) - 2.0003) < 1e-3  # Cornish-Fisher beyond the table
+    mean, std, half_width = experiment.mean_ci([1.0, 2.0, 3.0])
+    assert (mean, std) == (2.0, 1.0) and abs(half_width - 4.303 / 3**0.5) < 1e-9
+    # Paired std 0.0035: a +-0.005 interval needs n with t(n-1) * 0.0035 / sqrt(n) < 0.005.
+    half, power = experiment.seeds_to_resolve(0.0035)
+    assert half == 5 and power == 6
+
+
+@pytest.mark.parametrize("script, argv", [("audit_overhead.py", []), ("audit_fake70b.py", []), ("lint_python_bench.py", []),
+                                          ("realworld.py", ["--markdown"]), ("rope_bench.py", [])])
+def test_benchmark_quick_mode(script, argv, docs, capsys):
+    assert load(script).main(["--quick", *argv]) == 0
+    assert "|---" in capsys.readouterr().out  # each prints a table
+    assert not docs.exists()
