@@ -1,3 +1,6 @@
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -74,6 +77,24 @@ def test_discover_walks_and_skips(tmp_path):
     assert python == [train]
     assert configs == sorted([ds, env, neox])
     assert [(e.file, e.message) for e in missing] == [(str(tmp_path / "nope.py"), "no such file or directory")]
+
+
+def test_exclude_applies_below_the_folder_named(tmp_path):
+    # As ruff: `lint .` skips an excluded folder, naming it (or a folder inside it) lints it.
+    inner = write(tmp_path / "examples" / "configs" / "ds.json", "{}")
+    settings = LintSettings(exclude=("examples",))
+    assert discover([tmp_path], settings)[1] == []
+    assert discover([tmp_path / "examples" / "configs"], settings)[1] == [inner]
+    assert discover([tmp_path / "examples"], settings)[1] == [inner]
+
+
+def test_ampdoctor_lints_itself_clean():
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "ampdoctor", "lint", "--format", "json", "."], cwd=root, capture_output=True, text=True, timeout=240)
+    data = json.loads(proc.stdout)
+    loud = [f"{f['location']['file']}:{f['location']['line']} {f['id']}" for f in data["findings"] if f["severity"] != "info"]
+    assert proc.returncode == 0 and loud == [] and data["errors"] == [], loud or data["errors"]
+    assert not any("/tests/" in c or c.startswith(("tests/", "examples/")) for c in data["checked"])
 
 
 def test_explicit_files_are_always_taken(tmp_path):

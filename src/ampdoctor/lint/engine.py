@@ -34,7 +34,8 @@ def _size(path: Path) -> int:
 
 def discover(paths: Sequence[Path], settings: LintSettings) -> tuple[list[Path], list[Path], list[ReportError]]:
     """Python files and config candidates under `paths` (sorted, unique), and paths that do not exist.
-    Files named explicitly are always taken; directories are walked, skipping SKIP_DIRS and hidden folders."""
+    Files named explicitly are always taken; directories are walked, skipping SKIP_DIRS, hidden folders and what
+    `exclude` matches below the directory named (as ruff: naming an excluded folder lints it)."""
     python: set[Path] = set()
     configs: set[Path] = set()
     missing: list[ReportError] = []
@@ -43,10 +44,11 @@ def discover(paths: Sequence[Path], settings: LintSettings) -> tuple[list[Path],
             (python if root.suffix == ".py" else configs).add(root)
         elif root.is_dir():
             for folder, dirs, files in os.walk(root):
-                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+                below = Path(folder).relative_to(root)
+                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".") and not settings.excluded(below / d))
                 for name in files:
                     path = Path(folder, name)
-                    if settings.excluded(path) or not _regular(path):
+                    if settings.excluded(below / name) or not _regular(path):
                         continue  # a FIFO, socket or device would block or never end: only regular files are read
                     if path.suffix == ".py":
                         python.add(path)

@@ -80,6 +80,7 @@ class LintSettings:
         return out
 
     def excluded(self, path: Path) -> bool:
+        """`path` relative to the folder being walked."""
         return any(_matches(path.as_posix(), pat) for pat in self.exclude)
 
     def override(self, **changes: Any) -> "LintSettings":
