@@ -27,7 +27,7 @@ STEPS: list[tuple[str, list[str], int]] = [
     ("Incident 5 (Qwen2.5-Omni): fp32 rotary input, bf16 cos/sin",
      ["explain", "--file", f"{EX}/errors/incident5_qwen_omni_rotary.log", "--limit", "1"], 0),
     ("Incident 1 before it runs: the NeoX config enables bf16 but leaves precision unset",
-     ["lint", "--no-config", f"{EX}/configs/incident1_neox"], 1),
+     ["lint", "--no-config", "--fail-on", "warning", f"{EX}/configs/incident1_neox"], 1),
     ("Incident 3 before it runs: SimpleTuner --gradient_precision=fp32 with a bf16 model",
      ["lint", "--no-config", f"{EX}/configs/incident3_simpletuner"], 1),
     ("Incident 4 before it runs: H2O mixed precision with a bf16 backbone builds a GradScaler",

@@ -162,3 +162,48 @@ def test_cli_explain_sarif():
     proc = run_cli("--format", "sarif", "AssertionError: Input and cos/sin must have the same dtype")
     sarif = json.loads(proc.stdout)
     assert sarif["runs"][0]["results"][0]["ruleId"] == "AMP005"
+
+
+BARE = "RuntimeError: expected scalar type BFloat16 but found Float"
+
+
+def test_reasons_say_in_words_what_context_was_missing_and_weak_fits_are_left_out():
+    every = explain(BARE, limit=None, weak=True)
+    shown = explain(BARE, limit=None)
+    assert len(shown) < len(every)  # the weakest fits of a bare message are dropped by default
+    assert all(c.score >= 0.65 * shown[0].score for c in shown)
+    amp001 = next(c for c in shown if c.rule.id == "AMP001")
+    assert "none of what usually comes with it (bmm, baddbmm, attention_probs" in amp001.reason
+    assert not any(ch in c.reason for c in every for ch in ("\\b", "|", "\\."))  # no regex syntax reaches the user
+
+
+def test_cli_all_lists_weaker_candidates_and_text_says_how_many_were_hidden():
+    default = run_cli(BARE)
+    hidden = len(explain(BARE, limit=None, weak=True)) - len(explain(BARE))
+    assert hidden > 0 and f"{hidden} weaker candidate" in default.stdout and "--all lists them" in default.stdout
+    everything = run_cli("--all", BARE)
+    assert everything.stdout.count("why it matches:") == len(explain(BARE, limit=None, weak=True))
+    assert "not shown" not in everything.stdout
+
+
+def test_a_terminal_wraps_candidates_under_their_field_and_a_pipe_never_wraps():
+    import io
+
+    from ampdoctor.report.candidates import write_candidates
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    term = Terminal()
+    write_candidates(explain(BARE), term, color=False)
+    body = [line for line in term.getvalue().splitlines() if line and not line[0].isdigit() and "not shown" not in line]
+    assert body and all(line.startswith("   ") for line in body)  # continuation lines keep the field's indent
+    pipe = io.StringIO()
+    write_candidates(explain(BARE), pipe)
+    fix = get_fix_line(pipe.getvalue())
+    assert fix.startswith("   fix: ") and fix.endswith(explain(BARE)[0].rule.fix)  # one line, however long
+
+
+def get_fix_line(text):
+    return next(line for line in text.splitlines() if line.startswith("   fix: "))

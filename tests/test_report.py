@@ -136,3 +136,22 @@ def test_merge_keeps_everything():
     b = Report(errors=(ReportError("c.json", "bad"),), checked=("c.json",))
     m = a.merge(b)
     assert len(m.findings) == 1 and m.checked == ("b.py", "c.json") and str(m.errors[0]) == "c.json: bad"
+
+
+def test_text_groups_repeated_layers_and_full_shows_every_row():
+    from ampdoctor.report.text import MAX_ROWS, group_rows
+
+    rows = [("", "fp32", "bf16")]
+    for i in range(32):
+        rows += [(f"layers.{i}.attn", "fp32", "bf16"), (f"layers.{i}.mlp", "fp32", "fp32" if i == 7 else "bf16")]
+    rows.append(("lm_head", "fp32", "bf16"))
+    grouped = group_rows(rows)
+    assert grouped == [("", "fp32", "bf16"), ("layers.0-31.attn", "fp32", "bf16"), ("layers.0-6,8-31.mlp", "fp32", "bf16"),
+                       ("layers.7.mlp", "fp32", "fp32"), ("lm_head", "fp32", "bf16")]
+    report = Report(tables=(Table("Per-module dtypes", ("module", "params", "compute"), tuple(rows)),))
+    short = render_text(report, width=200)
+    assert "layers.0-6,8-31.mlp" in short and "layers.12.attn" not in short and "66 rows shown as 5" in short
+    full = render_text(report, width=200, full=True)
+    assert all(f"layers.{i}.attn" in full for i in range(32)) and "--full" not in full
+    many = Report(tables=(Table("t", ("module", "x"), tuple((f"m{i}", str(i)) for i in range(MAX_ROWS + 5))),))
+    assert f"{MAX_ROWS + 5} rows shown as {MAX_ROWS} (repeated layers grouped, 5 more not shown)" in render_text(many, width=200)

@@ -55,7 +55,7 @@ def _check_writable(path: str | None) -> None:
 
 def _emit(report: Report, args: argparse.Namespace) -> None:
     with _output(args.output) as stream:
-        write_report(report.with_info(command=args.command), args.format, stream)
+        write_report(report.with_info(command=args.command), args.format, stream, full=getattr(args, "full", False))
 
 
 def _add_output_options(parser: argparse.ArgumentParser, formats: tuple[str, ...] = FORMATS) -> None:
@@ -110,6 +110,7 @@ def _add_explain(sub: argparse._SubParsersAction) -> None:
     p.add_argument("text", nargs="*", help="the error text; '-' reads standard input")
     p.add_argument("--file", "-f", metavar="FILE", help="read the text (a log, a traceback) from FILE")
     p.add_argument("--limit", type=int, default=5, help="most candidates to show (default 5)")
+    p.add_argument("--all", action="store_true", help="also the candidates that fit clearly worse than the best one, without --limit")
     _add_output_options(p)
     p.set_defaults(func=_cmd_explain)
 
@@ -135,7 +136,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     text = _read_explain_input(args)
     if not text.strip():
         raise UsageError("the error text is empty")
-    candidates = explain(text, limit=args.limit)
+    candidates = explain(text, limit=None if args.all else args.limit, weak=args.all)
+    hidden = len(explain(text, limit=None, weak=True)) - len(candidates)
     with _output(args.output) as stream:
         if args.format == "json":
             json.dump(candidates_document(candidates), stream, indent=2)
@@ -143,7 +145,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         elif args.format == "sarif":
             write_report(Report.of(explain_findings(text, limit=args.limit)), "sarif", stream)
         else:
-            write_candidates(candidates, stream)
+            write_candidates(candidates, stream, hidden=hidden)
     return 0 if candidates else 1
 
 
@@ -273,15 +275,17 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-m", dest="module", metavar="MODULE", help="run a library module as a script, like python -m")
     _add_audit_options(p, None)
     p.add_argument("--max-steps", type=int, default=1, metavar="N", help="stop recording after N optimizer steps; the script keeps running (default 1)")
+    p.add_argument("-v", "--verbose", action="store_true", help="a failing script's traceback with library (torch) frames too")
     p.add_argument("command_line", nargs=argparse.REMAINDER, help="the script and its arguments")
     p.set_defaults(func=_cmd_run)
 
 
 def _add_audit_options(p: argparse.ArgumentParser, policy_default: str | None) -> None:
-    p.add_argument("--policy", default=policy_default,
+    p.add_argument("--policy", default=None,
                    help=f"the intended precision policy (default: {policy_default or 'the policy the script is observed to run'})")
     p.add_argument("--device-type", choices=("cpu", "cuda"), help="judge autocast-sensitive ops by this device's autocast lists (default: the device that ran)")
     p.add_argument("--fail-on", choices=("error", "warning", "info"), default="error", help="lowest severity that fails (default: error)")
+    p.add_argument("--full", action="store_true", help="text: every table row (by default repeated layers are grouped, layers.0-31)")
     _add_output_options(p)
 
 
@@ -323,7 +327,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         with _script_stdout_to_stderr(args.format != "text" and args.output is None):
             result = run_command(target, rest, module=bool(args.module), policy=_parse_policy(args.policy) if args.policy else None,
-                                 max_steps=args.max_steps,
+                                 max_steps=args.max_steps, verbose=args.verbose,
                                  device_type=None, target_device=args.device_type, fail_on=Severity.parse(args.fail_on), output=args.output)
     except ScriptNotFound as exc:
         raise UsageError(str(exc)) from None
@@ -338,8 +342,11 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fake", action="store_true", help="run on fake tensors: no memory for weights")
     p.add_argument("--seq-len", type=int, default=128, metavar="N", help="sequence length (default 128)")
     p.add_argument("--batch-size", type=int, default=1, metavar="N", help="batch size (default 1)")
-    _add_audit_options(p, "bf16-mixed")
+    _add_audit_options(p, AUDIT_POLICY)
     p.set_defaults(func=_cmd_audit)
+
+
+AUDIT_POLICY = "bf16-mixed"  # what `ampdoctor audit` builds and judges the model by without --policy
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
@@ -350,12 +357,13 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     if args.seq_len < 1 or args.batch_size < 1:
         raise UsageError("--seq-len and --batch-size must be at least 1")
     try:
-        a = audit_hf_config(args.hf_config, policy=_parse_policy(args.policy), fake=args.fake, seq_len=args.seq_len,
+        a = audit_hf_config(args.hf_config, policy=_parse_policy(args.policy or AUDIT_POLICY), fake=args.fake, seq_len=args.seq_len,
                             batch_size=args.batch_size, target_device=args.device_type)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    _emit(a.report, args)
-    return exit_code(a.report, Severity.parse(args.fail_on))
+    report = a.report if args.policy else a.report.with_info(policy_source="audit-default")
+    _emit(report, args)
+    return exit_code(report, Severity.parse(args.fail_on))
 
 
 # --- compare / rope (numerics against a float64 reference) ---------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from ampdoctor.rules import Finding, Location, Rule, Severity, Signature, catalog, finding
 
@@ -19,6 +19,8 @@ _SIGNATURE_SHARE = 0.55
 # rules whose context simply failed to match.
 _NEUTRAL_CONTEXT = 0.3
 MIN_SCORE = 0.2
+# Below this share of the best score a candidate does not fit as well as the others: hidden unless asked for all.
+WEAK_SHARE = 0.65
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>\S+))?')
 
@@ -96,15 +98,27 @@ def _score(rule: Rule, text: str) -> Candidate | None:
         shown = ", ".join(repr(_search(c, text).group(0)) for c in hits)  # type: ignore[union-attr]
         reason += f"; traceback/log context matches {shown}"
     elif rule.context:
-        reason += "; none of this rule's usual context (" + ", ".join(c.pattern for c in rule.context) + ") was seen"
+        reason += f"; but none of what usually comes with it ({_in_words(rule.context)}) is in the text"
     return Candidate(rule, score, reason, match.group(0), _last_frame_before(text, match.start()))
 
 
-def explain(text: str, *, limit: int = 5) -> list[Candidate]:
-    """Candidate rules for an error text, best first; empty when nothing in the catalog matches."""
+def _in_words(context: Sequence[Signature], most: int = 8) -> str:
+    """A rule's context patterns as the words they look for (`\\bbmm\\b|baddbmm` -> bmm, baddbmm), not as regexes."""
+    words: list[str] = []
+    for c in context:
+        plain = re.sub(r"\\(.)", r"\1", re.sub(r"\\b|\(\?:|\(\?i\)|[()^$?*+]", "", c.pattern))
+        words += [w for w in (part.strip() for part in plain.split("|")) if w and w not in words]
+    return ", ".join(words[:most]) + (", ..." if len(words) > most else "")
+
+
+def explain(text: str, *, limit: int | None = 5, weak: bool = False) -> list[Candidate]:
+    """Candidate rules for an error text, best first; empty when nothing in the catalog matches. Candidates scoring
+    below `WEAK_SHARE` of the best fit worse than it and are left out unless `weak`."""
     scored = [c for rule in catalog() if "explain" in rule.detectors if (c := _score(rule, text)) is not None]
     scored = [c for c in scored if c.score >= MIN_SCORE]
     scored.sort(key=lambda c: (-c.score, c.rule.id))
+    if scored and not weak:
+        scored = [c for c in scored if c.score >= WEAK_SHARE * scored[0].score]
     return scored[:limit]
 
 

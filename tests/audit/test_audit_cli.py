@@ -92,12 +92,13 @@ def test_bad_input_is_a_clear_message_and_exit_2(tmp_path):
 def test_hf_config_audit_real_and_fake(tmp_path):
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-                               "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256}))
+                               "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+                               "torch_dtype": "bfloat16"}))  # a bf16 checkpoint's config: still audited as the policy holds it
     for extra in ([], ["--fake"]):
         proc = ampdoctor("audit", "--hf-config", str(cfg), "--seq-len", "32", "--batch-size", "2", "--format", "json", *extra)
         assert proc.returncode == 0, proc.stderr
         data = json.loads(proc.stdout)
-        assert data["findings"] == []
+        assert data["findings"] == [] and data["info"]["policy_source"] == "audit-default"
         rows = {r[0]: r for r in data["tables"][0]["rows"]}
         assert rows["model.layers.1.self_attn.q_proj"][6].startswith("bf16:")
     proc = ampdoctor("audit", "--hf-config", str(cfg), "--policy", "bf16-true", "--fake", "--seq-len", "32", "--format", "json")
@@ -155,3 +156,23 @@ def test_an_unwritable_output_fails_before_the_script_runs(tmp_path):
     proc = ampdoctor("run", "--format", "json", "--output", str(tmp_path / "missing" / "r.json"), str(script), cwd=tmp_path)
     assert proc.returncode == 2 and "no such directory" in proc.stderr
     assert not (tmp_path / "ran").exists()
+
+
+def test_a_failing_scripts_traceback_shows_the_users_frames_and_where_it_surfaced(capsys):
+    import torch
+
+    from ampdoctor.audit.runner import _print_user_traceback
+
+    def user_step():
+        return torch.nn.Linear(4, 4)(torch.randn(3, 5))  # the shape error surfaces inside torch's linear.py
+
+    try:
+        user_step()
+    except RuntimeError as exc:
+        _print_user_traceback(exc)
+        short = capsys.readouterr().err
+        _print_user_traceback(exc, verbose=True)
+        full = capsys.readouterr().err
+    assert "in user_step" in short and "torch/nn/modules/linear.py" in short  # the user's frame and the innermost one
+    assert "torch/nn/modules/module.py" not in short and "library frames not shown: 2 in torch; `ampdoctor run -v`" in short
+    assert "torch/nn/modules/module.py" in full and "not shown" not in full

@@ -93,17 +93,19 @@ def run_command(
     target_device: str | None,
     fail_on: Severity,
     output: str | None,
+    verbose: bool = False,
 ) -> CommandResult:
     """Run and audit a script. Under torchrun every rank sends its report through the launcher's store and rank 0
     returns the merged one (see `ampdoctor.audit.distributed`); with `output`, each rank also writes
     `<output>.ranks/rankN.json`."""
     info = distributed.rank_info()
     if not info.distributed:
-        result = run(target, args, module=module, policy=policy, max_steps=max_steps, device_type=device_type, target_device=target_device)
+        result = run(target, args, module=module, policy=policy, max_steps=max_steps, device_type=device_type,
+                     target_device=target_device, verbose=verbose)
         return CommandResult(result.report, exit_code(result.report, fail_on, program_code=result.exit_code))
     with _Termination() as term:
         return _run_rank(info, term, target, args, module=module, policy=policy, max_steps=max_steps, device_type=device_type,
-                         target_device=target_device, fail_on=fail_on, output=output)
+                         target_device=target_device, fail_on=fail_on, output=output, verbose=verbose)
 
 
 def _run_rank(info: distributed.RankInfo, term: _Termination, target: str, args: Sequence[str], *, fail_on: Severity,

@@ -55,7 +55,10 @@ def build_model(config: Any, policy: Policy) -> torch.nn.Module:
         model = transformers.AutoModelForCausalLM.from_config(config)
     except Exception as err:  # noqa: BLE001  - inconsistent sizes fail anywhere in the model's __init__
         raise ConfigError(f"cannot build a causal LM from this config: {type(err).__name__}: {_one_line(err)}") from None
-    if policy.params in dtypes.HALF:
+    # The model is audited as the policy holds it: from_config follows the config's own `torch_dtype`
+    # (a bf16 checkpoint's config builds bf16 weights), which would be the config's policy, not the one judged.
+    # Half params are made as users make them, `model.to(dtype)`, buffers included.
+    if policy.params in dtypes.HALF or any(p.is_floating_point() and p.dtype != policy.param_dtype for p in model.parameters()):
         _cast(model, policy.param_dtype)
     model.train()
     return model

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+import sysconfig
 import traceback
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -45,13 +46,45 @@ _AUDIT_FRAMES = ("runpy.py", "<frozen runpy>", "_python_dispatch.py", "torch/_op
                  "torch/_dynamo/eval_frame.py")
 
 
-def _print_user_traceback(exc: BaseException) -> None:
-    """The script's traceback as Python would print it, without runpy's and ampdoctor's frames."""
+def _library_roots() -> tuple[str, ...]:
+    """Where installed code lives (the standard library, site-packages): frames there are not the user's."""
+    paths = sysconfig.get_paths()
+    roots = {os.path.realpath(paths[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    roots.update(os.path.realpath(p) + os.sep for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    return tuple(sorted(roots, key=len, reverse=True))  # the most specific first: a venv nests site-packages in its stdlib
+
+
+def _package_of(filename: str, roots: tuple[str, ...]) -> str | None:
+    """The installed package a frame's file belongs to ("torch"), or None for the user's own code."""
+    real = os.path.realpath(filename)
+    for root in roots:
+        if real.startswith(root):
+            return real[len(root):].split(os.sep, 1)[0].removesuffix(".py") or None
+    return None
+
+
+def _print_user_traceback(exc: BaseException, verbose: bool = False) -> None:
+    """The script's traceback as Python would print it, without runpy's and ampdoctor's frames; unless `verbose`,
+    also without library frames (torch's module-call machinery is dozens of lines users take for a crash in
+    ampdoctor), except the innermost frame, where the error surfaced."""
     te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
-    te.stack = traceback.StackSummary.from_list(
-        [f for f in te.stack if not (f.filename.startswith(_HERE) or f.filename.endswith(_AUDIT_FRAMES))]
-    )
+    frames = [f for f in te.stack if not (f.filename.startswith(_HERE) or f.filename.endswith(_AUDIT_FRAMES))]
+    hidden: dict[str, int] = {}
+    if not verbose and frames:
+        roots = _library_roots()
+        kept = []
+        for f in frames[:-1]:
+            package = _package_of(f.filename, roots)
+            if package is None:
+                kept.append(f)
+            else:
+                hidden[package] = hidden.get(package, 0) + 1
+        frames = kept + frames[-1:]
+    te.stack = traceback.StackSummary.from_list(frames)
     sys.stderr.write("".join(te.format()))
+    if hidden:
+        what = ", ".join(f"{n} in {package}" for package, n in sorted(hidden.items(), key=lambda kv: -kv[1]))
+        sys.stderr.write(f"({sum(hidden.values())} library frames not shown: {what}; `ampdoctor run -v` shows them)\n")
 
 
 def _script_root(target: str) -> str:
@@ -91,6 +124,7 @@ def run(
     device_type: str | None = None,
     target_device: str | None = None,
     on_stop: Callable[[Audit], None] | None = None,
+    verbose: bool = False,
 ) -> RunResult:
     """Run `target` (a path, or a module name with module=True) with `args` under an audit that
     stops recording after `max_steps` optimizer steps; the script itself runs to its end."""
@@ -130,7 +164,7 @@ def run(
         if saved_main is not None:
             sys.modules["__main__"] = saved_main
     if exc is not None and not isinstance(exc, KeyboardInterrupt):
-        _print_user_traceback(exc)
+        _print_user_traceback(exc, verbose)
     report = a.report.with_info(script=target, script_exit_code=code, script_failed=code != 0,
                                 **({"exception": f"{type(exc).__name__}: {exc}"} if exc is not None else {}))
     return RunResult(report, code, exc, a.observed)

@@ -13,10 +13,11 @@ from ampdoctor.report.text import render_text, write_text
 FORMATS = ("text", "json", "sarif", "html")
 
 
-def write_report(report: Report, fmt: str, stream: IO[str]) -> None:
-    """Render in `fmt` to `stream`; text is coloured only when `stream` is a terminal."""
+def write_report(report: Report, fmt: str, stream: IO[str], *, full: bool = False) -> None:
+    """Render in `fmt` to `stream`; text is coloured only when `stream` is a terminal, and groups repeated layers
+    in tables unless `full` (the other formats always carry every row)."""
     if fmt == "text":
-        write_text(report, stream)
+        write_text(report, stream, full=full)
     elif fmt == "json":
         stream.write(render_json(report) + "\n")
     elif fmt == "sarif":

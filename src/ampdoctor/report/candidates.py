@@ -5,13 +5,23 @@ from __future__ import annotations
 from typing import IO, Sequence
 
 from rich.console import Console
+from rich.padding import Padding
 from rich.text import Text
 
 from ampdoctor.explain import Candidate
 
 
-def write_candidates(candidates: Sequence[Candidate], stream: IO[str], *, color: bool | None = None) -> None:
-    console = Console(file=stream, force_terminal=color, no_color=color is False, width=100, highlight=False)
+def write_candidates(candidates: Sequence[Candidate], stream: IO[str], *, color: bool | None = None, hidden: int = 0) -> None:
+    """`hidden`: candidates left out (weaker fits, or beyond --limit), said at the end."""
+    # A terminal gets its own width, and wrapped lines are indented under their field; files and pipes get one line
+    # per field (no wrapping mid-command).
+    tty = stream.isatty()
+    console = Console(file=stream, force_terminal=color, no_color=color is False, width=None if tty else 100, highlight=False, soft_wrap=not tty)
+
+    def field(label: str, body: Text, style: str = "bold") -> None:
+        line = Text(label, style=style) + body
+        console.print(Padding(line, (0, 0, 0, 3)) if tty else Text("   ") + line)
+
     if not candidates:
         console.print(
             "No rule in the ampdoctor catalog matches this text. If it comes from a training run, record the "
@@ -23,10 +33,12 @@ def write_candidates(candidates: Sequence[Candidate], stream: IO[str], *, color:
         head.append(f"{cand.rule.id} {cand.rule.name}", style="bold red" if rank == 1 else "bold yellow")
         head.append(f"  (score {cand.score:.2f})", style="dim")
         console.print(head)
-        console.print(Text("   why it matches: ", style="bold") + Text(cand.reason))
+        field("why it matches: ", Text(cand.reason))
         if cand.location is not None:
-            console.print(Text("   raised at: ", style="bold") + Text(str(cand.location)))
-        console.print(Text("   root cause: ", style="bold") + Text(cand.rule.why))
-        console.print(Text("   fix: ", style="bold green") + Text(cand.rule.fix))
-        console.print(Text("   confirm with: ", style="bold") + Text(cand.confirm, style="cyan"))
+            field("raised at: ", Text(str(cand.location)))
+        field("root cause: ", Text(cand.rule.why))
+        field("fix: ", Text(cand.rule.fix), "bold green")
+        field("confirm with: ", Text(cand.confirm, style="cyan"))
         console.print()
+    if hidden:
+        console.print(Text(f"{hidden} weaker candidate{'s' if hidden > 1 else ''} not shown (--all lists them)", style="dim"))

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import io
+import re
 from itertools import groupby
-from typing import IO
+from typing import IO, Sequence
 
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table as RichTable
 from rich.text import Text
 
@@ -33,7 +35,7 @@ def _where(f: Finding) -> str:
     return " ".join(bits)
 
 
-_SOURCE = {"given": "given with --policy", "inferred": "inferred from what the run did", "default": "nothing to infer it from"}
+_SOURCE = {"given": "given with --policy", "audit-default": "the audit's default; --policy sets another", "inferred": "inferred from what the run did", "default": "nothing to infer it from"}
 
 
 def _info_lines(report: Report) -> list[str]:
@@ -47,8 +49,36 @@ def _info_lines(report: Report) -> list[str]:
     return lines
 
 
-def write_text(report: Report, stream: IO[str], *, color: bool | None = None, width: int | None = None) -> None:
-    """Write the report; `color=None` colours only when `stream` is a terminal."""
+_INDEXED = re.compile(r"^(?P<head>(?:[^.]*\.)*?)(?P<index>\d+)(?P<tail>(?:\..*)?)$")
+MAX_ROWS = 80  # a table's rows in text after grouping, unless --full
+
+
+def _ranges(indices: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> "0-2,5,7-8"."""
+    out, start = [], indices[0]
+    for prev, cur in zip(indices, [*indices[1:], None]):
+        if cur != prev + 1:
+            out.append(f"{start}-{prev}" if prev > start else f"{start}")
+            start = cur
+    return ",".join(out)
+
+
+def group_rows(rows: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
+    """Rows of repeated layers in one: rows whose first cell differs only in its first integer path component
+    (`layers.3.mlp`) and whose other cells are identical become one row `layers.0-31.mlp`, at the first one's place.
+    A layer that differs keeps its own row, so nothing a row says is lost."""
+    groups: dict[tuple, list[int]] = {}
+    for row in rows:
+        m = _INDEXED.match(row[0]) if row else None
+        key = (m["head"], m["tail"], tuple(row[1:])) if m else (None, tuple(row), ())
+        groups.setdefault(key, []).append(int(m["index"]) if m else 0)
+    return [tuple(whole) if head is None else (f"{head}{_ranges(sorted(set(idx)))}{whole}", *cells)
+            for (head, whole, cells), idx in groups.items()]
+
+
+def write_text(report: Report, stream: IO[str], *, color: bool | None = None, width: int | None = None, full: bool = False) -> None:
+    """Write the report; `color=None` colours only when `stream` is a terminal. Tables group repeated layers and show
+    at most `MAX_ROWS` rows unless `full`."""
     # A terminal gets its own width and wrapped lines; files and pipes get a fixed table width and one
     # line per message, so reports do not depend on the caller and grep finds whole messages.
     tty = stream.isatty()
@@ -57,35 +87,46 @@ def write_text(report: Report, stream: IO[str], *, color: bool | None = None, wi
         console.print(Text(line, style="bold"))
     for error in report.errors:
         console.print(Text("error: ", style="bold red") + Text(str(error)))
+
+    def indented(text: Text, indent: int) -> None:
+        # On a terminal wrapped lines stay under their text; files and pipes get whole lines.
+        console.print(Padding(text, (0, 0, 0, indent)) if tty and width is None else Text(" " * indent) + text)
+
     for group, items in groupby(report.findings, key=_group):
         console.print(Text(group, style="bold underline"))
         for f in items:
-            line = Text("  ")
+            line = Text()
             where = _where(f)
             if where:
                 line.append(f"{where} ", style="dim")
             line.append(f"{f.severity.value} ", style=_STYLE[f.severity])
             line.append(f"{f.rule_id} {f.name}", style="bold")
             line.append(f": {f.message}")
-            console.print(line)
+            indented(line, 2)
             if f.origin is not None:
-                console.print(Text(f"      origin: {f.origin}", style="magenta"))
+                indented(Text(f"origin: {f.origin}", style="magenta"), 6)
             for rel in f.related:
-                console.print(Text(f"      related: {rel}", style="dim"))
-            console.print(Text(f"      fix: {f.fix}", style="green"))
+                indented(Text(f"related: {rel}", style="dim"), 6)
+            indented(Text(f"fix: {f.fix}", style="green"), 6)
     for table in report.tables:
         rich_table = RichTable(title=table.title, title_justify="left", show_lines=False)
-        for col in table.columns:
-            rich_table.add_column(col, overflow="fold")
-        for row in table.rows:
+        for i, col in enumerate(table.columns):
+            # The first column names things (module paths): never split a name, let the other columns wrap.
+            rich_table.add_column(col, overflow="fold", no_wrap=i == 0)
+        rows = list(table.rows) if full else group_rows(table.rows)
+        for row in rows if full else rows[:MAX_ROWS]:
             rich_table.add_row(*row)
         console.print(rich_table)
+        if len(rows) < len(table.rows) or (not full and len(rows) > MAX_ROWS):
+            shown = min(len(rows), MAX_ROWS)
+            console.print(Text(f"{len(table.rows)} rows shown as {shown} (repeated layers grouped"
+                               f"{f', {len(rows) - shown} more not shown' if len(rows) > shown else ''}); --full shows every row", style="dim"))
     console.print(Text(summary_line(report.counts(), report.checked, len({e.file for e in report.errors})), style="bold"))
 
 
-def render_text(report: Report, *, color: bool = False, width: int | None = None) -> str:
+def render_text(report: Report, *, color: bool = False, width: int | None = None, full: bool = False) -> str:
     buffer = io.StringIO()
-    write_text(report, buffer, color=color, width=width)
+    write_text(report, buffer, color=color, width=width, full=full)
     return buffer.getvalue()
 
 
