@@ -136,3 +136,22 @@ def test_merge_keeps_everything():
     b = Report(errors=(ReportError("c.json", "bad"),), checked=("c.json",))
     m = a.merge(b)
     assert len(m.findings) == 1 and m.checked == ("b.py", "c.json") and str(m.errors[0]) == "c.json: bad"
+
+
+def test_a_finding_repeated_word_for_word_is_reported_once_however_the_report_is_built():
+    from dataclasses import replace
+
+    at = Location(module="blocks.0.attn", op="aten::mm", phase="forward")
+    twice = finding("grad-scaler-with-bf16", "GradScaler with bf16 autocast", at)
+    again = finding("grad-scaler-with-bf16", "GradScaler with bf16 autocast", at)
+    elsewhere = finding("grad-scaler-with-bf16", "GradScaler with bf16 autocast", replace(at, module="blocks.1.attn"))
+    reworded = finding("grad-scaler-with-bf16", "GradScaler with bf16 autocast (step 2)", at)
+    with_origin = finding("grad-scaler-with-bf16", "GradScaler with bf16 autocast", at, origin=Location(file="train.py", line=3))
+    built = Report.of([twice, again, elsewhere, reworded, with_origin])
+    assert len(built.findings) == 4
+    assert sum(f is twice or f is again for f in built.findings) == 1
+    merged = Report.of([twice]).merge(Report.of([again, elsewhere]))
+    assert len(merged.findings) == 2
+    assert len(Report(findings=(twice, again)).findings) == 1
+    assert len(replace(Report(), findings=(twice, again, again)).findings) == 1
+    assert render_text(merged).count("GradScaler with bf16 autocast") == 2

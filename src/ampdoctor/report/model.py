@@ -135,6 +135,11 @@ class Report:
     # Plots of the numbers in the tables (error by module, error vs position), for the HTML renderer.
     charts: tuple[Chart, ...] = ()
 
+    def __post_init__(self) -> None:
+        # A finding met twice word for word (two detectors, or two readings of one file, reaching the same
+        # verdict) is reported once, whichever way the report was built (`of`, `merge`, `replace`, JSON).
+        object.__setattr__(self, "findings", distinct_findings(self.findings))
+
     @classmethod
     def of(cls, findings: Iterable[Finding], **kwargs: Any) -> "Report":
         return cls(findings=tuple(sort_findings(findings)), **kwargs)
@@ -161,6 +166,19 @@ class Report:
 
     def summary(self) -> dict[str, Any]:
         return {**self.counts(), "total": len(self.findings), "checked": len(self.checked), "input_errors": len(self.errors)}
+
+
+def distinct_findings(findings: Iterable[Finding]) -> tuple[Finding, ...]:
+    """`findings` in order, each finding that repeats an earlier one word for word (rule, severity, message, location,
+    origin) left out; the first keeps its details."""
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for f in findings:
+        key = (f.rule_id, f.severity, f.message, f.location, f.origin)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return tuple(out)
 
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
