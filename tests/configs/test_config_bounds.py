@@ -9,8 +9,9 @@ import time
 from ampdoctor.lint.configs import lint_config_files
 
 
-def _lint_cli(*paths, timeout=60):
-    return subprocess.run([sys.executable, "-m", "ampdoctor", "lint", *map(str, paths)], capture_output=True, text=True, timeout=timeout)
+def _lint_cli(*paths, timeout=60, cwd=None):
+    return subprocess.run([sys.executable, "-m", "ampdoctor", "lint", *map(str, paths)], capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd)
 
 
 def test_a_yaml_alias_bomb_is_refused_fast(tmp_path):
@@ -60,3 +61,19 @@ def test_deepspeed_values_of_the_wrong_type_are_input_errors_at_their_key(tmp_pa
     lines = path.read_text().splitlines()
     assert all('"gradient_accumulation_steps"' in lines[errors[k].line - 1] for k in errors if "gradient" in k)
     assert not any(e.fatal for e in errors.values())
+
+
+def test_named_files_that_are_neither_python_nor_a_known_config_are_said_unchecked(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello\n")
+    (tmp_path / "package.json").write_text('{"name": "pkg", "version": "1.0.0"}\n')
+    (tmp_path / "ds.json").write_text('{"bf16": {"enabled": true}, "train_micro_batch_size_per_gpu": 1}\n')
+    proc = _lint_cli("notes.txt", "package.json", "ds.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    for name in ("notes.txt", "package.json"):
+        assert f"note: {name}: not Python and not a training config ampdoctor recognises" in proc.stdout
+    assert "note: ds.json" not in proc.stdout  # recognised and checked
+    assert lines[-1].endswith(" in 1 checked; 2 named files not checked")
+    # Met while walking a folder, the same files are skipped quietly: a repository holds many such files.
+    walked = _lint_cli(".", cwd=tmp_path)
+    assert "note:" not in walked.stdout and walked.stdout.strip().splitlines()[-1].endswith(" in 1 checked")
