@@ -45,3 +45,16 @@ def test_cli_env_text_and_json():
     data = json.loads(subprocess.run([sys.executable, "-m", "ampdoctor", "env", "--format", "json"], capture_output=True, text=True, check=True).stdout)
     assert data["environment"]["torch_version"] == torch.__version__
     assert data["environment"]["devices"][0]["name"] == "cpu"
+
+
+def test_env_summary_says_what_was_judged_never_a_bare_no_findings():
+    env = collect()
+    env = env.__class__(**{**env.__dict__, "devices": tuple(d for d in env.devices if d.native_bf16 or d.kind == "cpu")})
+    report = env_report(env)
+    last = render_text(report, width=200).strip().splitlines()[-1]
+    if not report.findings:
+        assert last == "nothing to report: the policy rules see no problem with bf16-mixed training on this machine (the facts above)"
+    assert "no findings" not in last
+    t4 = DeviceInfo("cuda:0 (Tesla T4)", "cuda", "7.5", False, False, "compute capability 7.5 < 8.0")
+    with_t4 = env_report(env.__class__(**{**env.__dict__, "devices": env.devices + (t4,)}))
+    assert render_text(with_t4, width=200).strip().splitlines()[-1].startswith("1 error")

@@ -155,3 +155,20 @@ def test_text_groups_repeated_layers_and_full_shows_every_row():
     assert all(f"layers.{i}.attn" in full for i in range(32)) and "--full" not in full
     many = Report(tables=(Table("t", ("module", "x"), tuple((f"m{i}", str(i)) for i in range(MAX_ROWS + 5))),))
     assert f"{MAX_ROWS + 5} rows shown as {MAX_ROWS} (repeated layers grouped, 5 more not shown)" in render_text(many, width=200)
+def test_a_finding_repeated_word_for_word_is_reported_once_however_the_report_is_built():
+    from dataclasses import replace
+
+    at = Location(module="blocks.0.attn", op="aten::mm", phase="forward")
+    twice = finding("grad-scaler-with-bf16", "GradScaler with bf16 autocast", at)
+    again = finding("grad-scaler-with-bf16", "GradScaler with bf16 autocast", at)
+    elsewhere = finding("grad-scaler-with-bf16", "GradScaler with bf16 autocast", replace(at, module="blocks.1.attn"))
+    reworded = finding("grad-scaler-with-bf16", "GradScaler with bf16 autocast (step 2)", at)
+    with_origin = finding("grad-scaler-with-bf16", "GradScaler with bf16 autocast", at, origin=Location(file="train.py", line=3))
+    built = Report.of([twice, again, elsewhere, reworded, with_origin])
+    assert len(built.findings) == 4
+    assert sum(f is twice or f is again for f in built.findings) == 1
+    merged = Report.of([twice]).merge(Report.of([again, elsewhere]))
+    assert len(merged.findings) == 2
+    assert len(Report(findings=(twice, again)).findings) == 1
+    assert len(replace(Report(), findings=(twice, again, again)).findings) == 1
+    assert render_text(merged).count("GradScaler with bf16 autocast") == 2

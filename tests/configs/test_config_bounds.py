@@ -9,8 +9,9 @@ import time
 from ampdoctor.lint.configs import lint_config_files
 
 
-def _lint_cli(*paths, timeout=60):
-    return subprocess.run([sys.executable, "-m", "ampdoctor", "lint", *map(str, paths)], capture_output=True, text=True, timeout=timeout)
+def _lint_cli(*paths, timeout=60, cwd=None):
+    return subprocess.run([sys.executable, "-m", "ampdoctor", "lint", *map(str, paths)], capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd)
 
 
 def test_a_yaml_alias_bomb_is_refused_fast(tmp_path):
@@ -60,3 +61,59 @@ def test_deepspeed_values_of_the_wrong_type_are_input_errors_at_their_key(tmp_pa
     lines = path.read_text().splitlines()
     assert all('"gradient_accumulation_steps"' in lines[errors[k].line - 1] for k in errors if "gradient" in k)
     assert not any(e.fatal for e in errors.values())
+
+
+def test_named_files_that_are_neither_python_nor_a_known_config_are_said_unchecked(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello\n")
+    (tmp_path / "package.json").write_text('{"name": "pkg", "version": "1.0.0"}\n')
+    (tmp_path / "ds.json").write_text('{"bf16": {"enabled": true}, "train_micro_batch_size_per_gpu": 1}\n')
+    proc = _lint_cli("notes.txt", "package.json", "ds.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    for name in ("notes.txt", "package.json"):
+        assert f"note: {name}: not Python and not a training config ampdoctor recognises" in proc.stdout
+    assert "note: ds.json" not in proc.stdout  # recognised and checked
+    assert lines[-1].endswith(" in 1 checked; 2 named files not checked")
+    # Met while walking a folder, the same files are skipped quietly: a repository holds many such files.
+    walked = _lint_cli(".", cwd=tmp_path)
+    assert "note:" not in walked.stdout and walked.stdout.strip().splitlines()[-1].endswith(" in 1 checked")
+
+
+def _hf_args(tmp_path, deepspeed, name="args.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps({"output_dir": "out", "bf16": True, "per_device_train_batch_size": 4, "deepspeed": deepspeed}, indent=1))
+    return path
+
+
+def _at_deepspeed_key(path, error) -> bool:
+    return '"deepspeed"' in path.read_text().splitlines()[error.line - 1]
+
+
+def test_hf_deepspeed_given_as_a_json_or_base64_string_is_read_as_the_config_it_is(tmp_path):
+    import base64
+
+    fp16 = {"fp16": {"enabled": True}, "train_micro_batch_size_per_gpu": "auto"}
+    for name, value in (("inline.json", json.dumps(fp16)), ("b64.json", base64.urlsafe_b64encode(json.dumps(fp16).encode()).decode())):
+        path = _hf_args(tmp_path, value, name)
+        report = lint_config_files([path])
+        assert report.errors == ()
+        mismatch = [f for f in report.findings if f.rule_id == "AMP001"]
+        # bf16=true against the string's fp16 block: the Trainer refuses this at start-up
+        assert len(mismatch) == 1 and "runs fp16" in mismatch[0].message, (name, report.findings)
+
+
+def test_hf_deepspeed_strings_that_are_no_usable_path_are_input_errors_at_their_key(tmp_path):
+    cases = {
+        "nul.json": ("ds\x00config.json", "`deepspeed` contains a NUL byte"),
+        "huge.json": ("x" * 5000, "`deepspeed` is 5000 characters long"),
+        "badjson.json": ('{"fp16": {"enabled": ', "`deepspeed` starts with '{' but is not valid JSON"),
+        "long.json": ("y" * 300 + "/ds.json", "referenced DeepSpeed config '"),  # a name too long for the file system
+    }
+    for name, (value, expected) in cases.items():
+        path = _hf_args(tmp_path, value, name)
+        report = lint_config_files([path])  # never OSError (file name too long) or ValueError (embedded null byte)
+        assert len(report.errors) == 1 and report.errors[0].message.startswith(expected), (name, report.errors)
+        assert _at_deepspeed_key(path, report.errors[0]) and not report.errors[0].fatal
+        assert len(report.errors[0].message) < 400  # the value is cut, never echoed whole
+    proc = _lint_cli(tmp_path / "nul.json", tmp_path / "long.json")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr + proc.stdout

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable
 
 from ampdoctor import dtypes
 from ampdoctor.audit.failure import FailureSite, failure_site, is_rope_failure
-from ampdoctor.audit.fields import AUTOCAST, FORWARD, IN_DT, IN_PROD, INNER, MOD, OUT_DT, PHASE
+from ampdoctor.audit.fields import AUTOCAST, BACKWARD, FORWARD, IN_DT, IN_PROD, INNER, MOD, OUT_DT, PHASE
 from ampdoctor.audit.observe import Observed, observe
 from ampdoctor.audit.provenance import FLOATS, HALF, Trace
 from ampdoctor.audit.ranges import ValueFlow, value_table
@@ -148,9 +148,28 @@ def analyze(rec: Any, policy: Policy | None, *, target_device: str, model: Any, 
     if exc is not None:
         found = _with_explanation(found, exc, ctx.failure)
     info = {"policy": str(judged), "policy_source": "given" if policy is not None else ("inferred" if observed.policy else "default")}
+    if judge_policy:
+        info.update(coverage_notes(rec))
     values = value_table(ctx.values, judged.compute)
     tables = (module_table(trace),) + ((values,) if values is not None else ())
     return Analysis(Report.of(found, tables=tables, checked=checked, info=info), observed)
+
+
+def coverage_notes(rec: Any) -> dict[str, list[str]]:
+    """What a recording without an optimizer step could not check, for the report's `notes` and summary line: a
+    bare "no findings" would read as a clean bill for the update, the optimizer state and gradient accumulation."""
+    if rec.optimizer_steps or rec.opt_events:
+        return {}
+    if not rec.records:
+        return {"notes": ["no op ran under the audit (no forward, backward or optimizer step was seen): nothing about "
+                          "the training step was checked, only the modules and parameters entered, if any"],
+                "summary_caveats": ["no op was recorded"]}
+    backward = any(r[PHASE] == BACKWARD for r in rec.records)
+    ran = "forward and backward" if backward else "forward"
+    return {"notes": [f"no optimizer step was seen{'' if backward else ' (and no backward pass)'}: only the {ran} ops recorded "
+                      "were checked; the parameter update, the optimizer's state dtypes and gradient accumulation across "
+                      "micro-batches were not"],
+            "summary_caveats": ["no optimizer step was seen"]}
 
 
 def _with_explanation(found: list[Finding], exc: BaseException, site: FailureSite | None) -> list[Finding]:

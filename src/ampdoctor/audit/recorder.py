@@ -2,8 +2,10 @@
 tuple, global module hooks that say which module is running, and optimizer hooks that mark the
 optimizer phase and count steps. Analysis happens after the step (see `checks.py`).
 
-Everything global this installs (the dispatch mode, module and optimizer hooks) is removed in
-`Recorder.__exit__`, also when the step raises.
+Everything global this installs (the dispatch mode, module and optimizer hooks, the autocast patch) is removed
+in `Recorder.__exit__`, also when the step raises. The module and optimizer hooks and the autocast patch are
+process-wide, so one recorder records at a time in a process (`Recorder.__enter__` refuses a second one), and its
+hooks ignore modules, optimizers and autocast contexts of threads that run without its dispatch mode.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+import threading
 import weakref
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -33,6 +36,22 @@ _STDLIB_DIRS = tuple({os.path.abspath(p) + os.sep for p in (sysconfig.get_paths(
 _AUDIT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # Frames between an op call and `__torch_dispatch__` that belong to the mode machinery itself.
 _MODE_FILES = (_AUDIT_DIR, os.path.join(_TORCH_DIR, "utils", "_python_dispatch.py"), os.path.join(_TORCH_DIR, "_dynamo"), os.path.join(_TORCH_DIR, "_compile.py"))
+
+# The recorder holding the process-wide hooks (None: none), and the lock that makes taking it atomic.
+_ACTIVE_LOCK = threading.Lock()
+_active: "Recorder | None" = None
+
+
+def active_recorder() -> "Recorder | None":
+    """The recorder recording in this process now, if any."""
+    return _active
+
+
+def _mode_stack() -> list:
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    return _get_current_dispatch_mode_stack()
+
 
 _current_autograd_node = torch._C._current_autograd_node
 _peek_sequence_nr = torch.autograd._get_sequence_nr
@@ -213,6 +232,7 @@ class Recorder:
         # when the script has dropped the model; `release()` lets go.
         self._alive: list[Any] = []
         self._autocast_methods: tuple | None = None
+        self._autocast_wrappers: tuple = (None, None)
         self.optimizers: list[Any] = []  # weakrefs
         self.opt_events: list[dict] = []
         # grad snapshots taken at micro-batch boundaries: (when, param id, grad dtype, param dtype)
@@ -225,6 +245,9 @@ class Recorder:
         self._internal: dict[int, tuple[bool, bool, Any]] = {}
         self._handles: list[Any] = []
         self._mode: _Mode | None = None
+        # What this recording is, for the message that refuses a second one ("the audit of train.py").
+        self.label = "an audit"
+        self._thread: int | None = None  # the thread that entered it
         self._pending_snapshot: dict[int, tuple] = {}
         from ampdoctor.audit import watch
 
@@ -312,8 +335,13 @@ class Recorder:
             self.params.setdefault(id(p), weakref.ref(p))
         return idx
 
+    def here(self) -> bool:
+        """The caller runs under this recording: in the thread that entered it, or in a thread that carries its
+        dispatch mode (autograd's device threads running a CUDA backward, with checkpointed forwards in it)."""
+        return threading.get_ident() == self._thread or (self._mode is not None and self._mode in _mode_stack())
+
     def _pre_hook(self, m: torch.nn.Module, args: Any) -> None:
-        if not self.active:
+        if not self.active or not self.here():
             return
         if not self.stack:
             self._micro_batch_boundary()
@@ -336,7 +364,7 @@ class Recorder:
         self._scope_changed()
 
     def _post_hook(self, m: torch.nn.Module, args: Any, output: Any) -> None:
-        if not self.stack:
+        if not self.stack or not self.here():
             return
         idx = self.stack.pop()
         self._calls.pop()
@@ -380,7 +408,7 @@ class Recorder:
                 self.grad_events.append((when, self.backward_passes, pid, p.grad.dtype, expected_grad_dtype(p)))
 
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> Any:
-        if not self.active:
+        if not self.active or not self.here():
             return None
         self._step_depth += 1
         if self._step_depth > 1:
@@ -423,7 +451,7 @@ class Recorder:
         self._pending_snapshot = {"samples": samples, "passes": self.backward_passes}
 
     def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
-        if not self.in_optimizer:
+        if not self.in_optimizer or not self.here():
             return
         self._step_depth -= 1
         if self._step_depth > 0:
@@ -479,10 +507,40 @@ class Recorder:
         if self.on_stop is not None:
             self.on_stop()
 
+    def _claim(self) -> None:
+        """Take the process's one recording slot, or refuse with the recording that holds it."""
+        global _active
+        with _ACTIVE_LOCK:
+            holder = _active
+            if holder is not None:
+                where = "this thread" if holder._thread == threading.get_ident() else "another thread"
+                raise RuntimeError(
+                    f"ampdoctor: cannot start {self.label}: {holder.label} is already recording in this process "
+                    f"(entered in {where}). One audit records at a time (the module, optimizer and autocast hooks it "
+                    f"installs are process-wide): exit that audit first.")
+            _active = self
+            self._thread = threading.get_ident()
+
+    def _unclaim(self) -> None:
+        global _active
+        with _ACTIVE_LOCK:
+            if _active is self:
+                _active = None
+
     def __enter__(self) -> "Recorder":
         import torch.nn.modules.module as module_mod
         from torch.optim import optimizer as optim_mod
 
+        self._claim()
+        try:
+            self._install(module_mod, optim_mod)
+        except BaseException:
+            self._unclaim()
+            raise
+        self.active = True
+        return self
+
+    def _install(self, module_mod: Any, optim_mod: Any) -> None:
         self._mode = _Mode(self)
         self._handles = [
             module_mod.register_module_forward_pre_hook(self._pre_hook),
@@ -495,11 +553,10 @@ class Recorder:
             self.refresh_autocast()
             self._mode.__enter__()
         except BaseException:
+            self._mode = None
             self._unpatch_autocast()
             self._remove_hooks()
             raise
-        self.active = True
-        return self
 
     def refresh_autocast(self) -> None:
         # Inside __torch_dispatch__ autocast always reads as disabled, so the state is tracked at
@@ -515,23 +572,36 @@ class Recorder:
         self._autocast_methods = (cls, enter, exit_)
         recorder = self
 
+        # Autocast state is per thread: another thread's contexts say nothing about this recording. Once the
+        # recording has ended the wrappers only call through, so one left behind (re-installed by code that saved
+        # it while the audit ran and restores it later) changes nothing.
         def __enter__(ac: Any) -> Any:
             out = enter(ac)
-            recorder.refresh_autocast()
+            if recorder._mode is not None and recorder.here():
+                recorder.refresh_autocast()
             return out
 
         def __exit__(ac: Any, *exc: Any) -> Any:
             out = exit_(ac, *exc)
-            recorder.refresh_autocast()
+            if recorder._mode is not None and recorder.here():
+                recorder.refresh_autocast()
             return out
 
         cls.__enter__, cls.__exit__ = __enter__, __exit__
+        self._autocast_wrappers = (__enter__, __exit__)
 
     def _unpatch_autocast(self) -> None:
-        if self._autocast_methods is not None:
-            cls, enter, exit_ = self._autocast_methods
-            cls.__enter__, cls.__exit__ = enter, exit_
-            self._autocast_methods = None
+        if self._autocast_methods is None:
+            return
+        cls, enter, exit_ = self._autocast_methods
+        ours_enter, ours_exit = self._autocast_wrappers
+        # Restore what was there, unless code that ran inside the audit has patched autocast over the wrapper: its
+        # patch stays (restoring would undo it), and the wrapper underneath only calls through from now on.
+        if cls.__dict__.get("__enter__") is ours_enter:
+            cls.__enter__ = enter
+        if cls.__dict__.get("__exit__") is ours_exit:
+            cls.__exit__ = exit_
+        self._autocast_methods = None
 
     def release(self) -> None:
         """Drop everything that keeps the user's objects alive (after the report is built)."""
@@ -557,10 +627,13 @@ class Recorder:
                     self._mode.__exit__(*exc)
             finally:
                 self._mode = None
-                self._unpatch_autocast()
-                self._remove_hooks()
-                self.stack.clear()
-                self._calls.clear()
+                try:
+                    self._unpatch_autocast()
+                    self._remove_hooks()
+                finally:
+                    self.stack.clear()
+                    self._calls.clear()
+                    self._unclaim()
 
 
 def expected_grad_dtype(p: Any) -> Any:

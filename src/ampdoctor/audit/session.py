@@ -29,7 +29,14 @@ class Audit:
     """``with Audit(policy="bf16-mixed") as a: <forward, loss, backward, optimizer step>`` then
     ``a.report``. Restores every hook and mode it installs on exit, also when the step raises;
     the exception is diagnosed in the report and then propagates unchanged. Without a policy the run is
-    judged by the policy it is observed to run (autocast dtype, parameter dtypes, scaler)."""
+    judged by the policy it is observed to run (autocast dtype, parameter dtypes, scaler).
+
+    One audit records at a time in a process: the module, optimizer and autocast hooks it installs are
+    process-wide, so entering a second audit while one is recording (nested, or in another thread) raises
+    `RuntimeError` naming the one that records, before anything is installed. The recording audit ignores what
+    other threads do (their modules, optimizer steps and autocast contexts; their ops never reach its dispatch
+    mode), so its report holds only the steps of the thread that entered it. Everything it installs is removed on
+    exit, also when the step raises or the report cannot be built."""
 
     def __init__(
         self,
@@ -49,6 +56,7 @@ class Audit:
         self.target_device = target_device or self.device_type
         self.checked = checked or ("training step",)
         self.recorder = Recorder(device_type=self.device_type, max_steps=max_steps, on_stop=on_stop, watch_values=watch_values)
+        self.recorder.label = f"ampdoctor.audit of {', '.join(self.checked)}"
         self._report: Report | None = None
         self.exception: BaseException | None = None
         self.observed: Observed | None = None  # the policy and facts the run was seen to have
@@ -64,8 +72,15 @@ class Audit:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        self.recorder.__exit__(exc_type, exc, tb)
+        from ampdoctor.audit.analysis import analysis_failed
+
         self.exception = exc if isinstance(exc, Exception) else None
+        try:
+            self.recorder.__exit__(exc_type, exc, tb)  # removes every hook and patch, whatever happens in it
+        except Exception as err:  # ending the recording failed: reported, never raised into the user's program
+            self._report = analysis_failed(err, self.checked)
+            self.recorder.release()
+            return False
         try:
             self._report = self.build_report(self.exception)
         finally:
@@ -88,7 +103,14 @@ class Audit:
 
 def audit(policy: Policy | str | None = None, **kwargs: Any) -> Audit:
     """``with ampdoctor.audit(policy="bf16-mixed") as a: ...`` then ``a.report``; without a policy, the run is
-    judged by the one it is observed to run."""
+    judged by the one it is observed to run.
+
+    One audit records at a time per process: a second `audit()` entered while one records (nested, or from
+    another thread) raises `RuntimeError` naming the recording one, and installs nothing. The recording audit
+    sees only the thread that entered it (and autograd's threads running its backward); other threads' steps are
+    ignored, not mixed into its report. Every hook and patch it installs (module and optimizer hooks, the autocast
+    `__enter__`/`__exit__` wrappers, the dispatch mode) is removed when its `with` block exits, also when the
+    block raises."""
     return Audit(policy, **kwargs)
 
 

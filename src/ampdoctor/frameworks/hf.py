@@ -12,6 +12,10 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -146,14 +150,76 @@ def _deepspeed_reference(doc: Document, cfg: Reading, bf16: bool | None, fp16: b
     asked = "bf16" if bf16 else "fp16" if fp16 else ("no" if bf16 is not None and fp16 is not None else None)
     at = doc.at("bf16") if bf16 else doc.at("fp16") if fp16 else Location(file=doc.file)
     precision = Setting(asked, at, not (bf16 or fp16)) if asked else None
-    if isinstance(ds, dict):
-        cfg.references.append(Reference(Path(doc.file), doc.at("deepspeed"), fills, precision, NAME, inline=doc.sub("deepspeed")))
+    inline, problem = (doc.sub("deepspeed"), None) if isinstance(ds, dict) else _deepspeed_string(doc, ds)
+    if inline is not None:
+        cfg.references.append(Reference(Path(doc.file), doc.at("deepspeed"), fills, precision, NAME, inline=inline))
+        return True
+    if problem is not None:
+        cfg.invalid.append((doc.at("deepspeed"), problem))
         return True
     value = as_path_value(ds)
     if value is None:
-        return True  # not a usable path (lint/configs reports it)
+        cfg.invalid.append((doc.at("deepspeed"), f"`deepspeed` is {type(ds).__name__} {str(ds)[:40]!r}: the Trainer takes a file "
+                            "path, a dict, or a JSON or base64-encoded JSON string"))
+        return True
     cfg.references.append(Reference(first_file(resolve_path(doc.file, value)), doc.at("deepspeed"), fills, precision, NAME))
     return True
+
+
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]{8,}={0,2}")
+
+
+def _deepspeed_string(doc: Document, value: Any) -> tuple[Document | None, str | None]:
+    """A `deepspeed` string as the Trainer reads it when it is not a file: `TrainingArguments` parses a value that
+    starts with "{" as JSON, and `HfDeepSpeedConfig` decodes one that is not an existing file as base64 JSON.
+    (the inline config as a document located at the `deepspeed` key, None) for those; (None, why) for a value the
+    Trainer refuses at start-up; (None, None) for a file path (followed, or reported not found, by lint)."""
+    if not isinstance(value, str):
+        return None, None
+    text = value.strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            return None, f"`deepspeed` starts with '{{' but is not valid JSON ({exc}): the Trainer's json.loads fails at start-up"
+        return _inline_document(doc, data), None
+    path = as_path_value(value)
+    if path is not None and _is_file(first_file(resolve_path(doc.file, path))):
+        return None, None
+    if _BASE64.fullmatch(text):
+        try:
+            decoded = json.loads(base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True).decode("utf-8"))
+        except (binascii.Error, ValueError):
+            decoded = None
+        if isinstance(decoded, dict):
+            return _inline_document(doc, decoded), None
+    if path is None:
+        why = "contains a NUL byte" if "\x00" in value else f"is {len(value)} characters long" if value.strip() else "is blank"
+        return None, f"`deepspeed` {why}: not a usable file path, and not inline JSON or base64-encoded JSON either"
+    return None, None
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long for the file system
+        return False
+
+
+def _inline_document(doc: Document, data: Any) -> Document | None:
+    """A DeepSpeed config written as a string inside `doc`: every key is located at the `deepspeed` key."""
+    if not isinstance(data, dict):
+        return None
+    at = doc.at("deepspeed")
+    locations: dict[tuple, Location] = {}
+    todo: list[tuple[tuple, Any]] = [((), data)]
+    while todo:
+        prefix, node = todo.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, child in items:
+            locations[(*prefix, key)] = at
+            todo.append(((*prefix, key), child))
+    return Document(doc.file, "json", data, locations)
 
 
 def read(doc: Document) -> Reading:

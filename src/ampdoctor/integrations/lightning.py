@@ -101,7 +101,14 @@ class AmpDoctor(Callback):
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
         if self._audited or self._audit is not None:
             return
+        from ampdoctor.audit.recorder import active_recorder
         from ampdoctor.audit.session import Audit
+
+        if active_recorder() is not None:
+            # An audit already records this process (`ampdoctor run` of this script): it sees this step; a second
+            # one would be refused.
+            self._audited = True
+            return
 
         self._audit = Audit(self.policy, model=pl_module, device_type=pl_module.device.type, max_steps=1,
                             checked=(f"first training step of {type(pl_module).__name__} under Lightning",))

@@ -146,7 +146,14 @@ class AmpDoctorCallback(TrainerCallback):
     def on_step_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         if self._audited or self._audit is not None:
             return
+        from ampdoctor.audit.recorder import active_recorder
         from ampdoctor.audit.session import Audit
+
+        if active_recorder() is not None:
+            # An audit already records this process (`ampdoctor run` of this script): it sees this step; a second
+            # one would be refused.
+            self._audited = True
+            return
 
         self._audit = Audit(self.policy, model=model, device_type=args.device.type, max_steps=1,
                             checked=(f"first optimizer step of {type(model).__name__} under the HF Trainer",))

@@ -89,4 +89,20 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
         report = report.merge(lint_config_files(configs))
     if python:
         report = report.merge(lint_python_files(python, jobs=settings.jobs))
+    report = _with_unrecognised([Path(p) for p in paths], report)
     return replace(report, findings=tuple(f for f in report.findings if settings.enabled(f)))
+
+
+def _with_unrecognised(named: Sequence[Path], report: Report) -> Report:
+    """Files named on the command line that were neither Python nor a config a reader recognises are said to be
+    unchecked (a note, not an input error: they were read, just not ampdoctor's to judge); silence after "no
+    findings" would read as a clean bill for them. Files met while walking a folder are skipped quietly."""
+    seen = set(report.checked) | {e.file for e in report.errors}
+    unchecked = [str(p) for p in named if p.suffix != ".py" and str(p) not in seen and _regular(p)]
+    if not unchecked:
+        return report
+    notes = [*report.info.get("notes", ()), *(f"{name}: not Python and not a training config ampdoctor recognises "
+                                              "(DeepSpeed, HF Trainer, accelerate, Lightning, NeoX, torchtune, ...); not checked"
+                                              for name in unchecked)]
+    caveats = [*report.info.get("summary_caveats", ()), f"{len(unchecked)} named file{'s' if len(unchecked) != 1 else ''} not checked"]
+    return report.with_info(notes=notes, summary_caveats=caveats)

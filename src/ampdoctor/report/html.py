@@ -8,7 +8,7 @@ import html
 import math
 from typing import Any, Iterable, Sequence
 
-from ampdoctor.report.model import Chart, Report, Series, Table, summary_line
+from ampdoctor.report.model import Chart, Report, Series, Table, report_summary
 from ampdoctor.rules import Finding
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf", "#bcbd22")
@@ -202,7 +202,7 @@ def table_charts(table: Table) -> list[Chart]:
 def render_html(report: Report) -> str:
     info = dict(report.info)
     title = str(info.pop("title", None) or f"ampdoctor {info.get('command') or ''} report".replace("  ", " "))
-    parts = [f"<h1>{_e(title)}</h1>", f'<div class="summary">{_e(summary_line(report.counts(), report.checked))}</div>']
+    parts = [f"<h1>{_e(title)}</h1>", f'<div class="summary">{_e(report_summary(report))}</div>']
     if info:
         parts.append('<dl class="info">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in info.items()) + "</dl>")
     parts += [f'<p class="error">error: {_e(e)}</p>' for e in report.errors]

@@ -130,10 +130,17 @@ class Report:
     # What the report could not do (a config that does not parse, a rank that sent nothing).
     errors: tuple[ReportError, ...] = ()
     # What the reader needs to read the findings right: the command, the policy an audit judged by and whether it
-    # was given or inferred ("policy_source"), a script's failure.
+    # was given or inferred ("policy_source"), a script's failure; "notes": sentences on what was not checked (shown
+    # before the findings), with their short forms for the summary line in "summary_caveats"; "summary_when_clean":
+    # the summary's words when there are no findings, where "no findings" would say less than what was checked.
     info: Mapping[str, Any] = field(default_factory=dict)
     # Plots of the numbers in the tables (error by module, error vs position), for the HTML renderer.
     charts: tuple[Chart, ...] = ()
+
+    def __post_init__(self) -> None:
+        # A finding met twice word for word (two detectors, or two readings of one file, reaching the same
+        # verdict) is reported once, whichever way the report was built (`of`, `merge`, `replace`, JSON).
+        object.__setattr__(self, "findings", distinct_findings(self.findings))
 
     @classmethod
     def of(cls, findings: Iterable[Finding], **kwargs: Any) -> "Report":
@@ -163,6 +170,19 @@ class Report:
         return {**self.counts(), "total": len(self.findings), "checked": len(self.checked), "input_errors": len(self.errors)}
 
 
+def distinct_findings(findings: Iterable[Finding]) -> tuple[Finding, ...]:
+    """`findings` in order, each finding that repeats an earlier one word for word (rule, severity, message, location,
+    origin) left out; the first keeps its details."""
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for f in findings:
+        key = (f.rule_id, f.severity, f.message, f.location, f.origin)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return tuple(out)
+
+
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     """The root cause of a failure first; then file, line, module; within a place, the most severe first."""
 
@@ -174,15 +194,27 @@ def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     return sorted(findings, key=key)
 
 
-def summary_line(counts: dict[str, int], checked: Sequence[str] = (), unreadable: int = 0) -> str:
+def summary_line(counts: dict[str, int], checked: Sequence[str] = (), unreadable: int = 0, *, clean: str = "no findings",
+                 caveats: Sequence[str] = ()) -> str:
     """`2 errors in 5 checked`; inputs that could not be read are counted, so "no findings" never reads as a
-    clean bill for files that were not looked at."""
+    clean bill for files that were not looked at. `clean` replaces "no findings" where those words would say
+    less than what was checked (`env`); `caveats` say what was not checked ("no optimizer step was seen")."""
     parts = [f"{n} {name}{'s' if n != 1 else ''}" for name, n in counts.items() if n]
-    found = ", ".join(parts) if parts else "no findings"
+    found = ", ".join(parts) if parts else clean
     line = f"{found}" + (f" in {len(checked)} checked" if checked else "")
     if unreadable:
         line += f"; {unreadable} input{'s' if unreadable != 1 else ''} with errors (see above)"
+    for caveat in caveats:
+        line += f"; {caveat}"
     return line
+
+
+def report_summary(report: Report) -> str:
+    """The summary line of `report`, with what its `info` says the words must not hide: `summary_when_clean` for
+    the words of a report with no findings, `summary_caveats` for what was not checked (see `notes`)."""
+    return summary_line(report.counts(), report.checked, len({e.file for e in report.errors}),
+                        clean=str(report.info.get("summary_when_clean", "no findings")),
+                        caveats=[str(c) for c in report.info.get("summary_caveats", ())])
 
 
 def exit_code(report: Report, fail_on: Severity = Severity.ERROR, *, program_code: int = 0) -> int:

@@ -12,7 +12,7 @@ from rich.padding import Padding
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from ampdoctor.report.model import Report, summary_line
+from ampdoctor.report.model import Report, report_summary
 from ampdoctor.rules import Finding, Severity
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -46,6 +46,7 @@ def _info_lines(report: Report) -> list[str]:
         lines.append(f"policy: {info['policy']} ({_SOURCE.get(str(info.get('policy_source')), info.get('policy_source'))})")
     if info.get("script_failed"):
         lines.append(f"the script failed: {info.get('exception', 'exit code ' + str(info.get('script_exit_code')))}")
+    lines.extend(f"note: {note}" for note in info.get("notes", ()))
     return lines
 
 
@@ -121,7 +122,7 @@ def write_text(report: Report, stream: IO[str], *, color: bool | None = None, wi
             shown = min(len(rows), MAX_ROWS)
             console.print(Text(f"{len(table.rows)} rows shown as {shown} (repeated layers grouped"
                                f"{f', {len(rows) - shown} more not shown' if len(rows) > shown else ''}); --full shows every row", style="dim"))
-    console.print(Text(summary_line(report.counts(), report.checked, len({e.file for e in report.errors})), style="bold"))
+    console.print(Text(report_summary(report), style="bold"))
 
 
 def render_text(report: Report, *, color: bool = False, width: int | None = None, full: bool = False) -> str:
@@ -141,4 +142,4 @@ def write_statistics(report: Report, stream: IO[str], *, color: bool | None = No
     counted = Counter((f.rule_id, f.name, f.severity) for f in report.findings)
     for (rule_id, name, severity), n in sorted(counted.items(), key=lambda kv: (-kv[1], kv[0][0])):
         console.print(Text(f"{n:>6}  ") + Text(rule_id, style="bold") + Text(f"  {name}  ") + Text(severity.value, style=_STYLE[severity]))
-    console.print(Text(summary_line(report.counts(), report.checked, len({e.file for e in report.errors})), style="bold"))
+    console.print(Text(report_summary(report), style="bold"))
