@@ -111,3 +111,29 @@ def test_cycle_collector_state_is_restored_after_linting(tmp_path):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+NEWER_SYNTAX = {
+    "multiline_fstring.py": 'name = "x"\nprint(\n    f"saving {\n        name}"\n)\n',
+    "reused_quotes.py": 'd = {"a": 1}\nprint(f"{d["a"]}")\n',
+    "type_params.py": "def first[T](xs: list[T]) -> T:\n    return xs[0]\n",
+}
+
+
+def test_python_3_12_syntax_is_a_note_not_an_input_error(tmp_path: Path):
+    # A project that requires Python 3.12 may use PEP 701 f-strings or PEP 695 type parameters; an older interpreter
+    # cannot parse them, which says nothing against the file: it is left unchecked with a note, not a syntax error.
+    for name, text in NEWER_SYNTAX.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "broken.py").write_text('s = "abc\nx = (\n')
+    report = lint_paths([tmp_path], LintSettings(jobs=1))
+    assert [Path(e.file).name for e in report.errors] == ["broken.py"]
+    assert report.errors[0].message.startswith("syntax error")
+    if sys.version_info >= (3, 12):
+        assert len(report.checked) == 4 and not report.info.get("notes")
+        return
+    assert len(report.checked) == 1
+    notes = report.info["notes"]
+    assert sorted(Path(n.split(":")[0]).name for n in notes) == sorted(NEWER_SYNTAX)
+    assert all("Python 3.12+" in n and "not checked" in n for n in notes)
+    assert report.info["summary_caveats"] == ["3 files not checked: Python 3.12+ syntax (lint them with Python 3.12+)"]

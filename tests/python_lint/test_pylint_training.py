@@ -61,6 +61,7 @@ def test_grad_retyped_in_place_incident_3():
     import torch
 
     def train(transformer, loader, args):
+        transformer.to(torch.bfloat16)
         for batch in loader:
             loss = transformer(batch).mean()
             loss.backward()
@@ -70,7 +71,10 @@ def test_grad_retyped_in_place_incident_3():
                     p.grad = p.grad.detach().bfloat16()
     """
     rule = "grad-dtype-mismatch"
-    assert hits(code, rule) == [(rule, 9), (rule, 10)]
+    assert hits(code, rule) == [(rule, 10), (rule, 11)]
+    # Without the cast nothing makes the parameters half: widening their .grad is no error (the bf16 .grad of
+    # line 10 still is, whatever the parameters are not).
+    assert hits(code.replace("transformer.to(torch.bfloat16)", "transformer.train()"), rule) == [(rule, 11)]
 
 
 def test_grad_copied_into_fp32_master_or_cast_to_param_dtype_is_fine():

@@ -29,6 +29,8 @@ def rope_cache_low_precision(ctx: Context) -> Iterator[CodeHit]:
     for call, dtypes in half_casts(ctx):
         if (ctx.src.enclosing_function(call) or ctx.src.tree) in absolute:
             continue
+        if (ctx.qualname(call.func) or "") in _RANDOM:
+            continue  # random values named cos/sin are a kernel test's inputs, never a table of angles
         receiver = call.func.value if isinstance(call.func, ast.Attribute) and ctx.qualname(call.func) is None else None
         stored = assigned_name(ctx, call)
         if receiver is not None and is_table(chain_words(receiver, ctx)):
@@ -39,6 +41,11 @@ def rope_cache_low_precision(ctx: Context) -> Iterator[CodeHit]:
             continue
         yield call, f"RoPE table {what} is cast to {describe(dtypes)}; keep cos/sin/inv_freq in float32"
 
+
+# Factories of random values: `cos = torch.randn(B, S, D, dtype=torch.bfloat16)` feeds a fused-RoPE kernel test
+# arbitrary numbers; no position was ever turned into an angle there. (`torch.empty`/`zeros` stay: a buffer
+# allocated in bf16 and filled with cos values later is a bf16 table.)
+_RANDOM = frozenset({f"torch.{n}" for n in ("randn", "rand", "randint", "randn_like", "rand_like", "randint_like", "normal", "randperm")})
 
 # Sinusoidal embeddings added to the input (Transformer/diffusion timestep embeddings) use sin and cos too, but are
 # no rotary table: casting them is the model's dtype, not a position rotated by the wrong angle.

@@ -12,8 +12,8 @@ from ampdoctor.audit.names import dtypes_text
 from ampdoctor.dtypes import WIDE, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context
-from ampdoctor.lint.python.dataflow import describe
-from ampdoctor.lint.python.resolve import dotted
+from ampdoctor.lint.python.dataflow import HALF, describe
+from ampdoctor.lint.python.resolve import dotted, keyword
 from ampdoctor.policy import Policy
 from ampdoctor.rules.engine import Places
 from ampdoctor.rules.model import Location, Severity
@@ -30,6 +30,63 @@ def _grad_owner(expr: ast.AST) -> str | None:
     if isinstance(expr, ast.Attribute) and expr.attr == "grad":
         return dotted(expr.value) or ast.unparse(expr.value)
     return None
+
+
+def _params_made_half(ctx: Context, node: ast.AST, owner: str) -> bool:
+    """Does this file make the retyped parameters bf16/fp16: the retype sits under a test that the parameter is half
+    (``if p.dtype == torch.bfloat16``), or the file casts a model to a half dtype it chooses itself."""
+    for parent in ctx.src.ancestors(node):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            break
+        if isinstance(parent, (ast.If, ast.While)) and _tests_half_dtype(ctx, parent.test, owner):
+            return True
+    return any(_half_chosen_here(ctx, _cast_dtype_expr(ctx, cast.node)) for cast in ctx.facts.model_casts)
+
+
+def _tests_half_dtype(ctx: Context, test: ast.AST, owner: str) -> bool:
+    for cmp in (n for n in ast.walk(test) if isinstance(n, ast.Compare) and len(n.ops) == 1):
+        if not isinstance(cmp.ops[0], (ast.Eq, ast.Is, ast.In)):
+            continue
+        sides = [cmp.left, cmp.comparators[0]]
+        if any(isinstance(x, ast.Attribute) and x.attr == "dtype" and dotted(x.value) == owner for x in sides):
+            other = sides[1] if isinstance(sides[0], ast.Attribute) and sides[0].attr == "dtype" else sides[0]
+            elts = other.elts if isinstance(other, (ast.Tuple, ast.List, ast.Set)) else [other]
+            if any((ctx.flow.dtype_of(e) or frozenset()) & HALF for e in elts):
+                return True
+    return False
+
+
+def _cast_dtype_expr(ctx: Context, call: ast.Call) -> ast.AST | None:
+    """The dtype argument of a model cast (``.to(device, dtype)``: the one that names a dtype); the call itself for
+    `.half()`/`.bfloat16()`."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in ("half", "bfloat16"):
+        return call
+    found = keyword(call, "torch_dtype") or keyword(call, "dtype")
+    if found is None and isinstance(func, ast.Attribute) and func.attr == "to":
+        found = next((a for a in call.args[:2] if ctx.flow.dtype_of(a)), None)
+    return found
+
+
+def _half_chosen_here(ctx: Context, expr: ast.AST | None, depth: int = 0) -> bool:
+    """Does `expr` name a half dtype through values written in this file: literals, `torch.bfloat16`, local names
+    and `self.<name>` bound to them, `a if c else b`. A dtype read from a configuration object (`args.dtype`,
+    `self.config.weight_dtype`) is chosen outside the file, even where the file assigns it on one path."""
+    if expr is None or depth > 6:
+        return False
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in ("half", "bfloat16") and not expr.args:
+            return True
+        return bool((ctx.flow.dtype_of(expr) or frozenset()) & HALF)
+    if isinstance(expr, ast.IfExp):
+        return _half_chosen_here(ctx, expr.body, depth + 1) or _half_chosen_here(ctx, expr.orelse, depth + 1)
+    if isinstance(expr, ast.Constant) or (isinstance(expr, (ast.Name, ast.Attribute)) and (ctx.qualname(expr) or "").startswith("torch.")):
+        return bool((ctx.flow.dtype_of(expr) or frozenset()) & HALF)
+    own = isinstance(expr, ast.Name) or (isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self")
+    if not own:
+        return False
+    return any(value is not None and _half_chosen_here(ctx, value, depth + 1) for _, value in ctx.src.bindings(expr, ctx.src.scope(expr)))
 
 
 @code_check("AMP003", triggers=(".grad =", ".grad=", ".grad.data =", ".grad.data="), also=((".to(", ".type(", "float()", "half()", "bfloat16()", "double()"),))
@@ -51,8 +108,11 @@ def grad_dtype_mismatch(ctx: Context) -> Iterator[CodeHit]:
             source = source.func.value
         if _grad_owner(source) != owner:
             continue  # writing a cast copy into another tensor's .grad (fp32 master weights) is the fix, not the bug
-        if dtypes <= WIDE and ctx.facts.half_evidence is None:
-            continue  # an fp32 model's grads retyped to fp32: nothing in this file trains in half precision
+        if dtypes <= WIDE and not _params_made_half(ctx, node, owner):
+            # Widening `.grad` breaks only half-precision parameters. Without this file making them half (a bf16
+            # mention, autocast mixed precision with fp32 weights, a dtype read from a config object set elsewhere,
+            # as SimpleTuner's trainer, whose config loader turns `gradient_precision=fp32` off) this is no error.
+            continue
         in_loop = any(isinstance(a, (ast.For, ast.While)) for a in ctx.src.ancestors(node))
         yield node.targets[0], (f"`{ast.unparse(node.targets[0])}` is retyped to {describe(dtypes)}; the parameter keeps its own dtype, so "
                                 f"the next backward{' in this loop' if in_loop else ''} cannot accumulate into it")

@@ -11,7 +11,7 @@ from ampdoctor.dtypes import HALF
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context, calls_named
 from ampdoctor.lint.python.dataflow import describe
-from ampdoctor.lint.python.resolve import argument, has_star_kwargs
+from ampdoctor.lint.python.resolve import argument, has_star_kwargs, last_identifier
 from ampdoctor.policy import Policy
 from ampdoctor.rules.engine import Places
 from ampdoctor.rules.model import Severity
@@ -22,8 +22,13 @@ from ampdoctor.rules.registry import Hit, code_check, policy_check
 def low_precision_reduce(ctx: Context) -> Iterator[CodeHit]:
     # B18 (pytorch #106395): FSDP gradient reduction in bf16 diverges at large data parallelism.
     names = {"torch.distributed.fsdp.MixedPrecision", "torch.distributed.fsdp.MixedPrecisionPolicy"}
+    replaced = None
     for call, name in calls_named(ctx, names):
-        if has_star_kwargs(call):
+        if has_star_kwargs(call) or _only_compared(ctx, call):
+            continue
+        if replaced is None:
+            replaced = _fsdp_replaced(ctx)
+        if replaced:
             continue
         scope = ctx.src.scope(call)
         reduce = argument(call, 1, "reduce_dtype")
@@ -37,6 +42,34 @@ def low_precision_reduce(ctx: Context) -> Iterator[CodeHit]:
         if param and param & HALF:
             yield call, (f"`{name.rsplit('.', 1)[-1]}` without `reduce_dtype` reduces gradients in the param dtype "
                          f"({describe(param)}); pass `reduce_dtype=torch.float32`")
+
+
+def _only_compared(ctx: Context, call: ast.Call) -> bool:
+    """A policy that is an expected value (`assert plugin.policy == MixedPrecision(...)`, or bound to a name used
+    only in comparisons): it describes what other code builds, and reduces nothing itself."""
+    parent = ctx.src.parents.get(call)
+    if isinstance(parent, ast.Compare):
+        return True
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
+        return False
+    name, scope = parent.targets[0].id, ctx.src.scope(call)
+    uses = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+    return bool(uses) and all(isinstance(ctx.src.parents.get(n), ast.Compare) for n in uses)
+
+
+_FSDP_WRAPPERS = ("fully_shard", "FullyShardedDataParallel")
+
+
+def _fsdp_replaced(ctx: Context) -> bool:
+    """The file swaps FSDP's wrapper for a fake (`monkeypatch.setattr(fsdp, "fully_shard", fake)`,
+    `mock.patch("torch.distributed.fsdp.fully_shard")`): its policies are test inputs handed to that fake."""
+    for const in ctx.src.strings:
+        if const.value.rsplit(".", 1)[-1] not in _FSDP_WRAPPERS:
+            continue
+        parent = ctx.src.parents.get(const)
+        if isinstance(parent, ast.Call) and last_identifier(parent.func) in ("setattr", "patch", "object"):
+            return True
+    return False
 
 
 # Data-parallel world size from which a half-precision gradient reduce is a warning rather than a note

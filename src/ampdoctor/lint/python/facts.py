@@ -61,6 +61,12 @@ def disables_autocast(call: ast.Call, src: SourceFile) -> bool:
     return isinstance(enabled, ast.Constant) and enabled.value is False
 
 
+def _raises_context(call: ast.Call, src: SourceFile) -> bool:
+    """``pytest.raises(...)`` (however imported), ``self.assertRaises(...)``/``assertRaisesRegex(...)``."""
+    name = src.imports.qualname(call.func) or ""
+    return name in ("pytest.raises", "_pytest.python_api.raises") or last_identifier(call.func) in ("assertRaises", "assertRaisesRegex")
+
+
 class Facts:
     def __init__(self, src: SourceFile, flow: Dataflow) -> None:
         self.src, self.flow = src, flow
@@ -213,6 +219,19 @@ class Facts:
             if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 return any(isinstance(d, ast.Call) and disables_autocast(d, self.src) for d in parent.decorator_list)
             if isinstance(parent, ast.Lambda):
+                return False
+            child = parent
+        return False
+
+    def expects_error(self, node: ast.AST) -> bool:
+        """Does `node` sit in a block written to raise (``with pytest.raises(...)``, ``with self.assertRaises(...)``,
+        in its own function): a test that checks the failure happens, not code that fails by mistake."""
+        child = node
+        for parent in self.src.ancestors(node):
+            if isinstance(parent, (ast.With, ast.AsyncWith)) and child in parent.body and any(
+                    isinstance(i.context_expr, ast.Call) and _raises_context(i.context_expr, self.src) for i in parent.items):
+                return True
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
                 return False
             child = parent
         return False

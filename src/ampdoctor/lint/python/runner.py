@@ -8,6 +8,8 @@ import contextlib
 import gc
 import importlib.util
 import os
+import re
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Sequence
@@ -35,6 +37,10 @@ def lint_source(text: str, path: str = "<string>") -> tuple[list[Finding], Repor
             return [], None
         src = SourceFile.parse(path, text)
     except SyntaxError as exc:
+        newer = newer_syntax(exc, text)
+        if newer:
+            version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+            return [], ReportError(path, f"{NEWER_PYTHON}{newer}; Python {version} cannot parse it, not checked", exc.lineno, exc.offset, fatal=False)
         return [], ReportError(path, f"syntax error: {exc.msg}", exc.lineno, exc.offset, fatal=False)
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
         return [], ReportError(path, f"syntax error: {exc}", fatal=False)
@@ -52,6 +58,32 @@ def lint_source(text: str, path: str = "<string>") -> tuple[list[Finding], Repor
         except RecursionError:
             return findings, ReportError(path, f"too deeply nested to check for {check.rule_id}", fatal=False)
     return findings, None
+
+
+# Message prefix of a file this interpreter cannot parse because it uses newer Python syntax: a note, not an input
+# error (the file is fine; linting it needs Python 3.12+).
+NEWER_PYTHON = "uses syntax of Python 3.12+: "
+_FSTRING_3_12 = ("f-string expression part cannot include a backslash", "f-string expression part cannot include '#'",
+                 "f-string: unmatched", "f-string: expecting '}'")
+_F_PREFIX = re.compile(r"(?i)(?:[rb]?f|f[rb]?)[\"']")
+_TYPE_PARAMS = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+\w+\s*\[|^\s*type\s+\w+\s*(?:\[[^=]*\])?\s*=")
+
+
+def newer_syntax(exc: SyntaxError, text: str) -> str | None:
+    """What Python 3.12 syntax a SyntaxError of an older interpreter points at, if any: f-strings as PEP 701 allows
+    them (quotes reused, line breaks, backslashes or comments inside the braces) or type parameters (PEP 695)."""
+    if sys.version_info >= (3, 12) or not exc.lineno:
+        return None
+    lines = text.splitlines()
+    line = lines[exc.lineno - 1] if exc.lineno <= len(lines) else ""
+    msg = exc.msg or ""
+    if msg.startswith(_FSTRING_3_12):
+        return "an f-string (PEP 701)"
+    if msg.startswith("unterminated string literal") and exc.offset and _F_PREFIX.match(line, exc.offset - 1):
+        return "an f-string spanning lines (PEP 701)"
+    if _TYPE_PARAMS.match(line):
+        return "type parameters (PEP 695)"
+    return None
 
 
 def lint_file(path: str) -> FileResult:
@@ -97,12 +129,21 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0) -> Report:
     findings: list[Finding] = []
     errors: list[ReportError] = []
     checked: list[str] = []
+    newer: list[ReportError] = []
     for path, found, error in results:
         findings.extend(found)
         if error is not None and error.message.startswith("cannot read"):
             errors.append(error)
             continue
+        if error is not None and error.message.startswith(NEWER_PYTHON):
+            newer.append(error)
+            continue
         checked.append(path)
         if error is not None:
             errors.append(error)
-    return Report.of(findings, checked=tuple(checked), errors=tuple(errors))
+    report = Report.of(findings, checked=tuple(checked), errors=tuple(errors))
+    if newer:
+        many = len(newer) != 1
+        report = report.with_info(notes=[str(e) for e in newer], summary_caveats=[
+            f"{len(newer)} file{'s' if many else ''} not checked: Python 3.12+ syntax (lint {'them' if many else 'it'} with Python 3.12+)"])
+    return report
