@@ -29,7 +29,7 @@ STEPS: list[tuple[str, list[str], int]] = [
     ("Incident 1 before it runs: the NeoX config enables bf16 but leaves precision unset",
      ["lint", "--no-config", "--fail-on", "warning", f"{EX}/configs/incident1_neox"], 1),
     ("Incident 3 before it runs: SimpleTuner --gradient_precision=fp32 with a bf16 model",
-     ["lint", "--no-config", f"{EX}/configs/incident3_simpletuner"], 1),
+     ["lint", "--no-config", "--fail-on", "warning", f"{EX}/configs/incident3_simpletuner"], 1),
     ("Incident 4 before it runs: H2O mixed precision with a bf16 backbone builds a GradScaler",
      ["lint", "--no-config", f"{EX}/configs/incident4_h2o"], 1),
     ("Across files: accelerate says one precision, its DeepSpeed file another",

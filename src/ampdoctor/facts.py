@@ -70,6 +70,7 @@ class RunFacts:
     model_dtype: str | None = None  # the dtype the model is built or loaded in
     model_dtype_declared: bool | None = None  # written in the config (False: derived by the framework)
     derives_precision: bool | None = None  # GPT-NeoX sets `precision` from the bf16 block (PR #1311)
+    drops_fp32_grads: bool | None = None  # SimpleTuner turns `--gradient_precision=fp32` off (since 26ee784, Sep 2024)
     model_name: str | None = None
     attn_implementation: str | None = None
     eval_dtype: str | None = None  # the dtype the whole model is cast to for evaluation (HF *_full_eval)

@@ -69,6 +69,22 @@ def first_file(paths: list[Path]) -> Path:
     return paths[0]
 
 
+def checkout_source(config_file: str, candidates: tuple[Path, ...], levels: int = 6) -> tuple[str, Location] | None:
+    """The text of the framework's own source file that decides how a config is read, when the config lives inside a
+    checkout of that framework (the first of `candidates`, relative to the config's folder or one of its parents):
+    the framework's version is what that code does. None outside a checkout (the version is unknown)."""
+    folder = Path(config_file).parent
+    for parent in [folder, *folder.parents][:levels]:
+        for relative in candidates:
+            source = parent / relative
+            try:
+                if source.is_file():
+                    return source.read_text(encoding="utf-8", errors="replace")[:2_000_000], Location(file=str(source), label="framework source")
+            except OSError:
+                return None
+    return None
+
+
 def as_path_value(value: Any) -> str | None:
     """A config value usable as a file path, or None (not a string, empty, a NUL byte, absurdly long)."""
     if not isinstance(value, str) or not value.strip() or "\x00" in value or len(value) > MAX_PATH_CHARS:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ampdoctor.dtypes import BF16, FP16, FP32, HALF
 from ampdoctor.frameworks import deepspeed
-from ampdoctor.frameworks.base import Reading, as_bool, as_int, lower_str
+from ampdoctor.frameworks.base import Reading, as_bool, as_int, checkout_source, lower_str
 from ampdoctor.frameworks.located import Document, merge_documents
 from ampdoctor.policy import Policy
 from ampdoctor.rules.model import Location
@@ -92,16 +92,11 @@ _ARGUMENTS = Path("megatron", "neox_arguments", "arguments.py")
 def checkout_derives_precision(config_file: str, levels: int = 6) -> tuple[bool | None, Location | None]:
     """Whether the NeoX checkout the config lives in derives `precision` from the bf16 block: True/False with the
     file that says so, or (None, None) when the config is not inside a NeoX checkout (the version is unknown)."""
-    folder = Path(config_file).parent
-    for candidate in [folder, *folder.parents][:levels]:
-        arguments = candidate / _ARGUMENTS
-        try:
-            if arguments.is_file():
-                text = arguments.read_text(encoding="utf-8", errors="replace")
-                return bool(_DERIVES_BF16.search(text)), Location(file=str(arguments), label="NeoX argument code")
-        except OSError:
-            return None, None
-    return None, None
+    found = checkout_source(config_file, (_ARGUMENTS,), levels)
+    if found is None:
+        return None, None
+    text, where = found
+    return bool(_DERIVES_BF16.search(text)), Location(file=where.file, label="NeoX argument code")
 
 
 def read(doc: Document) -> Reading:

@@ -5,17 +5,20 @@ SimpleTuner loads the trained model in `weight_dtype`, which `--mixed_precision`
 so even LoRA weights are bf16 (incident 3: "Flux transformer moved to GPU in torch.bfloat16").
 `--gradient_precision=fp32` casts every `.grad` to fp32 after backward; with gradient accumulation the next
 micro-batch then accumulates a bf16 gradient into an fp32 `.grad` and fails ("Expected BFloat16, got Float",
-bghira/SimpleTuner #854). `adamw_bf16` asserts bf16 parameters (#755).
+bghira/SimpleTuner #854). Since commit 26ee784 (Sep 2024) SimpleTuner's argument parser turns `fp32` into
+`unmodified` unless the optimizer asks for fp32 gradients, so the flag no longer does this: which one runs is read
+from the checkout a config lives in, and is unknown elsewhere. `adamw_bf16` asserts bf16 parameters (#755).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 from typing import Any
 
 from ampdoctor.dtypes import BF16, FP16, FP32
-from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_int, lower_str
+from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_int, checkout_source, lower_str
 from ampdoctor.frameworks.located import Document
 from ampdoctor.rules.model import Location
 
@@ -32,6 +35,23 @@ _ENV_ALIASES = {"accumulate_steps": "gradient_accumulation_steps"}
 _HALF = {"bf16": BF16, "fp16": FP16, "fp8": BF16}
 # Optimizers that handle bf16 weights without fp32 masters.
 _SAFE_OPTIMIZERS = ("adamw_bf16", "optimi-", "stableadamw", "adamw_schedulefree", "bnb-", "ao-")
+
+
+# The argument code of a SimpleTuner checkout (its layouts over time), and what it does to `--gradient_precision=fp32`
+# since 26ee784: `if args.gradient_precision == "fp32": args.gradient_precision = "unmodified"`.
+_ARGUMENT_CODE = (Path("simpletuner", "helpers", "configuration", "cmd_args.py"), Path("helpers", "configuration", "cmd_args.py"),
+                  Path("helpers", "arguments.py"))
+_DROPS_FP32_GRADS = re.compile(r"""gradient_precision\s*==\s*["']fp32["']\s*:\s*\n\s*\w+\.gradient_precision\s*=\s*["']unmodified["']""")
+
+
+def checkout_drops_fp32_grads(config_file: str) -> tuple[bool | None, Location | None]:
+    """Whether the SimpleTuner checkout the config lives in turns `--gradient_precision=fp32` off: True/False with the
+    file that says so, or (None, None) outside a checkout (the version is unknown)."""
+    found = checkout_source(config_file, _ARGUMENT_CODE)
+    if found is None:
+        return None, None
+    text, where = found
+    return bool(_DROPS_FP32_GRADS.search(text)), Location(file=where.file, label="SimpleTuner argument code")
 
 
 def detect(doc: Document) -> bool:
@@ -113,6 +133,12 @@ def read_flags(opts: dict[str, tuple[Any, Location]], file: str) -> Reading:
     cfg.set("grad_accum_steps", gas, gas_at, "gradient_accumulation_steps" not in opts)
     grad_raw, grad_at = opts.get("gradient_precision", ("unmodified", here))
     grads = FP32 if lower_str(grad_raw) == "fp32" else weight
+    if grads != weight:
+        drops, where = checkout_drops_fp32_grads(file)
+        if drops is not None and where is not None:
+            cfg.set("drops_fp32_grads", drops, where)
+        if drops:
+            grads = weight  # this SimpleTuner turns the flag off: `.grad` stays in the weights' dtype
     optimizer_raw, optimizer_at = opts.get("optimizer", ("adamw_bf16", here))
     optimizer = lower_str(optimizer_raw) or "adamw_bf16"
     cfg.set("optimizer", optimizer, optimizer_at, "optimizer" not in opts)

@@ -126,9 +126,15 @@ def grad_dtype_mismatch_policy(policy: Policy | None, facts: RunFacts, at: Place
     steps = facts.grad_accum_steps
     here = at("grads")
     head = f".grad is kept in {policy.grads} for {policy.params} weights"
+    # SimpleTuner from 26ee784 (Sep 2024) on turns `--gradient_precision=fp32` off; a config alone does not say which
+    # SimpleTuner runs it (its reader knows only inside a checkout), so there the crash is likely, not certain.
+    maybe = facts.framework == "simpletuner" and facts.drops_fp32_grads is None
     if steps is not None and steps > 1:
         yield Hit(f"{head} with gradient accumulation ({steps} steps): the next micro-batch's backward accumulates a {policy.params} "
-                  "gradient into it and fails ('Expected BFloat16, got Float', incident 3)", here, related=at.others(here, "params", "grad_accum_steps"))
+                  "gradient into it and fails ('Expected BFloat16, got Float', incident 3)"
+                  + (" on SimpleTuner before 26ee784 (Sep 2024); later versions turn `--gradient_precision=fp32` off unless the "
+                     "optimizer needs fp32 gradients" if maybe else ""),
+                  here, severity=Severity.WARNING if maybe else None, related=at.others(here, "params", "grad_accum_steps"))
     elif steps is None:
         yield Hit(f"{head}: autograd accumulates .grad in the parameter's dtype, so the first accumulation over micro-batches fails "
                   "('Expected BFloat16, got Float', incident 3); use grad_accum for a wider accumulation buffer",
