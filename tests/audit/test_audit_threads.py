@@ -131,3 +131,37 @@ def test_a_patch_made_over_the_audit_survives_and_the_wrapper_left_under_it_is_i
         assert a.recorder.autocast_dtypes == set()  # the ended recording hears nothing through it
     finally:
         AUTOCAST.__enter__ = original
+
+
+def test_recording_stopped_leaves_the_rest_of_the_script_untouched():
+    # `run` stops recording after --max-steps while the script trains on for hours: from then on no dispatch mode,
+    # hook or autocast wrapper of the audit may stay in the way of an op, a module call or an optimizer step.
+    before = _globals()
+    with ampdoctor.audit(max_steps=1) as a:
+        _train(1)
+        after_stop = _globals()
+        recorded = len(a.recorder.records)
+        _train(2)
+        assert len(a.recorder.records) == recorded and a.recorder.optimizer_steps == 1
+    assert after_stop[:-1] == before[:-1] and after_stop[-1] is a.recorder  # the slot is held until the audit exits
+    assert _globals() == before
+    assert a.report.checked == ("training step",)
+
+
+def test_a_mode_entered_over_the_recording_stays_when_it_stops():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    before = _globals()
+    with ampdoctor.audit(max_steps=1) as a:
+        with Passthrough() as user_mode:
+            _train(1)  # recording stops under the user's mode: ours is not the innermost, so it stays
+            stack = _get_current_dispatch_mode_stack()
+            assert stack[-1] is user_mode and a.recorder._mode in stack
+            _train(1)
+        assert _get_current_dispatch_mode_stack()[-1] is a.recorder._mode
+    assert a.recorder.optimizer_steps == 1
+    assert _globals() == before

@@ -504,8 +504,20 @@ class Recorder:
         self.active = False
         if self.values is not None:
             self.values.flush()
+        self._detach()
         if self.on_stop is not None:
             self.on_stop()
+
+    def _detach(self) -> None:
+        """The script runs on after recording stops (often for hours): take the dispatch mode off the stack and
+        remove the hooks and the autocast wrappers now, so later ops and modules pay nothing for the audit. The mode
+        comes off only when it is this thread's innermost one (a mode the script entered above it is left in place,
+        and ours passes its ops through until the audit exits); the recording slot is held until the audit exits."""
+        if self._mode is not None and _mode_stack()[-1:] == [self._mode]:
+            mode, self._mode = self._mode, None
+            mode.__exit__(None, None, None)
+        self._unpatch_autocast()
+        self._remove_hooks()
 
     def _claim(self) -> None:
         """Take the process's one recording slot, or refuse with the recording that holds it."""
