@@ -98,3 +98,11 @@ def test_benchmark_quick_mode(script, argv, docs, capsys):
     assert load(script).main(["--quick", *argv]) == 0
     assert "|---" in capsys.readouterr().out  # each prints a table
     assert not docs.exists()
+
+
+def test_fuzz_quick_mode(docs, capsys):
+    assert load("fuzz.py").main(["--quick"]) == 0  # 0: no input raised, hung or broke an invariant
+    out = capsys.readouterr().out
+    assert "| config:deepspeed | 5 | 0 | 0 | 0 |" in out and "| cli | 5 | 0 | 0 | 0 | - | - |" in out
+    assert "CLI exit codes: " in out
+    assert not docs.exists()

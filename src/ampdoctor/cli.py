@@ -37,6 +37,8 @@ def _output(path: str | None) -> Iterator[IO[str]]:
             yield fh
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    except ValueError as exc:  # a NUL byte in the name
+        raise UsageError(f"cannot write {path!r}: {exc}") from None
 
 
 def _check_writable(path: str | None) -> None:
@@ -121,6 +123,8 @@ def _read_explain_input(args: argparse.Namespace) -> str:
             return Path(args.file).read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
             raise UsageError(f"cannot read {args.file}: {exc.strerror}") from None
+        except ValueError as exc:  # a NUL byte in the name
+            raise UsageError(f"cannot read {args.file!r}: {exc}") from None
     if args.text == ["-"]:
         return sys.stdin.read()
     if args.text:
@@ -205,7 +209,7 @@ def _lint_settings(args: argparse.Namespace) -> "LintSettings":
             settings = load_settings(None)
         else:
             pyproject = Path(args.config) if args.config else find_pyproject(Path(args.paths[0]))
-            if args.config and not pyproject.is_file():
+            if args.config and not os.path.isfile(args.config):  # never raises: a name too long, a NUL byte
                 raise UsageError(f"--config {args.config}: no such file")
             settings = load_settings(pyproject)
 
@@ -248,7 +252,9 @@ def _cmd_lint(args: argparse.Namespace) -> int:
     if args.baseline:
         path = Path(args.baseline)
         try:
-            if not path.exists():
+            if os.path.exists(args.baseline) and not os.path.isfile(args.baseline):
+                raise UsageError(f"--baseline {args.baseline}: not a regular file")
+            if not os.path.exists(args.baseline):  # os.path never raises (a name too long, a NUL byte): writing says why
                 count = write_baseline(path, report)
                 print(f"ampdoctor: recorded {count} finding(s) in the baseline {path}; later runs report only new ones", file=sys.stderr)
                 return 2 if exit_code(report, settings.fail_on) == 2 else 0

@@ -19,6 +19,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ContextManager
 
 from ampdoctor import dtypes
+from ampdoctor._quote import quoted
 from ampdoctor.dtypes import BF16, FP16, FP32, FP64
 
 if TYPE_CHECKING:
@@ -44,10 +45,6 @@ _KEYS: dict[str, str] = {
 }
 
 
-def _shown(text: str) -> str:
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
-
-
 @dataclass(frozen=True)
 class Policy:
     """Precision of every tensor class in a training step. Build with `Policy.parse` or `Policy.preset`
@@ -68,10 +65,10 @@ class Policy:
             value = getattr(self, name)
             canonical = dtypes.canonical(value)
             if canonical is None:
-                raise ValueError(f"{name}={_shown(str(value))} is not a floating dtype ampdoctor knows (fp32, bf16, fp16, fp64)")
+                raise ValueError(f"{name}={str(value)[:_SHOWN]} is not a floating dtype ampdoctor knows (fp32, bf16, fp16, fp64)")
             object.__setattr__(self, name, canonical)
         if self.loss_scale not in LOSS_SCALES:
-            raise ValueError(f"unknown loss_scale {_shown(str(self.loss_scale))!r}: expected one of {', '.join(LOSS_SCALES)}")
+            raise ValueError(f"unknown loss_scale {quoted(str(self.loss_scale), _SHOWN)}: expected one of {', '.join(LOSS_SCALES)}")
 
     # --- construction -------------------------------------------------------------------------------
 
@@ -109,7 +106,7 @@ class Policy:
             if token:
                 field_name, value = _parse_token(token)
                 if field_name in given:
-                    raise ValueError(f"policy key {_shown(token.partition('=')[0].strip())!r} given twice")
+                    raise ValueError(f"policy key {quoted(token.partition('=')[0].strip(), _SHOWN)} given twice")
                 given[field_name] = value
         return cls.derive(**given)
 
@@ -121,7 +118,7 @@ class Policy:
         try:
             return PRESETS[key]
         except KeyError:
-            raise ValueError(f"unknown policy preset {_shown(name.strip())!r}: expected one of {', '.join(PRESETS)}") from None
+            raise ValueError(f"unknown policy preset {quoted(name.strip(), _SHOWN)}: expected one of {', '.join(PRESETS)}") from None
 
     def __str__(self) -> str:
         return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
@@ -208,19 +205,19 @@ class Policy:
 def _parse_token(token: str) -> tuple[str, str]:
     key, sep, value = token.partition("=")
     if not sep or not value.strip():
-        raise ValueError(f"malformed policy token {_shown(token)!r}: expected key=value")
+        raise ValueError(f"malformed policy token {quoted(token, _SHOWN)}: expected key=value")
     field_name = _KEYS.get(key.strip().lower().replace("-", "_"))
     if field_name is None:
-        raise ValueError(f"unknown policy key {_shown(key.strip())!r} in {_shown(token)!r}: expected one of {', '.join(sorted(set(_KEYS.values())))}")
+        raise ValueError(f"unknown policy key {quoted(key.strip(), _SHOWN)} in {quoted(token, _SHOWN)}: expected one of {', '.join(sorted(set(_KEYS.values())))}")
     if field_name == "loss_scale":
         scale = value.strip().lower()
         if scale not in LOSS_SCALES:
-            raise ValueError(f"unknown loss_scale {_shown(value.strip())!r} in {_shown(token)!r}: expected one of {', '.join(LOSS_SCALES)}")
+            raise ValueError(f"unknown loss_scale {quoted(value.strip(), _SHOWN)} in {quoted(token, _SHOWN)}: expected one of {', '.join(LOSS_SCALES)}")
         return field_name, scale
     try:
         return field_name, dtypes.parse(value)
     except ValueError as exc:
-        raise ValueError(f"{exc} (in {_shown(token)!r})") from None
+        raise ValueError(f"{exc} (in {quoted(token, _SHOWN)})") from None
 
 
 PRESETS: dict[str, Policy] = {

@@ -203,8 +203,10 @@ def as_dtype(value: Any) -> str | None:
     None if the value names no float dtype."""
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, (int, float)):
-        value = str(int(value)) if float(value).is_integer() else str(value)
+    if isinstance(value, int):
+        value = str(value)  # never through float(): a 400-digit int overflows it
+    elif isinstance(value, float):
+        value = str(int(value)) if value.is_integer() else str(value)
     if not isinstance(value, str):
         return None
     text = value.strip().lower()

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from ampdoctor._quote import quoted
 from ampdoctor.dtypes import BF16, FP16, FP32
 from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_bool, as_dtype, as_int, is_auto, lower_str
 from ampdoctor.frameworks.located import Document
@@ -192,17 +193,17 @@ def invalid_values(doc: Document) -> Iterator[tuple[Location, str]]:
             continue
         value = doc.get(block)
         if not isinstance(value, dict):
-            yield doc.at(block), f"`{block}` is {value!r}: DeepSpeed expects an object such as {{\"enabled\": true}} and fails on this at start-up"
+            yield doc.at(block), f"`{block}` is {quoted(value)}: DeepSpeed expects an object such as {{\"enabled\": true}} and fails on this at start-up"
         elif "enabled" in value and not is_auto(value["enabled"]) and not isinstance(value["enabled"], bool) and as_bool(value["enabled"]) is None:
-            yield doc.at(block, "enabled"), f"`{block}.enabled` is {value['enabled']!r}, not a boolean"
+            yield doc.at(block, "enabled"), f"`{block}.enabled` is {quoted(value['enabled'])}, not a boolean"
     for key in _COUNTS:
         value = doc.get(key)
         if doc.has(key) and not is_auto(value) and (as_int(value) is None or as_int(value) < 1):
-            yield doc.at(key), f"`{key}` is {value!r}: DeepSpeed needs a positive integer (or \"auto\" from a launcher)"
+            yield doc.at(key), f"`{key}` is {quoted(value)}: DeepSpeed needs a positive integer (or \"auto\" from a launcher)"
     for path in _DTYPE_KEYS:
         value = doc.get(*path)
         if doc.has(*path) and value is not None and not is_auto(value) and as_dtype(value) is None:
-            yield doc.at(*path), f"`{'.'.join(path)}` is {value!r}: not a dtype DeepSpeed knows (fp32, fp16, bf16)"
+            yield doc.at(*path), f"`{'.'.join(path)}` is {quoted(value)}: not a dtype DeepSpeed knows (fp32, fp16, bf16)"
 
 
 # --- export ------------------------------------------------------------------------------------------

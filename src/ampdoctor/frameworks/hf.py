@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ampdoctor._quote import quoted
 from ampdoctor.dtypes import BF16, FP16, FP32, FP64
 from ampdoctor.frameworks.base import (
     PolicyBuilder,
@@ -159,7 +160,7 @@ def _deepspeed_reference(doc: Document, cfg: Reading, bf16: bool | None, fp16: b
         return True
     value = as_path_value(ds)
     if value is None:
-        cfg.invalid.append((doc.at("deepspeed"), f"`deepspeed` is {type(ds).__name__} {str(ds)[:40]!r}: the Trainer takes a file "
+        cfg.invalid.append((doc.at("deepspeed"), f"`deepspeed` is {type(ds).__name__} {quoted(ds, 40)}: the Trainer takes a file "
                             "path, a dict, or a JSON or base64-encoded JSON string"))
         return True
     cfg.references.append(Reference(first_file(resolve_path(doc.file, value)), doc.at("deepspeed"), fills, precision, NAME))

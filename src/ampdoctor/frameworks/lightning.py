@@ -52,8 +52,12 @@ def normalize_precision(value: Any) -> str | None:
     """Lightning's canonical spelling of a precision value, None for one it does not accept."""
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, (int, float)):
-        value = str(int(value))
+    if isinstance(value, float):
+        if not value.is_integer():  # 16.5, and NaN and infinity, which int() refuses
+            return None
+        value = int(value)
+    if isinstance(value, int):
+        value = str(value)
     return _ALIASES.get(str(value).strip().lower()) if isinstance(value, str) else None
 
 

@@ -11,6 +11,7 @@ import bisect
 import json
 import re
 import shlex
+import stat
 from dataclasses import dataclass, field
 from json.decoder import scanstring
 from pathlib import Path
@@ -113,11 +114,30 @@ def _deep_copy(value: Any) -> Any:
 # --- reading files -----------------------------------------------------------------------------------
 
 
+def file_kind(mode: int) -> str:
+    """What a file that is no regular file is, in words (from its `st_mode`)."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
 def read_text(path: Path) -> tuple[str | None, ReportError | None]:
     try:
+        mode = path.stat().st_mode
+        if not stat.S_ISREG(mode):
+            # Reading a FIFO blocks until a writer comes, /dev/zero never ends: only regular files are configs.
+            return None, ReportError(str(path), f"{file_kind(mode)}, not a config file; not read")
         raw = path.read_bytes()
     except OSError as exc:
         return None, ReportError(str(path), f"cannot read: {exc.strerror or exc}")
+    except ValueError as exc:  # a NUL byte in the name
+        return None, ReportError(str(path), f"cannot read: {exc}")
     try:
         return raw.decode("utf-8-sig"), None
     except UnicodeDecodeError as exc:
@@ -281,7 +301,11 @@ _MAX_YAML_NODES = 200_000
 
 
 def load_yaml(text: str, file: str) -> tuple[list[Document], ReportError | None]:
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)  # the reader refuses unprintable characters (U+0084, ESC...) before any parsing
+    except yaml.reader.ReaderError as exc:
+        where = _LineIndex(text).location(file, min(max(exc.position, 0), len(text)))
+        return [], ReportError(file, f"invalid YAML: character U+{exc.character:04X} is not allowed in YAML (unprintable)", where.line, where.column)
     docs: list[Document] = []
     try:
         while loader.check_node():

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ampdoctor._quote import quoted
 from ampdoctor.report import Report
 from ampdoctor.rules.model import Finding
 
@@ -55,8 +56,8 @@ def write_baseline(path: Path, report: Report) -> int:
     entries = [{"id": f.rule_id, "file": f.location.file, "fingerprint": fingerprint(f, cache), "message": f.message} for f in report.findings]
     try:
         path.write_text(json.dumps({"version": VERSION, "tool": "ampdoctor", "findings": entries}, indent=2) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise BaselineError(f"cannot write baseline {path}: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
+        raise BaselineError(f"cannot write baseline {quoted(str(path))}: {getattr(exc, 'strerror', None) or exc}") from None
     return len(entries)
 
 

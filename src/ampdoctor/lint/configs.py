@@ -11,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterable
 
+from ampdoctor._quote import quoted
 from ampdoctor.facts import Conflict
 from ampdoctor.frameworks import deepspeed as ds
 from ampdoctor.frameworks import neox, reader_for, simpletuner
@@ -162,7 +163,7 @@ def _reference_document(cfg: Reading, ref: Reference, loaded: dict[Path, list[Do
     docs = loaded.get(_key(ref.path))
     if docs is None:
         if not _is_file(ref.path):
-            errors.append(ReportError(ref.location.file or cfg.file, f"referenced DeepSpeed config {_shown(str(ref.path))} not found",
+            errors.append(ReportError(ref.location.file or cfg.file, f"referenced DeepSpeed config {quoted(str(ref.path))} not found",
                                       ref.location.line, ref.location.column, fatal=False))
             return None
         docs, error = load_documents(ref.path)
@@ -175,11 +176,6 @@ def _reference_document(cfg: Reading, ref: Reference, loaded: dict[Path, list[Do
             errors.append(ReportError(str(ref.path), "referenced DeepSpeed config is not a JSON object", fatal=False))
         return None
     return docs[0]
-
-
-def _shown(value: str, limit: int = 120) -> str:
-    """A value from the input, quoted, and cut where it is long (a config value may be any size)."""
-    return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value)} characters)"
 
 
 def _is_file(path: Path) -> bool:

@@ -42,7 +42,7 @@ def discover(paths: Sequence[Path], settings: LintSettings) -> tuple[list[Path],
     for root in paths:
         if _regular(root):
             (python if root.suffix == ".py" else configs).add(root)
-        elif root.is_dir():
+        elif _directory(root):
             for folder, dirs, files in os.walk(root):
                 below = Path(folder).relative_to(root)
                 dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".") and not settings.excluded(below / d))
@@ -66,6 +66,13 @@ def _regular(path: Path) -> bool:
         return False
 
 
+def _directory(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a name too long for the file system (is_dir swallows only "no such file")
+        return False
+
+
 def _why_unreadable(path: Path) -> str:
     try:
         mode = path.stat().st_mode
@@ -73,8 +80,9 @@ def _why_unreadable(path: Path) -> str:
         return "no such file or directory" + (" (a broken symlink)" if path.is_symlink() else "")
     except (OSError, RuntimeError, ValueError) as exc:
         return f"cannot be read: {getattr(exc, 'strerror', None) or exc}"
-    kind = "a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
-    return f"{kind}, not a file to lint; not read"
+    from ampdoctor.frameworks.located import file_kind
+
+    return f"{file_kind(mode)}, not a file to lint; not read"
 
 
 

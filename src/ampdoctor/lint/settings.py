@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable
 
+from ampdoctor._quote import quoted
 from ampdoctor.rules import Finding, Severity, get_rule
 from ampdoctor.rules.catalog import default_rule_ids
 
@@ -36,7 +37,7 @@ def rule_ids(keys: Iterable[str], where: str) -> frozenset[str]:
         try:
             out.add(get_rule(key).id)
         except KeyError:
-            raise SettingsError(f"{where}: unknown rule {key!r} (see `ampdoctor rules`)") from None
+            raise SettingsError(f"{where}: unknown rule {quoted(key)} (see `ampdoctor rules`)") from None
     return frozenset(out)
 
 
@@ -92,7 +93,7 @@ def _split(value: Any, where: str) -> list[str]:
         return [v for v in value.split(",")]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return value
-    raise SettingsError(f"{where}: expected a list of strings, got {value!r}")
+    raise SettingsError(f"{where}: expected a list of strings, got {quoted(value)}")
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -101,7 +102,11 @@ def find_pyproject(start: Path) -> Path | None:
         here = start.resolve()
     except (OSError, RuntimeError, ValueError):
         here = Path(os.path.abspath(start))
-    for folder in (here, *here.parents) if here.is_dir() else (here.parent, *here.parent.parents):
+    try:
+        is_dir = here.is_dir()
+    except OSError:  # a name too long for the file system: search from its folder
+        is_dir = False
+    for folder in (here, *here.parents) if is_dir else (here.parent, *here.parent.parents):
         candidate = folder / "pyproject.toml"
         try:
             if candidate.is_file():
@@ -120,10 +125,10 @@ def parse_per_file_ignores(entries: Any, where: str) -> tuple[tuple[str, frozens
         for entry in entries:
             pattern, sep, rules = entry.rpartition(":")
             if not sep or not pattern:
-                raise SettingsError(f"{where}: expected PATTERN:RULES, got {entry!r}")
+                raise SettingsError(f"{where}: expected PATTERN:RULES, got {quoted(entry)}")
             pairs.append((pattern, rules))
     else:
-        raise SettingsError(f"{where}: expected a table of glob = [rules], got {entries!r}")
+        raise SettingsError(f"{where}: expected a table of glob = [rules], got {quoted(entries)}")
     return tuple((str(pattern), rule_ids(_split(rules, where), where)) for pattern, rules in pairs)
 
 
@@ -140,7 +145,10 @@ def load_settings(pyproject: Path | None) -> LintSettings:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SettingsError(f"{pyproject}: cannot read settings: {exc}") from None
-    table = data.get("tool", {}).get("ampdoctor", {})
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):  # `tool = 3`: TOML allows it, the [tool.*] convention does not
+        raise SettingsError(f"{pyproject}: `tool` must be a table, got {quoted(tool)}")
+    table = tool.get("ampdoctor", {})
     if not isinstance(table, dict):
         raise SettingsError(f"{pyproject}: [tool.ampdoctor] must be a table")
     settings = LintSettings(root=Path(os.path.abspath(pyproject.parent)))
