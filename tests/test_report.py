@@ -131,6 +131,21 @@ def test_tables_render_in_text_and_json():
     assert json.loads(render_json(r))["tables"] == [{"title": "Modules", "columns": ["module", "params"], "rows": [["blocks.0", "bf16"]]}]
 
 
+def test_table_columns_of_numbers_leave_room_for_prose_that_wraps_between_words():
+    # A rope report at 120 columns: before, the numeric columns took the width and the description column split
+    # "float64-built" into "float64-buil" / "t".
+    prose = ("float64-built table stored fp32, fp32 math", "fp32 angles (HF-style), fp32 math", "positions from arange in bf16, fp32 angles")
+    rows = tuple((name, "2.98e-08", "0.000297", "3.61e-05", "6.32e-09", "2.75e-08", "0.00109", what)
+                 for name, what in zip(("ampdoctor", "fp32-table", "bf16-positions"), prose))
+    cols = ("variant", "cos max error", "cos mean error", "logit max error", "logit mean error", "violation max [0, 4k)",
+            "violation max [4k, 8k)", "what it is")
+    text = render_text(Report(tables=(Table("RoPE variants", cols, rows),)), width=120)
+    cells = " ".join(" ".join(part.strip() for part in line.split("│")[8:9]) for line in text.splitlines() if line.startswith("│"))
+    assert all(word in cells.split() for what in prose for word in what.split())  # every word whole, none split
+    assert all(len(line) <= 120 for line in text.splitlines())
+    assert "2.98e-08" in text and "violation" in text
+
+
 def test_merge_keeps_everything():
     a = Report.of([finding("grad-scaler-with-bf16", "a", Location(file="b.py", line=1))], checked=("b.py",))
     b = Report(errors=(ReportError("c.json", "bad"),), checked=("c.json",))

@@ -111,10 +111,15 @@ def write_text(report: Report, stream: IO[str], *, color: bool | None = None, wi
             indented(Text(f"fix: {f.fix}", style="green"), 6)
     for table in report.tables:
         rich_table = RichTable(title=table.title, title_justify="left", show_lines=False)
-        for i, col in enumerate(table.columns):
-            # The first column names things (module paths): never split a name, let the other columns wrap.
-            rich_table.add_column(col, overflow="fold", no_wrap=i == 0)
         rows = list(table.rows) if full else group_rows(table.rows)
+        for i, col in enumerate(table.columns):
+            # The first column names things (module paths): never split a name. A column of single tokens (numbers,
+            # dtypes) is held to its widest cell, its header wrapping between words, so the width left goes to the
+            # columns of prose, which wrap between words instead of mid-word.
+            cells = [str(row[i]) for row in rows if i < len(row)]
+            tokens = bool(cells) and not any(any(ch.isspace() for ch in c) for c in cells)
+            widest = max([len(c) for c in cells] + [len(w) for w in str(col).split()]) if tokens else None
+            rich_table.add_column(col, overflow="fold", no_wrap=i == 0, max_width=widest if i else None)
         for row in rows if full else rows[:MAX_ROWS]:
             rich_table.add_row(*row)
         console.print(rich_table)
