@@ -143,7 +143,10 @@ def test_recording_stopped_leaves_the_rest_of_the_script_untouched():
         recorded = len(a.recorder.records)
         _train(2)
         assert len(a.recorder.records) == recorded and a.recorder.optimizer_steps == 1
-    assert after_stop[:-1] == before[:-1] and after_stop[-1] is a.recorder  # the slot is held until the audit exits
+    # The mode, the module hooks and the autocast wrappers are gone; the optimizer hooks stay (inert) until exit, and the
+    # slot is held until the audit exits.
+    assert after_stop[:4] == before[:4] and after_stop[6] == before[6] and after_stop[7] is a.recorder
+    assert (after_stop[4], after_stop[5]) == (before[4] + 1, before[5] + 1)
     assert _globals() == before
     assert a.report.checked == ("training step",)
 
@@ -165,3 +168,16 @@ def test_a_mode_entered_over_the_recording_stays_when_it_stops():
         assert _get_current_dispatch_mode_stack()[-1] is a.recorder._mode
     assert a.recorder.optimizer_steps == 1
     assert _globals() == before
+
+
+def test_recording_stops_inside_torchs_hook_loop_without_breaking_a_later_hook():
+    # stop() runs in the audit's optimizer post-hook, inside torch's loop over the global post-hooks: removing a hook
+    # there would raise "OrderedDict mutated during iteration" at a hook registered after the audit's.
+    seen = []
+    with ampdoctor.audit(max_steps=1) as a:
+        handle = optim_mod.register_optimizer_step_post_hook(lambda opt, args, kwargs: seen.append(1))
+        try:
+            _train(2)
+        finally:
+            handle.remove()
+    assert a.recorder.optimizer_steps == 1 and seen == [1, 1]

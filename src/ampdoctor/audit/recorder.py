@@ -243,7 +243,8 @@ class Recorder:
         # id(code) -> (mode machinery?, internal?, code); holding the code keeps its id unique.
         # Keyed by id because hashing a code object hashes its bytecode and constants.
         self._internal: dict[int, tuple[bool, bool, Any]] = {}
-        self._handles: list[Any] = []
+        self._handles: list[Any] = []  # every hook installed
+        self._module_handles: list[Any] = []  # of them, the module forward hooks (removed when recording stops)
         self._mode: _Mode | None = None
         # What this recording is, for the message that refuses a second one ("the audit of train.py").
         self.label = "an audit"
@@ -510,14 +511,17 @@ class Recorder:
 
     def _detach(self) -> None:
         """The script runs on after recording stops (often for hours): take the dispatch mode off the stack and
-        remove the hooks and the autocast wrappers now, so later ops and modules pay nothing for the audit. The mode
+        remove the module hooks and the autocast wrappers now, so later ops and modules pay nothing for the audit. The mode
         comes off only when it is this thread's innermost one (a mode the script entered above it is left in place,
         and ours passes its ops through until the audit exits); the recording slot is held until the audit exits."""
         if self._mode is not None and _mode_stack()[-1:] == [self._mode]:
             mode, self._mode = self._mode, None
             mode.__exit__(None, None, None)
         self._unpatch_autocast()
-        self._remove_hooks()
+        # Module hooks go now. The optimizer hooks stay until exit: stop() runs inside torch's loop over the global
+        # optimizer post-hooks, which raises "OrderedDict mutated during iteration" at the next hook if one is removed
+        # (a hook registered after ours); inert once recording stopped, they cost one call per optimizer step.
+        self._remove_hooks(self._module_handles)
 
     def _claim(self) -> None:
         """Take the process's one recording slot, or refuse with the recording that holds it."""
@@ -554,9 +558,12 @@ class Recorder:
 
     def _install(self, module_mod: Any, optim_mod: Any) -> None:
         self._mode = _Mode(self)
-        self._handles = [
+        self._module_handles = [
             module_mod.register_module_forward_pre_hook(self._pre_hook),
             module_mod.register_module_forward_hook(self._post_hook, always_call=True),
+        ]
+        self._handles = [
+            *self._module_handles,
             optim_mod.register_optimizer_step_pre_hook(self._opt_pre),
             optim_mod.register_optimizer_step_post_hook(self._opt_post),
         ]
@@ -624,10 +631,14 @@ class Recorder:
         if self.values is not None:
             self.values.release()
 
-    def _remove_hooks(self) -> None:
+    def _remove_hooks(self, handles: list | None = None) -> None:
+        """Remove `handles` (default: every hook installed)."""
+        gone = {id(h) for h in (self._handles if handles is None else handles)}
         for h in self._handles:
-            h.remove()
-        self._handles = []
+            if id(h) in gone:
+                h.remove()
+        self._handles = [h for h in self._handles if id(h) not in gone]
+        self._module_handles = [h for h in self._module_handles if id(h) not in gone]
 
     def __exit__(self, *exc: Any) -> None:
         try:
