@@ -2,7 +2,8 @@
 512 wide, batch 4 x 256; `--size 1b` the TinyLlama 1.1B shape, batch 4 x 2048 (a GPU's size). The plain step, the
 audited step, the same audit without its value watch, and a step after recording stopped (the audit still open, as
 under `ampdoctor run` once --max-steps were recorded) are timed in the same run, interleaved.
-Target: audited / plain <= 1.15; after recording stops, 1.00.
+Target: audited / plain <= 1.15; after recording stops, 1.00. `--every N --run-steps S` also times a whole run of S
+steps sampled one in N (`audit(every=N)`, analysis included) against the same S steps plain (target <= 1.02x).
 
     .venv/bin/python bench/audit_overhead.py [--repeats 3] [--device cuda] [--size tiny|1b]   # updates docs/benchmarks.md
     .venv/bin/python bench/audit_overhead.py --quick                          # a 1-layer, 64-wide model; no docs
@@ -58,6 +59,28 @@ def step(model: torch.nn.Module, opt: torch.optim.Optimizer, ids: torch.Tensor) 
         torch.cuda.synchronize()
 
 
+def sampled_run(model: torch.nn.Module, opt: torch.optim.Optimizer, ids: torch.Tensor, every: int, steps: int) -> dict:
+    """A whole run of `steps` under `audit(every=...)`, report built, against the same number of plain steps; the two
+    runs alternate in halves (plain, audited, audited, plain) so that drift in the machine's load hits both alike."""
+    half = max(steps // 2, 1)
+    plain = audited = 0.0
+    recorded = 0
+    for order in (("plain", "audit"), ("audit", "plain")):
+        for kind in order:
+            t0 = time.perf_counter()
+            if kind == "plain":
+                for _ in range(half):
+                    step(model, opt, ids)
+                plain += time.perf_counter() - t0
+            else:
+                with audit("bf16-mixed", every=every) as a:
+                    for _ in range(half):
+                        step(model, opt, ids)
+                audited += time.perf_counter() - t0
+                recorded += len(a.recorder.recorded_steps)
+    return {"steps": 2 * half, "recorded": recorded, "plain": plain, "audited": audited}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
@@ -65,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", choices=("tiny", "1b"), default="tiny")
     parser.add_argument("--quick", action="store_true", help="a 1-layer, 64-wide model, one repeat; no docs")
     parser.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
+    parser.add_argument("--every", type=int, default=None, metavar="N", help="also time a run sampled one step in N")
+    parser.add_argument("--run-steps", type=int, default=50, metavar="S", help="steps of that run (default 50)")
     args = parser.parse_args(argv)
     repeats = 1 if args.quick else args.repeats
     size = "quick" if args.quick else args.size
@@ -96,11 +121,17 @@ def main(argv: list[str] | None = None) -> int:
         no_values.append(t1 - t0)
     p, q, r = statistics.median(plain), statistics.median(audited), statistics.median(analysis)
     v, w = statistics.median(no_values), statistics.median(after)
+    sampled = sampled_run(model, opt, ids, args.every, 2 * args.every if args.quick else args.run_steps) if args.every else None
     table = benchdocs.markdown_table(
         ["device", "plain step s", "audited step s (recording)", "analysis s", "ratio", "ratio with analysis",
          "audited without value watch", "after recording stops", "findings"],
         [[args.device, f"{p:.3f}", f"{q:.3f}", f"{r:.3f}", f"{q / p:.3f}x", f"{(q + r) / p:.3f}x", f"{v / p:.3f}x", f"{w / p:.3f}x",
           findings]])
+    if sampled is not None:
+        table += "\n\n" + benchdocs.markdown_table(
+            ["run", "steps", "recorded", "plain run s", "sampled audit run s (analysis included)", "ratio"],
+            [[f"every {args.every}", sampled["steps"], sampled["recorded"], f"{sampled['plain']:.2f}", f"{sampled['audited']:.2f}",
+              f"{sampled['audited'] / sampled['plain']:.3f}x"]])
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {repeats}")
     print(table)
     if not (args.quick or args.no_docs):

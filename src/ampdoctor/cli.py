@@ -280,7 +280,11 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                        usage="ampdoctor run [options] script.py [args ...] | ampdoctor run [options] -m module [args ...]")
     p.add_argument("-m", dest="module", metavar="MODULE", help="run a library module as a script, like python -m")
     _add_audit_options(p, None)
-    p.add_argument("--max-steps", type=int, default=1, metavar="N", help="stop recording after N optimizer steps; the script keeps running (default 1)")
+    p.add_argument("--max-steps", type=int, default=None, metavar="N",
+                   help="stop recording after N recorded optimizer steps; the script keeps running (default 1; with --every, no limit)")
+    p.add_argument("--every", type=int, default=None, metavar="N",
+                   help="sample the whole run: record one optimizer step in N (the 1st, N+1st, ...); the steps between run "
+                        "with nothing of the audit in their way")
     p.add_argument("-v", "--verbose", action="store_true", help="a failing script's traceback with library (torch) frames too")
     p.add_argument("command_line", nargs=argparse.REMAINDER, help="the script and its arguments")
     p.set_defaults(func=_cmd_run)
@@ -327,13 +331,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         target, rest = line[0], line[1:]
     else:
         raise UsageError("run needs a script (ampdoctor run train.py ...) or -m module")
-    if args.max_steps < 1:
+    if args.max_steps is not None and args.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
+    if args.every is not None and args.every < 1:
+        raise UsageError("--every must be at least 1")
+    max_steps = args.max_steps if args.max_steps is not None else (None if args.every else 1)
     _check_writable(args.output)  # before a run that may take an hour, not after it
     try:
         with _script_stdout_to_stderr(args.format != "text" and args.output is None):
             result = run_command(target, rest, module=bool(args.module), policy=_parse_policy(args.policy) if args.policy else None,
-                                 max_steps=args.max_steps, verbose=args.verbose,
+                                 max_steps=max_steps, every=args.every, verbose=args.verbose,
                                  device_type=None, target_device=args.device_type, fail_on=Severity.parse(args.fail_on), output=args.output)
     except ScriptNotFound as exc:
         raise UsageError(str(exc)) from None

@@ -150,9 +150,19 @@ def analyze(rec: Any, policy: Policy | None, *, target_device: str, model: Any, 
     info = {"policy": str(judged), "policy_source": "given" if policy is not None else ("inferred" if observed.policy else "default")}
     if judge_policy:
         info.update(coverage_notes(rec))
+    if getattr(rec, "every", None):
+        info["recorded_steps"] = list(rec.recorded_steps)
+        info["notes"] = [*info.get("notes", []), sampling_note(rec)]
     values = value_table(ctx.values, judged.compute)
     tables = (module_table(trace),) + ((values,) if values is not None else ())
     return Analysis(Report.of(found, tables=tables, checked=checked, info=info), observed)
+
+
+def sampling_note(rec: Any) -> str:
+    """What a sampled audit saw: one optimizer step in `every`, the others ran with nothing recorded."""
+    shown = ", ".join(map(str, rec.recorded_steps[:8])) + (", ..." if len(rec.recorded_steps) > 8 else "")
+    return (f"sampled: {len(rec.recorded_steps)} of {rec.steps_seen} optimizer steps recorded (one in {rec.every}: "
+            f"{shown or 'none'}); the steps between ran unrecorded, and what happens only there was not seen")
 
 
 def coverage_notes(rec: Any) -> dict[str, list[str]]:

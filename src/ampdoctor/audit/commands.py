@@ -88,12 +88,13 @@ def run_command(
     *,
     module: bool,
     policy: Policy | None,
-    max_steps: int,
+    max_steps: int | None,
     device_type: str | None,
     target_device: str | None,
     fail_on: Severity,
     output: str | None,
     verbose: bool = False,
+    every: int | None = None,
 ) -> CommandResult:
     """Run and audit a script. Under torchrun every rank sends its report through the launcher's store and rank 0
     returns the merged one (see `ampdoctor.audit.distributed`); with `output`, each rank also writes
@@ -101,11 +102,11 @@ def run_command(
     info = distributed.rank_info()
     if not info.distributed:
         result = run(target, args, module=module, policy=policy, max_steps=max_steps, device_type=device_type,
-                     target_device=target_device, verbose=verbose)
+                     target_device=target_device, verbose=verbose, every=every)
         return CommandResult(result.report, exit_code(result.report, fail_on, program_code=result.exit_code))
     with _Termination() as term:
         return _run_rank(info, term, target, args, module=module, policy=policy, max_steps=max_steps, device_type=device_type,
-                         target_device=target_device, fail_on=fail_on, output=output, verbose=verbose)
+                         target_device=target_device, fail_on=fail_on, output=output, verbose=verbose, every=every)
 
 
 def _run_rank(info: distributed.RankInfo, term: _Termination, target: str, args: Sequence[str], *, fail_on: Severity,
@@ -121,7 +122,8 @@ def _run_rank(info: distributed.RankInfo, term: _Termination, target: str, args:
             distributed.write_rank_file(sent, distributed.rank_dir(output))
 
     def on_stop(audit: Audit) -> None:
-        # Recording stopped after max_steps: send this rank's report now, in case the rank dies later.
+        # Recording stopped (max_steps recorded, or the script ended): send this rank's report now, in case the rank
+        # dies later.
         send(audit.build_report(None), audit.observed, final=False)
 
     result: RunResult = run(target, args, on_stop=on_stop, **kwargs)

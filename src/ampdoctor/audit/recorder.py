@@ -198,9 +198,19 @@ class Recorder:
     """Install with `with Recorder(...)`; `records` holds one tuple per op (fields: SEQ, FUNC, ...)."""
 
     def __init__(self, *, device_type: str = "cpu", max_steps: int | None = None, on_stop: Callable[[], None] | None = None,
-                 watch_values: bool | str = True) -> None:
+                 watch_values: bool | str = True, every: int | None = None) -> None:
+        if every is not None and every < 1:
+            raise ValueError(f"every must be at least 1, not {every}")
         self.device_type = device_type
-        self.max_steps = max_steps
+        self.max_steps = max_steps  # optimizer steps recorded, at most
+        # Sampling: record one optimizer step in `every` (the 1st, the every+1st, ...) until max_steps are recorded;
+        # between samples the recording is paused: no dispatch mode, module hook or autocast wrapper in the way.
+        self.every = every
+        self.steps_seen = 0  # optimizer steps the recording thread took, recorded or not
+        self.recorded_steps: list[int] = []  # which of them were recorded (1-based)
+        self.paused = False
+        self._paused_depth = 0
+        self._base_stack: list = []  # the dispatch modes under ours when it was entered
         self.on_stop = on_stop
         self.records: list[tuple] = []
         self.ops: dict[int, Any] = {}  # id -> the op (OpOverload) of records' FUNC
@@ -409,6 +419,9 @@ class Recorder:
                 self.grad_events.append((when, self.backward_passes, pid, p.grad.dtype, expected_grad_dtype(p)))
 
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> Any:
+        if self.paused and threading.get_ident() == self._thread:
+            self._paused_depth += 1
+            return None
         if not self.active or not self.here():
             return None
         self._step_depth += 1
@@ -452,6 +465,14 @@ class Recorder:
         self._pending_snapshot = {"samples": samples, "passes": self.backward_passes}
 
     def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if self.paused:
+            if threading.get_ident() == self._thread and self._paused_depth > 0:
+                self._paused_depth -= 1
+                if self._paused_depth == 0:
+                    self.steps_seen += 1
+                    if self.steps_seen % self.every == 0:  # the next step is a sample
+                        self._resume()
+            return
         if not self.in_optimizer or not self.here():
             return
         self._step_depth -= 1
@@ -487,15 +508,20 @@ class Recorder:
         self._pending_snapshot = {}
         self.backward_passes = 0
         self.optimizer_steps += 1
+        self.steps_seen += 1
+        self.recorded_steps.append(self.steps_seen)
         if self.max_steps is not None and self.optimizer_steps >= self.max_steps:
             self.stop()
+        elif self.every is not None and self.every > 1:
+            self._pause()
 
     # --- install / remove ------------------------------------------------------------------------
 
     def stop(self) -> None:
         """Stop recording (the script keeps running); the report is built from what was recorded."""
-        if not self.active:
+        if not (self.active or self.paused):
             return
+        self.paused = False
         if self.saw_backward:
             self.backward_passes += 1
             self.saw_backward = False
@@ -508,6 +534,35 @@ class Recorder:
         self._detach()
         if self.on_stop is not None:
             self.on_stop()
+
+    def _pause(self) -> None:
+        """Between two sampled steps: recording is off and out of the way until `_resume`."""
+        self.active = False
+        self.paused = True
+        self._paused_depth = 0
+        if self.values is not None:
+            self.values.flush()
+        self._detach()
+
+    def _resume(self) -> None:
+        """Record the next step (called at the end of the step before it, in torch's loop over the optimizer
+        post-hooks: module hooks, not optimizer hooks, may be added here). The dispatch mode goes back on the stack
+        only where the stack is as it was when the audit was entered; otherwise this sample is skipped."""
+        import torch.nn.modules.module as module_mod
+
+        if self._mode is None:  # (else it stayed under a mode the script entered above it, passing ops through)
+            if _mode_stack() != self._base_stack:
+                return
+            mode = _Mode(self)
+            mode.__enter__()
+            self._mode = mode
+        self._module_handles = [module_mod.register_module_forward_pre_hook(self._pre_hook),
+                                module_mod.register_module_forward_hook(self._post_hook, always_call=True)]
+        self._handles.extend(self._module_handles)
+        self._patch_autocast()
+        self.refresh_autocast()
+        self.paused = False
+        self.active = True
 
     def _detach(self) -> None:
         """The script runs on after recording stops (often for hours): take the dispatch mode off the stack and
@@ -557,6 +612,7 @@ class Recorder:
         return self
 
     def _install(self, module_mod: Any, optim_mod: Any) -> None:
+        self._base_stack = _mode_stack()
         self._mode = _Mode(self)
         self._module_handles = [
             module_mod.register_module_forward_pre_hook(self._pre_hook),
@@ -642,7 +698,7 @@ class Recorder:
 
     def __exit__(self, *exc: Any) -> None:
         try:
-            if self.active:
+            if self.active or self.paused:
                 self.stop()
         finally:
             try:

@@ -125,9 +125,11 @@ def run(
     target_device: str | None = None,
     on_stop: Callable[[Audit], None] | None = None,
     verbose: bool = False,
+    every: int | None = None,
 ) -> RunResult:
     """Run `target` (a path, or a module name with module=True) with `args` under an audit that
-    stops recording after `max_steps` optimizer steps; the script itself runs to its end."""
+    stops recording after `max_steps` optimizer steps (with `every`, records one step in `every` until then); the
+    script itself runs to its end."""
     # sys.path[0] as `python` sets it: the current directory for -m (also when ampdoctor runs as a console
     # script, whose own sys.path[0] is its bin folder), else the script's folder, or a folder run for its __main__.py.
     sys.path.insert(0, os.getcwd() if module else _script_root(target))
@@ -139,7 +141,7 @@ def run(
     saved_argv, saved_main = list(sys.argv), sys.modules.get("__main__")
     sys.argv = [argv0, *args]
     holder: list[Audit] = []
-    a = Audit(policy, device_type=device_type, target_device=target_device, max_steps=max_steps,
+    a = Audit(policy, device_type=device_type, target_device=target_device, max_steps=max_steps, every=every,
               on_stop=(lambda: on_stop(holder[0])) if on_stop else None, checked=(target,))
     holder.append(a)
     exc: BaseException | None = None

@@ -49,13 +49,15 @@ class Audit:
         on_stop: Callable[[], None] | None = None,
         checked: tuple[str, ...] = (),
         watch_values: bool | str = True,  # False: no value watch; "exact": read every element of large results
+        every: int | None = None,  # record one optimizer step in `every` (up to max_steps of them), the rest run free
     ) -> None:
         self.policy = _policy(policy)
         self.model = model
         self.device_type = device_type or default_device_type()
         self.target_device = target_device or self.device_type
         self.checked = checked or ("training step",)
-        self.recorder = Recorder(device_type=self.device_type, max_steps=max_steps, on_stop=on_stop, watch_values=watch_values)
+        self.recorder = Recorder(device_type=self.device_type, max_steps=max_steps, on_stop=on_stop, watch_values=watch_values,
+                                 every=every)
         self.recorder.label = f"ampdoctor.audit of {', '.join(self.checked)}"
         self._report: Report | None = None
         self.exception: BaseException | None = None

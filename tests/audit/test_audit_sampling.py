@@ -1,0 +1,83 @@
+"""Sampled audits (`audit(every=N)`, `run --every N`): one optimizer step in N is recorded, the steps between run with
+no dispatch mode, module hook or autocast wrapper of the audit in their way, and the report says which were seen."""
+
+import json
+
+import torch
+from tests.audit.test_audit_threads import AUTOCAST, _globals
+from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+import ampdoctor
+
+
+def _step(model, opt, retype_grads: bool = False) -> None:
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(torch.randn(2, 8)).float().sum()
+    loss.backward()
+    if retype_grads:  # a fault that happens on one step only
+        for p in model.parameters():
+            p.grad.data = p.grad.data.to(torch.float64)
+    opt.step()
+    opt.zero_grad()
+
+
+def _model():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    return model, torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+def test_one_step_in_n_is_recorded_and_the_others_run_free():
+    model, opt = _model()
+    with ampdoctor.audit(max_steps=1) as single:
+        _step(model, opt)
+    per_step = len([r for r in single.recorder.records if not str(single.recorder.ops[r[1]]).startswith("profiler.")])
+    before = _globals()
+    wrapped_between = []
+    with ampdoctor.audit(every=3) as a:
+        for i in range(1, 11):
+            _step(model, opt)
+            # after step i: recording again only when step i+1 is a sample (i+1 = 4, 7, 10)
+            wrapped_between.append((i, bool(_get_current_dispatch_mode_stack()), AUTOCAST.__dict__["__enter__"] is not before[0]))
+    assert a.recorder.recorded_steps == [1, 4, 7, 10] and a.recorder.steps_seen == 10
+    # (a window opens inside the optimizer step before the sample, so it also holds the profiler markers that close it)
+    ops = [str(a.recorder.ops[r[1]]) for r in a.recorder.records]
+    assert len([op for op in ops if not op.startswith("profiler.")]) == 4 * per_step
+    assert [i for i, mode, patched in wrapped_between if mode] == [3, 6, 9]
+    assert all(mode == patched for _, mode, patched in wrapped_between)
+    assert _globals() == before
+    assert a.report.info["recorded_steps"] == [1, 4, 7, 10]
+    assert any(n.startswith("sampled: 4 of 10 optimizer steps recorded (one in 3: 1, 4, 7, 10)") for n in a.report.info["notes"])
+
+
+def test_a_fault_on_a_sampled_step_is_found_and_max_steps_caps_the_samples():
+    model, opt = _model()
+    with ampdoctor.audit("bf16-mixed", every=2, max_steps=3) as a:
+        for i in range(1, 9):
+            _step(model, opt, retype_grads=i == 5)
+    assert a.recorder.recorded_steps == [1, 3, 5]
+    assert "grad-dtype-mismatch" in {f.name for f in a.report.findings}
+    with ampdoctor.audit("bf16-mixed", every=2) as b:
+        for i in range(1, 9):
+            _step(model, opt, retype_grads=i == 4)  # between samples: not seen, and the report says what was recorded
+    assert b.recorder.recorded_steps == [1, 3, 5, 7]
+    assert "grad-dtype-mismatch" not in {f.name for f in b.report.findings}
+
+
+def test_run_every_from_the_cli(tmp_path):
+    from ampdoctor.cli import main
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "m = torch.nn.Linear(4, 4)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for step in range(7):\n"
+        "    m(torch.randn(2, 4)).sum().backward()\n"
+        "    opt.step(); opt.zero_grad()\n"
+    )
+    out = tmp_path / "r.json"
+    assert main(["run", "--policy", "fp32", "--every", "3", "--format", "json", "-o", str(out), str(script)]) == 0
+    data = json.loads(out.read_text())
+    assert data["info"]["recorded_steps"] == [1, 4, 7] and data["findings"] == []
+    assert main(["run", "--every", "0", str(script)]) == 2
