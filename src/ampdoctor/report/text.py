@@ -12,7 +12,7 @@ from rich.padding import Padding
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from ampdoctor.report.model import Report, report_summary
+from ampdoctor.report.model import Report, Table, report_summary
 from ampdoctor.rules import Finding, Severity
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -110,24 +110,28 @@ def write_text(report: Report, stream: IO[str], *, color: bool | None = None, wi
                 indented(Text(f"related: {rel}", style="dim"), 6)
             indented(Text(f"fix: {f.fix}", style="green"), 6)
     for table in report.tables:
-        rich_table = RichTable(title=table.title, title_justify="left", show_lines=False)
-        rows = list(table.rows) if full else group_rows(table.rows)
-        for i, col in enumerate(table.columns):
-            # The first column names things (module paths): never split a name. A column of single tokens (numbers,
-            # dtypes) is held to its widest cell, its header wrapping between words, so the width left goes to the
-            # columns of prose, which wrap between words instead of mid-word.
-            cells = [str(row[i]) for row in rows if i < len(row)]
-            tokens = bool(cells) and not any(any(ch.isspace() for ch in c) for c in cells)
-            widest = max([len(c) for c in cells] + [len(w) for w in str(col).split()]) if tokens else None
-            rich_table.add_column(col, overflow="fold", no_wrap=i == 0, max_width=widest if i else None)
-        for row in rows if full else rows[:MAX_ROWS]:
-            rich_table.add_row(*row)
-        console.print(rich_table)
-        if len(rows) < len(table.rows) or (not full and len(rows) > MAX_ROWS):
-            shown = min(len(rows), MAX_ROWS)
-            console.print(Text(f"{len(table.rows)} rows shown as {shown} (repeated layers grouped"
-                               f"{f', {len(rows) - shown} more not shown' if len(rows) > shown else ''}); --full shows every row", style="dim"))
+        _write_table(console, table, full)
     console.print(Text(report_summary(report), style="bold"))
+
+
+def _write_table(console: Console, table: Table, full: bool) -> None:
+    rich_table = RichTable(title=table.title, title_justify="left", show_lines=False)
+    rows = list(table.rows) if full else group_rows(table.rows)
+    for i, col in enumerate(table.columns):
+        # The first column names things (module paths): never split a name. A column of single tokens (numbers,
+        # dtypes) is held to its widest cell, its header wrapping between words, so the width left goes to the
+        # columns of prose, which wrap between words instead of mid-word.
+        cells = [str(row[i]) for row in rows if i < len(row)]
+        tokens = bool(cells) and not any(any(ch.isspace() for ch in c) for c in cells)
+        widest = max([len(c) for c in cells] + [len(w) for w in str(col).split()]) if tokens else None
+        rich_table.add_column(col, overflow="fold", no_wrap=i == 0, max_width=widest if i else None)
+    for row in rows if full else rows[:MAX_ROWS]:
+        rich_table.add_row(*row)
+    console.print(rich_table)
+    if len(rows) < len(table.rows) or (not full and len(rows) > MAX_ROWS):
+        shown = min(len(rows), MAX_ROWS)
+        console.print(Text(f"{len(table.rows)} rows shown as {shown} (repeated layers grouped"
+                           f"{f', {len(rows) - shown} more not shown' if len(rows) > shown else ''}); --full shows every row", style="dim"))
 
 
 def render_text(report: Report, *, color: bool = False, width: int | None = None, full: bool = False) -> str:
