@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--size", choices=("tiny", "1b"), default="tiny")
+    parser.add_argument("--size", choices=("quick", "tiny", "1b"), default="tiny",
+                        help="quick: the 1-layer model of --quick, for a CPU whose bf16 matmuls are emulated (slow)")
     parser.add_argument("--quick", action="store_true", help="a 1-layer, 64-wide model, one repeat; no docs")
     parser.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
     parser.add_argument("--every", type=int, default=None, metavar="N", help="also time a run sampled one step in N")
@@ -122,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     p, q, r = statistics.median(plain), statistics.median(audited), statistics.median(analysis)
     v, w = statistics.median(no_values), statistics.median(after)
     sampled = sampled_run(model, opt, ids, args.every, 2 * args.every if args.quick else args.run_steps) if args.every else None
+    print(f"{SIZES[size][2]}; torch {torch.__version__}, {torch.get_num_threads()} threads, median of {repeats}")
     table = benchdocs.markdown_table(
         ["device", "plain step s", "audited step s (recording)", "analysis s", "ratio", "ratio with analysis",
          "audited without value watch", "after recording stops", "findings"],
@@ -132,7 +134,6 @@ def main(argv: list[str] | None = None) -> int:
             ["run", "steps", "recorded", "plain run s", "sampled audit run s (analysis included)", "ratio"],
             [[f"every {args.every}", sampled["steps"], sampled["recorded"], f"{sampled['plain']:.2f}", f"{sampled['audited']:.2f}",
               f"{sampled['audited'] / sampled['plain']:.3f}x"]])
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {repeats}")
     print(table)
     if not (args.quick or args.no_docs):
         name = f"audit-overhead-{args.device}" + ("" if size == "tiny" else f"-{size}")
