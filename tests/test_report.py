@@ -144,6 +144,9 @@ def test_table_columns_of_numbers_leave_room_for_prose_that_wraps_between_words(
     assert all(word in cells.split() for what in prose for word in what.split())  # every word whole, none split
     assert all(len(line) <= 120 for line in text.splitlines())
     assert "2.98e-08" in text and "violation" in text
+    # where the table fits with them whole, the headers of such columns stay on one line
+    small = Table("Devices", ("device", "native bf16", "why"), (("cpu", "no", "CPU has no bf16 instructions; bf16 runs through slow conversions"),))
+    assert "native bf16" in render_text(Report(tables=(small,)), width=120)
 
 
 def test_merge_keeps_everything():
@@ -187,3 +190,13 @@ def test_a_finding_repeated_word_for_word_is_reported_once_however_the_report_is
     assert len(Report(findings=(twice, again)).findings) == 1
     assert len(replace(Report(), findings=(twice, again, again)).findings) == 1
     assert render_text(merged).count("GradScaler with bf16 autocast") == 2
+
+
+def test_html_info_lists_read_as_lines_not_python_reprs():
+    from ampdoctor.report.html import render_html
+
+    r = Report(info={"command": "run", "notes": ["no optimizer step was seen: only the forward", "a second note"],
+                     "summary_caveats": ["no optimizer step was seen"], "recorded_steps": [1, 4, 7]})
+    page = render_html(r)
+    assert "no optimizer step was seen: only the forward<br>a second note" in page
+    assert "<dd>1, 4, 7</dd>" in page and "summary_caveats" not in page and "[&#x27;" not in page and "['" not in page

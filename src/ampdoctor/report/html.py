@@ -20,7 +20,7 @@ body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}.summary{color:#555;margin-bottom:12px}
 dl.info{display:grid;grid-template-columns:max-content auto;gap:2px 14px;margin:8px 0}dl.info dt{font-weight:600}dl.info dd{margin:0}
 table{border-collapse:collapse;background:#fff;margin:6px 0 16px;font-size:13px}
-th,td{border:1px solid #d9dde3;padding:4px 8px;text-align:left;vertical-align:top}
+th,td{border:1px solid #d9dde3;padding:4px 8px;text-align:left;vertical-align:top}td{max-width:42ch;overflow-wrap:break-word}
 th{background:#eef1f5;cursor:pointer;user-select:none;white-space:nowrap}th.asc:after{content:" \\25B2"}th.desc:after{content:" \\25BC"}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 .sev-error{color:#b00020;font-weight:600}.sev-warning{color:#a15c00;font-weight:600}.sev-info{color:#00639b}
@@ -113,6 +113,15 @@ class _Scale:
         return [(self.lo + (self.hi - self.lo) * i / 5, f"{self.lo + (self.hi - self.lo) * i / 5:.4g}") for i in range(6)]
 
 
+# Line series also differ by dash, so that a series drawn over another with the same values (two bf16 tables with
+# the same error) leaves the one under it visible in its gaps.
+DASHES = ("", "8 4", "3 3", "12 4 3 4", "6 6", "2 5")
+
+
+def _dash(i: int) -> str:
+    return f' stroke-dasharray="{DASHES[i % len(DASHES)]}"' if DASHES[i % len(DASHES)] else ""
+
+
 def _frame(chart: Chart, y: _Scale) -> list[str]:
     x0, x1, y0, y1 = LEFT, WIDTH - RIGHT, HEIGHT - BOTTOM, TOP
     out = [f'<path d="M{x0} {y1} V{y0} H{x1}" stroke="#333" fill="none"/>']
@@ -126,8 +135,9 @@ def _frame(chart: Chart, y: _Scale) -> list[str]:
     out.append(f'<text x="{(x0 + x1) / 2}" y="{HEIGHT - 6}" text-anchor="middle" font-size="12">{_e(chart.x_label)}</text>')
     for i, s in enumerate(chart.series):
         ly = TOP + 14 + 18 * i
-        out.append(f'<path d="M{x1 + 12} {ly} h18" stroke="{PALETTE[i % len(PALETTE)]}" stroke-width="6" fill="none"/>')
-        out.append(f'<text x="{x1 + 36}" y="{ly + 4}" font-size="12">{_e(s.name)}</text>')
+        key = f'stroke-width="3"{_dash(i)}' if chart.kind == "line" else 'stroke-width="6"'
+        out.append(f'<path d="M{x1 + 12} {ly} h22" stroke="{PALETTE[i % len(PALETTE)]}" {key} fill="none"/>')
+        out.append(f'<text x="{x1 + 40}" y="{ly + 4}" font-size="12">{_e(s.name)}</text>')
     return out
 
 
@@ -162,7 +172,7 @@ def _lines(chart: Chart, y: _Scale) -> list[str]:
         points = [(x(float(a)), y(b)) for a, b in zip(s.x, s.y)]
         d = " ".join(f"{'M' if k == 0 else 'L'}{px:.1f} {py:.1f}" for k, (px, py) in enumerate(p for p in points if None not in p))
         if d:
-            out.append(f'<path d="{d}" stroke="{PALETTE[i % len(PALETTE)]}" stroke-width="1.8" fill="none"><title>{_e(s.name)}</title></path>')
+            out.append(f'<path d="{d}" stroke="{PALETTE[i % len(PALETTE)]}" stroke-width="1.8"{_dash(i)} fill="none"><title>{_e(s.name)}</title></path>')
     for value, label in x.ticks():
         px = x(value)
         if px is not None:
@@ -196,15 +206,25 @@ def table_charts(table: Table) -> list[Chart]:
         return []
     labels = tuple(row[0] for row in table.rows)
     series = tuple(Series(table.columns[i], labels, tuple(abs(_number(row[i])) for row in table.rows)) for i in wanted)
-    return [Chart(f"Value ranges by module ({table.title})", "bar", series, x_label=table.columns[0], y_label="|value|")]
+    return [Chart(f"{table.title}: by module", "bar", series, x_label=table.columns[0], y_label="|value|")]
+
+
+def _info_value(value: object) -> str:
+    """A list (notes, recorded steps) as lines or a comma list, never as Python's repr."""
+    if isinstance(value, (list, tuple)):
+        if all(isinstance(v, (int, float)) for v in value):
+            return _e(", ".join(map(str, value)))
+        return "<br>".join(_e(v) for v in value)
+    return _e(value)
 
 
 def render_html(report: Report) -> str:
     info = dict(report.info)
     title = str(info.pop("title", None) or f"ampdoctor {info.get('command') or ''} report".replace("  ", " "))
     parts = [f"<h1>{_e(title)}</h1>", f'<div class="summary">{_e(report_summary(report))}</div>']
+    info.pop("summary_caveats", None)  # already in the summary line
     if info:
-        parts.append('<dl class="info">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in info.items()) + "</dl>")
+        parts.append('<dl class="info">' + "".join(f"<dt>{_e(k)}</dt><dd>{_info_value(v)}</dd>" for k, v in info.items()) + "</dl>")
     parts += [f'<p class="error">error: {_e(e)}</p>' for e in report.errors]
     charts = list(report.charts) + [c for t in report.tables for c in table_charts(t)]
     parts += [render_chart(c) for c in charts]

@@ -52,6 +52,7 @@ def _info_lines(report: Report) -> list[str]:
 
 _INDEXED = re.compile(r"^(?P<head>(?:[^.]*\.)*?)(?P<index>\d+)(?P<tail>(?:\..*)?)$")
 MAX_ROWS = 80  # a table's rows in text after grouping, unless --full
+PROSE_WIDTH = 32  # what a column of prose needs at least to read well, when deciding whether headers may wrap
 
 
 def _ranges(indices: list[int]) -> str:
@@ -114,17 +115,25 @@ def write_text(report: Report, stream: IO[str], *, color: bool | None = None, wi
     console.print(Text(report_summary(report), style="bold"))
 
 
+def _column_widths(header: Sequence[str], rows: list, width: int) -> list[int | None]:
+    """The first column names things (module paths) and is never split. A column of single tokens (numbers, dtypes)
+    is held to its widest cell, with its header on one line where the table fits `width` that way, else wrapped
+    between its words: the width left goes to the columns of prose, which wrap between words, not mid-word."""
+    columns = [[str(row[i]) for row in rows if i < len(row)] for i in range(len(header))]
+    tokens = [bool(cells) and not any(any(ch.isspace() for ch in c) for c in cells) for cells in columns]
+    cell_width = [max((len(c) for c in cells), default=0) for cells in columns]
+    whole = [max(cell_width[i], len(str(col))) for i, col in enumerate(header)]
+    prose = sum(min(cell_width[i], PROSE_WIDTH) for i in range(1, len(header)) if not tokens[i])
+    fits = whole[0] + prose + sum(whole[i] for i in range(1, len(whole)) if tokens[i]) + 3 * len(whole) + 1 <= width
+    return [None] + [(whole[i] if fits else max([cell_width[i]] + [len(w) for w in str(col).split()])) if tokens[i] else None
+                     for i, col in enumerate(header) if i]
+
+
 def _write_table(console: Console, table: Table, full: bool) -> None:
     rich_table = RichTable(title=table.title, title_justify="left", show_lines=False)
     rows = list(table.rows) if full else group_rows(table.rows)
-    for i, col in enumerate(table.columns):
-        # The first column names things (module paths): never split a name. A column of single tokens (numbers,
-        # dtypes) is held to its widest cell, its header wrapping between words, so the width left goes to the
-        # columns of prose, which wrap between words instead of mid-word.
-        cells = [str(row[i]) for row in rows if i < len(row)]
-        tokens = bool(cells) and not any(any(ch.isspace() for ch in c) for c in cells)
-        widest = max([len(c) for c in cells] + [len(w) for w in str(col).split()]) if tokens else None
-        rich_table.add_column(col, overflow="fold", no_wrap=i == 0, max_width=widest if i else None)
+    for i, (col, widest) in enumerate(zip(table.columns, _column_widths(table.columns, rows, console.width))):
+        rich_table.add_column(col, overflow="fold", no_wrap=i == 0, max_width=widest)
     for row in rows if full else rows[:MAX_ROWS]:
         rich_table.add_row(*row)
     console.print(rich_table)
