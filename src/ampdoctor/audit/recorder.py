@@ -211,6 +211,8 @@ class Recorder:
         self.paused = False
         self._paused_depth = 0
         self._base_stack: list = []  # the dispatch modes under ours when it was entered
+        self._outer_step: Any = None  # weakref of the optimizer whose step is the outermost one open
+        self._in_closure = False  # inside the closure of a `step(closure)`
         self.on_stop = on_stop
         self.records: list[tuple] = []
         self.ops: dict[int, Any] = {}  # id -> the op (OpOverload) of records' FUNC
@@ -355,6 +357,11 @@ class Recorder:
         if not self.active or not self.here():
             return
         if not self.stack:
+            # A root module begins a micro-batch. Autocast is read again here: a block whose `__exit__` was looked up
+            # before the recording resumed exits unseen by the wrapper.
+            self.refresh_autocast()
+            if self.in_optimizer and self._step_depth and not self._in_closure:
+                self._step_raised()  # an optimizer step raised out of torch's step() (no post-hook came) and was caught
             self._micro_batch_boundary()
         idx = self.module_index(m)
         info = self.modules[idx]
@@ -419,30 +426,51 @@ class Recorder:
                 self.grad_events.append((when, self.backward_passes, pid, p.grad.dtype, expected_grad_dtype(p)))
 
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> Any:
+        # The same optimizer stepping again while its step is still open: that step raised out of torch's step()
+        # (torch runs no post-hook then) and the loop went on. Its depth count is stale, not a nested step.
+        stale = self._outer_step is not None and self._outer_step() is opt
         if self.paused and threading.get_ident() == self._thread:
+            if stale or not self._paused_depth:
+                self._paused_depth = 0
+                self._outer_step = weakref.ref(opt)
             self._paused_depth += 1
             return None
         if not self.active or not self.here():
             return None
+        if stale and self._step_depth:
+            self._step_raised()
+        if not self._step_depth:
+            self._outer_step = weakref.ref(opt)
         self._step_depth += 1
         if self._step_depth > 1:
             return None
-        closure = kwargs.get("closure") if kwargs else (args[0] if args and callable(args[0]) else None)
+        # torch hands the pre-hooks step()'s own arguments: (optimizer, closure?) positionally, or closure= by keyword.
+        closure = kwargs.get("closure") if kwargs else (args[1] if len(args) > 1 and callable(args[1]) else None)
         if closure is not None:
             # `step(closure)` (Lightning, LBFGS) runs the forward and backward inside the step: the step begins for
             # the record once the closure has returned, with the gradients it made.
             def measured_closure() -> Any:
                 self.in_optimizer = False
+                self._in_closure = True
                 try:
                     return closure()
                 finally:
+                    self._in_closure = False
                     self._begin_step(opt)
 
             if kwargs and "closure" in kwargs:
                 return args, {**kwargs, "closure": measured_closure}
-            return (measured_closure, *args[1:]), kwargs
+            return (args[0], measured_closure, *args[2:]), kwargs
         self._begin_step(opt)
         return None
+
+    def _step_raised(self) -> None:
+        """Close an optimizer step that raised: nothing of it is recorded as a step (its ops stay in the record)."""
+        self._step_depth = 0
+        self.in_optimizer = False
+        self._pending_snapshot = {}
+        self.backward_passes = 0  # its micro-batches went with it: the next step's are counted afresh
+        self.saw_backward = False
 
     def _begin_step(self, opt: Any) -> None:
         if self.saw_backward:
@@ -542,7 +570,11 @@ class Recorder:
         self._paused_depth = 0
         if self.values is not None:
             self.values.flush()
-        self._detach()
+            self.values.new_window()
+        # What unrecorded steps do to a tensor (in-place updates, a cache refilled) is not seen: its producer and
+        # value record from this sample would be stale in the next one, so the next sample starts without them.
+        self.producers.clear()
+        self._detach(keep_autocast=True)  # the wrappers follow autocast through the pause (one call per context)
 
     def _resume(self) -> None:
         """Record the next step (called at the end of the step before it, in torch's loop over the optimizer
@@ -551,28 +583,32 @@ class Recorder:
         import torch.nn.modules.module as module_mod
 
         if self._mode is None:  # (else it stayed under a mode the script entered above it, passing ops through)
-            if _mode_stack() != self._base_stack:
-                return
+            if _mode_stack() != self._base_stack or _current_autograd_node() is not None:
+                return  # (inside a backward node, autograd restores the mode stack when the node ends)
             mode = _Mode(self)
             mode.__enter__()
             self._mode = mode
         self._module_handles = [module_mod.register_module_forward_pre_hook(self._pre_hook),
                                 module_mod.register_module_forward_hook(self._post_hook, always_call=True)]
         self._handles.extend(self._module_handles)
-        self._patch_autocast()
+        if self._autocast_methods is None:
+            self._patch_autocast()
         self.refresh_autocast()
         self.paused = False
         self.active = True
 
-    def _detach(self) -> None:
+    def _detach(self, keep_autocast: bool = False) -> None:
         """The script runs on after recording stops (often for hours): take the dispatch mode off the stack and
         remove the module hooks and the autocast wrappers now, so later ops and modules pay nothing for the audit. The mode
         comes off only when it is this thread's innermost one (a mode the script entered above it is left in place,
         and ours passes its ops through until the audit exits); the recording slot is held until the audit exits."""
-        if self._mode is not None and _mode_stack()[-1:] == [self._mode]:
+        # Not inside a backward node (an optimizer stepped from a post-accumulate-grad hook): autograd restores the
+        # mode stack when the node ends, which would put the mode back with nothing left to take it off.
+        if self._mode is not None and _mode_stack()[-1:] == [self._mode] and _current_autograd_node() is None:
             mode, self._mode = self._mode, None
             mode.__exit__(None, None, None)
-        self._unpatch_autocast()
+        if not keep_autocast:
+            self._unpatch_autocast()
         # Module hooks go now. The optimizer hooks stay until exit: stop() runs inside torch's loop over the global
         # optimizer post-hooks, which raises "OrderedDict mutated during iteration" at the next hook if one is removed
         # (a hook registered after ours); inert once recording stopped, they cost one call per optimizer step.
@@ -641,6 +677,14 @@ class Recorder:
         if on:
             self.autocast_dtypes.add(torch.get_autocast_dtype(self.device_type))
 
+    def autocast_changed(self) -> None:
+        """An autocast context was entered or exited. While paused between samples the state is only followed (a
+        context entered there may exit after recording resumes, through the `__exit__` Python looked up on entry)."""
+        if self.paused and self.here():
+            self.autocast_on = torch.is_autocast_enabled(self.device_type)
+        elif self._mode is not None and self.here():
+            self.refresh_autocast()
+
     def _patch_autocast(self) -> None:
         cls = torch.amp.autocast_mode.autocast
         enter, exit_ = cls.__enter__, cls.__exit__
@@ -652,14 +696,12 @@ class Recorder:
         # it while the audit ran and restores it later) changes nothing.
         def __enter__(ac: Any) -> Any:
             out = enter(ac)
-            if recorder._mode is not None and recorder.here():
-                recorder.refresh_autocast()
+            recorder.autocast_changed()
             return out
 
         def __exit__(ac: Any, *exc: Any) -> Any:
             out = exit_(ac, *exc)
-            if recorder._mode is not None and recorder.here():
-                recorder.refresh_autocast()
+            recorder.autocast_changed()
             return out
 
         cls.__enter__, cls.__exit__ = __enter__, __exit__

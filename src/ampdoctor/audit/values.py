@@ -232,6 +232,11 @@ class ValueWatch:
                 found = stats
         return found
 
+    def new_window(self) -> None:
+        """A sampled audit resumes after unrecorded steps: leaves are measured again when next read (a weight may
+        have changed, even turned NaN, in between)."""
+        self._leaf_refs.clear()
+
     def release(self) -> None:
         self._leaf_refs.clear()
         self._pending.clear()
