@@ -146,3 +146,20 @@ def test_autocast_that_ends_after_recording_resumes_is_seen_ending():
     r = a.recorder
     muls = [rec[AUTOCAST] for rec in r.records if str(r.ops[rec[1]]) == "aten.mul.Tensor" and rec[PHASE] == "forward"]
     assert r.recorded_steps == [1, 3, 5] and muls == [False, False, False]
+
+
+def test_a_sample_that_cannot_be_taken_is_counted_in_the_note():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    model, opt = _model()
+    with ampdoctor.audit(every=2) as a:
+        _step(model, opt)  # recorded, then paused with no mode of ours on the stack
+        for _ in range(4):
+            with Passthrough():  # the script's own mode is on the stack when each step ends: no sample is taken
+                _step(model, opt)
+    assert a.recorder.recorded_steps == [1] and a.recorder.samples_skipped == 2
+    assert any("2 sample(s) not taken" in n for n in a.report.info["notes"])

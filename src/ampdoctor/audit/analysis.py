@@ -161,8 +161,10 @@ def analyze(rec: Any, policy: Policy | None, *, target_device: str, model: Any, 
 def sampling_note(rec: Any) -> str:
     """What a sampled audit saw: one optimizer step in `every`, the others ran with nothing recorded."""
     shown = ", ".join(map(str, rec.recorded_steps[:8])) + (", ..." if len(rec.recorded_steps) > 8 else "")
+    skipped = (f"; {rec.samples_skipped} sample(s) not taken because the step before ended with another dispatch mode "
+               "entered above the audit's, or inside backward" if rec.samples_skipped else "")
     return (f"sampled: {len(rec.recorded_steps)} of {rec.steps_seen} optimizer steps recorded (one in {rec.every}: "
-            f"{shown or 'none'}); the steps between ran unrecorded, and what happens only there was not seen")
+            f"{shown or 'none'}); the steps between ran unrecorded, and what happens only there was not seen{skipped}")
 
 
 def coverage_notes(rec: Any) -> dict[str, list[str]]:

@@ -208,6 +208,7 @@ class Recorder:
         self.every = every
         self.steps_seen = 0  # optimizer steps the recording thread took, recorded or not
         self.recorded_steps: list[int] = []  # which of them were recorded (1-based)
+        self.samples_skipped = 0  # samples not taken: another dispatch mode above where ours was, or inside backward
         self.paused = False
         self._paused_depth = 0
         self._base_stack: list = []  # the dispatch modes under ours when it was entered
@@ -584,6 +585,7 @@ class Recorder:
 
         if self._mode is None:  # (else it stayed under a mode the script entered above it, passing ops through)
             if _mode_stack() != self._base_stack or _current_autograd_node() is not None:
+                self.samples_skipped += 1
                 return  # (inside a backward node, autograd restores the mode stack when the node ends)
             mode = _Mode(self)
             mode.__enter__()
