@@ -37,7 +37,7 @@ def rope_under_autocast(ctx: Context) -> Iterator[CodeHit]:
     if facts.mixed_precision:
         evidence = f"this file enables autocast or mixed precision (line {facts.mixed_precision[0].lineno})"
     elif facts.autocast_disabled:
-        evidence = f"this file runs under autocast: it disables it elsewhere (line {facts.autocast_disabled[0].lineno})"
+        evidence = f"this file runs under autocast: it turns it off or to fp32 around other code (line {facts.autocast_disabled[0].lineno})"
     else:
         return
     rotary = None

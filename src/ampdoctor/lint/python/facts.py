@@ -47,13 +47,20 @@ def is_model_expr(expr: ast.AST, src: SourceFile) -> bool:
     return bool(words & MODEL_TOKENS) and not words & ROPE_WORDS
 
 
+_FULL_PRECISION = frozenset({"torch.float32", "torch.float", "torch.float64", "torch.double"})
+
+
 def disables_autocast(call: ast.Call, src: SourceFile) -> bool:
-    """A call that turns autocast off for what it wraps: ``torch.autocast(dev, enabled=False)`` (any spelling),
+    """A call that turns autocast off for what it wraps: ``torch.autocast(dev, enabled=False)`` (any spelling) or
+    ``torch.autocast(dev, dtype=torch.float32)``,
     a wrapper named like autocast with ``enabled=False`` (transformers' relatively imported ``maybe_autocast``),
     or ``custom_fwd(cast_inputs=...)``, which runs the forward with autocast disabled."""
     name = src.imports.qualname(call.func)
     if name in AUTOCASTS:
         enabled = autocast_argument(call, name, "enabled")
+        dtype = autocast_argument(call, name, "dtype")
+        if dtype is not None and src.imports.qualname(dtype) in _FULL_PRECISION:
+            return True  # autocast to fp32 keeps its body in fp32 (CUDA autocast even disables itself for it)
     elif "autocast" in tokens(last_identifier(call.func) or ""):
         enabled = keyword(call, "enabled")
     else:
@@ -86,8 +93,7 @@ class Facts:
         for mixed precision (``Accelerator(mixed_precision="bf16")``, ``TrainingArguments(bf16=True)``)."""
         out: list[ast.AST] = []
         for call, name in self.autocast_calls:
-            enabled = autocast_argument(call, name, "enabled")
-            if not (isinstance(enabled, ast.Constant) and enabled.value is False):
+            if not disables_autocast(call, self.src):  # enabled=False, or an fp32 region inside an outer autocast
                 out.append(call)
         for call in self.src.calls:
             if isinstance(call.func, ast.Attribute) and call.func.attr == "autocast" and self.src.imports.qualname(call.func) is None:
