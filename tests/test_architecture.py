@@ -187,3 +187,13 @@ def test_findings_are_built_only_where_rules_are_known():
              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "finding"}
     builders = sorted(calls - allowed)
     assert builders == []
+
+
+def test_no_pickle_anywhere_in_the_package():
+    # Reports cross process and machine boundaries (torchrun ranks, shared --output dirs): no format that runs code
+    # when loaded. Neither pickle nor its relatives (marshal, shelve, dill, cloudpickle, torch.load of reports).
+    banned = re.compile(r"\b(pickle|cPickle|marshal|shelve|dill|cloudpickle|joblib)\b|torch\.load\(")
+    hits = [f"{path.relative_to(ROOT)}:{n}" for path in sorted(PACKAGE.rglob("*.py"))
+            for n, line in enumerate(path.read_text().splitlines(), 1)
+            if banned.search(line.split("#", 1)[0])]
+    assert hits == []
