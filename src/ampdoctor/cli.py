@@ -252,9 +252,10 @@ def _cmd_lint(args: argparse.Namespace) -> int:
     if args.baseline:
         path = Path(args.baseline)
         try:
-            if os.path.exists(args.baseline) and not os.path.isfile(args.baseline):
+            exists = os.path.exists(args.baseline)  # os.path never raises (a name too long, a NUL byte): writing says why
+            if exists and not os.path.isfile(args.baseline):
                 raise UsageError(f"--baseline {args.baseline}: not a regular file")
-            if not os.path.exists(args.baseline):  # os.path never raises (a name too long, a NUL byte): writing says why
+            if not exists:
                 count = write_baseline(path, report)
                 print(f"ampdoctor: recorded {count} finding(s) in the baseline {path}; later runs report only new ones", file=sys.stderr)
                 return 2 if exit_code(report, settings.fail_on) == 2 else 0

@@ -150,7 +150,7 @@ def analyze(rec: Any, policy: Policy | None, *, target_device: str, model: Any, 
     info = {"policy": str(judged), "policy_source": "given" if policy is not None else ("inferred" if observed.policy else "default")}
     if judge_policy:
         info.update(coverage_notes(rec))
-    if getattr(rec, "every", None):
+    if rec.every:
         info["recorded_steps"] = list(rec.recorded_steps)
         info["notes"] = [*info.get("notes", []), sampling_note(rec)]
     values = value_table(ctx.values, judged.compute)

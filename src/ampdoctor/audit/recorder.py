@@ -581,8 +581,6 @@ class Recorder:
         """Record the next step (called at the end of the step before it, in torch's loop over the optimizer
         post-hooks: module hooks, not optimizer hooks, may be added here). The dispatch mode goes back on the stack
         only where the stack is as it was when the audit was entered; otherwise this sample is skipped."""
-        import torch.nn.modules.module as module_mod
-
         if self._mode is None:  # (else it stayed under a mode the script entered above it, passing ops through)
             if _mode_stack() != self._base_stack or _current_autograd_node() is not None:
                 self.samples_skipped += 1
@@ -590,9 +588,7 @@ class Recorder:
             mode = _Mode(self)
             mode.__enter__()
             self._mode = mode
-        self._module_handles = [module_mod.register_module_forward_pre_hook(self._pre_hook),
-                                module_mod.register_module_forward_hook(self._post_hook, always_call=True)]
-        self._handles.extend(self._module_handles)
+        self._hook_modules()
         if self._autocast_methods is None:
             self._patch_autocast()
         self.refresh_autocast()
@@ -637,31 +633,26 @@ class Recorder:
                 _active = None
 
     def __enter__(self) -> "Recorder":
-        import torch.nn.modules.module as module_mod
         from torch.optim import optimizer as optim_mod
 
         self._claim()
         try:
-            self._install(module_mod, optim_mod)
+            self._install(optim_mod)
         except BaseException:
             self._unclaim()
             raise
         self.active = True
         return self
 
-    def _install(self, module_mod: Any, optim_mod: Any) -> None:
+    def _install(self, optim_mod: Any) -> None:
         self._base_stack = _mode_stack()
         self._mode = _Mode(self)
-        self._module_handles = [
-            module_mod.register_module_forward_pre_hook(self._pre_hook),
-            module_mod.register_module_forward_hook(self._post_hook, always_call=True),
-        ]
         self._handles = [
-            *self._module_handles,
             optim_mod.register_optimizer_step_pre_hook(self._opt_pre),
             optim_mod.register_optimizer_step_post_hook(self._opt_post),
         ]
         try:
+            self._hook_modules()
             self._patch_autocast()
             self.refresh_autocast()
             self._mode.__enter__()
@@ -670,6 +661,14 @@ class Recorder:
             self._unpatch_autocast()
             self._remove_hooks()
             raise
+
+    def _hook_modules(self) -> None:
+        """The global module forward hooks: installed on entry and again when a sample resumes."""
+        import torch.nn.modules.module as module_mod
+
+        self._module_handles = [module_mod.register_module_forward_pre_hook(self._pre_hook),
+                                module_mod.register_module_forward_hook(self._post_hook, always_call=True)]
+        self._handles.extend(self._module_handles)
 
     def refresh_autocast(self) -> None:
         # Inside __torch_dispatch__ autocast always reads as disabled, so the state is tracked at

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
+from ampdoctor.frameworks.located import file_kind
 from ampdoctor.lint.settings import LintSettings
 from ampdoctor.report import Report, ReportError
 
@@ -80,8 +81,6 @@ def _why_unreadable(path: Path) -> str:
         return "no such file or directory" + (" (a broken symlink)" if path.is_symlink() else "")
     except (OSError, RuntimeError, ValueError) as exc:
         return f"cannot be read: {getattr(exc, 'strerror', None) or exc}"
-    from ampdoctor.frameworks.located import file_kind
-
     return f"{file_kind(mode)}, not a file to lint; not read"
 
 

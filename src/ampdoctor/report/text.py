@@ -132,9 +132,10 @@ def _column_widths(header: Sequence[str], rows: list, width: int) -> list[int | 
 def _write_table(console: Console, table: Table, full: bool) -> None:
     rich_table = RichTable(title=table.title, title_justify="left", show_lines=False)
     rows = list(table.rows) if full else group_rows(table.rows)
-    for i, (col, widest) in enumerate(zip(table.columns, _column_widths(table.columns, rows, console.width))):
+    shown_rows = rows if full else rows[:MAX_ROWS]
+    for i, (col, widest) in enumerate(zip(table.columns, _column_widths(table.columns, shown_rows, console.width))):
         rich_table.add_column(col, overflow="fold", no_wrap=i == 0, max_width=widest)
-    for row in rows if full else rows[:MAX_ROWS]:
+    for row in shown_rows:
         rich_table.add_row(*row)
     console.print(rich_table)
     if len(rows) < len(table.rows) or (not full and len(rows) > MAX_ROWS):
