@@ -56,7 +56,8 @@ def test_generated_programs_lint_without_exceptions(code):
 @given(st.text(alphabet=string.printable + "ßλ\x00", max_size=300))
 def test_random_text_never_raises(text):
     findings, error = lint_source("import torch\n" + text)
-    assert error is None or error.message.startswith(("syntax error", "too deeply"))
+    # Random text that happens to be valid only in a newer Python (a multi-line f-string) is said so, not raised.
+    assert error is None or error.message.startswith(("syntax error", "too deeply", "uses syntax of Python 3.12+"))
 
 
 @settings(max_examples=100, deadline=None)

@@ -236,6 +236,27 @@ def _check_table(cos: torch.Tensor, sin: torch.Tensor, rotary_dim: int) -> None:
         raise ValueError(f"rotary_qk: tables cover {2 * cos.shape[-1]} channels but head_dim is {rotary_dim}")
 
 
+def _grid_shape(q4: torch.Tensor, cos: torch.Tensor, cu_seqlens: torch.Tensor | None, max_seqlen: int | None) -> tuple[int, int]:
+    """(sequences, longest sequence) the kernel's grid covers: packed sequences under cu_seqlens, else q's batch and seq."""
+    if cu_seqlens is not None:
+        if cos.dim() == 3:
+            raise ValueError("rotary_qk: per-batch tables do not combine with cu_seqlens")
+        return cu_seqlens.numel() - 1, q4.shape[2] if max_seqlen is None else max_seqlen
+    batch = q4.shape[0]
+    if cos.dim() == 3 and cos.shape[0] not in (1, batch):
+        raise ValueError(f"rotary_qk: table batch {cos.shape[0]} does not match q/k batch {batch}")
+    return batch, q4.shape[2]
+
+
+def _check_positions(position_ids: torch.Tensor | None, seq: int, varlen: bool) -> None:
+    if position_ids is None:
+        return
+    if position_ids.is_floating_point() or position_ids.dtype == torch.bool:
+        raise TypeError(f"rotary_qk: position_ids must be an integer tensor, got {position_ids.dtype}")
+    if position_ids.shape[-1] != seq or position_ids.dim() > (1 if varlen else 2):
+        raise ValueError(f"rotary_qk: position_ids of shape {tuple(position_ids.shape)} do not match seq {seq}")
+
+
 def rotary_qk(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -273,19 +294,8 @@ def rotary_qk(
     if q4.shape[0] != k4.shape[0] or q4.shape[2] != k4.shape[2] or q4.shape[3] != k4.shape[3]:
         raise ValueError(f"rotary_qk: q {tuple(q.shape)} and k {tuple(k.shape)} differ in batch, seq or head_dim")
     _check_table(cos, sin, q4.shape[3])
-    if varlen:
-        batch, seqlen = cu_seqlens.numel() - 1, q4.shape[2] if max_seqlen is None else max_seqlen
-        if cos.dim() == 3:
-            raise ValueError("rotary_qk: per-batch tables do not combine with cu_seqlens")
-    else:
-        batch, seqlen = q4.shape[0], q4.shape[2]
-        if cos.dim() == 3 and cos.shape[0] not in (1, batch):
-            raise ValueError(f"rotary_qk: table batch {cos.shape[0]} does not match q/k batch {batch}")
-    if position_ids is not None:
-        if position_ids.is_floating_point() or position_ids.dtype == torch.bool:
-            raise TypeError(f"rotary_qk: position_ids must be an integer tensor, got {position_ids.dtype}")
-        if position_ids.shape[-1] != q4.shape[2] or position_ids.dim() > (1 if varlen else 2):
-            raise ValueError(f"rotary_qk: position_ids of shape {tuple(position_ids.shape)} do not match seq {q4.shape[2]}")
+    batch, seqlen = _grid_shape(q4, cos, cu_seqlens, max_seqlen)
+    _check_positions(position_ids, q4.shape[2], varlen)
     if cos.dim() == 3 and cos.shape[0] == 1:
         cos, sin = cos[0], sin[0]
     q_out, k_out = _RotaryQK.apply(q4, k4, cos, sin, position_ids, cu_seqlens, batch, seqlen, layout == "interleaved",

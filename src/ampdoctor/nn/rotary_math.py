@@ -180,24 +180,7 @@ def _apply_triton(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout:
     return out
 
 
-def apply_rotary(
-    x: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    layout: Layout = "half",
-    *,
-    backend: Backend = "auto",
-) -> torch.Tensor:
-    """Rotate ``x`` (``[..., seq, head_dim]``, any float dtype) by ``cos``/``sin`` of shape ``[..., seq, rotary_dim // 2]``.
-
-    The tables are what `RotaryEmbedding.cos_sin` returns: ``[seq, r/2]`` or ``[batch, seq, r/2]`` (for 4-D
-    ``x = [batch, heads, seq, head_dim]`` the heads axis is broadcast), or any shape that broadcasts against
-    ``x[..., :r/2]``. ``rotary_dim = 2 * cos.shape[-1]`` channels are rotated, the rest pass through. Math runs
-    in fp32 (fp64 for fp64 x); the result has x's dtype, also under autocast, and so does x's gradient.
-    """
-    interleaved = check_layout(layout)
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown rotary backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+def _check_tensors(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> None:
     for name, t in (("x", x), ("cos", cos), ("sin", sin)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"apply_rotary: {name} must be a torch.Tensor, got {type(t).__name__}")
@@ -207,6 +190,11 @@ def apply_rotary(
         raise ValueError(f"apply_rotary: cos and sin shapes differ: {tuple(cos.shape)} vs {tuple(sin.shape)}")
     if x.dim() < 2 or cos.dim() < 1:
         raise ValueError(f"apply_rotary: x must be [..., seq, head_dim], got shape {tuple(x.shape)}")
+
+
+def _checked_tables(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin validated against x and shaped to broadcast against it (a [batch, seq, r/2] table gains the heads axis)."""
+    _check_tensors(x, cos, sin)
     rotary_dim = 2 * cos.shape[-1]
     if rotary_dim == 0 or rotary_dim > x.shape[-1]:
         raise ValueError(
@@ -228,6 +216,28 @@ def apply_rotary(
             f"apply_rotary: cos/sin must be fp32 (or fp64) tables, got {cos.dtype}/{sin.dtype}; "
             "build them with RotaryEmbedding.cos_sin or keep them fp32"
         )
+    return cos, sin
+
+
+def apply_rotary(
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    layout: Layout = "half",
+    *,
+    backend: Backend = "auto",
+) -> torch.Tensor:
+    """Rotate ``x`` (``[..., seq, head_dim]``, any float dtype) by ``cos``/``sin`` of shape ``[..., seq, rotary_dim // 2]``.
+
+    The tables are what `RotaryEmbedding.cos_sin` returns: ``[seq, r/2]`` or ``[batch, seq, r/2]`` (for 4-D
+    ``x = [batch, heads, seq, head_dim]`` the heads axis is broadcast), or any shape that broadcasts against
+    ``x[..., :r/2]``. ``rotary_dim = 2 * cos.shape[-1]`` channels are rotated, the rest pass through. Math runs
+    in fp32 (fp64 for fp64 x); the result has x's dtype, also under autocast, and so does x's gradient.
+    """
+    interleaved = check_layout(layout)
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown rotary backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+    cos, sin = _checked_tables(x, cos, sin)
     # fp32 math for every input dtype except fp64, which keeps fp64 (gradcheck, references).
     compute = torch.float64 if x.dtype == torch.float64 else torch.float32
     cos, sin = cos.to(compute), sin.to(compute)

@@ -87,17 +87,26 @@ class Dataflow:
         if isinstance(expr, ast.IfExp):
             return union([self.dtype_of(expr.body, scope, depth + 1), self.dtype_of(expr.orelse, scope, depth + 1)])
         if isinstance(expr, ast.Subscript):
-            table = expr.value
-            if isinstance(table, ast.Name):
-                bound = self.src.bindings(table, scope or self.src.scope(expr))
-                table = bound[-1][1] if len(bound) == 1 else table
-            if isinstance(table, ast.Dict):
-                return union([self.dtype_of(v, scope, depth + 1) for v in table.values])
-            return None
+            return self._looked_up(expr, scope, depth)
         if isinstance(expr, ast.Call):
-            if isinstance(expr.func, ast.Name) and expr.func.id == "getattr" and len(expr.args) >= 2:
-                if self.src.imports.qualname(expr.args[0]) == "torch" and isinstance(expr.args[1], ast.Constant):
-                    return TORCH_DTYPES.get(f"torch.{expr.args[1].value}")
+            return self._torch_getattr(expr)
+        return None
+
+    def _looked_up(self, expr: ast.Subscript, scope: ast.AST | None, depth: int) -> DTypes:
+        """``{"bf16": torch.bfloat16, ...}[key]``: any value of the table (the key is rarely known)."""
+        table = expr.value
+        if isinstance(table, ast.Name):
+            bound = self.src.bindings(table, scope or self.src.scope(expr))
+            table = bound[-1][1] if len(bound) == 1 else table
+        if isinstance(table, ast.Dict):
+            return union([self.dtype_of(v, scope, depth + 1) for v in table.values])
+        return None
+
+    def _torch_getattr(self, call: ast.Call) -> DTypes:
+        """``getattr(torch, "bfloat16")``."""
+        if isinstance(call.func, ast.Name) and call.func.id == "getattr" and len(call.args) >= 2:
+            if self.src.imports.qualname(call.args[0]) == "torch" and isinstance(call.args[1], ast.Constant):
+                return TORCH_DTYPES.get(f"torch.{call.args[1].value}")
         return None
 
     def _through_bindings(self, expr, scope, depth, resolve, *, flow_sensitive: bool) -> DTypes:
