@@ -1,3 +1,5 @@
+import json
+
 import pytest
 import torch
 
@@ -25,6 +27,17 @@ def test_fields_are_names_and_torch_dtypes_come_from_properties():
     assert (p.grad_accum_dtype, p.reduce_dtype, p.optimizer_state_dtype) == (torch.float32,) * 3
     # torch dtypes are accepted on the way in and stored as names
     assert Policy.derive(params=torch.float32, compute=torch.bfloat16) == p
+
+
+def test_a_field_compares_equal_to_the_torch_dtype_it_names_never_silently_false():
+    p = Policy.parse("params=fp32, compute=bf16")
+    assert p.params == torch.float32 and torch.float32 == p.params and not (p.params != torch.float32)
+    assert p.compute == torch.bfloat16 and p.compute != torch.float32 and p.compute != torch.float16
+    assert p.params == "fp32" and p.params != "bf16"  # still the name
+    assert {p.compute: 1}["bf16"] == 1 and json.dumps({"c": p.compute}) == '{"c": "bf16"}'
+    assert p.params != torch.int32 and (p.params == 3) is False  # other types are not equal, not an error
+    assert all(getattr(p, name) == getattr(p, attr) for name, attr in (("params", "param_dtype"), ("grads", "grad_dtype"),
+                                                                       ("reduce", "reduce_dtype"), ("output", "output_dtype")))
 
 
 def test_parse_accepts_short_keys_whitespace_and_aliases():

@@ -60,6 +60,27 @@ def canonical(value: Any) -> str | None:
     return None
 
 
+class DTypeName(str):
+    """A canonical dtype name (``"bf16"``) that also equals the torch dtype it names: ``Policy`` fields hold these, so
+    ``policy.params == torch.bfloat16`` is True rather than silently False, while a Policy stays torch-free. It is
+    a ``str`` (JSON, YAML through `str()`, dict keys and ``== "bf16"`` behave as the plain name) and hashes as one."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            return str.__eq__(self, other)
+        if type(other).__module__ == "torch" and type(other).__name__ == "dtype":
+            return canonical(other) == str(self)
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = str.__hash__
+
+
 def parse(text: str) -> str:
     """A dtype name from user text; raises ValueError naming the accepted names."""
     if not isinstance(text, str):

@@ -8,9 +8,9 @@ tolerated) or a preset name (``"bf16-mixed"``). Fields left out are derived from
 - ``grad_accum``, ``reduce`` and ``optimizer_state`` to fp32, or fp64 when params are fp64;
 - ``loss_scale`` to ``dynamic`` when compute is fp16, else ``none``.
 
-Fields hold canonical dtype *names* (``"bf16"``), so a Policy is built, parsed, compared and validated
-without torch; the ``*_dtype`` properties, `autocast()` and `grad_scaler()` give torch objects to callers
-that have torch. A Policy knows no framework: exporters and readers live in `ampdoctor.frameworks`.
+Fields hold canonical dtype *names* (``"bf16"``, a `dtypes.DTypeName` that also equals ``torch.bfloat16``), so a
+Policy is built, parsed, compared and validated without torch; the ``*_dtype`` properties, `autocast()` and
+`grad_scaler()` give torch objects to callers that have torch. A Policy knows no framework: exporters and readers live in `ampdoctor.frameworks`.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class Policy:
             canonical = dtypes.canonical(value)
             if canonical is None:
                 raise ValueError(f"{name}={str(value)[:_SHOWN]} is not a floating dtype ampdoctor knows (fp32, bf16, fp16, fp64)")
-            object.__setattr__(self, name, canonical)
+            object.__setattr__(self, name, dtypes.DTypeName(canonical))
         if self.loss_scale not in LOSS_SCALES:
             raise ValueError(f"unknown loss_scale {quoted(str(self.loss_scale), _SHOWN)}: expected one of {', '.join(LOSS_SCALES)}")
 
