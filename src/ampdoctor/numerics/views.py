@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from ampdoctor.report import Report, ReportInfo, Table
 from ampdoctor.report.model import Chart, Series

@@ -61,7 +61,7 @@ def lint_source(text: str, path: str = "<string>") -> tuple[list[Finding], Repor
     return findings, None
 
 
-# Message prefix of a file this interpreter cannot parse because it uses newer Python syntax: a note, not an input
+# The message of a file this interpreter cannot parse because it uses newer Python syntax (ErrorKind.NEWER_SYNTAX): a note, not an input
 # error (the file is fine; linting it needs Python 3.12+).
 NEWER_PYTHON = "uses syntax of Python 3.12+: "
 _FSTRING_3_12 = ("f-string expression part cannot include a backslash", "f-string expression part cannot include '#'",
