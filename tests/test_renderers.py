@@ -10,10 +10,9 @@ import pytest
 
 from ampdoctor.cli import main
 from ampdoctor.lint.python.runner import lint_file, lint_python_files, lint_source
-from ampdoctor.report import (FINDINGS, MEASUREMENTS, ErrorKind, Renderer, Report, ReportError, ReportInfo, formats, register,
-                              report_from_dict, report_to_dict, write_report)
+from ampdoctor.report import FINDINGS, MEASUREMENTS, ErrorKind, Renderer, Report, ReportError, ReportInfo, report_from_dict, report_to_dict
 from ampdoctor.report.info import RankCoverage
-from ampdoctor.report.registry import unregister
+from ampdoctor.report.registry import formats, register, unregister, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD = ROOT / "examples" / "code" / "incident2_rope_cache.py"

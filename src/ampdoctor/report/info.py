@@ -121,6 +121,9 @@ class ReportInfo:
     def get(self, key: str, default: Any = None) -> Any:
         return self.to_dict().get(key, default)
 
+    def keys(self) -> Any:
+        return self.to_dict().keys()
+
     def items(self) -> Any:
         return self.to_dict().items()
 
