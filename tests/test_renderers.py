@@ -10,8 +10,9 @@ import pytest
 
 from ampdoctor.cli import main
 from ampdoctor.lint.python.runner import lint_file, lint_python_files, lint_source
-from ampdoctor.report import FINDINGS, MEASUREMENTS, ErrorKind, Renderer, Report, ReportError, ReportInfo, report_from_dict, report_to_dict
+from ampdoctor.report import DOCUMENT, FINDINGS, MEASUREMENTS, ErrorKind, Renderer, Report, ReportError, ReportInfo
 from ampdoctor.report.info import RankCoverage
+from ampdoctor.report.json_format import report_from_dict, report_to_dict
 from ampdoctor.report.registry import formats, register, unregister, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,6 +33,7 @@ def ids_format():
 def test_the_built_in_formats_and_what_each_renders():
     assert formats() == ("text", "json", "sarif", "html")
     assert formats(MEASUREMENTS) == ("text", "json", "html")  # SARIF is findings at places only
+    assert formats(DOCUMENT) == ("text", "json")  # rules, env, rope: their JSON document, or their own text view
 
 
 def test_a_renderer_registered_in_a_test_is_a_format_of_write_report_and_the_cli(ids_format, capsys):
@@ -48,6 +50,9 @@ def test_a_renderer_registered_in_a_test_is_a_format_of_write_report_and_the_cli
     assert main(["lint", "--no-config", "--statistics", "--format", "ids", str(BAD)]) == 2
     assert "--statistics has no ids form: use --format text or json" in capsys.readouterr().err
     assert "ids" not in formats(MEASUREMENTS)
+    with pytest.raises(SystemExit) as exited:
+        main(["rules", "--format", "ids"])
+    assert exited.value.code == 2 and "invalid choice: 'ids'" in capsys.readouterr().err
 
 
 def test_an_unknown_format_is_refused_by_name():

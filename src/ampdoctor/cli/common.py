@@ -6,9 +6,9 @@ import argparse
 import contextlib
 import os
 import sys
-from typing import IO, TYPE_CHECKING, Iterator
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator
 
-from ampdoctor.report import FINDINGS, Report, formats, write_report
+from ampdoctor.report import FINDINGS, Report, formats, renderer, write_report
 
 if TYPE_CHECKING:
     from ampdoctor.policy import Policy
@@ -50,6 +50,17 @@ def emit(report: Report, args: argparse.Namespace) -> None:
     """Write `report` in the format the command was asked for, through the renderer registry."""
     with output(args.output) as stream:
         write_report(report.with_info(command=args.command), args.format, stream, full=getattr(args, "full", False))
+
+
+def emit_document(args: argparse.Namespace, data: Callable[[], Any], view: Callable[[IO[str]], None]) -> None:
+    """The output of a command with a document of its own (rules, env, rope): the document, `data()`, in a format with
+    a data form (JSON); the command's own `view` of it in the others (text)."""
+    chosen = renderer(args.format)
+    with output(args.output) as stream:
+        if chosen.write_data is not None:
+            chosen.write_data(data(), stream)
+        else:
+            view(stream)
 
 
 def add_output_options(parser: argparse.ArgumentParser, choices: tuple[str, ...] | None = None) -> None:

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from ampdoctor._requires import require_torch
-from ampdoctor.cli.common import UsageError, add_output_options, emit, output
-from ampdoctor.report import Candidates, renderer
+from ampdoctor.cli.common import UsageError, add_output_options, emit_document, output
+from ampdoctor.report import DOCUMENT, Candidates, formats, renderer, write_report
 
 
 def add_rules(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rules", help="list the rule catalog, or show one rule")
     p.add_argument("rule", nargs="?", help="a rule name (grad-scaler-with-bf16) or id (AMP004)")
-    add_output_options(p, ("text", "json"))
+    add_output_options(p, formats(DOCUMENT))
     p.set_defaults(func=_cmd_rules)
 
 
@@ -28,14 +27,8 @@ def _cmd_rules(args: argparse.Namespace) -> int:
         rules = [get_rule(args.rule)] if args.rule else list(catalog())
     except KeyError as exc:
         raise UsageError(exc.args[0]) from None
-    with output(args.output) as stream:
-        if args.format == "json":
-            json.dump(rules_document(rules, single=bool(args.rule)), stream, indent=2)
-            stream.write("\n")
-        elif args.rule:
-            write_rule(rules[0], stream)
-        else:
-            write_rule_table(rules, stream)
+    emit_document(args, lambda: rules_document(rules, single=bool(args.rule)),
+                  lambda stream: write_rule(rules[0], stream) if args.rule else write_rule_table(rules, stream))
     return 0
 
 
@@ -80,7 +73,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 def add_env(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("env", help="what this machine can do for mixed precision")
-    add_output_options(p, ("text", "json"))
+    add_output_options(p, formats(DOCUMENT))
     p.set_defaults(func=_cmd_env)
 
 
@@ -90,10 +83,6 @@ def _cmd_env(args: argparse.Namespace) -> int:
     from ampdoctor.report.envelopes import environment_document
 
     env = collect()
-    if args.format == "json":
-        with output(args.output) as stream:
-            json.dump(environment_document(env.to_dict(), env_findings(env)), stream, indent=2)
-            stream.write("\n")
-    else:
-        emit(env_report(env), args)
+    emit_document(args, lambda: environment_document(env.to_dict(), env_findings(env)),
+                  lambda stream: write_report(env_report(env).with_info(command=args.command), args.format, stream))
     return 0

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from ampdoctor._requires import require_torch
-from ampdoctor.cli.common import UsageError, add_output_options, emit, load_factory, output, parse_policy
-from ampdoctor.report import MEASUREMENTS, exit_code, formats, write_report
+from ampdoctor.cli.common import UsageError, add_output_options, emit, emit_document, load_factory, parse_policy
+from ampdoctor.report import DOCUMENT, MEASUREMENTS, exit_code, formats, write_report
 
 
 def add_compare(sub: argparse._SubParsersAction) -> None:
@@ -60,7 +60,7 @@ def add_rope(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scaling", metavar="JSON", help='an HF rope_scaling dict, e.g. \'{"rope_type": "llama3", "factor": 8}\'')
     p.add_argument("--model", metavar="pkg.module:factory", help="also measure the rotary modules inside this model")
     p.add_argument("--html", metavar="FILE", help="also write the report as HTML to FILE")
-    add_output_options(p, ("text", "json"))
+    add_output_options(p, formats(DOCUMENT))
     p.set_defaults(func=_cmd_rope)
 
 
@@ -87,10 +87,5 @@ def _cmd_rope(args: argparse.Namespace) -> int:
             Path(args.html).write_text(render_html(report), encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot write {args.html}: {exc.strerror}") from None
-    with output(args.output) as stream:
-        if args.format == "json":
-            json.dump(result.to_dict(), stream, indent=2)
-            stream.write("\n")
-        else:
-            write_report(report, "text", stream)
+    emit_document(args, result.to_dict, lambda stream: write_report(report, args.format, stream))
     return 0

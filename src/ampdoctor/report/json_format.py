@@ -8,7 +8,7 @@ from typing import IO, Any
 from ampdoctor._version import __version__
 from ampdoctor.report.envelopes import candidates_document, statistics_document
 from ampdoctor.report.model import Chart, Report, ReportError, ReportInfo, Table
-from ampdoctor.report.renderer import Candidates, Renderer
+from ampdoctor.report.renderer import DOCUMENT, FINDINGS, MEASUREMENTS, Candidates, Renderer
 from ampdoctor.rules import Finding
 from ampdoctor.rules.model import json_object
 
@@ -77,4 +77,5 @@ def _write_candidates(answer: Candidates, stream: IO[str]) -> None:
 
 RENDERER = Renderer("json", lambda report, stream, full: stream.write(render_json(report) + "\n"), ".json", "JSON",
                     write_candidates=_write_candidates,
-                    write_statistics=lambda report, stream: _write_document(statistics_document(report), stream))
+                    write_statistics=lambda report, stream: _write_document(statistics_document(report), stream),
+                    kinds=frozenset({FINDINGS, MEASUREMENTS, DOCUMENT}), write_data=_write_document)

@@ -14,9 +14,12 @@ from ampdoctor.report.model import Report
 from ampdoctor.rules import Finding
 
 # The kinds of report a command produces, for the formats it offers: findings about an input (lint, run, audit,
-# explain), and measurements against a reference (compare: per-module error tables and charts).
+# explain); measurements against a reference (compare: per-module error tables and charts); a document of the
+# command's own (rules, env, rope), written as data by a format with a data form (JSON) and as the command's own
+# view by the others.
 FINDINGS = "findings"
 MEASUREMENTS = "measurements"
+DOCUMENT = "document"
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,7 @@ class Renderer:
     """One output format. `write(report, stream, full)` writes a report (`full`: every table row, for text);
     `kinds`: the report kinds it can render; `extension`: of a file holding its output; `label`: its name in
     messages. `write_candidates` and `write_statistics` are its forms of `explain`'s candidates and of
-    `lint --statistics`, when it has them."""
+    `lint --statistics`, when it has them; `write_data`, its form of a command's own document (JSON data)."""
 
     name: str
     write: Callable[[Report, IO[str], bool], None]
@@ -43,6 +46,7 @@ class Renderer:
     kinds: frozenset[str] = frozenset({FINDINGS, MEASUREMENTS})
     write_candidates: Callable[[Candidates, IO[str]], None] | None = None
     write_statistics: Callable[[Report, IO[str]], None] | None = None
+    write_data: Callable[[Any, IO[str]], None] | None = None
 
     def render_candidates(self, answer: Candidates, stream: IO[str]) -> None:
         if self.write_candidates is not None:

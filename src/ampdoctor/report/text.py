@@ -13,7 +13,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from ampdoctor.report.model import Report, Table, report_summary
-from ampdoctor.report.renderer import Candidates, Renderer
+from ampdoctor.report.renderer import DOCUMENT, FINDINGS, MEASUREMENTS, Candidates, Renderer
 from ampdoctor.rules import Finding, Severity
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -172,4 +172,4 @@ def write_candidates_text(answer: Candidates, stream: IO[str]) -> None:
 
 
 RENDERER = Renderer("text", lambda report, stream, full: write_text(report, stream, full=full), ".txt", "text",
-                    write_candidates=write_candidates_text, write_statistics=write_statistics)
+                    kinds=frozenset({FINDINGS, MEASUREMENTS, DOCUMENT}), write_candidates=write_candidates_text, write_statistics=write_statistics)
