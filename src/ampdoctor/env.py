@@ -12,7 +12,7 @@ import torch
 from ampdoctor.facts import Device, RunFacts
 from ampdoctor.hardware import bf16_support, cpu_bf16_flags
 from ampdoctor.policy import Policy
-from ampdoctor.report import Report, Table
+from ampdoctor.report import Report, ReportInfo, Table
 from ampdoctor.rules.engine import Places, check_policy
 from ampdoctor.rules.model import Finding, Location
 
@@ -150,4 +150,4 @@ def env_report(env: Environment) -> Report:
     libs = Table("Libraries", ("package", "version"), tuple((k, v or "not installed") for k, v in env.libraries.items()))
     # An environment is not an input with findings or without: say what the rules judged.
     clean = "nothing to report: the policy rules see no problem with bf16-mixed training on this machine (the facts above)"
-    return Report.of(env_findings(env), tables=(facts, devices, libs), info={"summary_when_clean": clean})
+    return Report.of(env_findings(env), tables=(facts, devices, libs), info=ReportInfo(summary_when_clean=clean))

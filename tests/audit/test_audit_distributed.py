@@ -177,7 +177,9 @@ def test_planted_reports_in_temp_and_output_dirs_are_never_loaded(tmp_path):
     marker = tmp_path / "pwned"
     planted = type("P", (), {"__reduce__": lambda self: (os.mkdir, (str(marker),))})()
     tmp, ranks = tmp_path / "tmp", tmp_path / "report.json.ranks"
-    forged = RankReport(1, True, Report(checked=("forged",), info={"forged": True})).to_json()
+    forged_doc = json.loads(RankReport(1, True, Report(checked=("forged",))).to_json())
+    forged_doc["report"]["info"]["forged"] = True  # written into the document: no ReportInfo has such a field
+    forged = json.dumps(forged_doc)
     for d in (tmp, tmp / "ampdoctor-audit-none-127.0.0.1-1", ranks):
         d.mkdir(parents=True, exist_ok=True)
         for name in ("rank1.pkl", "rank0.pkl"):

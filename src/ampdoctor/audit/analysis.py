@@ -23,7 +23,7 @@ from ampdoctor.audit.ranges import ValueFlow, value_table
 from ampdoctor.audit.watch import MATMUL_OPS, matmul_flops
 from ampdoctor.explain import explain_findings
 from ampdoctor.policy import Policy
-from ampdoctor.report import Report, ReportError, Table
+from ampdoctor.report import ErrorKind, Report, ReportError, ReportInfo, Table
 from ampdoctor.rules.catalog import finding_of
 from ampdoctor.rules.engine import Places, check_policy
 from ampdoctor.rules.model import Finding, Location, Severity
@@ -147,12 +147,11 @@ def analyze(rec: Any, policy: Policy | None, *, target_device: str, model: Any, 
         found += _policy_findings(observed, {f.rule_id for f in found})
     if exc is not None:
         found = _with_explanation(found, exc, ctx.failure)
-    info = {"policy": str(judged), "policy_source": "given" if policy is not None else ("inferred" if observed.policy else "default")}
+    info = ReportInfo(policy=str(judged), policy_source="given" if policy is not None else ("inferred" if observed.policy else "default"))
     if judge_policy:
-        info.update(coverage_notes(rec))
+        info = replace(info, **coverage_notes(rec))
     if rec.every:
-        info["recorded_steps"] = list(rec.recorded_steps)
-        info["notes"] = [*info.get("notes", []), sampling_note(rec)]
+        info = replace(info, recorded_steps=tuple(rec.recorded_steps), notes=(*info.notes, sampling_note(rec)))
     values = value_table(ctx.values, judged.compute)
     tables = (module_table(trace),) + ((values,) if values is not None else ())
     return Analysis(Report.of(found, tables=tables, checked=checked, info=info), observed)
@@ -243,7 +242,8 @@ def analysis_failed(err: BaseException, checked: tuple[str, ...]) -> Report:
     import traceback
 
     frame = traceback.extract_tb(err.__traceback__)[-1].name if err.__traceback__ else "?"
-    return Report(checked=checked, errors=(ReportError("ampdoctor audit", f"failed to analyse the recording: {type(err).__name__}: {err} ({frame})"),))
+    return Report(checked=checked, errors=(ReportError("ampdoctor audit", f"failed to analyse the recording: {type(err).__name__}: {err} ({frame})",
+                                                             kind=ErrorKind.INTERNAL),))
 
 
 # --- the module table -----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from ampdoctor.audit.rankfacts import RankFacts
 from ampdoctor.audit.runner import RunResult, ScriptNotFound, run
 from ampdoctor.audit.session import Audit
 from ampdoctor.policy import Policy
-from ampdoctor.report import Report, ReportError, exit_code
+from ampdoctor.report import ErrorKind, Report, ReportError, exit_code
 from ampdoctor.rules import Severity
 
 MERGE_TIMEOUT_S = float(os.environ.get("AMPDOCTOR_MERGE_TIMEOUT", "60"))
@@ -134,7 +134,8 @@ def _run_rank(info: distributed.RankInfo, term: _Termination, target: str, args:
         return CommandResult(None, exit_code(report, fail_on, program_code=result.exit_code))
     if exchange.store is None:
         alone = report.merge(Report(errors=(ReportError("ranks", f"no store reachable to exchange reports with the other "
-                                                        f"{info.world_size - 1} ranks: this is rank 0's report alone", fatal=False),)))
+                                                        f"{info.world_size - 1} ranks: this is rank 0's report alone", fatal=False,
+                                                        kind=ErrorKind.RANK),)))
         return CommandResult(alone, exit_code(alone, fail_on, program_code=result.exit_code))
     got = exchange.collect(MERGE_TIMEOUT_S, stop=term.expired)
     merged = distributed.merge_reports(got, info.world_size, host=exchange.host)

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from ampdoctor.audit.rankfacts import RankFacts
-from ampdoctor.report import Report, ReportError, report_from_dict, report_to_dict
+from ampdoctor.report import ErrorKind, Report, ReportError, ReportInfo, report_from_dict, report_to_dict
+from ampdoctor.report.info import RankCoverage
 from ampdoctor.rules import Finding
 from ampdoctor.rules.catalog import finding_of
 from ampdoctor.rules.model import json_object
@@ -243,26 +244,26 @@ def _missing_error(rank: int, got: Collected, host: str) -> ReportError:
     """How a rank that sent no final report ended, as far as rank 0 can tell."""
     start = got.started.get(rank)
     if rank in got.invalid:
-        return ReportError(f"rank {rank}", f"sent a report that was rejected and not used ({got.invalid[rank]})", fatal=False)
+        return ReportError(f"rank {rank}", f"sent a report that was rejected and not used ({got.invalid[rank]})", fatal=False, kind=ErrorKind.RANK)
     if rank in got.reports:
         sent = got.reports[rank]
         return ReportError(f"rank {rank}", f"stopped after its audit but its script never ended (pid {sent.pid} on {sent.host}): "
-                           "the process died or hung; this is the report sent when recording stopped", fatal=False)
+                           "the process died or hung; this is the report sent when recording stopped", fatal=False, kind=ErrorKind.RANK)
     if start is None:
-        return ReportError(f"rank {rank}", "sent no report: it never started its audit (the process died before, or never reached the store)", fatal=False)
+        return ReportError(f"rank {rank}", "sent no report: it never started its audit (the process died before, or never reached the store)", fatal=False, kind=ErrorKind.RANK)
     where = f"pid {start.get('pid')} on {start.get('host')}"
     gone = start.get("host") == host and isinstance(start.get("pid"), int) and not _pid_alive(start["pid"])
     how = "its process is gone: it was killed (a signal, the OOM killer) or crashed" if gone else "the process died or is still running"
-    return ReportError(f"rank {rank}", f"sent no report: it died during its run before recording stopped ({where}; {how})", fatal=False)
+    return ReportError(f"rank {rank}", f"sent no report: it died during its run before recording stopped ({where}; {how})", fatal=False, kind=ErrorKind.RANK)
 
 
 def _ended_error(sent: RankReport) -> ReportError | None:
-    code = sent.report.info.get("script_exit_code")
+    code = sent.report.info.script_exit_code
     if sent.ended_by:
-        return ReportError(f"rank {sent.rank}", f"was stopped by {sent.ended_by} (the launcher stops every worker when one fails)", fatal=False)
+        return ReportError(f"rank {sent.rank}", f"was stopped by {sent.ended_by} (the launcher stops every worker when one fails)", fatal=False, kind=ErrorKind.RANK)
     if isinstance(code, int) and code != 0:
-        exc = sent.report.info.get("exception")
-        return ReportError(f"rank {sent.rank}", f"its script exited with code {code}" + (f" ({exc})" if exc else ""), fatal=False)
+        exc = sent.report.info.exception
+        return ReportError(f"rank {sent.rank}", f"its script exited with code {code}" + (f" ({exc})" if exc else ""), fatal=False, kind=ErrorKind.RANK)
     return None
 
 
@@ -297,9 +298,9 @@ def merge_reports(got: Collected, world_size: int, *, host: str = "") -> Report:
     reported = sorted(found)
     findings = [replace(f, details={**dict(f.details), "ranks": ranks, **_not_on(ranks, reported)}) for f, ranks in merged.values()]
     findings += cross_rank_findings({r: found[r].facts for r in reported})
-    info = dict(found[min(found)].report.info) if found else {}
-    missing = [r for r in range(world_size) if r not in found or not found[r].final]
-    info["ranks"] = {"world_size": world_size, "reported": [r for r in reported if found[r].final], "missing": missing}
+    missing = tuple(r for r in range(world_size) if r not in found or not found[r].final)
+    ranks = RankCoverage(world_size, tuple(r for r in reported if found[r].final), missing)
+    info = replace(found[min(found)].report.info if found else ReportInfo(), ranks=ranks)
     return Report.of(findings, tables=tuple(tables), checked=tuple(checked), errors=tuple(errors), info=info)
 
 

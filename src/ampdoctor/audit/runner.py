@@ -168,5 +168,5 @@ def run(
     if exc is not None and not isinstance(exc, KeyboardInterrupt):
         _print_user_traceback(exc, verbose)
     report = a.report.with_info(script=target, script_exit_code=code, script_failed=code != 0,
-                                **({"exception": f"{type(exc).__name__}: {exc}"} if exc is not None else {}))
+                                exception=f"{type(exc).__name__}: {exc}" if exc is not None else None)
     return RunResult(report, code, exc, a.observed)

@@ -12,7 +12,7 @@ from ampdoctor import dtypes
 from ampdoctor.audit.observe import Observed
 from ampdoctor.audit.recorder import Recorder
 from ampdoctor.policy import Policy
-from ampdoctor.report import Report
+from ampdoctor.report import Report, ReportInfo
 
 
 def _policy(policy: Policy | str | None) -> Policy | None:
@@ -130,7 +130,7 @@ def inspect_model(model: torch.nn.Module, policy: Policy | str | None = None, *,
     try:
         report = analyze(recorder, _policy(policy), target_device=dev, model=model, exc=None, checked=checked, judge_policy=False).report
         # A model at rest runs no policy: the one analyze() would infer from its weights alone says nothing.
-        return dataclasses.replace(report, info={})
+        return dataclasses.replace(report, info=ReportInfo())
     except Exception as err:  # the inspection must never take the user's program down with it
         return analysis_failed(err, checked)
     finally:

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import yaml
 
-from ampdoctor.report import ReportError
+from ampdoctor.report import ErrorKind, ReportError
 from ampdoctor.rules import Location
 
 Key = Any  # a mapping key (usually str) or a list index
@@ -135,9 +135,9 @@ def read_text(path: Path) -> tuple[str | None, ReportError | None]:
             return None, ReportError(str(path), f"{file_kind(mode)}, not a config file; not read")
         raw = path.read_bytes()
     except OSError as exc:
-        return None, ReportError(str(path), f"cannot read: {exc.strerror or exc}")
+        return None, ReportError(str(path), f"cannot read: {exc.strerror or exc}", kind=ErrorKind.UNREADABLE)
     except ValueError as exc:  # a NUL byte in the name
-        return None, ReportError(str(path), f"cannot read: {exc}")
+        return None, ReportError(str(path), f"cannot read: {exc}", kind=ErrorKind.UNREADABLE)
     try:
         return raw.decode("utf-8-sig"), None
     except UnicodeDecodeError as exc:

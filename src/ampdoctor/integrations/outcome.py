@@ -3,11 +3,9 @@ the report files on the main process, and turn it into log lines and metrics. No
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-from typing import Any
 
-from ampdoctor.report import Report, exit_code, render_json, render_text
+from ampdoctor.report import Report, exit_code, formats, render_text, renderer, write_report
 from ampdoctor.rules.model import Severity
 
 FAIL_ON = ("warning", "error")
@@ -52,24 +50,18 @@ def summary(report: Report) -> str:
     return render_text(report, color=False)
 
 
-def _html_renderer() -> Any:
-    """`ampdoctor.report.html.render_html` where this ampdoctor has an HTML renderer, else None."""
-    try:
-        module = importlib.import_module("ampdoctor.report.html")
-    except ImportError:
-        return None
-    return getattr(module, "render_html", None)
+# The files a trainer integration writes, where the renderer registry has these formats (each `<stem><extension>`).
+REPORT_FILE_FORMATS = ("json", "html")
 
 
 def write_report_files(report: Report, output_dir: str | Path, stem: str = REPORT_STEM) -> list[Path]:
-    """`<stem>.json` (and `<stem>.html` where an HTML renderer exists) in `output_dir`; the paths written."""
+    """`<stem>.json` and `<stem>.html` (each that the renderer registry has) in `output_dir`; the paths written."""
     folder = Path(output_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    written = [folder / f"{stem}.json"]
-    written[0].write_text(render_json(report) + "\n", encoding="utf-8")
-    render_html = _html_renderer()
-    if callable(render_html):
-        html = folder / f"{stem}.html"
-        html.write_text(render_html(report), encoding="utf-8")
-        written.append(html)
+    written = []
+    for name in (n for n in REPORT_FILE_FORMATS if n in formats()):
+        path = folder / f"{stem}{renderer(name).extension}"
+        with path.open("w", encoding="utf-8") as stream:
+            write_report(report, name, stream)
+        written.append(path)
     return written

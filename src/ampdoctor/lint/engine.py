@@ -108,8 +108,8 @@ def _with_unrecognised(named: Sequence[Path], report: Report) -> Report:
     unchecked = [str(p) for p in named if p.suffix != ".py" and str(p) not in seen and _regular(p)]
     if not unchecked:
         return report
-    notes = [*report.info.get("notes", ()), *(f"{name}: not Python and not a training config ampdoctor recognises "
+    notes = (*report.info.notes, *(f"{name}: not Python and not a training config ampdoctor recognises "
                                               "(DeepSpeed, HF Trainer, accelerate, Lightning, NeoX, torchtune, ...); not checked"
-                                              for name in unchecked)]
-    caveats = [*report.info.get("summary_caveats", ()), f"{len(unchecked)} named file{'s' if len(unchecked) != 1 else ''} not checked"]
+                                              for name in unchecked))
+    caveats = (*report.info.summary_caveats, f"{len(unchecked)} named file{'s' if len(unchecked) != 1 else ''} not checked")
     return report.with_info(notes=notes, summary_caveats=caveats)

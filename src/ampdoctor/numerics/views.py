@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
-from ampdoctor.report import Report, Table
+from ampdoctor.report import Report, ReportInfo, Table
 from ampdoctor.report.model import Chart, Series
 
 if TYPE_CHECKING:
@@ -76,14 +76,11 @@ def compare_report(ctx: "NumericsContext", findings: Iterable["Finding"], losses
     charts = [error_chart(ctx)]
     if any(u.lost_fraction > 0 for u in ctx.updates):
         charts.append(underflow_chart(ctx))
-    info: dict[str, Any] = {
-        "title": f"ampdoctor compare: {ctx.policy.preset_name or ctx.policy} against {ctx.reference}",
-        "policy": str(ctx.policy), "policy_source": "given", "reference": ctx.reference,
-        "loss_reference": losses["reference"], "loss_policy": losses["policy"],
-    }
     hot = ctx.hotspots()
-    if hot:
-        info["top_local_error"] = f"{hot[0].name or '<root>'} ({number(hot[0].local_error)})"
+    info = ReportInfo(title=f"ampdoctor compare: {ctx.policy.preset_name or ctx.policy} against {ctx.reference}",
+                      policy=str(ctx.policy), policy_source="given", reference=ctx.reference,
+                      loss_reference=losses["reference"], loss_policy=losses["policy"],
+                      top_local_error=f"{hot[0].name or '<root>'} ({number(hot[0].local_error)})" if hot else None)
     return Report.of(findings, tables=(module_table(ctx), update_table(ctx)), checked=("model",), info=info, charts=tuple(charts))
 
 
@@ -102,5 +99,5 @@ def rope_view(result: "RopeReport") -> Report:
     violation = Chart("Relative-position violation by position range", "bar", tuple(
         Series(v.name, tuple(x.label for x in v.violations), _positive(x.max for x in v.violations)) for v in result.variants),
         x_label="position range", y_label="max |logit(q@P+r, k@P) - logit(q@r, k@0)|")
-    info = {"title": f"ampdoctor rope: {spec}", "rope": spec}
+    info = ReportInfo(title=f"ampdoctor rope: {spec}", rope=spec)
     return Report(tables=(Table(f"RoPE variants against float64 ({spec})", columns, rows),), info=info, charts=(by_position, violation))

@@ -9,6 +9,8 @@ import math
 from typing import Any, Iterable, Sequence
 
 from ampdoctor.report.model import Chart, Report, Series, Table, report_summary
+from ampdoctor.report.renderer import Renderer
+from ampdoctor.report.text import write_candidates_text, write_statistics
 from ampdoctor.rules import Finding
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf", "#bcbd22")
@@ -219,7 +221,7 @@ def _info_value(value: object) -> str:
 
 
 def render_html(report: Report) -> str:
-    info = dict(report.info)
+    info = report.info.to_dict()
     title = str(info.pop("title", None) or f"ampdoctor {info.get('command') or ''} report".replace("  ", " "))
     parts = [f"<h1>{_e(title)}</h1>", f'<div class="summary">{_e(report_summary(report))}</div>']
     info.pop("summary_caveats", None)  # already in the summary line
@@ -233,3 +235,8 @@ def render_html(report: Report) -> str:
     parts += [_table(t.title, t.columns, t.rows) for t in report.tables]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n" + "\n".join(parts) + f"\n<script>{SCRIPT}</script>\n</body></html>\n")
+
+
+# explain's candidates and lint's statistics have no page of their own: they are written as text.
+RENDERER = Renderer("html", lambda report, stream, full: stream.write(render_html(report)), ".html", "HTML",
+                    write_candidates=write_candidates_text, write_statistics=write_statistics)

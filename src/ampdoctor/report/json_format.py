@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import IO, Any
 
 from ampdoctor._version import __version__
-from ampdoctor.report.model import Chart, Report, ReportError, Table
+from ampdoctor.report.envelopes import candidates_document, statistics_document
+from ampdoctor.report.model import Chart, Report, ReportError, ReportInfo, Table
+from ampdoctor.report.renderer import DOCUMENT, FINDINGS, MEASUREMENTS, Candidates, Renderer
 from ampdoctor.rules import Finding
 from ampdoctor.rules.model import json_object
 
@@ -21,7 +23,7 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         "findings": [f.to_dict() for f in report.findings],
         "summary": report.summary(),
         # Every key is always there (empty when there is nothing), so consumers need no existence checks.
-        "info": dict(report.info),
+        "info": report.info.to_dict(),
         "tables": [t.to_dict() for t in report.tables],
         "charts": [c.to_dict() for c in report.charts],
         "errors": [e.to_dict() for e in report.errors],
@@ -46,6 +48,7 @@ def report_from_dict(data: Any) -> Report:
     info = data.get("info", {})
     if not isinstance(info, dict):
         raise ValueError("report.info must be an object")
+    info = ReportInfo.from_dict(info)
     checked = data.get("checked", [])
     if not all(isinstance(c, str) for c in checked):
         raise ValueError("report.checked must be a list of strings")
@@ -61,3 +64,18 @@ def report_from_dict(data: Any) -> Report:
 
 def render_json(report: Report) -> str:
     return json.dumps(report_to_dict(report), indent=2, sort_keys=False)
+
+
+def _write_document(document: dict[str, Any], stream: IO[str]) -> None:
+    json.dump(document, stream, indent=2)
+    stream.write("\n")
+
+
+def _write_candidates(answer: Candidates, stream: IO[str]) -> None:
+    _write_document(candidates_document(answer.candidates), stream)
+
+
+RENDERER = Renderer("json", lambda report, stream, full: stream.write(render_json(report) + "\n"), ".json", "JSON",
+                    write_candidates=_write_candidates,
+                    write_statistics=lambda report, stream: _write_document(statistics_document(report), stream),
+                    kinds=frozenset({FINDINGS, MEASUREMENTS, DOCUMENT}), write_data=_write_document)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping, Sequence
+from enum import Enum
+from typing import Any, Iterable, Sequence
 
+from ampdoctor.report.info import ReportInfo
 from ampdoctor.rules import Finding, Severity
 from ampdoctor.rules.model import json_object
 
@@ -88,25 +90,39 @@ class Chart:
                    d.get("y_label", ""), d.get("log_y", True), d.get("log_x", False))
 
 
+class ErrorKind(str, Enum):
+    """What kind of trouble a `ReportError` is, set where it is raised, so that callers classify errors by kind and
+    never by the words of the message. Not part of the JSON document (a report read back has kind "input")."""
+
+    INPUT = "input"  # an input ampdoctor could not check (a config it cannot interpret, a value out of range)
+    UNREADABLE = "unreadable"  # a file that could not be read at all (missing, no permission, not text)
+    SYNTAX = "syntax"  # a source file that does not parse
+    NEWER_SYNTAX = "newer-syntax"  # a source file in syntax of a newer Python than this one: fine, but not checked here
+    RANK = "rank"  # a rank of a distributed run that sent no (usable) report, or whose script failed
+    INTERNAL = "internal"  # ampdoctor itself failed (an analysis that raised)
+
+
 @dataclass(frozen=True)
 class ReportError:
     """Something a report could not do: input a detector could not read (a config that does not parse, a
     script that does not run), a rank that sent no report, an analysis that failed. `file` names the input
     (or the part of ampdoctor) it concerns. `fatal` errors make the command exit 2; a file with a syntax error
-    is not fatal as long as other files could be checked."""
+    is not fatal as long as other files could be checked. `kind` says which of these it is."""
 
     file: str
     message: str
     line: int | None = None
     column: int | None = None
     fatal: bool = True
+    kind: ErrorKind = ErrorKind.INPUT
 
     def __str__(self) -> str:
         where = self.file + (f":{self.line}" if self.line else "") + (f":{self.column}" if self.line and self.column else "")
         return f"{where}: {self.message}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        out = {"file": self.file, "message": self.message, "line": self.line, "column": self.column, "fatal": self.fatal}
+        return {k: v for k, v in out.items() if v is not None}
 
     @classmethod
     def from_dict(cls, data: Any) -> "ReportError":
@@ -129,11 +145,8 @@ class Report:
     checked: tuple[str, ...] = ()
     # What the report could not do (a config that does not parse, a rank that sent nothing).
     errors: tuple[ReportError, ...] = ()
-    # What the reader needs to read the findings right: the command, the policy an audit judged by and whether it
-    # was given or inferred ("policy_source"), a script's failure; "notes": sentences on what was not checked (shown
-    # before the findings), with their short forms for the summary line in "summary_caveats"; "summary_when_clean":
-    # the summary's words when there are no findings, where "no findings" would say less than what was checked.
-    info: Mapping[str, Any] = field(default_factory=dict)
+    # What the reader needs to read the findings right (see `ReportInfo`); a mapping is read as its JSON form.
+    info: ReportInfo = field(default_factory=ReportInfo)
     # Plots of the numbers in the tables (error by module, error vs position), for the HTML renderer.
     charts: tuple[Chart, ...] = ()
 
@@ -141,6 +154,8 @@ class Report:
         # A finding met twice word for word (two detectors, or two readings of one file, reaching the same
         # verdict) is reported once, whichever way the report was built (`of`, `merge`, `replace`, JSON).
         object.__setattr__(self, "findings", distinct_findings(self.findings))
+        if not isinstance(self.info, ReportInfo):
+            object.__setattr__(self, "info", ReportInfo.from_dict(self.info))
 
     @classmethod
     def of(cls, findings: Iterable[Finding], **kwargs: Any) -> "Report":
@@ -152,12 +167,13 @@ class Report:
             tables=self.tables + other.tables,
             checked=self.checked + other.checked,
             errors=self.errors + other.errors,
-            info={**self.info, **other.info},
+            info=self.info.merged(other.info),
             charts=self.charts + other.charts,
         )
 
     def with_info(self, **info: Any) -> "Report":
-        return replace(self, info={**self.info, **info})
+        """This report with the named `ReportInfo` fields set (an unknown name is a TypeError)."""
+        return replace(self, info=replace(self.info, **info))
 
     def counts(self) -> dict[str, int]:
         counted = Counter(f.severity.value for f in self.findings)
@@ -213,8 +229,8 @@ def report_summary(report: Report) -> str:
     """The summary line of `report`, with what its `info` says the words must not hide: `summary_when_clean` for
     the words of a report with no findings, `summary_caveats` for what was not checked (see `notes`)."""
     return summary_line(report.counts(), report.checked, len({e.file for e in report.errors}),
-                        clean=str(report.info.get("summary_when_clean", "no findings")),
-                        caveats=[str(c) for c in report.info.get("summary_caveats", ())])
+                        clean="no findings" if report.info.summary_when_clean is None else report.info.summary_when_clean,
+                        caveats=report.info.summary_caveats)
 
 
 def exit_code(report: Report, fail_on: Severity = Severity.ERROR, *, program_code: int = 0) -> int:

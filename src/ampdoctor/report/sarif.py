@@ -16,6 +16,7 @@ from typing import Any
 
 from ampdoctor._version import __version__
 from ampdoctor.report.model import Report
+from ampdoctor.report.renderer import FINDINGS, Renderer
 from ampdoctor.rules import Location, Rule, Severity, catalog
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -116,7 +117,7 @@ def report_to_sarif(report: Report, root: Path | None = None) -> dict[str, Any]:
         if related:
             result["relatedLocations"] = [dict(loc, id=i) for i, loc in enumerate(related)]
         results.append(result)
-    command = str(report.info.get("command", "ampdoctor"))
+    command = report.info.command if report.info.command is not None else "ampdoctor"
     run: dict[str, Any] = {
         "tool": {"driver": {"name": "ampdoctor", "version": __version__, "informationUri": "https://github.com/ampdoctor/ampdoctor",
                             "rules": [_rule_descriptor(r) for r in rules]}},
@@ -128,10 +129,17 @@ def report_to_sarif(report: Report, root: Path | None = None) -> dict[str, Any]:
             "toolExecutionNotifications": [{"level": "error" if e.fatal else "warning", "message": {"text": str(e)}} for e in report.errors],
         }],
     }
-    if report.info:
-        run["properties"] = {k: v for k, v in report.info.items() if isinstance(v, (str, int, float, bool))}
+    info = report.info.to_dict()
+    if info:
+        run["properties"] = {k: v for k, v in info.items() if isinstance(v, (str, int, float, bool))}
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
 def render_sarif(report: Report) -> str:
     return json.dumps(report_to_sarif(report), indent=2)
+
+
+# SARIF is about findings at places: no measurements form (compare), no statistics form; explain's candidates are
+# written as their findings.
+RENDERER = Renderer("sarif", lambda report, stream, full: stream.write(render_sarif(report) + "\n"), ".sarif", "SARIF",
+                    kinds=frozenset({FINDINGS}))

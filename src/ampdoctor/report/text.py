@@ -13,6 +13,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from ampdoctor.report.model import Report, Table, report_summary
+from ampdoctor.report.renderer import DOCUMENT, FINDINGS, MEASUREMENTS, Candidates, Renderer
 from ampdoctor.rules import Finding, Severity
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -42,11 +43,11 @@ def _info_lines(report: Report) -> list[str]:
     """The context a reader needs first: the policy an audit judged by, and a script that failed."""
     info = report.info
     lines = []
-    if "policy" in info:
-        lines.append(f"policy: {info['policy']} ({_SOURCE.get(str(info.get('policy_source')), info.get('policy_source'))})")
-    if info.get("script_failed"):
-        lines.append(f"the script failed: {info.get('exception', 'exit code ' + str(info.get('script_exit_code')))}")
-    lines.extend(f"note: {note}" for note in info.get("notes", ()))
+    if info.policy is not None:
+        lines.append(f"policy: {info.policy} ({_SOURCE.get(str(info.policy_source), info.policy_source)})")
+    if info.script_failed:
+        lines.append(f"the script failed: {info.exception if info.exception is not None else 'exit code ' + str(info.script_exit_code)}")
+    lines.extend(f"note: {note}" for note in info.notes)
     return lines
 
 
@@ -162,3 +163,13 @@ def write_statistics(report: Report, stream: IO[str], *, color: bool | None = No
     for (rule_id, name, severity), n in sorted(counted.items(), key=lambda kv: (-kv[1], kv[0][0])):
         console.print(Text(f"{n:>6}  ") + Text(rule_id, style="bold") + Text(f"  {name}  ") + Text(severity.value, style=_STYLE[severity]))
     console.print(Text(report_summary(report), style="bold"))
+
+
+def write_candidates_text(answer: Candidates, stream: IO[str]) -> None:
+    from ampdoctor.report.candidates import write_candidates
+
+    write_candidates(answer.candidates, stream, hidden=answer.hidden)
+
+
+RENDERER = Renderer("text", lambda report, stream, full: write_text(report, stream, full=full), ".txt", "text",
+                    kinds=frozenset({FINDINGS, MEASUREMENTS, DOCUMENT}), write_candidates=write_candidates_text, write_statistics=write_statistics)

@@ -17,7 +17,7 @@ from typing import Sequence
 from ampdoctor.lint.python.context import Context
 from ampdoctor.lint.python.source import SourceFile
 from ampdoctor.lint.python.suppress import is_suppressed, parse_suppressions
-from ampdoctor.report import Report, ReportError
+from ampdoctor.report import ErrorKind, Report, ReportError
 from ampdoctor.rules.catalog import finding
 from ampdoctor.rules.model import Finding, Location
 from ampdoctor.rules.registry import detectors
@@ -40,10 +40,11 @@ def lint_source(text: str, path: str = "<string>") -> tuple[list[Finding], Repor
         newer = newer_syntax(exc, text)
         if newer:
             version = f"{sys.version_info[0]}.{sys.version_info[1]}"
-            return [], ReportError(path, f"{NEWER_PYTHON}{newer}; Python {version} cannot parse it, not checked", exc.lineno, exc.offset, fatal=False)
-        return [], ReportError(path, f"syntax error: {exc.msg}", exc.lineno, exc.offset, fatal=False)
+            return [], ReportError(path, f"{NEWER_PYTHON}{newer}; Python {version} cannot parse it, not checked", exc.lineno, exc.offset, fatal=False,
+                                   kind=ErrorKind.NEWER_SYNTAX)
+        return [], ReportError(path, f"syntax error: {exc.msg}", exc.lineno, exc.offset, fatal=False, kind=ErrorKind.SYNTAX)
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
-        return [], ReportError(path, f"syntax error: {exc}", fatal=False)
+        return [], ReportError(path, f"syntax error: {exc}", fatal=False, kind=ErrorKind.SYNTAX)
     ctx = Context(src)
     suppressions = parse_suppressions(text)
     findings: list[Finding] = []
@@ -60,7 +61,7 @@ def lint_source(text: str, path: str = "<string>") -> tuple[list[Finding], Repor
     return findings, None
 
 
-# Message prefix of a file this interpreter cannot parse because it uses newer Python syntax: a note, not an input
+# The message of a file this interpreter cannot parse because it uses newer Python syntax (ErrorKind.NEWER_SYNTAX): a note, not an input
 # error (the file is fine; linting it needs Python 3.12+).
 NEWER_PYTHON = "uses syntax of Python 3.12+: "
 _FSTRING_3_12 = ("f-string expression part cannot include a backslash", "f-string expression part cannot include '#'",
@@ -90,7 +91,7 @@ def lint_file(path: str) -> FileResult:
     try:
         text = importlib.util.decode_source(Path(path).read_bytes())
     except (OSError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
-        return path, [], ReportError(path, f"cannot read: {exc}", fatal=False)
+        return path, [], ReportError(path, f"cannot read: {exc}", fatal=False, kind=ErrorKind.UNREADABLE)
     findings, error = lint_source(text, path)
     return path, findings, error
 
@@ -132,10 +133,10 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0) -> Report:
     newer: list[ReportError] = []
     for path, found, error in results:
         findings.extend(found)
-        if error is not None and error.message.startswith("cannot read"):
+        if error is not None and error.kind is ErrorKind.UNREADABLE:
             errors.append(error)
             continue
-        if error is not None and error.message.startswith(NEWER_PYTHON):
+        if error is not None and error.kind is ErrorKind.NEWER_SYNTAX:
             newer.append(error)
             continue
         checked.append(path)
@@ -144,6 +145,6 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0) -> Report:
     report = Report.of(findings, checked=tuple(checked), errors=tuple(errors))
     if newer:
         many = len(newer) != 1
-        report = report.with_info(notes=[str(e) for e in newer], summary_caveats=[
-            f"{len(newer)} file{'s' if many else ''} not checked: Python 3.12+ syntax (lint {'them' if many else 'it'} with Python 3.12+)"])
+        report = report.with_info(notes=tuple(str(e) for e in newer), summary_caveats=(
+            f"{len(newer)} file{'s' if many else ''} not checked: Python 3.12+ syntax (lint {'them' if many else 'it'} with Python 3.12+)",))
     return report

@@ -1,0 +1,102 @@
+"""`ampdoctor lint`: configs and Python sources, with ruff's selection options, a baseline and statistics."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ampdoctor.cli.common import UsageError, add_output_options, emit, output
+from ampdoctor.report import Report, exit_code, renderer
+
+if TYPE_CHECKING:
+    from ampdoctor.lint import LintSettings
+
+
+def add_lint(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("lint", help="check configs and Python sources for mixed-precision bugs")
+    p.add_argument("paths", nargs="*", default=["."], help="files or directories (default: .)")
+    p.add_argument("--select", metavar="RULES", help="comma-separated rule names or ids to check instead of the default set (ALL: every rule)")
+    p.add_argument("--extend-select", metavar="RULES", help="rules to check on top of the selection (the opt-in design-choice rules)")
+    p.add_argument("--ignore", metavar="RULES", help="comma-separated rule names or ids to skip")
+    p.add_argument("--per-file-ignores", metavar="PATTERN:RULES", action="append",
+                   help="skip RULES in files matching PATTERN (repeatable), e.g. 'tests/*:AMP004,AMP005'")
+    p.add_argument("--fail-on", choices=("error", "warning", "info"), help="lowest severity that fails (default: error)")
+    p.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings are reported (2 still means unreadable input)")
+    p.add_argument("--statistics", action="store_true", help="print how many findings each rule has instead of the findings")
+    p.add_argument("--baseline", metavar="FILE", help="report only findings not in FILE; when FILE does not exist, record today's findings in it")
+    p.add_argument("--jobs", "-j", type=int, help="worker processes for Python files (default: one per core)")
+    p.add_argument("--config", metavar="PYPROJECT", help="read [tool.ampdoctor] from this file instead of the nearest pyproject.toml")
+    p.add_argument("--no-config", action="store_true", help="ignore [tool.ampdoctor] settings")
+    add_output_options(p)
+    p.set_defaults(func=_cmd_lint)
+
+
+def _lint_settings(args: argparse.Namespace) -> "LintSettings":
+    from ampdoctor.lint import SettingsError, load_settings
+    from ampdoctor.lint.settings import find_pyproject, parse_per_file_ignores, rule_ids
+    from ampdoctor.rules import Severity
+
+    try:
+        if args.no_config:
+            settings = load_settings(None)
+        else:
+            pyproject = Path(args.config) if args.config else find_pyproject(Path(args.paths[0]))
+            if args.config and not os.path.isfile(args.config):  # never raises: a name too long, a NUL byte
+                raise UsageError(f"--config {args.config}: no such file")
+            settings = load_settings(pyproject)
+
+        def ids(value: str | None, where: str) -> frozenset[str] | None:
+            return rule_ids(value.split(","), where) if value else None
+
+        return settings.override(
+            select=ids(args.select, "--select"),
+            extend_select=ids(args.extend_select, "--extend-select"),
+            ignore=ids(args.ignore, "--ignore"),
+            per_file_ignores=settings.per_file_ignores + parse_per_file_ignores(args.per_file_ignores, "--per-file-ignores")
+            if args.per_file_ignores else None,
+            fail_on=Severity.parse(args.fail_on) if args.fail_on else None,
+            jobs=args.jobs,
+        )
+    except SettingsError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _emit_statistics(report: Report, args: argparse.Namespace) -> None:
+    chosen = renderer(args.format)
+    if chosen.write_statistics is None:
+        raise UsageError(f"--statistics has no {chosen.label} form: use --format text or json")
+    with output(args.output) as stream:
+        chosen.write_statistics(report, stream)
+
+
+def _cmd_lint(args: argparse.Namespace) -> int:
+    from ampdoctor.lint import lint_paths
+    from ampdoctor.lint.baseline import BaselineError, load_baseline, only_new, write_baseline
+
+    settings = _lint_settings(args)
+    report = lint_paths(args.paths, settings)
+    if args.baseline:
+        path = Path(args.baseline)
+        try:
+            exists = os.path.exists(args.baseline)  # os.path never raises (a name too long, a NUL byte): writing says why
+            if exists and not os.path.isfile(args.baseline):
+                raise UsageError(f"--baseline {args.baseline}: not a regular file")
+            if not exists:
+                count = write_baseline(path, report)
+                print(f"ampdoctor: recorded {count} finding(s) in the baseline {path}; later runs report only new ones", file=sys.stderr)
+                return 2 if exit_code(report, settings.fail_on) == 2 else 0
+            filtered = only_new(report, load_baseline(path))
+        except BaselineError as exc:
+            raise UsageError(str(exc)) from None
+        report = filtered.report
+        if filtered.known:
+            print(f"ampdoctor: {filtered.known} finding(s) already in the baseline {path} are not shown", file=sys.stderr)
+    if args.statistics:
+        _emit_statistics(report, args)
+    else:
+        emit(report, args)
+    code = exit_code(report, settings.fail_on)
+    return 0 if args.exit_zero and code == 1 else code
