@@ -1,0 +1,215 @@
+"""Mutation run: can the tests fail? Silence each registered detector in turn and run the tests; a detector is
+*killed* when at least one test fails with it silenced, and *survives* when every test still passes (nothing
+checks what it finds).
+
+Every kind of detector in `ampdoctor.rules.registry.detectors()` is a mutant (policy, code, runtime, ranks,
+numerics), and so are the catalog signatures of each rule that has some (its ``explain`` detector). Silencing goes
+through `bench/mutation_site.py`, installed as ``sitecustomize`` on ``PYTHONPATH``: it reaches the pytest process
+and every ``python -m ampdoctor`` the tests spawn, and no production code knows about it. (A test that replaces
+``PYTHONPATH`` in the environment of its subprocess does not see the mutant there.)
+
+To finish on a small machine, each mutant runs ``pytest -x`` in stages and stops at the first failing test:
+1. the rule's own fixtures and verdicts (``tests/rules -k RULE``), a few seconds;
+2. the tests of the detector's kind (``tests/python_lint`` for code, ``tests/configs`` for policy, ...);
+3. only for survivors, the whole suite, without the tests that already fail with nothing silenced (a baseline
+   run finds those).
+Two mutants run at a time. ``--quick`` runs stage 1 for one covered detector plus a control run with nothing
+silenced, and writes nothing.
+
+    .venv/bin/python bench/mutation.py                 # every detector; writes docs/benchmarks.md
+    .venv/bin/python bench/mutation.py --only AMP004:code:grad_scaler_with_bf16 --no-write
+    .venv/bin/python bench/mutation.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchdocs import markdown_table, stamp, write_block  # noqa: E402
+
+from ampdoctor.rules import catalog  # noqa: E402
+from ampdoctor.rules.registry import detectors  # noqa: E402
+
+KIND_TESTS: dict[str, tuple[str, ...]] = {
+    "policy": ("tests/rules", "tests/configs", "tests/test_policy.py", "tests/test_train_step.py"),
+    "code": ("tests/rules", "tests/python_lint", "tests/test_fix_rope.py"),
+    "runtime": ("tests/rules", "tests/audit"),
+    "ranks": ("tests/rules", "tests/audit/test_audit_distributed.py"),
+    "numerics": ("tests/rules", "tests/numerics"),
+    "explain": ("tests/rules", "tests/test_explain.py"),
+}
+STAGE_TIMEOUT_S = 1800
+QUICK = ("AMP004:code:grad_scaler_with_bf16",)
+_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Mutant:
+    rule_id: str
+    kind: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.rule_id}:{self.kind}:{self.name}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    mutant: Mutant
+    killed: bool
+    first_failure: str  # the failing test, or why there is none
+    stage: int  # the stage that killed it; 0 when it survived
+    asked: bool  # the silenced detector was called in some process
+    seconds: float
+
+
+def all_mutants() -> list[Mutant]:
+    """Every registered detector, then every rule's signatures (its explain detector), in rule-id order."""
+    found = [Mutant(d.rule_id, d.kind, d.fn.__name__) for d in detectors()]
+    found += [Mutant(r.id, "explain", "signatures") for r in catalog() if r.signatures]
+    return sorted(found, key=lambda m: (m.rule_id, m.kind, m.name))
+
+
+def _site_dir() -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="ampdoctor-mutation-"))
+    shutil.copy(Path(__file__).with_name("mutation_site.py"), folder / "sitecustomize.py")
+    return folder
+
+
+def pytest_run(targets: list[str], *, mutant: Mutant | None, site: Path, log: Path | None,
+               extra: tuple[str, ...] = (), stop_first: bool = True) -> tuple[int, str]:
+    """Run pytest on ``targets`` with ``mutant`` silenced: (exit status, combined output)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT / "src")]), "OMP_NUM_THREADS": "1",
+           "AMPDOCTOR_MUTANT": mutant.key if mutant else "", "AMPDOCTOR_MUTANT_LOG": str(log) if log else ""}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", "-n", "0",
+           *(["-x"] if stop_first else []), *extra, *targets]
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=STAGE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return 124, "timeout"
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def stages(mutant: Mutant, whole: bool) -> list[tuple[list[str], tuple[str, ...]]]:
+    """(targets, extra pytest arguments) of each stage, most relevant first."""
+    out: list[tuple[list[str], tuple[str, ...]]] = [(["tests/rules"], ("-k", mutant.rule_id))]
+    out.append(([t for t in KIND_TESTS[mutant.kind]], ()))
+    if whole:
+        out.append((["tests"], ()))
+    return out
+
+
+def run_mutant(mutant: Mutant, site: Path, *, whole: bool, deselect: tuple[str, ...] = (), first: int = 1) -> Outcome:
+    start = time.perf_counter()
+    log = Path(tempfile.mkstemp(prefix="mutant-", suffix=".log")[1])
+    try:
+        for number, (targets, extra) in enumerate(stages(mutant, whole), 1):
+            if number < first:
+                continue
+            args = extra + tuple(a for d in deselect for a in ("--deselect", d)) if number == 3 else extra
+            status, output = pytest_run(targets, mutant=mutant, site=site, log=log, extra=args)
+            if status == 1:
+                failed = _FAILED.search(output)
+                return Outcome(mutant, True, failed[1] if failed else "(failure not named)", number,
+                               bool(log.read_text()), time.perf_counter() - start)
+            if status not in (0, 5):  # 5: nothing collected (a -k that selects no test)
+                return Outcome(mutant, False, f"pytest exit status {status}: {output[-300:]!r}", 0,
+                               bool(log.read_text()), time.perf_counter() - start)
+        return Outcome(mutant, False, "no test failed", 0, bool(log.read_text()), time.perf_counter() - start)
+    finally:
+        log.unlink(missing_ok=True)
+
+
+def baseline_failures(site: Path) -> tuple[str, ...]:
+    """Tests that fail with nothing silenced: a mutant's failure there says nothing about the mutant."""
+    status, output = pytest_run(["tests"], mutant=None, site=site, log=None, stop_first=False)
+    return tuple(_FAILED.findall(output)) if status == 1 else ()
+
+
+def run_all(mutants: list[Mutant], *, whole: bool, jobs: int) -> tuple[list[Outcome], tuple[str, ...]]:
+    """Stages 1-2 for every mutant, then stage 3 (the whole suite) for the survivors."""
+    site = _site_dir()
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            baseline = pool.submit(baseline_failures, site) if whole else None
+            outcomes = list(pool.map(lambda m: run_mutant(m, site, whole=False), mutants))
+            deselect = baseline.result() if baseline else ()
+            if whole:
+                again = {o.mutant.key: pool.submit(run_mutant, o.mutant, site, whole=True, deselect=deselect, first=3)
+                         for o in outcomes if not o.killed}
+                outcomes = [again[o.mutant.key].result() if o.mutant.key in again else o for o in outcomes]
+        return outcomes, deselect
+    finally:
+        shutil.rmtree(site, ignore_errors=True)
+
+
+def table(outcomes: list[Outcome]) -> str:
+    rows = [[f"`{o.mutant.rule_id}` {o.mutant.name}", o.mutant.kind, "killed" if o.killed else "**survived**",
+             f"`{o.first_failure}`" if o.killed else o.first_failure, o.stage or "-", "yes" if o.asked else "no",
+             f"{o.seconds:.0f}"] for o in outcomes]
+    return markdown_table(["detector", "kind", "killed?", "first failing test", "stage", "asked", "s"], rows)
+
+
+def summary(outcomes: list[Outcome]) -> str:
+    killed = sum(o.killed for o in outcomes)
+    survivors = ", ".join(o.mutant.key for o in outcomes if not o.killed) or "none"
+    return f"{killed}/{len(outcomes)} detectors killed (survivors: {survivors})"
+
+
+def main(argv: list[str] | None = None) -> list[Outcome]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="stage 1 for one covered detector and a control; no docs")
+    parser.add_argument("--only", help="comma-separated RULE:KIND:NAME keys (see --list)")
+    parser.add_argument("--list", action="store_true", help="print the mutant keys and exit")
+    parser.add_argument("--jobs", type=int, default=2, help="mutants run at a time (default 2)")
+    parser.add_argument("--no-write", action="store_true", help="print instead of writing docs/benchmarks.md")
+    parser.add_argument("--no-whole", action="store_true", help="stages 1-2 only: no whole-suite run for survivors")
+    args = parser.parse_args(argv)
+    mutants = all_mutants()
+    if args.list:
+        print("\n".join(m.key for m in mutants))
+        return []
+    wanted = QUICK if args.quick else tuple(args.only.split(",")) if args.only else None
+    if wanted:
+        unknown = set(wanted) - {m.key for m in mutants}
+        if unknown:
+            parser.error(f"no such detector: {sorted(unknown)}; --list shows them")
+        mutants = [m for m in mutants if m.key in wanted]
+    start = time.perf_counter()
+    outcomes, deselect = run_all(mutants, whole=not (args.quick or args.no_whole), jobs=max(1, min(args.jobs, 2)))
+    wall = time.perf_counter() - start
+    body = "\n\n".join([stamp(wall), table(outcomes), summary(outcomes) + "."])
+    if deselect:
+        body += "\n\nFailing with nothing silenced (left out of stage 3): " + ", ".join(f"`{d}`" for d in deselect)
+    print(body)
+    if not (args.quick or args.no_write or args.only or args.no_whole):
+        write_block("mutation", "## Mutation run: every detector has a test that fails without it", body)
+    return outcomes
+
+
+def control_passes(targets: list[str], extra: tuple[str, ...] = ()) -> bool:
+    """Stage targets pass with nothing silenced (for --quick's check that a kill is the mutant's doing)."""
+    site = _site_dir()
+    try:
+        return pytest_run(targets, mutant=None, site=site, log=None, extra=extra)[0] == 0
+    finally:
+        shutil.rmtree(site, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
