@@ -9,8 +9,8 @@ and every ``python -m ampdoctor`` the tests spawn, and no production code knows 
 ``PYTHONPATH`` in the environment of its subprocess does not see the mutant there.)
 
 To finish on a small machine, each mutant runs ``pytest -x`` in stages and stops at the first failing test:
-1. the rule's own fixtures and verdicts (``tests/rules -k RULE``), a few seconds;
-2. the tests of the detector's kind (``tests/python_lint`` for code, ``tests/configs`` for policy, ...);
+1. the rule's own fixtures (``tests/rules/test_rule_fixtures.py -k RULE``), a few seconds;
+2. the rule tests and those of the detector's kind (``tests/rules`` then ``tests/python_lint`` for code, ...);
 3. only for survivors, the whole suite, without the tests that already fail with nothing silenced (a baseline
    run finds those).
 Two mutants run at a time. ``--quick`` runs stage 1 for one covered detector plus a control run with nothing
@@ -107,19 +107,19 @@ def pytest_run(targets: list[str], *, mutant: Mutant | None, site: Path, log: Pa
 
 def stages(mutant: Mutant, whole: bool) -> list[tuple[list[str], tuple[str, ...]]]:
     """(targets, extra pytest arguments) of each stage, most relevant first."""
-    out: list[tuple[list[str], tuple[str, ...]]] = [(["tests/rules"], ("-k", mutant.rule_id))]
+    out: list[tuple[list[str], tuple[str, ...]]] = [(["tests/rules/test_rule_fixtures.py"], ("-k", mutant.rule_id))]
     out.append(([t for t in KIND_TESTS[mutant.kind]], ()))
     if whole:
         out.append((["tests"], ()))
     return out
 
 
-def run_mutant(mutant: Mutant, site: Path, *, whole: bool, deselect: tuple[str, ...] = (), first: int = 1) -> Outcome:
+def run_mutant(mutant: Mutant, site: Path, *, whole: bool, deselect: tuple[str, ...] = (), first: int = 1, last: int = 3) -> Outcome:
     start = time.perf_counter()
     log = Path(tempfile.mkstemp(prefix="mutant-", suffix=".log")[1])
     try:
         for number, (targets, extra) in enumerate(stages(mutant, whole), 1):
-            if number < first:
+            if not first <= number <= last:
                 continue
             args = extra + tuple(a for d in deselect for a in ("--deselect", d)) if number == 3 else extra
             status, output = pytest_run(targets, mutant=mutant, site=site, log=log, extra=args)
@@ -141,19 +141,20 @@ def baseline_failures(site: Path) -> tuple[str, ...]:
     return tuple(_FAILED.findall(output)) if status == 1 else ()
 
 
-def run_all(mutants: list[Mutant], *, whole: bool, jobs: int) -> tuple[list[Outcome], tuple[str, ...]]:
-    """Stages 1-2 for every mutant, then stage 3 (the whole suite) for the survivors."""
+def run_all(mutants: list[Mutant], *, whole: bool, jobs: int, last: int = 2) -> tuple[list[Outcome], tuple[str, ...]]:
+    """Stages 1-2 for every mutant, then, if any survive, a baseline run of the whole suite and stage 3 (the whole
+    suite without the baseline's failures) for the survivors."""
     site = _site_dir()
     try:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            baseline = pool.submit(baseline_failures, site) if whole else None
-            outcomes = list(pool.map(lambda m: run_mutant(m, site, whole=False), mutants))
-            deselect = baseline.result() if baseline else ()
-            if whole:
-                again = {o.mutant.key: pool.submit(run_mutant, o.mutant, site, whole=True, deselect=deselect, first=3)
-                         for o in outcomes if not o.killed}
-                outcomes = [again[o.mutant.key].result() if o.mutant.key in again else o for o in outcomes]
-        return outcomes, deselect
+            outcomes = list(pool.map(lambda m: run_mutant(m, site, whole=False, last=last), mutants))
+            survivors = [o.mutant for o in outcomes if not o.killed]
+            if not (whole and survivors):
+                return outcomes, ()
+            deselect = baseline_failures(site)
+            again = dict(zip([m.key for m in survivors],
+                             pool.map(lambda m: run_mutant(m, site, whole=True, deselect=deselect, first=3), survivors)))
+        return [again.get(o.mutant.key, o) for o in outcomes], deselect
     finally:
         shutil.rmtree(site, ignore_errors=True)
 
@@ -171,7 +172,8 @@ def summary(outcomes: list[Outcome]) -> str:
     return f"{killed}/{len(outcomes)} detectors killed (survivors: {survivors})"
 
 
-def main(argv: list[str] | None = None) -> list[Outcome]:
+def main(argv: list[str] | None = None) -> int:
+    """0 when every detector run was killed (and, with --quick, the control passed), else 1."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="stage 1 for one covered detector and a control; no docs")
     parser.add_argument("--only", help="comma-separated RULE:KIND:NAME keys (see --list)")
@@ -183,15 +185,21 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
     mutants = all_mutants()
     if args.list:
         print("\n".join(m.key for m in mutants))
-        return []
+        return 0
     wanted = QUICK if args.quick else tuple(args.only.split(",")) if args.only else None
     if wanted:
         unknown = set(wanted) - {m.key for m in mutants}
         if unknown:
             parser.error(f"no such detector: {sorted(unknown)}; --list shows them")
         mutants = [m for m in mutants if m.key in wanted]
+    control = None
+    if args.quick:  # the same stage with nothing silenced must pass, or a kill says nothing about the mutant
+        targets, extra = stages(mutants[0], whole=False)[0]
+        control = control_passes(targets, extra)
+        print(f"control (nothing silenced, {' '.join(targets + list(extra))}): {'passed' if control else 'FAILED'}")
     start = time.perf_counter()
-    outcomes, deselect = run_all(mutants, whole=not (args.quick or args.no_whole), jobs=max(1, min(args.jobs, 2)))
+    outcomes, deselect = run_all(mutants, whole=not (args.quick or args.no_whole), jobs=max(1, min(args.jobs, 2)),
+                                 last=1 if args.quick else 2)
     wall = time.perf_counter() - start
     body = "\n\n".join([stamp(wall), table(outcomes), summary(outcomes) + "."])
     if deselect:
@@ -199,7 +207,7 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
     print(body)
     if not (args.quick or args.no_write or args.only or args.no_whole):
         write_block("mutation", "## Mutation run: every detector has a test that fails without it", body)
-    return outcomes
+    return 0 if all(o.killed for o in outcomes) and control is not False else 1
 
 
 def control_passes(targets: list[str], extra: tuple[str, ...] = ()) -> bool:
