@@ -14,7 +14,7 @@ try:
     out.float().pow(2).mean().backward()
     flat = torch.cat([p.grad.flatten() for p in model.parameters()]).to(torch.bfloat16)
     shard = torch.empty(flat.numel() // dist.get_world_size(), dtype=flat.dtype)
-    dist.reduce_scatter_tensor(shard, flat)  # ampdoctor: expect[AMP205]
+    dist.reduce_scatter_single(shard, flat)  # ampdoctor: expect[AMP205]
     optimizer.step()
 finally:
     dist.destroy_process_group()
