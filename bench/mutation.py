@@ -13,7 +13,8 @@ To finish on a small machine, each mutant runs ``pytest -x`` in stages and stops
 2. the rule tests and those of the detector's kind (``tests/rules`` then ``tests/python_lint`` for code, ...);
 3. only for survivors, the whole suite, without the tests that already fail with nothing silenced (a baseline
    run finds those).
-Two mutants run at a time. ``--quick`` runs stage 1 for one covered detector plus a control run with nothing
+Two mutants run at a time, against the working tree as it is: do not edit it during a run (a file caught half
+written fails every test, and the mutant of the moment counts as killed). ``--quick`` runs stage 1 for one covered detector plus a control run with nothing
 silenced, and writes nothing.
 
     .venv/bin/python bench/mutation.py                 # every detector; writes docs/benchmarks.md
@@ -53,6 +54,11 @@ KIND_TESTS: dict[str, tuple[str, ...]] = {
     "explain": ("tests/rules", "tests/test_explain.py"),
 }
 STAGE_TIMEOUT_S = 1800
+LEGEND = ("Each detector silenced in turn (its registration, name and source location kept, its hits gone; a rule's "
+          "`explain` detector is its catalog signatures, silenced by matching no text). *stage*: where the first test "
+          "failed: 1 the rule's own fixtures (`tests/rules/test_rule_fixtures.py -k RULE`), 2 `tests/rules` and the tests "
+          "of the detector's kind, 3 the whole suite. *asked*: the silenced detector was called in some process (the "
+          "pytest process or a `python -m ampdoctor` a test spawned).")
 QUICK = ("AMP004:code:grad_scaler_with_bf16",)
 _FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 
@@ -172,8 +178,7 @@ def summary(outcomes: list[Outcome]) -> str:
     return f"{killed}/{len(outcomes)} detectors killed (survivors: {survivors})"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """0 when every detector run was killed (and, with --quick, the control passed), else 1."""
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="stage 1 for one covered detector and a control; no docs")
     parser.add_argument("--only", help="comma-separated RULE:KIND:NAME keys (see --list)")
@@ -181,43 +186,52 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="mutants run at a time (default 2)")
     parser.add_argument("--no-write", action="store_true", help="print instead of writing docs/benchmarks.md")
     parser.add_argument("--no-whole", action="store_true", help="stages 1-2 only: no whole-suite run for survivors")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _selected(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[Mutant]:
     mutants = all_mutants()
+    wanted = QUICK if args.quick else tuple(args.only.split(",")) if args.only else None
+    if not wanted:
+        return mutants
+    unknown = set(wanted) - {m.key for m in mutants}
+    if unknown:
+        parser.error(f"no such detector: {sorted(unknown)}; --list shows them")
+    return [m for m in mutants if m.key in wanted]
+
+
+def control_passes(mutant: Mutant) -> bool:
+    """Stage 1 of `mutant` passes with nothing silenced: without that, a kill says nothing about the mutant."""
+    targets, extra = stages(mutant, whole=False)[0]
+    site = _site_dir()
+    try:
+        passed = pytest_run(targets, mutant=None, site=site, log=None, extra=extra)[0] == 0
+    finally:
+        shutil.rmtree(site, ignore_errors=True)
+    print(f"control (nothing silenced, {' '.join(targets + list(extra))}): {'passed' if passed else 'FAILED'}")
+    return passed
+
+
+def main(argv: list[str] | None = None) -> int:
+    """0 when every detector run was killed (and, with --quick, the control passed), else 1."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    mutants = _selected(args, parser)
     if args.list:
         print("\n".join(m.key for m in mutants))
         return 0
-    wanted = QUICK if args.quick else tuple(args.only.split(",")) if args.only else None
-    if wanted:
-        unknown = set(wanted) - {m.key for m in mutants}
-        if unknown:
-            parser.error(f"no such detector: {sorted(unknown)}; --list shows them")
-        mutants = [m for m in mutants if m.key in wanted]
-    control = None
-    if args.quick:  # the same stage with nothing silenced must pass, or a kill says nothing about the mutant
-        targets, extra = stages(mutants[0], whole=False)[0]
-        control = control_passes(targets, extra)
-        print(f"control (nothing silenced, {' '.join(targets + list(extra))}): {'passed' if control else 'FAILED'}")
+    control = control_passes(mutants[0]) if args.quick else True
     start = time.perf_counter()
     outcomes, deselect = run_all(mutants, whole=not (args.quick or args.no_whole), jobs=max(1, min(args.jobs, 2)),
                                  last=1 if args.quick else 2)
-    wall = time.perf_counter() - start
-    body = "\n\n".join([stamp(wall), table(outcomes), summary(outcomes) + "."])
+    body = "\n\n".join([stamp(time.perf_counter() - start), LEGEND, table(outcomes), summary(outcomes) + "."])
     if deselect:
         body += "\n\nFailing with nothing silenced (left out of stage 3): " + ", ".join(f"`{d}`" for d in deselect)
     print(body)
     if not (args.quick or args.no_write or args.only or args.no_whole):
         write_block("mutation", "## Mutation run: every detector has a test that fails without it", body)
-    return 0 if all(o.killed for o in outcomes) and control is not False else 1
-
-
-def control_passes(targets: list[str], extra: tuple[str, ...] = ()) -> bool:
-    """Stage targets pass with nothing silenced (for --quick's check that a kill is the mutant's doing)."""
-    site = _site_dir()
-    try:
-        return pytest_run(targets, mutant=None, site=site, log=None, extra=extra)[0] == 0
-    finally:
-        shutil.rmtree(site, ignore_errors=True)
+    return 0 if control and all(o.killed for o in outcomes) else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

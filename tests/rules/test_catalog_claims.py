@@ -41,7 +41,8 @@ class Sensitive(torch.nn.Module):
     """One op of each kind AMP204's summary names."""
 
     def forward(self, x):
-        return torch.softmax(x, -1), F.layer_norm(x, (x.shape[-1],)), x.exp(), x.abs().log(), x.cumsum(-1), x.sum(), x.clamp(-0.5, 0.5).asin()
+        return (torch.softmax(x, -1), F.layer_norm(x, (x.shape[-1],)), x.exp(), x.abs().log(), x.cumsum(-1), x.sum(),
+                x.clamp(-0.5, 0.5).asin())
 
 
 # AMP204's summary, "softmax, norm, exp/log, cumsum, sum, trig", as the ops they dispatch to.
