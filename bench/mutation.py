@@ -14,8 +14,8 @@ To finish on a small machine, each mutant runs ``pytest -x`` in stages and stops
 3. only for survivors, the whole suite, without the tests that already fail with nothing silenced (a baseline
    run finds those).
 Two mutants run at a time, against the working tree as it is: do not edit it during a run (a file caught half
-written fails every test, and the mutant of the moment counts as killed). ``--quick`` runs stage 1 for one covered detector plus a control run with nothing
-silenced, and writes nothing.
+written fails every test, and the mutant of the moment counts as killed). ``--quick`` runs stage 1 only, for one
+covered detector (or those of ``--only``), after a control run with nothing silenced, and writes nothing.
 
     .venv/bin/python bench/mutation.py                 # every detector; writes docs/benchmarks.md
     .venv/bin/python bench/mutation.py --only AMP004:code:grad_scaler_with_bf16 --no-write
@@ -180,7 +180,7 @@ def summary(outcomes: list[Outcome]) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="stage 1 for one covered detector and a control; no docs")
+    parser.add_argument("--quick", action="store_true", help="stage 1 only, with a control; one covered detector unless --only; no docs")
     parser.add_argument("--only", help="comma-separated RULE:KIND:NAME keys (see --list)")
     parser.add_argument("--list", action="store_true", help="print the mutant keys and exit")
     parser.add_argument("--jobs", type=int, default=2, help="mutants run at a time (default 2)")
@@ -191,7 +191,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _selected(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[Mutant]:
     mutants = all_mutants()
-    wanted = QUICK if args.quick else tuple(args.only.split(",")) if args.only else None
+    wanted = tuple(args.only.split(",")) if args.only else QUICK if args.quick else None
     if not wanted:
         return mutants
     unknown = set(wanted) - {m.key for m in mutants}

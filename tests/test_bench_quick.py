@@ -139,3 +139,14 @@ def test_mutation_silences_a_detector_inside_a_spawned_cli(tmp_path):
     assert explain("")[0] == "AMP004" and not log.exists()
     assert "AMP004" not in explain("AMP004:explain:signatures")
     assert log.read_text().split()[1] == "AMP004:explain:signatures"
+
+
+def test_mutation_reports_a_detector_its_stage_does_not_kill(docs, capsys):
+    """The bench can say no: AMP117's runtime detector gives the same line as its policy predicate, so the fixture
+    walker (stage 1) passes without it; a measurement test in `tests/rules` (stage 2) is what kills it."""
+    key = "AMP117:runtime:half_grads_accumulated"
+    assert load("mutation.py").main(["--quick", "--only", key]) == 1
+    out = capsys.readouterr().out
+    assert "| `AMP117` half_grads_accumulated | runtime | **survived** | no test failed | - | yes |" in out
+    assert f"0/1 detectors killed (survivors: {key})" in out
+    assert not docs.exists()
