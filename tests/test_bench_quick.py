@@ -109,3 +109,44 @@ def test_fuzz_quick_mode(docs, capsys):
     assert "| config:deepspeed | 5 | 0 | 0 | 0 |" in out and "| cli | 5 | 0 | 0 | 0 | - | - |" in out
     assert "CLI exit codes: " in out
     assert not docs.exists()
+
+
+def test_mutation_quick_mode_kills_a_covered_detector(docs, capsys):
+    """Silencing AMP004's code detector fails its own fixture, and the same stage passes with nothing silenced."""
+    assert load("mutation.py").main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "control (nothing silenced, tests/rules/test_rule_fixtures.py -k AMP004): passed" in out
+    assert ("| `AMP004` grad_scaler_with_bf16 | code | killed | `tests/rules/test_rule_fixtures.py::test_code_fixture[AMP004-code/bad"
+            in out)
+    assert "| 1 | yes |" in out  # killed in stage 1, and the silenced detector was asked
+    assert "1/1 detectors killed (survivors: none)" in out
+    assert not docs.exists()
+
+
+def test_mutation_silences_a_detector_inside_a_spawned_cli(tmp_path):
+    """The mutant reaches `python -m ampdoctor` started by a test: the sitecustomize on PYTHONPATH patches there too."""
+    (tmp_path / "sitecustomize.py").write_text((BENCH / "mutation_site.py").read_text())
+    log = tmp_path / "asked.log"
+    text = "RuntimeError: \"_amp_foreach_non_finite_check_and_unscale_cuda\" not implemented for 'BFloat16'"
+
+    def explain(mutant: str) -> list[str]:
+        env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT / 'src'}", "AMPDOCTOR_MUTANT": mutant,
+               "AMPDOCTOR_MUTANT_LOG": str(log)}
+        proc = subprocess.run([sys.executable, "-m", "ampdoctor", "explain", "--format", "json", text], env=env,
+                              capture_output=True, text=True, timeout=120)
+        return [c["id"] for c in json.loads(proc.stdout)["candidates"]]
+
+    assert explain("")[0] == "AMP004" and not log.exists()
+    assert "AMP004" not in explain("AMP004:explain:signatures")
+    assert log.read_text().split()[1] == "AMP004:explain:signatures"
+
+
+def test_mutation_reports_a_detector_its_stage_does_not_kill(docs, capsys):
+    """The bench can say no: AMP117's runtime detector gives the same line as its policy predicate, so the fixture
+    walker (stage 1) passes without it; a measurement test in `tests/rules` (stage 2) is what kills it."""
+    key = "AMP117:runtime:half_grads_accumulated"
+    assert load("mutation.py").main(["--quick", "--only", key]) == 1
+    out = capsys.readouterr().out
+    assert "| `AMP117` half_grads_accumulated | runtime | **survived** | no test failed | - | yes |" in out
+    assert f"0/1 detectors killed (survivors: {key})" in out
+    assert not docs.exists()

@@ -48,7 +48,11 @@ def test_only_a_broken_file_exits_2(tmp_path: Path):
     (tmp_path / "broken.py").write_bytes(b"x = (\n")
     report = lint_paths([tmp_path / "broken.py"], LintSettings(jobs=1))
     assert report.errors and not report.findings
-    assert exit_code(report, LintSettings().fail_on) == 1 or report.checked  # checked: syntax errors are not fatal
+    assert exit_code(report, LintSettings().fail_on) == 2  # the only file checked could not be parsed
+    (tmp_path / "fine.py").write_text("x = 1\n")
+    report = lint_paths([tmp_path / "broken.py", tmp_path / "fine.py"], LintSettings(jobs=1))
+    assert [e.fatal for e in report.errors] == [False]
+    assert exit_code(report, LintSettings().fail_on) == 0  # a syntax error beside a readable file is reported, not fatal
     undecodable = tmp_path / "latin.py"
     undecodable.write_bytes(b"# -*- coding: utf-8 -*-\nx = '\xff'\n")
     report = lint_paths([undecodable], LintSettings(jobs=1))

@@ -5,7 +5,8 @@ and negative (good) cases for each detector the rule has; the expected findings 
   ``expected.yaml``: a list of ``{file, line}`` where the rule must be reported (other rules may be too). A good
   case may not report the rule at all.
 - ``code/bad*.py`` and ``code/good*.py``: Python files; a line ending in ``# ampdoctor: expect[AMP004]`` must be
-  reported, and no other line may be.
+  reported, and no other line may be; ``expect[AMP004:warning]`` also pins the finding's severity (where a rule's
+  severity depends on the situation, as the catalog entry says).
 - ``runtime/bad*.py`` and ``runtime/good*.py``: scripts run under the audit like `ampdoctor run` does; lines are
   marked as in code fixtures, and ``# ampdoctor: expect-anywhere[AMP004]`` asks for a finding without a file line
   (a module or a parameter). ``# ampdoctor: policy=<policy>`` in a script gives the audit a policy.
@@ -56,9 +57,19 @@ def cases(kind: str) -> list:
     return out
 
 
+def marks(path: Path, rule_id: str) -> dict[int, str | None]:
+    """{line: pinned severity or None} of the lines marked ``expect[RULE]`` or ``expect[RULE:severity]``."""
+    out: dict[int, str | None] = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        for mark in (x.strip() for x in m["ids"].split(",")) if (m := EXPECT.search(line)) else ():
+            rule, _, severity = mark.partition(":")
+            if rule == rule_id:
+                out[n] = severity or None
+    return out
+
+
 def marked_lines(path: Path, rule_id: str) -> list[int]:
-    return [n for n, line in enumerate(path.read_text().splitlines(), 1)
-            if (m := EXPECT.search(line)) and rule_id in [x.strip() for x in m["ids"].split(",")]]
+    return sorted(marks(path, rule_id))
 
 
 def is_bad(path: Path) -> bool:
@@ -113,6 +124,8 @@ def test_code_fixture(rule_id, case):
     expected = marked_lines(case, rule_id)
     assert bool(expected) == is_bad(case), "bad fixtures mark a line, good fixtures none"
     assert got == expected
+    pinned = {line: severity for line, severity in marks(case, rule_id).items() if severity}
+    assert {f.location.line: f.severity.value for f in findings if f.rule_id == rule_id and f.location.line in pinned} == pinned
 
 
 @pytest.mark.parametrize("rule_id, case", cases("runtime"))

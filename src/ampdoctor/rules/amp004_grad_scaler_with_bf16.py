@@ -11,7 +11,7 @@ from ampdoctor.dtypes import BF16
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context, calls_named
 from ampdoctor.lint.python.dataflow import name_polarity
-from ampdoctor.lint.python.resolve import argument, has_star_kwargs
+from ampdoctor.lint.python.resolve import argument, has_star_kwargs, last_identifier
 from ampdoctor.policy import Policy
 from ampdoctor.rules.engine import Places
 from ampdoctor.rules.model import Severity
@@ -77,8 +77,56 @@ def grad_scaler_with_bf16(ctx: Context) -> Iterator[CodeHit]:
         evidence = evidence or ctx.facts.bf16_evidence
         if evidence is None:
             return  # a plain fp16 script
-        yield call, (f"`{name.rsplit('.', 1)[-1]}` is created without an fp16 gate in a file that uses bf16 "
-                     f"(line {evidence.lineno}); with bf16 it fails in `unscale_` or scales for nothing")
+        yield call, *_verdict(ctx, name.rsplit(".", 1)[-1], evidence)
+
+
+def _verdict(ctx: Context, scaler: str, evidence: ast.AST) -> tuple[str, Severity | None]:
+    """The message and severity of the policy predicate's situation: bf16 weights (bf16 gradients) are an error;
+    weights this file builds in fp32 are a warning; weights it does not show are an error, as in incident 4."""
+    weights = bf16_weights(ctx)
+    if weights is not None:
+        return (f"`{scaler}` is created without an fp16 gate while the weights are bf16 (line {weights.lineno}): "
+                "`unscale_` fails on their bf16 gradients on CUDA"), None
+    built = fp32_weights(ctx)
+    if built is not None:  # fp32 gradients unscale fine: the policy predicate's warning
+        return (f"`{scaler}` is created without an fp16 gate in a file that uses bf16 (line {evidence.lineno}) while its "
+                f"weights stay fp32 (line {built.lineno}): bf16 has fp32's range, so it scales for nothing"), Severity.WARNING
+    return (f"`{scaler}` is created without an fp16 gate in a file that uses bf16 (line {evidence.lineno}); "
+            "with bf16 it fails in `unscale_` or scales for nothing"), None
+
+
+def bf16_weights(ctx: Context) -> ast.AST | None:
+    """Where the file makes its weights bf16: a model cast (``model.to(torch.bfloat16)``, ``.bfloat16()``,
+    ``from_pretrained(torch_dtype=...)``), a cast of a ``torch.nn`` module built in place, or any call given
+    ``torch_dtype=torch.bfloat16`` (a model loader)."""
+    cast = next((c.node for c in ctx.facts.model_casts if BF16 in c.dtypes), None)
+    if cast is not None:
+        return cast
+    for call in ctx.src.calls:
+        value = next((kw.value for kw in call.keywords if kw.arg == "torch_dtype"), None)
+        if value is not None and ctx.flow.dtype_of(value) == {BF16}:
+            return call
+        if isinstance(call.func, ast.Attribute) and _torch_module(ctx, call.func.value) and ctx.flow.cast_dtype(call) == {BF16}:
+            return call
+    return None
+
+
+def fp32_weights(ctx: Context) -> ast.AST | None:
+    """Where the file builds its model and keeps it fp32: ``model = torch.nn.Linear(...)`` or an instance of a class
+    it defines, with no model cast to half and no ``torch_dtype=`` anywhere in the file."""
+    if ctx.facts.model_casts or any(kw.arg == "torch_dtype" for call in ctx.src.calls for kw in call.keywords):
+        return None
+    defined = {c.name for c in ctx.src.classes}
+    for call in ctx.src.calls:
+        if isinstance(ctx.src.parents.get(call), ast.Assign) and (_torch_module(ctx, call) or last_identifier(call.func) in defined):
+            return call
+    return None
+
+
+def _torch_module(ctx: Context, expr: ast.AST) -> bool:
+    """``torch.nn.Linear(4, 4)``: a module constructed by a torch.nn class."""
+    name = ctx.src.imports.qualname(expr.func) if isinstance(expr, ast.Call) else None
+    return bool(name and name.startswith("torch.nn.") and name.rsplit(".", 1)[-1][:1].isupper())
 
 
 @policy_check("AMP004")

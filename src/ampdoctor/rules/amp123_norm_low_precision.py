@@ -1,4 +1,4 @@
-"""AMP123 norm-low-precision: LayerNorm/RMSNorm variance is computed in bf16/fp16, or its output is downcast too early.
+"""AMP123 norm-low-precision: LayerNorm/RMSNorm variance is computed in bf16/fp16.
 
 Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP123`)."""
 

@@ -26,12 +26,18 @@ def _is_fp32(ctx: Context, expr: ast.AST) -> bool:
     return bool(dtypes) and dtypes <= FLOAT_UP
 
 
-def _has_matmul(expr: ast.AST, ctx: Context) -> bool:
+def _has_matmul(expr: ast.AST, ctx: Context, depth: int = 0) -> bool:
+    """Do the scores come from a matmul: in the expression itself (``softmax(q @ k.T)``) or through the names it
+    reads, whatever they are called (``w = q @ k.T; w = w / 8; softmax(w)``)."""
     for node in ast.walk(expr):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             return True
         if isinstance(node, ast.Call) and ctx.qualname(node.func) in MATMULS:
             return True
+        if depth < 3 and isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            values = [v for line, v in ctx.src.bindings(node, ctx.src.scope(node)) if v is not None and line <= node.lineno]
+            if any(_has_matmul(v, ctx, depth + 1) for v in values):
+                return True
     return False
 
 

@@ -1,4 +1,4 @@
-"""AMP204 low-precision-sensitive-op: A numerically sensitive op (softmax, norm, exp/log, cumsum, large reductions, trig) runs in half precision.
+"""AMP204 low-precision-sensitive-op: A numerically sensitive op (softmax, norm, exp/log, cumsum, sum, trig) runs in half precision.
 
 Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP204`)."""
 

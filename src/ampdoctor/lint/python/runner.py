@@ -50,10 +50,11 @@ def lint_source(text: str, path: str = "<string>") -> tuple[list[Finding], Repor
     findings: list[Finding] = []
     for check in checks:
         try:
-            for node, message in check.fn(ctx):
+            for node, message, *severity in check.fn(ctx):  # a third item, when given, is the hit's severity
                 line = getattr(node, "lineno", None)
                 column = getattr(node, "col_offset", None)
-                found = finding(check.rule_id, message, Location(file=path, line=line, column=None if column is None else column + 1))
+                found = finding(check.rule_id, message, Location(file=path, line=line, column=None if column is None else column + 1),
+                                severity=severity[0] if severity else None)
                 if not is_suppressed(found, suppressions):
                     findings.append(found)
         except RecursionError:

@@ -6,7 +6,7 @@ from torch.cuda.amp import GradScaler, autocast
 
 def build(cfg):
     backbone = load_backbone(cfg, torch_dtype=torch.bfloat16)
-    scaler = GradScaler(enabled=cfg.environment.mixed_precision)  # ampdoctor: expect[AMP004]
+    scaler = GradScaler(enabled=cfg.environment.mixed_precision)  # ampdoctor: expect[AMP004:error]
     return backbone, scaler
 
 
