@@ -130,13 +130,14 @@ def test_python_3_12_syntax_is_a_note_not_an_input_error(tmp_path: Path):
     for name, text in NEWER_SYNTAX.items():
         (tmp_path / name).write_text(text)
     (tmp_path / "broken.py").write_text('s = "abc\nx = (\n')
+    (tmp_path / "unclosed_fstring.py").write_text('x = F"\n')  # broken in every version: no field left open
     report = lint_paths([tmp_path], LintSettings(jobs=1))
-    assert [Path(e.file).name for e in report.errors] == ["broken.py"]
-    assert report.errors[0].message.startswith("syntax error")
+    assert sorted(Path(e.file).name for e in report.errors) == ["broken.py", "unclosed_fstring.py"]
+    assert all(e.message.startswith("syntax error") for e in report.errors)
     if sys.version_info >= (3, 12):
-        assert len(report.checked) == 4 and not report.info.get("notes")
+        assert len(report.checked) == 5 and not report.info.get("notes")
         return
-    assert len(report.checked) == 1
+    assert len(report.checked) == 2
     notes = report.info["notes"]
     assert sorted(Path(n.split(":")[0]).name for n in notes) == sorted(NEWER_SYNTAX)
     assert all("Python 3.12+" in n and "not checked" in n for n in notes)

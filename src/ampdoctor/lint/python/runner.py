@@ -81,11 +81,19 @@ def newer_syntax(exc: SyntaxError, text: str) -> str | None:
     msg = exc.msg or ""
     if msg.startswith(_FSTRING_3_12):
         return "an f-string (PEP 701)"
-    if msg.startswith("unterminated string literal") and exc.offset and _F_PREFIX.match(line, exc.offset - 1):
+    if msg.startswith("unterminated string literal") and exc.offset and _F_PREFIX.match(line, exc.offset - 1) \
+            and _opens_a_field(line[exc.offset - 1:]):
         return "an f-string spanning lines (PEP 701)"
     if _TYPE_PARAMS.match(line):
         return "type parameters (PEP 695)"
     return None
+
+
+def _opens_a_field(rest: str) -> bool:
+    """The f-string's line leaves a replacement field open: only then can 3.12 continue it on the next line (a bare
+    unclosed quote such as ``f"`` is a syntax error in every version)."""
+    rest = rest.replace("{{", "").replace("}}", "")
+    return rest.count("{") > rest.count("}")
 
 
 def lint_file(path: str) -> FileResult:
