@@ -188,7 +188,8 @@ COLUMNS = ["split", "rules", "repos", "files", "warn+err", "true", "false", "deb
 
 def rows_for(tallies: dict[tuple[str, str], Tally]) -> list[list[object]]:
     rows = []
-    for (split, mode), t in sorted(tallies.items(), key=lambda kv: (kv[0][0] != "tune", kv[0][1] != "default", kv[0][0])):
+    order = {"tune": 0, "heldout": 1, "all": 2}
+    for (split, mode), t in sorted(tallies.items(), key=lambda kv: (order[kv[0][0]], kv[0][1] != "default")):
         c = t.counts()
         rows.append([split, mode, t.repos, t.files] + [f"{c[k]} ({per100(c[k], t.files)})" for k in COLUMNS[4:]])
     return rows
