@@ -127,5 +127,5 @@ def test_ecosystem_quick_counts_verdicts_and_lists_unjudged(docs, capsys, tmp_pa
     text = capsys.readouterr().out
     assert "| tune | default | 1 | 2 | 2 (100.0) | 1 (50.0) | 0 (0.0) | 0 (0.0) | 1 (50.0) | 0 (0.0) |" in text
     assert "Not judged yet: 1" in text
-    assert "UNJUDGED quick:" in text and "rule: AMP117, at: 'ds_config.json:4'" in text
+    assert "- UNJUDGED quick:" in text and "rule: AMP117, at: 'ds_config.json:4'" in text
     assert not docs.exists()  # --quick writes no docs

@@ -102,7 +102,7 @@ def extract(entry: dict, mirrors: Path, cache: Path) -> tuple[Path | None, list[
     if done.exists() and done.read_text().split("\n")[0] == commit:
         return dest, [n for n in done.read_text().split("\n")[1:] if n]
     gitdir = mirrors / repo.replace("/", "+") / "repo"
-    fetch_hint = f"run `fetch github:{repo}` (the mirror goes to {gitdir})"
+    fetch_hint = f"run `fetch github:{repo}`"
     if not gitdir.exists():
         return None, [f"{name}: no mirror at {gitdir}; {fetch_hint}"]
     ls = subprocess.run(["git", "--git-dir", str(gitdir), "ls-tree", "-r", "-z", commit], capture_output=True)
@@ -138,7 +138,8 @@ def extract(entry: dict, mirrors: Path, cache: Path) -> tuple[Path | None, list[
         out.write_bytes(data)
     proc.stdin.close()
     proc.wait()
-    notes = [f"{name}: blob missing from the mirror, skipped: {p}" for p in missing]
+    notes = [f"{name}: blob missing from the mirror, skipped: {p} (`fetch github:{repo}` again may complete it)"
+             for p in missing]
     done.write_text("\n".join([commit, *notes]))
     return dest, notes
 
@@ -247,9 +248,9 @@ def report(tallies, per_repo, notes, unjudged_limit: int | None = None) -> str:
     unjudged = {j.key: j for t in tallies.values() for j in t.findings if j.verdict is None}
     lines.append(f"Not judged yet: {len(unjudged)}")
     for j in list(unjudged.values())[:unjudged_limit]:
-        lines.append(f"  UNJUDGED {j.key}: {{verdict: , rule: {j.rule}, at: '{j.at}', why: ''}}  # {j.severity}: {j.message[:160]}")
+        lines.append(f"- UNJUDGED {j.key}: {{verdict: , rule: {j.rule}, at: '{j.at}', why: ''}}  # {j.severity}: {j.message[:160]}")
     if notes:
-        lines += ["", "Notes:"] + [f"  {n}" for n in notes]
+        lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]
     return "\n".join(lines)
 
 
