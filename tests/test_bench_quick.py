@@ -150,3 +150,23 @@ def test_mutation_reports_a_detector_its_stage_does_not_kill(docs, capsys):
     assert "| `AMP117` half_grads_accumulated | runtime | **survived** | no test failed | - | yes |" in out
     assert f"0/1 detectors killed (survivors: {key})" in out
     assert not docs.exists()
+
+
+def test_ecosystem_quick_counts_verdicts_and_lists_unjudged(docs, capsys, tmp_path):
+    eco = load("ecosystem/ecosystem.py")
+    assert eco.split_of("nanoGPT") == "tune" and eco.split_of("torchtune") == "heldout"  # the manifest's rule
+    assert eco.main(["--quick"]) == 0
+    text = capsys.readouterr().out
+    # quick-verdicts.yaml: the AMP107 finding judged true, the AMP117 one false; nothing left unjudged
+    assert "| tune | default | 1 | 2 | 2 (100.0) | 1 (50.0) | 1 (50.0) | 0 (0.0) | 0 (0.0) | 0 (0.0) |" in text
+    assert "Not judged yet: 0" in text
+    # with only the true verdict kept, the AMP117 finding is listed as not judged and no longer counted false
+    kept = [line for line in eco.QUICK_VERDICTS.read_text().splitlines() if "AMP117" not in line]
+    partial = tmp_path / "verdicts.yaml"
+    partial.write_text("\n".join(kept) + "\n")
+    assert eco.main(["--quick", "--verdicts", str(partial)]) == 0
+    text = capsys.readouterr().out
+    assert "| tune | default | 1 | 2 | 2 (100.0) | 1 (50.0) | 0 (0.0) | 0 (0.0) | 1 (50.0) | 0 (0.0) |" in text
+    assert "Not judged yet: 1" in text
+    assert "- UNJUDGED quick:" in text and "rule: AMP117, at: 'ds_config.json:4'" in text
+    assert not docs.exists()  # --quick writes no docs
