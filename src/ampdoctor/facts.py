@@ -69,8 +69,12 @@ class RunFacts:
     requested_precision: str | None = None  # what a launcher asks of the engine config it points at: bf16, fp16, no
     model_dtype: str | None = None  # the dtype the model is built or loaded in
     model_dtype_declared: bool | None = None  # written in the config (False: derived by the framework)
-    derives_precision: bool | None = None  # GPT-NeoX sets `precision` from the bf16 block (PR #1311)
-    drops_fp32_grads: bool | None = None  # SimpleTuner turns `--gradient_precision=fp32` off (since 26ee784, Sep 2024)
+    # The framework builds the model in the engine's half dtype when the config names no model dtype (True), builds
+    # it in fp32 then (False), or its version is unknown (None). Readers set it from the framework's own code.
+    model_dtype_from_engine: bool | None = None
+    # What the framework does with the config's gradient-precision request: "kept", "dropped" (turned off),
+    # "version-dependent" (some versions drop it and the version is unknown); None: no such request or quirk.
+    grads_request: str | None = None
     model_name: str | None = None
     attn_implementation: str | None = None
     eval_dtype: str | None = None  # the dtype the whole model is cast to for evaluation (HF *_full_eval)

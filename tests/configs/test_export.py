@@ -22,6 +22,7 @@ EXPRESSIBLE = {
     "hf": {"fp32", "bf16-mixed", "fp16-mixed", "bf16-true", "fp16-true"},
     "lightning": {"fp32", "bf16-mixed", "fp16-mixed", "bf16-true", "fp16-true"},
     "torchtune": {"fp32", "bf16-true"},
+    "torchtitan": {"fp32", "bf16-mixed"},
 }
 
 

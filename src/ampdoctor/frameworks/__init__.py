@@ -1,46 +1,66 @@
-"""One module per framework: its config -> `Reading` (the effective `Policy`, the `RunFacts` and where each
-was decided), and `Policy` -> its config (`export(policy, "deepspeed")`). `located` is the shared parser
-that keeps line/column per key path. Adding a framework is one module with `NAME`, `detect`, `read` and,
-where the framework can be configured for a policy, `export`, listed in `READERS` (and `_EXPORTERS`)."""
+"""One module per framework, each ending with its `Reader` (`ampdoctor.frameworks.reader`): its config -> `Reading`
+(the effective `Policy`, the `RunFacts` and where each was decided), and `Policy` -> its config
+(`export(policy, "deepspeed")`). `located` is the shared parser that keeps line/column per key path.
+
+Adding a framework is one module that ends with ``READER = Reader(...)`` and one line in `READERS` below:
+detection, lint, reference following, export and `from_config` all go through the registry."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import yaml
 
-from ampdoctor.frameworks import accelerate, deepspeed, fsdp, h2o, hf, launchers, lightning, neox, simpletuner, torchtune
+from ampdoctor.frameworks import accelerate, deepspeed, fsdp, h2o, hf, launchers, lightning, neox, simpletuner, torchtitan, torchtune
 from ampdoctor.frameworks.base import Reading, Reference, Setting
+from ampdoctor.frameworks.launchers import Device, hardware_in
 from ampdoctor.frameworks.located import Document, load_documents
+from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
+from ampdoctor.report import ReportError
 
-# Detection order: the most specific shapes first (a NeoX file also holds DeepSpeed blocks; HF arguments are loosest).
-READERS: tuple[ModuleType, ...] = (neox, deepspeed, accelerate, lightning, h2o, torchtune, simpletuner, hf, launchers)
+# The registry. Detection order: the most specific shapes first (a NeoX file also holds DeepSpeed blocks; HF
+# arguments are loosest; launcher files only name hardware). FSDP is configured in code: export only.
+READERS: tuple[Reader, ...] = (
+    neox.READER,
+    deepspeed.READER,
+    accelerate.READER,
+    lightning.READER,
+    h2o.READER,
+    torchtune.READER,
+    torchtitan.READER,
+    simpletuner.READER,
+    hf.READER,
+    launchers.READER,
+    fsdp.READER,
+)
 
-TARGETS = ("deepspeed", "accelerate", "hf", "lightning", "fsdp", "neox", "torchtune")
-_EXPORTERS: dict[str, ModuleType] = {"deepspeed": deepspeed, "accelerate": accelerate, "hf": hf, "lightning": lightning,
-                                     "fsdp": fsdp, "neox": neox, "torchtune": torchtune}
-_FORMAT = {"deepspeed": "json", "hf": "json", "fsdp": "python", "accelerate": "yaml", "lightning": "yaml", "neox": "yaml", "torchtune": "yaml"}
+TARGETS: tuple[str, ...] = tuple(r.target for r in READERS if r.export is not None)
 
 
-def reader_for(doc: Document) -> ModuleType | None:
-    """The framework module whose config this document is, or None for a file that is no training config."""
-    for module in READERS:
-        try:
-            if module.detect(doc):
-                return module
-        except (TypeError, AttributeError, ValueError):
-            continue
-    return None
+def reader_for(doc: Document) -> Reader | None:
+    """The reader whose framework's config this document is, or None for a file that is no training config."""
+    return next((r for r in READERS if r.recognises(doc)), None)
+
+
+def reader_named(name: str) -> Reader | None:
+    """The reader a `Reference` or a caller names, by its name or its `export --to` key."""
+    key = name.strip().lower()
+    return next((r for r in READERS if key in (r.name, r.target)), None)
+
+
+def devices_named_in(doc: Document) -> list[Device]:
+    """GPUs or cloud instances a config names, whatever its framework (a launcher file, a job spec)."""
+    return hardware_in(doc)
 
 
 @dataclass(frozen=True)
 class Export:
-    """A framework config fragment for a policy: `config` (a dict, or for FSDP the `MixedPrecisionPolicy` object,
+    """A framework config fragment for a policy: `config` (a dict, or for a framework configured in code the object,
     None where torch is not installed), `text` in the framework's own syntax, and what the framework cannot express."""
 
     target: str
@@ -51,29 +71,40 @@ class Export:
 
 
 def export(policy: Policy, target: str) -> Export:
-    key = target.strip().lower()
-    if key not in _EXPORTERS:
+    reader = reader_named(target)
+    if reader is None or reader.export is None:
         raise ValueError(f"unknown export target {target!r}: expected one of {', '.join(TARGETS)}")
-    if key == "fsdp":
-        import importlib.util
+    if reader.build is not None:
+        # Configured by an object in code: the exporter writes the code; the object needs torch.
+        text, notes = reader.export(policy)
+        config = reader.build(policy) if importlib.util.find_spec("torch") is not None else None
+        return Export(reader.target, config, text, tuple(notes), reader.syntax)
+    config, notes = reader.export(policy)
+    notes = notes + _unexpressed(policy, reader.target, config, notes)
+    return Export(reader.target, config, _dumped(config, reader.syntax), tuple(notes), reader.syntax)
 
-        text, notes = fsdp.export(policy)
-        config = fsdp.to_fsdp(policy) if importlib.util.find_spec("torch") is not None else None
-        return Export(key, config, text, tuple(notes), "python")
-    config, notes = _EXPORTERS[key].export(policy)
-    notes = notes + _unexpressed(policy, key, config, notes)
-    if _FORMAT[key] == "json":
-        text = json.dumps(config, indent=2) + "\n"
-    else:
-        text = yaml.safe_dump(config, sort_keys=False)
-    return Export(key, config, text, tuple(notes), _FORMAT[key])
+
+def _dumped(config: Any, syntax: str) -> str:
+    if syntax == "json":
+        return json.dumps(config, indent=2) + "\n"
+    if syntax == "toml":
+        return _toml_text(config)
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def _toml_text(config: dict[str, Any]) -> str:
+    """A two-level TOML document ([section] tables of scalars), as the TOML job configs that are exported are."""
+    lines: list[str] = []
+    for section, values in config.items():
+        lines.append(f"[{section}]")
+        lines.extend(f"{key} = {json.dumps(value)}" for key, value in values.items())
+        lines.append("")
+    return "\n".join(lines)
 
 
 def _unexpressed(policy: Policy, target: str, config: Any, notes: list[str]) -> list[str]:
     """Fields the fragment does not reproduce when read back, that the exporter did not already explain:
     the reader is the reference for what the framework runs, so an export can never claim more than it does."""
-    from dataclasses import fields
-
     back = from_config(target, config)
     if back is None:
         return ["the fragment leaves the precision to 'auto'"]
@@ -87,9 +118,11 @@ def _unexpressed(policy: Policy, target: str, config: Any, notes: list[str]) -> 
 
 def from_config(target: str, config: Any, *, file: str = "<config>") -> Policy | None:
     """The effective policy of a config given as data (a dict) or a path; None when it is left to "auto"."""
-    key = target.strip().lower()
-    if key == "fsdp":
-        return fsdp.from_fsdp(config)
+    reader = reader_named(target)
+    if reader is not None and reader.policy_of is not None:
+        return reader.policy_of(config)
+    if reader is None or reader.read is None:
+        raise ValueError(f"unknown framework {target!r}")
     if isinstance(config, (str, Path)):
         docs, error = load_documents(Path(config))
         if error is not None:
@@ -99,13 +132,12 @@ def from_config(target: str, config: Any, *, file: str = "<config>") -> Policy |
         doc = docs[0]
     else:
         doc = Document(file, "yaml", config, {})
-    if key == "neox":
-        doc = neox.merge([doc])
-    module = {"deepspeed": deepspeed, "accelerate": accelerate, "hf": hf, "lightning": lightning, "neox": neox,
-              "torchtune": torchtune, "simpletuner": simpletuner, "h2o": h2o}.get(key)
-    if module is None:
-        raise ValueError(f"unknown framework {target!r}")
-    return module.read(doc).policy
+    errors: list[ReportError] = []
+    readings = reader.read_all([doc], errors)
+    if errors or not readings:
+        raise ValueError(errors[0].message if errors else f"{doc.file}: no {reader.title} config")
+    return readings[0].policy
 
 
-__all__ = ["Document", "Reading", "Export", "READERS", "Reference", "Setting", "TARGETS", "export", "from_config", "reader_for"]
+__all__ = ["Document", "Reading", "Export", "READERS", "Reader", "Reference", "Setting", "TARGETS", "devices_named_in", "export",
+           "from_config", "reader_for", "reader_named"]

@@ -19,6 +19,7 @@ from ampdoctor.dtypes import BF16, FP16, FP32
 from ampdoctor.frameworks import deepspeed
 from ampdoctor.frameworks.base import PolicyBuilder, Reading, Reference, Setting, as_int, as_path_value, first_file, lower_str, resolve_path
 from ampdoctor.frameworks.located import Document
+from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
 from ampdoctor.rules.model import Location
 
@@ -117,3 +118,6 @@ def export(policy: Policy) -> tuple[dict[str, Any], list[str]]:
     if policy.loss_scale != expected_scale:
         notes.append(f"loss_scale={policy.loss_scale}: accelerate uses a dynamic GradScaler exactly when mixed_precision is fp16")
     return config, notes
+
+
+READER = Reader(NAME, detect, read, export=export)

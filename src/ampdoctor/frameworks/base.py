@@ -35,7 +35,8 @@ class Setting:
 
 @dataclass(frozen=True)
 class Reference:
-    """Another config file this one points at (accelerate's `deepspeed_config_file`, HF's `deepspeed`)."""
+    """Another config file this one points at (accelerate's `deepspeed_config_file`, HF's `deepspeed`), and which
+    reader reads it."""
 
     path: Path
     location: Location
@@ -46,6 +47,8 @@ class Reference:
     framework: str = ""
     # A DeepSpeed config written inline (HF `"deepspeed": {...}`) instead of in a file.
     inline: Document | None = None
+    # The reader (by name) that reads the referenced file as this config fills it in: `Reader.read_referenced`.
+    reader: str = "deepspeed"
 
 
 def resolve_path(doc_file: str, value: str) -> list[Path]:

@@ -19,8 +19,9 @@ from typing import Any, Iterator
 
 from ampdoctor._quote import quoted
 from ampdoctor.dtypes import BF16, FP16, FP32
-from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_bool, as_dtype, as_int, is_auto, lower_str
+from ampdoctor.frameworks.base import PolicyBuilder, Reading, Reference, Setting, as_bool, as_dtype, as_int, is_auto, lower_str
 from ampdoctor.frameworks.located import Document
+from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
 from ampdoctor.rules.model import Location
 
@@ -182,6 +183,37 @@ def read(doc: Document) -> Reading:
     return cfg
 
 
+# DeepSpeed engine mode -> the launcher precision that asks for it.
+_ENGINE_TO_ASKED = {"bf16": "bf16", "fp16": "fp16", "amp": "fp16", "fp32": "no"}
+
+
+def read_referenced(doc: Document, cfg: Reading, ref: Reference) -> Reading:
+    """The DeepSpeed config `ref` points at, read as the pointing framework fills it in (its values for "auto" keys),
+    with the pointing config's facts and what it asks of the engine (`requested_precision`)."""
+    explicit = precision_mode(doc)
+    fills = {}
+    for path, value in ref.fills.items():
+        if path[0] in ("bf16", "fp16") and explicit.name not in (None, "fp32"):
+            continue  # an explicit half mode is never overridden: the launcher refuses or defers (a rule compares)
+        current = doc.get(*path, default=None)
+        if current is None or is_auto(current) or not doc.has(path[0]):
+            fills[path] = value
+    target = read(doc.with_overrides(fills))
+    target.filled_from = {(loc.file, loc.line): doc.at(*path) for path, (_, loc) in fills.items()}
+    target.framework = f"{ref.framework}+deepspeed"
+    target.files = tuple(sorted({cfg.file, doc.file}))
+    # The pointing config's facts, completed (not overridden) by the engine's own.
+    target.settings = {**cfg.settings, **{k: v for k, v in target.settings.items() if not v.default or k not in cfg.settings}}
+    target.places = {**cfg.places, **target.places, "reference": ref.location, "engine_file": explicit.location}
+    asked = ref.precision
+    # A file without precision blocks gets them from the launcher (accelerate adds the missing block), so only a
+    # written block can disagree with what the launcher asks.
+    written = any(doc.has(block) for block in ("fp16", "bf16", "bfloat16", "amp"))
+    if asked is not None and asked.value in ("bf16", "fp16", "no") and written and explicit.name in _ENGINE_TO_ASKED:
+        target.settings["requested_precision"] = Setting(asked.value, asked.location if not asked.default else ref.location, asked.default)
+    return target
+
+
 _COUNTS = ("gradient_accumulation_steps", "train_micro_batch_size_per_gpu", "train_batch_size")
 _DTYPE_KEYS = (("data_types", "grad_accum_dtype"), ("communication_data_type",))
 
@@ -256,3 +288,6 @@ def export(policy: Policy) -> tuple[dict[str, Any], list[str]]:
             if getattr(policy, name) != FP32:
                 notes.append(f"{name}={getattr(policy, name)}: an fp32 DeepSpeed run keeps it fp32")
     return config, notes
+
+
+READER = Reader(NAME, detect, read, read_referenced=read_referenced, export=export, syntax="json", label="DeepSpeed")

@@ -11,6 +11,7 @@ from typing import Any
 
 from ampdoctor import dtypes
 from ampdoctor.dtypes import FP32
+from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
 
 NAME = "fsdp"
@@ -69,3 +70,6 @@ def export(policy: Policy) -> tuple[str, list[str]]:
         "# for each transformer block: fully_shard(block, mp_policy=mp_policy); then fully_shard(model, mp_policy=mp_policy)",
     ]
     return "\n".join(lines) + "\n", notes
+
+
+READER = Reader(NAME, export=export, syntax="python", label="FSDP", build=to_fsdp, policy_of=from_fsdp)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ampdoctor.dtypes import FP16, FP32
 from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_bool, as_dtype, as_int, lower_str
 from ampdoctor.frameworks.located import Document
+from ampdoctor.frameworks.reader import Reader
 
 NAME = "h2o-llmstudio"
 
@@ -63,3 +64,6 @@ def read(doc: Document) -> Reading:
     b.set("optimizer_state", params, doc.at("training", "optimizer") if optimizer else backbone_at)
     cfg.policy, cfg.sources = b.build()
     return cfg
+
+
+READER = Reader(NAME, detect, read, key="h2o")

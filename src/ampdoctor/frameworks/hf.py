@@ -36,6 +36,7 @@ from ampdoctor.frameworks.base import (
     resolve_path,
 )
 from ampdoctor.frameworks.located import Document
+from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
 from ampdoctor.rules.model import Location
 
@@ -268,3 +269,6 @@ def export(policy: Policy) -> tuple[dict[str, Any], list[str]]:
     if policy.compute not in (BF16, FP16, policy.params):
         notes.append(f"compute={policy.compute}: the Trainer autocasts to bf16 or fp16 only")
     return config, notes
+
+
+READER = Reader(NAME, detect, read, export=export, syntax="json", key="hf")

@@ -9,6 +9,7 @@ import re
 from ampdoctor.facts import Device
 from ampdoctor.frameworks.base import Reading
 from ampdoctor.frameworks.located import Document, iter_leaves
+from ampdoctor.frameworks.reader import Reader
 
 NAME = "launcher"
 
@@ -62,3 +63,6 @@ def detect(doc: Document) -> bool:
 def read(doc: Document) -> Reading:
     """A launcher file decides no dtype; its devices join the configs next to it (`lint.configs`)."""
     return Reading(NAME, doc.file)
+
+
+READER = Reader(NAME, detect, read)

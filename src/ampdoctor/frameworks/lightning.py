@@ -19,6 +19,7 @@ from ampdoctor.dtypes import BF16, FP16, FP32, FP64
 from ampdoctor.frameworks import deepspeed
 from ampdoctor.frameworks.base import PolicyBuilder, Reading, Reference, Setting, as_int, as_path_value, first_file, lower_str, resolve_path
 from ampdoctor.frameworks.located import Document, KeyPath
+from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
 from ampdoctor.rules.model import Location
 
@@ -193,3 +194,6 @@ def export(policy: Policy) -> tuple[dict[str, Any], list[str]]:
     if policy.output != compute:
         notes.append(f"output={policy.output}: Lightning returns outputs in the compute dtype")
     return config, notes
+
+
+READER = Reader(NAME, detect, read, export=export)

@@ -1,6 +1,6 @@
 """Located documents: a parsed config plus the file/line/column of every key path in it.
 
-Every framework reader works on a `Document`, whatever the syntax (JSON, YAML, shell env), so that a
+Every framework reader works on a `Document`, whatever the syntax (JSON, YAML, TOML, shell env), so that a
 finding can point at the exact key that decided a dtype. Parsing problems are returned as
 `ReportError` values carrying the parser's own line/column; nothing here raises on bad input.
 """
@@ -10,106 +10,23 @@ from __future__ import annotations
 import bisect
 import json
 import re
-import shlex
 import stat
-from dataclasses import dataclass, field
 from json.decoder import scanstring
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 import yaml
 
+from ampdoctor.frameworks.document import Document, Key, KeyPath, iter_leaves, merge_documents
+from ampdoctor.frameworks.located_env import load_env, looks_like_env
+from ampdoctor.frameworks.located_toml import load_toml
 from ampdoctor.report import ErrorKind, ReportError
 from ampdoctor.rules import Location
 
-Key = Any  # a mapping key (usually str) or a list index
-KeyPath = tuple[Key, ...]
+# Re-exported: readers import the document model and its helpers from here.
+__all__ = ["Document", "Key", "KeyPath", "iter_leaves", "load_documents", "merge_documents"]
+# A YAML key that is no scalar (a mapping or list used as a key): not locatable, so its keys are skipped.
 _MISSING = object()
-
-
-@dataclass
-class Document:
-    """One configuration document. `data` is plain Python data; `locations` maps each key path to
-    where its key (for list items: its value) is written. Merged documents keep each key's own file."""
-
-    file: str
-    syntax: str  # "json", "yaml" or "env"
-    data: Any
-    locations: Mapping[KeyPath, Location] = field(default_factory=dict)
-    text: str = ""  # the raw text, kept for env files (flags inside a variable are located in it)
-
-    def get(self, *path: Key, default: Any = None) -> Any:
-        node = self.data
-        for key in path:
-            if isinstance(node, Mapping) and key in node:
-                node = node[key]
-            elif isinstance(node, list) and isinstance(key, int) and -len(node) <= key < len(node):
-                node = node[key]
-            else:
-                return default
-        return node
-
-    def has(self, *path: Key) -> bool:
-        return self.get(*path, default=_MISSING) is not _MISSING
-
-    def at(self, *path: Key) -> Location:
-        """Where `path` is written; for a missing key, its nearest written ancestor (or the file itself)."""
-        for end in range(len(path), 0, -1):
-            loc = self.locations.get(tuple(path[:end]))
-            if loc is not None:
-                return loc
-        return Location(file=self.file)
-
-    def keys(self) -> list[Any]:
-        return list(self.data) if isinstance(self.data, Mapping) else []
-
-    def sub(self, *path: Key) -> "Document":
-        """The document rooted at `path` (locations re-keyed), e.g. the DeepSpeed blocks inside a NeoX config."""
-        n = len(path)
-        locs = {k[n:]: v for k, v in self.locations.items() if k[:n] == tuple(path) and len(k) > n}
-        return Document(self.file, self.syntax, self.get(*path, default={}), locs)
-
-    def with_overrides(self, values: Mapping[KeyPath, tuple[Any, Location]]) -> "Document":
-        """A copy where each key path is set to a value written elsewhere (DeepSpeed "auto" filled in by
-        the launcher that points at it); the location is the launcher's key."""
-        data = _deep_copy(self.data)
-        locs = dict(self.locations)
-        for path, (value, loc) in values.items():
-            node = data
-            for key in path[:-1]:
-                if not isinstance(node, dict):
-                    break
-                node = node.setdefault(key, {})
-            if isinstance(node, dict):
-                node[path[-1]] = value
-                locs[tuple(path)] = loc
-        return Document(self.file, self.syntax, data, locs)
-
-
-def merge_documents(docs: Iterable[Document], file: str, normalize: Any = None) -> Document:
-    """Top-level keys of several documents in one; later documents win; each key keeps its own location.
-    `normalize` maps a top-level key to its canonical spelling (NeoX treats `a-b` and `a_b` alike)."""
-    data: dict[Any, Any] = {}
-    locs: dict[KeyPath, Location] = {}
-    for doc in docs:
-        if not isinstance(doc.data, Mapping):
-            continue
-        for key, value in doc.data.items():
-            canon = normalize(key) if normalize else key
-            data[canon] = value
-            for path, loc in doc.locations.items():
-                if path and path[0] == key:
-                    locs[(canon,) + path[1:]] = loc
-    return Document(file, "yaml", data, locs)
-
-
-def _deep_copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _deep_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_deep_copy(v) for v in value]
-    return value
-
 
 # --- reading files -----------------------------------------------------------------------------------
 
@@ -146,10 +63,12 @@ def read_text(path: Path) -> tuple[str | None, ReportError | None]:
 
 
 def syntax_of(path: Path, text: str) -> str:
-    """JSON, YAML or env, from the name where it says, otherwise from the content."""
+    """JSON, YAML, TOML or env, from the name where it says, otherwise from the content."""
     suffix = path.suffix.lower()
     if suffix == ".json":
         return "json"
+    if suffix == ".toml":
+        return "toml"
     if suffix in (".yaml", ".yml"):
         return "yaml"
     if suffix == ".env" or path.name.endswith(".env") or path.name.startswith(".env"):
@@ -157,7 +76,7 @@ def syntax_of(path: Path, text: str) -> str:
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         return "json"
-    if _looks_like_env(text):
+    if looks_like_env(text):
         return "env"
     return "yaml"
 
@@ -175,6 +94,8 @@ def load_documents(path: Path, text: str | None = None) -> tuple[list[Document],
             return load_json(text, str(path))
         if syntax == "env":
             return load_env(text, str(path))
+        if syntax == "toml":
+            return load_toml(text, str(path))
         return load_yaml(text, str(path))
     except RecursionError:
         return [], ReportError(str(path), f"{syntax} nested too deeply to read")
@@ -397,84 +318,3 @@ def _scalar_key(node: yaml.Node) -> Any:
         return _MISSING
 
 
-# --- shell env files ---------------------------------------------------------------------------------
-
-_ASSIGN = re.compile(r"^(?P<indent>\s*)(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$")
-_VAR = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::?[-=][^}]*)?\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
-
-
-def _looks_like_env(text: str) -> bool:
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    return bool(lines) and all(_ASSIGN.match(ln) for ln in lines[:5])
-
-
-def load_env(text: str, file: str) -> tuple[list[Document], ReportError | None]:
-    """A sourced shell file: `[export] NAME=value` lines with shell quoting, `$VAR` expansion of names
-    defined earlier, values that continue over lines while a quote is open. Other shell lines are ignored."""
-    data: dict[str, str] = {}
-    locs: dict[KeyPath, Location] = {}
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        match = _ASSIGN.match(lines[i])
-        if match is None:
-            i += 1
-            continue
-        start = i
-        raw = match["value"]
-        while True:
-            value = _shell_value(raw, data)
-            if value is not None:
-                break
-            i += 1
-            if i >= len(lines):
-                column = len(match["indent"]) + len(match["name"]) + 2 + (len(lines[start]) - len(lines[start].lstrip()) - len(match["indent"]))
-                return [], ReportError(file, f"unterminated quote in the value of {match['name']}", start + 1, column)
-            raw += "\n" + lines[i]
-        name = match["name"]
-        data[name] = value
-        locs[(name,)] = Location(file=file, line=start + 1, column=lines[start].index(name) + 1)
-        i += 1
-    return [Document(file, "env", data, locs, text)], None
-
-
-def _shell_value(raw: str, defined: Mapping[str, str]) -> str | None:
-    """The value a shell assigns, or None while a quote is still open."""
-    text = raw.rstrip()
-    if text.endswith("\\") and not text.endswith("\\\\"):
-        return None
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|")
-    lexer.whitespace_split = True
-    lexer.commenters = "#"
-    try:
-        tokens = list(lexer)
-    except ValueError:
-        return None
-    words: list[str] = []
-    for token in tokens:
-        if token and set(token) <= set(";&|"):
-            break
-        words.append(token)
-    # A shell assigns only the first word; a quoted value is one word.
-    value = words[0] if words else ""
-    if "'" not in raw.split("#", 1)[0][:1]:
-        value = _VAR.sub(lambda m: defined.get(m["braced"] or m["plain"], ""), value)
-    return value
-
-
-def iter_leaves(doc: Document) -> Iterator[tuple[KeyPath, Any]]:
-    """Every (key path, scalar value) in the document."""
-
-    def walk(node: Any, path: KeyPath, depth: int) -> Iterator[tuple[KeyPath, Any]]:
-        if depth > 50:
-            return
-        if isinstance(node, Mapping):
-            for k, v in node.items():
-                yield from walk(v, path + (k,), depth + 1)
-        elif isinstance(node, list):
-            for k, v in enumerate(node):
-                yield from walk(v, path + (k,), depth + 1)
-        else:
-            yield path, node
-
-    yield from walk(doc.data, (), 0)

@@ -17,7 +17,9 @@ from ampdoctor.dtypes import BF16, FP16, FP32, HALF
 from ampdoctor.frameworks import deepspeed
 from ampdoctor.frameworks.base import Reading, as_bool, as_int, checkout_source, lower_str
 from ampdoctor.frameworks.located import Document, merge_documents
+from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
+from ampdoctor.report import ReportError
 from ampdoctor.rules.model import Location
 
 NAME = "gpt-neox"
@@ -86,17 +88,43 @@ def _model_dtype(doc: Document, declared: Any, engine: str | None) -> str | None
 
 # Since EleutherAI/gpt-neox PR #1311 (Nov 2024), `calculate_derived` sets `precision` from an enabled bf16 block.
 _DERIVES_BF16 = re.compile(r"""self\.bf16\.get\(\s*["']enabled["'][\s\S]{0,200}?update_value\(\s*["']precision["']\s*,\s*["']bfloat16["']""")
+# Before it, `precision` was derived from the fp16 block only, and nothing in the file sets it to bfloat16.
+_DERIVES_FP16 = re.compile(r"""update_value\(\s*["']precision["']\s*,\s*["']fp16["']""")
+_SETS_BF16 = re.compile(r"""precision["']?\s*(?:,|=(?!=))\s*["']bfloat16["']""")
 _ARGUMENTS = Path("megatron", "neox_arguments", "arguments.py")
 
 
 def checkout_derives_precision(config_file: str, levels: int = 6) -> tuple[bool | None, Location | None]:
-    """Whether the NeoX checkout the config lives in derives `precision` from the bf16 block: True/False with the
-    file that says so, or (None, None) when the config is not inside a NeoX checkout (the version is unknown)."""
+    """Whether the NeoX checkout the config lives in derives `precision` from the bf16 block: True where its argument
+    code does, False only where that code shows the old derivation (from the fp16 block, bfloat16 never set), and
+    (None, None) when neither is seen — code that says it in other words, or no checkout: the version is unknown,
+    never taken for old."""
     found = checkout_source(config_file, (_ARGUMENTS,), levels)
     if found is None:
         return None, None
     text, where = found
-    return bool(_DERIVES_BF16.search(text)), Location(file=where.file, label="NeoX argument code")
+    if _DERIVES_BF16.search(text):
+        derives = True
+    elif _DERIVES_FP16.search(text) and not _SETS_BF16.search(text):
+        derives = False
+    else:
+        return None, None
+    return derives, Location(file=where.file, label="NeoX argument code")
+
+
+def read_group(docs: list[Document], errors: list[ReportError]) -> list[Reading]:
+    """NeoX reads the YAML files passed to deepy.py as one config: partial files (local_setup.yml) are merged into
+    every model file of the folder, each model file one run."""
+    models = [d for d in docs if is_model_file(d)]
+    partials = [d for d in docs if not is_model_file(d)]
+    out = []
+    for group in ([partials + [m] for m in models] if models else [partials]):
+        merged = merge(group)
+        merged.file = group[-1].file
+        cfg = READER.read_safely(merged, errors)
+        if cfg is not None:
+            out.append(cfg)
+    return out
 
 
 def read(doc: Document) -> Reading:
@@ -116,7 +144,7 @@ def read(doc: Document) -> Reading:
             doc = doc.with_overrides({(block, "enabled"): (True, doc.at("precision"))})
     derives, where = checkout_derives_precision(doc.file)
     if derives is not None and where is not None:
-        cfg.set("derives_precision", derives, where)
+        cfg.set("model_dtype_from_engine", derives, where)
         if derives and declared is None and engine.name == "bf16":
             model_dtype = BF16  # this NeoX sets precision=bfloat16 itself
             cfg.set("model_dtype", model_dtype, engine.location)
@@ -145,3 +173,6 @@ def export(policy: Policy) -> tuple[dict[str, Any], list[str]]:
         notes.append(f"rotary tables: with pos_emb: rotary NeoX casts its cos/sin cache to the model precision "
                      f"({'bfloat16' if policy.compute == BF16 else 'fp16'}); ampdoctor.fix.rope keeps them fp32")
     return out, notes
+
+
+READER = Reader(NAME, detect, read, read_group=read_group, export=export, label="NeoX", key="neox")

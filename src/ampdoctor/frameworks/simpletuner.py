@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from ampdoctor.dtypes import BF16, FP16, FP32
+from ampdoctor.facts import Conflict
 from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_int, checkout_source, lower_str
 from ampdoctor.frameworks.located import Document
+from ampdoctor.frameworks.reader import Reader
+from ampdoctor.report import ReportError
 from ampdoctor.rules.model import Location
 
 NAME = "simpletuner"
@@ -42,16 +45,27 @@ _SAFE_OPTIMIZERS = ("adamw_bf16", "optimi-", "stableadamw", "adamw_schedulefree"
 _ARGUMENT_CODE = (Path("simpletuner", "helpers", "configuration", "cmd_args.py"), Path("helpers", "configuration", "cmd_args.py"),
                   Path("helpers", "arguments.py"))
 _DROPS_FP32_GRADS = re.compile(r"""gradient_precision\s*==\s*["']fp32["']\s*:\s*\n\s*\w+\.gradient_precision\s*=\s*["']unmodified["']""")
+# Before it, the flag was defined and never set to anything but fp32 (the old code re-set it to "fp32" itself).
+_DEFINES_FLAG = re.compile(r"""["']--gradient_precision["']""")
+_SETS_FLAG = re.compile(r"""\.gradient_precision\s*=(?!=)\s*(?P<value>\S+)""")
 
 
 def checkout_drops_fp32_grads(config_file: str) -> tuple[bool | None, Location | None]:
-    """Whether the SimpleTuner checkout the config lives in turns `--gradient_precision=fp32` off: True/False with the
-    file that says so, or (None, None) outside a checkout (the version is unknown)."""
+    """Whether the SimpleTuner checkout the config lives in turns `--gradient_precision=fp32` off: True where its
+    argument code does, False only where that code defines the flag and never sets it away from fp32 (the old
+    behaviour), and (None, None) otherwise — code that says it in other words, or no checkout: the version is
+    unknown, not old."""
     found = checkout_source(config_file, _ARGUMENT_CODE)
     if found is None:
         return None, None
     text, where = found
-    return bool(_DROPS_FP32_GRADS.search(text)), Location(file=where.file, label="SimpleTuner argument code")
+    if _DROPS_FP32_GRADS.search(text):
+        drops = True
+    elif _DEFINES_FLAG.search(text) and all(m["value"].strip("\"'") == "fp32" for m in _SETS_FLAG.finditer(text)):
+        drops = False
+    else:
+        return None, None
+    return drops, Location(file=where.file, label="SimpleTuner argument code")
 
 
 def detect(doc: Document) -> bool:
@@ -136,7 +150,9 @@ def read_flags(opts: dict[str, tuple[Any, Location]], file: str) -> Reading:
     if grads != weight:
         drops, where = checkout_drops_fp32_grads(file)
         if drops is not None and where is not None:
-            cfg.set("drops_fp32_grads", drops, where)
+            cfg.set("grads_request", "dropped" if drops else "kept", where)
+        else:
+            cfg.set("grads_request", "version-dependent", grad_at)
         if drops:
             grads = weight  # this SimpleTuner turns the flag off: `.grad` stays in the weights' dtype
     optimizer_raw, optimizer_at = opts.get("optimizer", ("adamw_bf16", here))
@@ -161,3 +177,24 @@ def read_flags(opts: dict[str, tuple[Any, Location]], file: str) -> Reading:
     cfg.set("autocast", weight != FP32, mp_at)
     cfg.policy, cfg.sources = b.build()
     return cfg
+
+
+def read_group(docs: list[Document], errors: list[ReportError]) -> list[Reading]:
+    """config.env and config.json of one SimpleTuner run are one set of options; a precision given differently
+    in two of them is a conflict (which one SimpleTuner reads depends on CONFIG_BACKEND)."""
+    opts: dict[str, tuple[Any, Location]] = {}
+    conflicts: list[Conflict] = []
+    for doc in sorted(docs, key=lambda d: d.syntax != "env"):
+        for name, (value, loc) in flags(doc).items():
+            earlier = opts.get(name)
+            if name == "mixed_precision" and earlier is not None and str(earlier[0]).lower() != str(value).lower() and earlier[1].file != loc.file:
+                conflicts.append(Conflict(name, (str(value), str(earlier[0])), (loc, earlier[1])))
+            opts[name] = (value, loc)
+    cfg = read_flags(opts, docs[0].file)
+    cfg.files = tuple(sorted({d.file for d in docs}))
+    if conflicts:
+        cfg.set("conflicts", tuple(conflicts), conflicts[0].where[0])
+    return [cfg]
+
+
+READER = Reader(NAME, detect, read, read_group=read_group, label="SimpleTuner")

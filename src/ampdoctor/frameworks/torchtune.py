@@ -12,6 +12,7 @@ from typing import Any
 from ampdoctor.dtypes import BF16, FP16, FP32
 from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_bool, as_dtype, as_int, lower_str
 from ampdoctor.frameworks.located import Document, iter_leaves
+from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
 from ampdoctor.rules.model import Location
 
@@ -80,3 +81,6 @@ def export(policy: Policy) -> tuple[dict[str, Any], list[str]]:
     if policy.loss_scale != "none":
         notes.append(f"loss_scale={policy.loss_scale}: torchtune has no loss scaling")
     return config, notes
+
+
+READER = Reader(NAME, detect, read, export=export)

@@ -38,11 +38,11 @@ def check(accelerator: Any) -> Report:
     """The precision rules over what `accelerator` is set up to run."""
     from ampdoctor.lint.configs import lint_readings, read_documents
 
-    readings, checked, errors = read_documents([Document(ACCELERATOR, "yaml", _accelerator_data(accelerator), {})], reader=accelerate_reader)
+    readings, checked, errors = read_documents([Document(ACCELERATOR, "yaml", _accelerator_data(accelerator), {})], reader=accelerate_reader.READER)
     plugin = getattr(accelerator.state, "deepspeed_plugin", None)
     live_ds = getattr(plugin, "deepspeed_config", None) if plugin is not None else None
     if isinstance(live_ds, dict):
-        more, more_checked, more_errors = read_documents([Document(DEEPSPEED_PLUGIN, "json", live_ds, {})], reader=deepspeed_reader)
+        more, more_checked, more_errors = read_documents([Document(DEEPSPEED_PLUGIN, "json", live_ds, {})], reader=deepspeed_reader.READER)
         readings, checked, errors = readings + more, checked + more_checked, errors + more_errors
     scaler = getattr(accelerator, "scaler", None)
     for reading in readings:

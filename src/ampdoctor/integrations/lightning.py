@@ -50,7 +50,7 @@ def lint_trainer(trainer: Any) -> Report:
 
     section = {"precision": str(trainer.precision), "strategy": _strategy(trainer), "devices": trainer.num_devices,
                "num_nodes": trainer.num_nodes, "accumulate_grad_batches": trainer.accumulate_grad_batches}
-    return lint_documents([Document(TRAINER, "yaml", {"trainer": section}, {})], reader=lightning_reader)
+    return lint_documents([Document(TRAINER, "yaml", {"trainer": section}, {})], reader=lightning_reader.READER)
 
 
 class AmpDoctor(Callback):

@@ -72,7 +72,7 @@ def lint_training_arguments(args: Any, model: Any = None) -> Report:
     """Lint live `TrainingArguments` (and the DeepSpeed config they name) as `ampdoctor lint` lints a file of them."""
     from ampdoctor.lint.configs import lint_documents
 
-    return lint_documents([Document(ARGUMENTS, "json", _arguments_data(args, model), {})], reader=hf)
+    return lint_documents([Document(ARGUMENTS, "json", _arguments_data(args, model), {})], reader=hf.READER)
 
 
 def _unique(report: Report) -> Report:

@@ -1,29 +1,24 @@
 """`ampdoctor lint` for training configs: parse each candidate file with its location map, recognise the
 framework by content (files that are no training config are skipped silently), work out the effective
-precision per configuration (merging NeoX files, SimpleTuner env+json, and following references from
-accelerate/HF/Lightning to DeepSpeed files), then run the checks and collect findings and input errors."""
+precision per configuration (the files of one run read together and references to other configs followed,
+each as its framework's `Reader` says), then run the checks and collect findings and input errors. This module
+names no framework: what differs between frameworks lives in their readers (`ampdoctor.frameworks`)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Iterable
 
 from ampdoctor._quote import quoted
-from ampdoctor.facts import Conflict
-from ampdoctor.frameworks import deepspeed as ds
-from ampdoctor.frameworks import neox, reader_for, simpletuner
-from ampdoctor.frameworks.base import Reading, Reference, Setting, is_auto
-from ampdoctor.frameworks.launchers import hardware_in
+from ampdoctor.frameworks import devices_named_in, reader_for, reader_named
+from ampdoctor.frameworks.base import Reading, Reference
 from ampdoctor.frameworks.located import Document, load_documents
+from ampdoctor.frameworks.reader import Reader
 from ampdoctor.report import Report, ReportError
 from ampdoctor.rules.engine import check_policy
 from ampdoctor.rules.model import Finding
-
-# DeepSpeed engine mode -> the launcher precision that asks for it.
-_ENGINE_TO_ASKED = {"bf16": "bf16", "fp16": "fp16", "amp": "fp16", "fp32": "no"}
 
 
 def lint_config_files(files: list[Path]) -> Report:
@@ -31,17 +26,17 @@ def lint_config_files(files: list[Path]) -> Report:
     return lint_readings(*read_configs(files))
 
 
-def lint_documents(docs: list[Document], reader: ModuleType | None = None) -> Report:
+def lint_documents(docs: list[Document], reader: Reader | None = None) -> Report:
     """Lint configs given as data (a trainer's live arguments), as `lint_config_files` lints files: each document
-    read by `reader` (else by the framework it is recognised as), the DeepSpeed files it points at followed."""
+    read by `reader` (else by the framework it is recognised as), the files it points at followed."""
     return lint_readings(*read_documents(docs, reader))
 
 
-def read_documents(docs: list[Document], reader: ModuleType | None = None) -> tuple[list[Reading], tuple[str, ...], list[ReportError]]:
+def read_documents(docs: list[Document], reader: Reader | None = None) -> tuple[list[Reading], tuple[str, ...], list[ReportError]]:
     """`read_configs` for documents given as data: the readings `lint_documents` judges, for a caller that adds what
     only the running program knows (a live GradScaler) before `lint_readings` judges them."""
     errors: list[ReportError] = []
-    recognised = [(doc, module) for doc in docs if (module := reader or reader_for(doc)) is not None]
+    recognised = [(doc, found) for doc in docs if (found := reader or reader_for(doc)) is not None]
     return _read_recognised(recognised, {}, errors, set())
 
 
@@ -55,10 +50,10 @@ def lint_readings(readings: list[Reading], checked: tuple[str, ...], errors: lis
 
 
 def read_configs(files: list[Path]) -> tuple[list[Reading], tuple[str, ...], list[ReportError]]:
-    """Every training configuration in `files` as its framework runs it (NeoX files and SimpleTuner env/json merged,
-    references to DeepSpeed files followed, devices named in a folder added), the files read, and what could not be."""
+    """Every training configuration in `files` as its framework runs it (the files of one run read together,
+    referenced files followed, devices named in a folder added), the files read, and what could not be."""
     errors: list[ReportError] = []
-    recognised: list[tuple[Document, ModuleType]] = []
+    recognised: list[tuple[Document, Reader]] = []
     loaded: dict[Path, list[Document]] = {}
     unreadable: set[str] = set()
     for path in files:
@@ -71,17 +66,17 @@ def read_configs(files: list[Path]) -> tuple[list[Reading], tuple[str, ...], lis
             unreadable.add(error.file)
             continue
         for doc in docs:
-            module = reader_for(doc)
-            if module is not None:
-                recognised.append((doc, module))
+            found = reader_for(doc)
+            if found is not None:
+                recognised.append((doc, found))
     return _read_recognised(recognised, loaded, errors, unreadable)
 
 
-def _read_recognised(recognised: list[tuple[Document, ModuleType]], loaded: dict[Path, list[Document]], errors: list[ReportError],
+def _read_recognised(recognised: list[tuple[Document, Reader]], loaded: dict[Path, list[Document]], errors: list[ReportError],
                      unreadable: set[str]) -> tuple[list[Reading], tuple[str, ...], list[ReportError]]:
-    by_dir: dict[Path, list[tuple[Document, ModuleType]]] = defaultdict(list)
-    for doc, module in recognised:
-        by_dir[Path(doc.file).parent].append((doc, module))
+    by_dir: dict[Path, list[tuple[Document, Reader]]] = defaultdict(list)
+    for doc, found in recognised:
+        by_dir[Path(doc.file).parent].append((doc, found))
     readings: list[Reading] = []
     for items in by_dir.values():
         readings.extend(_read_folder(items, errors))
@@ -109,61 +104,23 @@ def _key(path: Path) -> Path:
         return path
 
 
-def _read_folder(items: list[tuple[Document, ModuleType]], errors: list[ReportError]) -> list[Reading]:
-    """Read the configs of one folder; NeoX files and SimpleTuner env/json files are merged as their tools merge them."""
-    out: list[Reading | None] = []
-    neox_docs = [doc for doc, m in items if m is neox]
-    if neox_docs:
-        models = [d for d in neox_docs if neox.is_model_file(d)]
-        partials = [d for d in neox_docs if not neox.is_model_file(d)]
-        groups = [partials + [m] for m in models] if models else [partials]
-        for group in groups:
-            merged = neox.merge(group)
-            merged.file = group[-1].file
-            out.append(_safe_read(neox, merged, errors))
-    tuner_docs = [doc for doc, m in items if m is simpletuner]
-    if tuner_docs:
-        out.append(_read_simpletuner(tuner_docs))
-    for doc, module in items:
-        if module not in (neox, simpletuner):
-            out.append(_safe_read(module, doc, errors))
-    return [c for c in out if c is not None]
+def _read_folder(items: list[tuple[Document, Reader]], errors: list[ReportError]) -> list[Reading]:
+    """Read the configs of one folder, each framework's documents together (a reader may merge several files of one
+    run), frameworks in the order their documents first appear."""
+    by_reader: dict[Reader, list[Document]] = {}
+    for doc, found in items:
+        by_reader.setdefault(found, []).append(doc)
+    return [cfg for found, docs in by_reader.items() for cfg in found.read_all(docs, errors)]
 
 
-def _safe_read(module: ModuleType, doc: Document, errors: list[ReportError]) -> Reading | None:
-    try:
-        return module.read(doc)
-    except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as exc:
-        # A value of a shape the framework itself would reject (a list where a number goes...).
-        errors.append(ReportError(doc.file, f"cannot interpret this {module.NAME} config: {type(exc).__name__}: {exc}", fatal=False))
-        return None
-
-
-def _read_simpletuner(docs: list[Document]) -> Reading:
-    """config.env and config.json of one SimpleTuner run are one set of options; a precision given differently
-    in two of them is a conflict (which one SimpleTuner reads depends on CONFIG_BACKEND)."""
-    opts: dict[str, tuple[Any, Any]] = {}
-    conflicts: list[Conflict] = []
-    for doc in sorted(docs, key=lambda d: d.syntax != "env"):
-        for name, (value, loc) in simpletuner.flags(doc).items():
-            earlier = opts.get(name)
-            if name == "mixed_precision" and earlier is not None and str(earlier[0]).lower() != str(value).lower() and earlier[1].file != loc.file:
-                conflicts.append(Conflict(name, (str(value), str(earlier[0])), (loc, earlier[1])))
-            opts[name] = (value, loc)
-    cfg = simpletuner.read_flags(opts, docs[0].file)
-    cfg.files = tuple(sorted({d.file for d in docs}))
-    if conflicts:
-        cfg.set("conflicts", tuple(conflicts), conflicts[0].where[0])
-    return cfg
-
-
-def _reference_document(cfg: Reading, ref: Reference, loaded: dict[Path, list[Document]], errors: list[ReportError]) -> Document | None:
+def _reference_document(cfg: Reading, ref: Reference, reader: Reader, loaded: dict[Path, list[Document]],
+                        errors: list[ReportError]) -> Document | None:
     if ref.inline is not None:
         return ref.inline
     docs = loaded.get(_key(ref.path))
     if docs is None:
         if not _is_file(ref.path):
-            errors.append(ReportError(ref.location.file or cfg.file, f"referenced DeepSpeed config {quoted(str(ref.path))} not found",
+            errors.append(ReportError(ref.location.file or cfg.file, f"referenced {reader.title} config {quoted(str(ref.path))} not found",
                                       ref.location.line, ref.location.column, fatal=False))
             return None
         docs, error = load_documents(ref.path)
@@ -173,7 +130,7 @@ def _reference_document(cfg: Reading, ref: Reference, loaded: dict[Path, list[Do
             return None
     if not docs or not isinstance(docs[0].data, dict):
         if docs:
-            errors.append(ReportError(str(ref.path), "referenced DeepSpeed config is not a JSON object", fatal=False))
+            errors.append(ReportError(str(ref.path), f"referenced {reader.title} config is not a JSON object", fatal=False))
         return None
     return docs[0]
 
@@ -186,39 +143,18 @@ def _is_file(path: Path) -> bool:
 
 
 def _follow(cfg: Reading, ref: Reference, loaded: dict[Path, list[Document]], errors: list[ReportError]) -> Reading | None:
-    """Read the DeepSpeed config `ref` points at, as the pointing framework fills it in, with what the pointing
-    config asks of it (`requested_precision`)."""
-    doc = _reference_document(cfg, ref, loaded, errors)
-    if doc is None:
+    """The config `ref` points at, read by the reader the reference names, as the pointing config fills it in."""
+    reader = reader_named(ref.reader)
+    if reader is None or reader.read_referenced is None:
         return None
-    explicit = ds.precision_mode(doc)
-    fills = {}
-    for path, value in ref.fills.items():
-        if path[0] in ("bf16", "fp16") and explicit.name not in (None, "fp32"):
-            continue  # an explicit half mode is never overridden: the launcher refuses or defers (a rule compares)
-        current = doc.get(*path, default=None)
-        if current is None or is_auto(current) or not doc.has(path[0]):
-            fills[path] = value
-    target = ds.read(doc.with_overrides(fills))
-    target.filled_from = {(loc.file, loc.line): doc.at(*path) for path, (_, loc) in fills.items()}
-    target.framework = f"{ref.framework}+deepspeed"
-    target.files = tuple(sorted({cfg.file, doc.file}))
-    # The pointing config's facts, completed (not overridden) by the engine's own.
-    target.settings = {**cfg.settings, **{k: v for k, v in target.settings.items() if not v.default or k not in cfg.settings}}
-    target.places = {**cfg.places, **target.places, "reference": ref.location, "engine_file": explicit.location}
-    asked = ref.precision
-    # A file without precision blocks gets them from the launcher (accelerate adds the missing block), so only a
-    # written block can disagree with what the launcher asks.
-    written = any(doc.has(block) for block in ("fp16", "bf16", "bfloat16", "amp"))
-    if asked is not None and asked.value in ("bf16", "fp16", "no") and written and explicit.name in _ENGINE_TO_ASKED:
-        target.settings["requested_precision"] = Setting(asked.value, asked.location if not asked.default else ref.location, asked.default)
-    return target
+    doc = _reference_document(cfg, ref, reader, loaded, errors)
+    return None if doc is None else reader.read_referenced(doc, cfg, ref)
 
 
-def _add_devices(readings: list[Reading], by_dir: dict[Path, list[tuple[Document, ModuleType]]]) -> None:
+def _add_devices(readings: list[Reading], by_dir: dict[Path, list[tuple[Document, Reader]]]) -> None:
     """GPUs named by any file of a folder are the devices of the configs of that folder."""
     for folder, items in by_dir.items():
-        devices = tuple(hw for doc, _ in items for hw in hardware_in(doc))
+        devices = tuple(hw for doc, _ in items for hw in devices_named_in(doc))
         if not devices:
             continue
         for cfg in readings:
@@ -227,7 +163,7 @@ def _add_devices(readings: list[Reading], by_dir: dict[Path, list[tuple[Document
 
 
 def _name_filled_keys(cfg: Reading, found: list[Finding]) -> list[Finding]:
-    """A finding at a launcher key that filled a DeepSpeed "auto" also names that DeepSpeed key."""
+    """A finding at a launcher key that filled an "auto" value of the config it points at also names that key."""
     if not cfg.filled_from:
         return found
     out = []

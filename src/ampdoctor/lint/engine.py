@@ -16,7 +16,7 @@ from ampdoctor.report import Report, ReportError
 # Folders that never hold the user's own training code or configs.
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "env", "node_modules", "__pycache__", ".tox", ".nox",
                        ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages", ".eggs", "build", "dist"})
-CONFIG_SUFFIXES = frozenset({".json", ".yaml", ".yml", ".env"})
+CONFIG_SUFFIXES = frozenset({".json", ".yaml", ".yml", ".toml", ".env"})
 # Training configs are kilobytes; a larger JSON/YAML met while walking a tree is data (a tokenizer, a
 # dataset) and reading it would cost seconds to minutes. Files named explicitly are always read.
 MAX_CONFIG_BYTES = 1 << 20

@@ -63,9 +63,9 @@ def _model_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
     if facts.model_dtype_declared and facts.model_dtype is None:
         yield Hit(f"precision={facts.precision_setting!r} is not one NeoX knows (fp16, bfloat16, fp32): the model and DeepSpeed "
                   "engine dtypes are undefined", at("model_dtype"))
-    elif not facts.model_dtype_declared and facts.model_dtype is None and engine == BF16 and facts.derives_precision is not True:
+    elif not facts.model_dtype_declared and facts.model_dtype is None and engine == BF16 and facts.model_dtype_from_engine is not True:
         # Before gpt-neox PR #1311 an unset `precision` was derived from the fp16 block only: fp32 under a bf16 engine.
-        known_old = facts.derives_precision is False
+        known_old = facts.model_dtype_from_engine is False
         here = at("engine_precision")
         yield Hit("the DeepSpeed bf16 block is enabled but `precision` is unset: "
                   + ("this NeoX derives params_dtype=fp32 from the missing fp16 block" if known_old else

@@ -128,7 +128,7 @@ def grad_dtype_mismatch_policy(policy: Policy | None, facts: RunFacts, at: Place
     head = f".grad is kept in {policy.grads} for {policy.params} weights"
     # SimpleTuner from 26ee784 (Sep 2024) on turns `--gradient_precision=fp32` off; a config alone does not say which
     # SimpleTuner runs it (its reader knows only inside a checkout), so there the crash is likely, not certain.
-    maybe = facts.framework == "simpletuner" and facts.drops_fp32_grads is None
+    maybe = facts.grads_request == "version-dependent"
     if steps is not None and steps > 1:
         yield Hit(f"{head} with gradient accumulation ({steps} steps): the next micro-batch's backward accumulates a {policy.params} "
                   "gradient into it and fails ('Expected BFloat16, got Float', incident 3)"

@@ -1,0 +1,109 @@
+"""One Reader protocol, one registry: a framework is one module ending in `READER = Reader(...)` plus one line in
+`ampdoctor.frameworks.READERS`, and lint names no framework. torchtitan's TOML job config is the reader that shows it."""
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import ampdoctor.frameworks as frameworks
+from ampdoctor.frameworks import READERS, TARGETS, export, from_config, reader_for, reader_named
+from ampdoctor.frameworks.located import load_documents
+from ampdoctor.lint import LintSettings, lint_paths
+from ampdoctor.lint.configs import lint_config_files
+
+SRC = Path(frameworks.__file__).parent
+NAMES = sorted({r.name for r in READERS} | {r.target for r in READERS} | {r.title.lower() for r in READERS})
+
+
+def toml(tmp_path: Path, text: str, name: str = "job.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+def test_lint_of_configs_names_no_framework():
+    source = (SRC.parent / "lint" / "configs.py").read_text()
+    imported = {f"{n.module}.{a.name}" for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom) for a in n.names}
+    framework_modules = {f"ampdoctor.frameworks.{p.stem}" for p in SRC.glob("*.py")} - {
+        f"ampdoctor.frameworks.{m}" for m in ("base", "located", "reader", "document")}
+    assert sorted(m for m in imported if m in framework_modules or m.rpartition(".")[0] in framework_modules) == []
+    code = "\n".join(line.split("#", 1)[0] for line in source.splitlines())
+    assert [name for name in NAMES if f'"{name}"' in code or f"{name}." in code.lower()] == []
+
+
+def test_every_framework_module_is_registered_once():
+    modules = [p.stem for p in SRC.glob("*.py") if "\nREADER = Reader(" in p.read_text()]
+    assert len(modules) == len(READERS) == len({id(r) for r in READERS})
+    assert sorted(getattr(frameworks, m).READER.name for m in modules) == sorted(r.name for r in READERS)
+    assert "torchtitan" in TARGETS and reader_named("neox") is reader_named("gpt-neox") is not None
+
+
+def test_torchtitan_job_config_is_read_with_key_locations(tmp_path):
+    path = toml(tmp_path, """
+        [job]
+        description = "llama3 8b"
+
+        [training]
+        dtype = "bfloat16"
+        mixed_precision_param = "bfloat16"
+        local_batch_size = 2
+        global_batch_size = 32
+
+        [parallelism]
+        data_parallel_shard_degree = 4
+        tensor_parallel_degree = 2
+    """)
+    docs, error = load_documents(path)
+    assert error is None and reader_for(docs[0]) is reader_named("torchtitan")
+    reading = reader_named("torchtitan").read(docs[0])
+    assert str(reading.policy) == "params=bf16,compute=bf16,output=bf16,grads=bf16,grad_accum=bf16,reduce=fp32,optimizer_state=bf16,loss_scale=none"
+    assert (reading.fact("strategy"), reading.fact("world_size"), reading.fact("grad_accum_steps"), reading.fact("autocast")) == ("fsdp", 8, 4, False)
+    assert (reading.sources["params"].line, reading.sources["params"].column) == (5, 1)
+    assert reading.locate()("world_size").line == 10
+
+
+def test_torchtitan_without_fsdp_autocasts_and_reduces_in_the_gradient_dtype(tmp_path):
+    path = toml(tmp_path, """
+        [training]
+        mixed_precision_param = "bfloat16"
+        [parallelism]
+        data_parallel_replicate_degree = 8
+        data_parallel_shard_degree = 1
+    """)
+    reading = reader_named("torchtitan").read(load_documents(path)[0][0])
+    assert (reading.fact("strategy"), reading.fact("autocast"), reading.policy.compute, reading.policy.reduce) == ("ddp", True, "bf16", "fp32")
+
+
+def test_torchtitan_refuses_a_bf16_reduce_and_lint_says_so_at_the_key(tmp_path):
+    path = toml(tmp_path, """
+        [training]
+        mixed_precision_param = "bfloat16"
+        mixed_precision_reduce = "bfloat16"
+    """)
+    report = lint_config_files([path])
+    assert [(e.line, e.column, e.message) for e in report.errors] == [
+        (3, 1, "training.mixed_precision_reduce = 'bfloat16': torchtitan accepts float32")]
+
+
+def test_malformed_toml_is_an_input_error_with_its_line_and_an_unrelated_toml_is_skipped(tmp_path):
+    bad = toml(tmp_path, "[training]\nmixed_precision_param = \n", "bad.toml")
+    toml(tmp_path, '[project]\nname = "x"\n[tool.ruff]\nline-length = 120\n', "pyproject.toml")
+    report = lint_paths([tmp_path], LintSettings(jobs=1))
+    assert [(Path(e.file).name, e.line) for e in report.errors] == [(bad.name, 2)]
+    assert report.errors[0].message.startswith("invalid TOML: ")
+    assert report.findings == ()
+
+
+@pytest.mark.parametrize("preset, text", [
+    ("bf16-mixed", 'mixed_precision_param = "bfloat16"'),
+    ("fp32", 'mixed_precision_param = "float32"'),
+])
+def test_torchtitan_export_is_valid_toml_that_reads_back(preset, text, tmp_path):
+    from ampdoctor.policy import PRESETS
+
+    result = export(PRESETS[preset], "torchtitan")
+    assert result.syntax == "toml" and text in result.text and result.cannot_express == ()
+    path = toml(tmp_path, result.text)
+    assert from_config("torchtitan", path) == PRESETS[preset]
