@@ -109,3 +109,14 @@ def test_fuzz_quick_mode(docs, capsys):
     assert "| config:deepspeed | 5 | 0 | 0 | 0 |" in out and "| cli | 5 | 0 | 0 | 0 | - | - |" in out
     assert "CLI exit codes: " in out
     assert not docs.exists()
+
+
+def test_recall_quick_finds_the_synthetic_bugs_before_their_fix_and_none_after(docs, capsys):
+    recall = load("recall/recall.py")
+    assert recall.main(["--quick"]) == 0  # 0 only if each synthetic bug's rule fires at its lines, and nothing after
+    out = capsys.readouterr().out
+    assert "| synthetic-grad-scaler-bf16 | tune | AMP004 | yes/yes |" in out
+    assert "| synthetic-autocast-without-dtype | tune | AMP107 | yes/yes |" in out
+    assert "| all | 2 | 2 | 2/2 (100%) | 2/2 (100%) | 2/2 (100%) | 0 (0) | 0 (0) | 1 | 1/1 (100%) | 1/1 (100%) |" in out
+    assert recall.split_of("synthetic-grad-scaler-bf16") == "tune"  # sha256 % 3 != 0
+    assert not docs.exists()
