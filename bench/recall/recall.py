@@ -260,7 +260,7 @@ def summary_rows(incidents: list[Incident]) -> list[list[object]]:
     for split in ("tune", "heldout", "all"):
         sel = [i for i in incidents if split in ("all", i.split)]
         m = [i for i in sel if i.measured]
-        texts = [i for i in m if i.error_text]
+        texts = [i for i in m if i.error_text and i.rule != "none"]
         in_cat = [i for i in m if i.rule != "none"]
         rows.append([
             split, len(sel), len(m),
@@ -278,7 +278,7 @@ def summary_rows(incidents: list[Incident]) -> list[list[object]]:
 
 SUMMARY_HEADER = ["split", "incidents", "measured", "lint found (default)", "lint found (ALL)",
                   "right rule at the lines (ALL; incidents with a rule)", "after fix: incidents with findings (findings), default",
-                  "after fix, ALL", "error texts", "explain top-1", "explain top-3"]
+                  "after fix, ALL", "error texts (rule in catalog)", "explain top-1", "explain top-3"]
 
 
 def class_rows(incidents: list[Incident]) -> list[list[object]]:
@@ -311,7 +311,7 @@ def show_rows(incidents: list[Incident]) -> list[list[object]]:
         rows.append([i.name, i.split, i.rule,
                      ("yes" if i.found("default") else "no") + "/" + ("yes" if i.found("ALL") else "no"),
                      ", ".join(rules) or "-", f"{i.after('default')}/{i.after('ALL')}",
-                     ("-" if not i.error_text else (f"rank {rank}" if rank else "not in " + (",".join(i.explain_ids[:3]) or "none"))),
+                     ("-" if not i.error_text else (f"rank {rank}" if rank else "top 3: " + (", ".join(i.explain_ids[:3]) or "none"))),
                      "crash" if i.crashes else ""])
     return rows
 
