@@ -10,7 +10,10 @@ folder that keeps the repository-relative paths, so that configs next to code ar
 * **after fix**: findings within +-3 lines of the lines the fix wrote, in the fixed version (should be 0).
 * **explain top-1 / top-3**: on incidents whose issue quotes an error text, is the manifest's rule the first /
   among the first three candidates of ``ampdoctor explain``.
-* **runtime**: not measured by this bench (no incident has a cheap CPU reproduction wired up yet).
+* **runtime**: where a CPU reproduction with the real pre-fix code is cheap (``RUNTIME`` below: a driver in
+  bench/recall/runtime/ imports the upstream module unmodified from the extracted tree and runs one training step
+  under ``ampdoctor.audit``), the audit's findings before and after the fix; found = the manifest's rule fires
+  before the fix.
 
 The split (tune 2/3, heldout 1/3) is computed from the incident's name, never stored:
 ``"tune" if int(sha256(name).hexdigest(), 16) % 3 != 0 else "heldout"``. Detectors may be tuned on the tune split
@@ -49,6 +52,12 @@ MANIFEST = HERE / "incidents.yaml"
 DEFAULT_MIRRORS = Path(os.environ.get("AMPDOCTOR_MIRRORS", "/work/.mirror"))
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "ampdoctor-recall-cache"
 WINDOW = 3
+RUNTIME_DIR = HERE / "runtime"
+# incident -> (driver in bench/recall/runtime/, further files of the repository the driver imports)
+RUNTIME: dict[str, tuple[str, tuple[str, ...]]] = {
+    "litgpt-rope-cache-half": ("litgpt_rope_cache_half.py", ("lit_gpt/config.py", "lit_gpt/rmsnorm.py")),
+    "torchtitan-rope-bf16-apply": ("torchtitan_rope_bf16_apply.py", ()),
+}
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
@@ -78,6 +87,7 @@ class Incident:
     hits: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)  # variant -> (rule, file, line)
     crashes: list[str] = field(default_factory=list)
     explain_ids: list[str] = field(default_factory=list)
+    runtime: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # before/after -> (rule, severity)
 
     @classmethod
     def from_entry(cls, e: dict) -> "Incident":
@@ -97,6 +107,9 @@ class Incident:
 
     def after(self, variant: str) -> int:
         return len(self.hits.get(f"after:{variant}", []))
+
+    def runtime_rules(self, version: str) -> list[str]:
+        return sorted({rule for rule, severity in self.runtime.get(version, []) if severity in ("warning", "error")})
 
     def explain_rank(self) -> int | None:
         return self.explain_ids.index(self.rule) + 1 if self.rule in self.explain_ids else None
@@ -159,7 +172,8 @@ def prepare(inc: Incident, mirrors: Path, cache: Path) -> None:
     for d in (inc.before_dir, inc.after_dir):
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
-    for path in inc.files:
+    extra = [p for p in RUNTIME.get(inc.name, ("", ()))[1] if p not in inc.files]
+    for path in [*inc.files, *extra]:
         for rev, root in ((before, inc.before_dir), (fix, inc.after_dir)):
             blob = git(gitdir, "cat-file", "-p", f"{rev}:{path}")
             if blob.returncode != 0:
@@ -171,6 +185,8 @@ def prepare(inc: Incident, mirrors: Path, cache: Path) -> None:
             target = root / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(blob.stdout)
+        if path in extra:
+            continue
         old, new = changed_lines(gitdir, before, fix, path)
         if old and (inc.before_dir / path).exists():
             inc.bug_lines[path] = old
@@ -233,9 +249,27 @@ def explain(text: str) -> tuple[list[str], list[str]]:
         return [], [f"explain {text!r}: exit {proc.returncode}: {proc.stderr.strip()[-1500:]}"]
 
 
-def measure(inc: Incident) -> None:
+def audit_run(inc: Incident, version: str, tree: Path) -> None:
+    """One runtime reproduction: the driver prints the audit's findings as a JSON list on its last line."""
+    driver = RUNTIME_DIR / RUNTIME[inc.name][0]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    try:
+        proc = subprocess.run([sys.executable, str(driver), str(tree)], capture_output=True, text=True, env=env, timeout=300)
+    except subprocess.TimeoutExpired:
+        inc.crashes.append(f"runtime {driver.name} on the {version} version: timed out")
+        return
+    try:
+        inc.runtime[version] = [tuple(f) for f in json.loads(proc.stdout.strip().splitlines()[-1])]
+    except (json.JSONDecodeError, IndexError):
+        inc.crashes.append(f"runtime {driver.name} on the {version} version failed: {proc.stderr.strip()[-1500:]}")
+
+
+def measure(inc: Incident, runtime: bool = True) -> None:
     if not inc.measured:
         return
+    if runtime and inc.name in RUNTIME:
+        audit_run(inc, "before", inc.before_dir)
+        audit_run(inc, "after", inc.after_dir)
     for variant, select_all in (("default", False), ("ALL", True)):
         found, crashes = lint(inc.before_dir, select_all)
         inc.hits[f"before:{variant}"] = near(found, inc.bug_lines)
@@ -319,11 +353,21 @@ def show_rows(incidents: list[Incident]) -> list[list[object]]:
 SHOW_HEADER = ["incident", "split", "rule", "found default/ALL", "rules at the lines (ALL)", "after fix default/ALL", "explain", ""]
 
 
-def run(incidents: list[Incident], mirrors: Path, cache: Path, jobs: int) -> None:
+def runtime_rows(incidents: list[Incident]) -> list[list[object]]:
+    return [[i.name, i.split, i.rule, ", ".join(i.runtime_rules("before")) or "-", ", ".join(i.runtime_rules("after")) or "-",
+             "yes" if i.rule in i.runtime_rules("before") else "no", "yes" if i.rule in i.runtime_rules("after") else "no"]
+            for i in sorted(incidents, key=lambda i: (i.split, i.name)) if "before" in i.runtime]
+
+
+RUNTIME_HEADER = ["incident", "split", "rule", "audit before the fix (warning/error rules)", "audit after the fix",
+                  "rule found before", "rule still after"]
+
+
+def run(incidents: list[Incident], mirrors: Path, cache: Path, jobs: int, runtime: bool = True) -> None:
     for inc in incidents:
         prepare(inc, mirrors, cache)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        list(pool.map(measure, incidents))
+        list(pool.map(lambda inc: measure(inc, runtime), incidents))
 
 
 def render(incidents: list[Incident], show: bool) -> str:
@@ -331,6 +375,10 @@ def render(incidents: list[Incident], show: bool) -> str:
              benchdocs.markdown_table(SUMMARY_HEADER, summary_rows(incidents)), "",
              "Per class (found by lint with the default rules / with ALL, of n measured incidents):", "",
              benchdocs.markdown_table(CLASS_HEADER, class_rows(incidents))]
+    rows = runtime_rows(incidents)
+    if rows:
+        parts += ["", "Runtime: the pre-fix and fixed upstream code, one CPU training step under `ampdoctor.audit`:", "",
+                  benchdocs.markdown_table(RUNTIME_HEADER, rows)]
     if show:
         parts += ["", "Each incident:", "", benchdocs.markdown_table(SHOW_HEADER, show_rows(incidents))]
     return "\n".join(parts)
@@ -422,6 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a synthetic repository in a temp folder; no docs")
     parser.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
     parser.add_argument("--json-out", type=Path, help="write each incident's outcome as JSON")
+    parser.add_argument("--no-runtime", action="store_true", help="skip the runtime reproductions")
     args = parser.parse_args(argv)
 
     start = time.time()
@@ -437,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         wanted = set(args.only.split(","))
         incidents = [i for i in incidents if i.name in wanted]
     try:
-        run(incidents, mirrors, cache, args.jobs)
+        run(incidents, mirrors, cache, args.jobs, runtime=not args.no_runtime)
         text = render(incidents, args.show or args.quick)
         print(text)
         issues = problems(incidents)
@@ -453,14 +502,15 @@ def main(argv: list[str] | None = None) -> int:
                 "name": i.name, "repo": i.repo, "split": i.split, "class": i.cls, "rule": i.rule, "status": i.status,
                 "bug_lines": i.bug_lines, "fixed_lines": i.fixed_lines,
                 "hits": {k: [list(h) for h in v] for k, v in i.hits.items()},
-                "explain": i.explain_ids, "crashes": i.crashes, "missing": i.missing} for i in incidents], indent=1))
+                "explain": i.explain_ids, "runtime": i.runtime, "crashes": i.crashes, "missing": i.missing} for i in incidents], indent=1))
         if not args.quick and not args.no_docs:
             repos = sorted({i.repo for i in incidents})
             measured = sum(i.measured for i in incidents)
             body = "\n\n".join([
                 benchdocs.stamp(time.time() - start),
                 f"{len(incidents)} incidents ({measured} measured) from {len(repos)} repositories; split by "
-                "`sha256(name) % 3` (0: heldout). Runtime reproduction: not measured.",
+                "`sha256(name) % 3` (0: heldout). Runtime reproductions: "
+                f"{sum('before' in i.runtime for i in incidents)} (the others have no cheap CPU reproduction wired up).",
                 render(incidents, args.show)])
             benchdocs.write_block("recall", "## Recall on real incidents (bench/recall/recall.py)", body)
     finally:
