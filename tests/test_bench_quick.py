@@ -94,6 +94,8 @@ def test_experiment_statistics():
 
 @pytest.mark.parametrize("script, argv", [("audit_overhead.py", ["--every", "3"]), ("audit_fake70b.py", []), ("lint_python_bench.py", []),
                                           ("realworld.py", ["--markdown"]), ("rope_bench.py", [])])
+
+
 def test_benchmark_quick_mode(script, argv, docs, capsys):
     assert load(script).main(["--quick", *argv]) == 0
     out = capsys.readouterr().out
@@ -170,3 +172,14 @@ def test_ecosystem_quick_counts_verdicts_and_lists_unjudged(docs, capsys, tmp_pa
     assert "Not judged yet: 1" in text
     assert "- UNJUDGED quick:" in text and "rule: AMP117, at: 'ds_config.json:4'" in text
     assert not docs.exists()  # --quick writes no docs
+
+
+def test_recall_quick_finds_the_synthetic_bugs_before_their_fix_and_none_after(docs, capsys):
+    recall = load("recall/recall.py")
+    assert recall.main(["--quick"]) == 0  # 0 only if each synthetic bug's rule fires at its lines, and nothing after
+    out = capsys.readouterr().out
+    assert "| synthetic-grad-scaler-bf16 | tune | AMP004 | yes/yes |" in out
+    assert "| synthetic-autocast-without-dtype | tune | AMP107 | yes/yes |" in out
+    assert "| all | 2 | 2 | 2/2 (100%) | 2/2 (100%) | 2/2 (100%) | 0 (0) | 0 (0) | 1 | 1/1 (100%) | 1/1 (100%) |" in out
+    assert recall.split_of("synthetic-grad-scaler-bf16") == "tune"  # sha256 % 3 != 0
+    assert not docs.exists()

@@ -1,0 +1,526 @@
+"""Recall on real incidents: does ampdoctor find public mixed-precision bugs at the lines their fix changed?
+
+For each incident of bench/recall/incidents.yaml (a real bug with the commit that fixed it) the bench extracts the
+listed files at ``before`` (the fix's first parent unless the entry says otherwise) and at the fix from the
+repositories fetched to this machine (``fetch github:owner/name`` puts them under /work/.mirror), into a cache
+folder that keeps the repository-relative paths, so that configs next to code are linted together. Then:
+
+* **lint found**: a finding (default rules, and separately ``--select ALL``) within +-3 lines of a line the fix
+  changed, in the before version. "right rule" also asks that one of those findings is the manifest's rule.
+* **after fix**: findings within +-3 lines of the lines the fix wrote, in the fixed version (should be 0).
+* **explain top-1 / top-3**: on incidents whose issue quotes an error text, is the manifest's rule the first /
+  among the first three candidates of ``ampdoctor explain``.
+* **runtime**: where a CPU reproduction with the real pre-fix code is cheap (``RUNTIME`` below: a driver in
+  bench/recall/runtime/ imports the upstream module unmodified from the extracted tree and runs one training step
+  under ``ampdoctor.audit``), the audit's findings before and after the fix; found = the manifest's rule fires
+  before the fix.
+
+The split (tune 2/3, heldout 1/3) is computed from the incident's name, never stored:
+``"tune" if int(sha256(name).hexdigest(), 16) % 3 != 0 else "heldout"``. Detectors may be tuned on the tune split
+only; the heldout numbers are the ones that say whether a change generalizes.
+
+``--quick`` builds a tiny synthetic git repository (two bugs and their fix) in a temporary folder and runs the
+whole pipeline on it: self-contained, no fetched repository needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent))  # benchdocs
+
+import benchdocs  # noqa: E402
+
+MANIFEST = HERE / "incidents.yaml"
+DEFAULT_MIRRORS = Path(os.environ.get("AMPDOCTOR_MIRRORS", "/work/.mirror"))
+DEFAULT_CACHE = Path(tempfile.gettempdir()) / "ampdoctor-recall-cache"
+WINDOW = 3
+RUNTIME_DIR = HERE / "runtime"
+# incident -> (driver in bench/recall/runtime/, further files of the repository the driver imports)
+RUNTIME: dict[str, tuple[str, tuple[str, ...]]] = {
+    "litgpt-rope-cache-half": ("litgpt_rope_cache_half.py", ("lit_gpt/config.py", "lit_gpt/rmsnorm.py")),
+    "torchtitan-rope-bf16-apply": ("torchtitan_rope_bf16_apply.py", ()),
+}
+HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def split_of(name: str) -> str:
+    """The incident's split, from its name only (so nobody can move an incident after seeing a result)."""
+    return "tune" if int(hashlib.sha256(name.encode()).hexdigest(), 16) % 3 != 0 else "heldout"
+
+
+@dataclass
+class Incident:
+    name: str
+    repo: str
+    issue: str
+    fix_commit: str
+    files: list[str]
+    cls: str
+    rule: str
+    error_text: str | None = None
+    before: str | None = None
+    split: str = ""
+    status: str = "ok"  # ok | missing-repo | missing-commit | missing-files
+    missing: list[str] = field(default_factory=list)
+    bug_lines: dict[str, list[int]] = field(default_factory=dict)  # before version: lines the fix changed
+    fixed_lines: dict[str, list[int]] = field(default_factory=dict)  # after version: lines the fix wrote
+    before_dir: Path | None = None
+    after_dir: Path | None = None
+    hits: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)  # variant -> (rule, file, line)
+    crashes: list[str] = field(default_factory=list)
+    explain_ids: list[str] = field(default_factory=list)
+    runtime: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # before/after -> (rule, severity)
+
+    @classmethod
+    def from_entry(cls, e: dict) -> "Incident":
+        return cls(name=e["name"], repo=e["repo"], issue=str(e.get("issue", "")), fix_commit=str(e["fix_commit"]),
+                   files=list(e["files"]), cls=e["class"], rule=e.get("rule", "none"), error_text=e.get("error_text"),
+                   before=e.get("before"), split=split_of(e["name"]))
+
+    @property
+    def measured(self) -> bool:
+        return self.status == "ok"
+
+    def found(self, variant: str) -> bool:
+        return bool(self.hits.get(f"before:{variant}"))
+
+    def right_rule(self, variant: str) -> bool:
+        return any(rule == self.rule for rule, _, _ in self.hits.get(f"before:{variant}", []))
+
+    def after(self, variant: str) -> int:
+        return len(self.hits.get(f"after:{variant}", []))
+
+    def runtime_rules(self, version: str) -> list[str]:
+        return sorted({rule for rule, severity in self.runtime.get(version, []) if severity in ("warning", "error")})
+
+    def explain_rank(self) -> int | None:
+        return self.explain_ids.index(self.rule) + 1 if self.rule in self.explain_ids else None
+
+
+# ----------------------------------------------------------------------------------------------------------- git
+
+
+def git(gitdir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "--git-dir", str(gitdir), *args], capture_output=True)
+
+
+def mirror_of(mirrors: Path, repo: str) -> Path | None:
+    """The bare git directory of a fetched repository (fetch's layout: MIRRORS/owner+name/repo)."""
+    base = mirrors / repo.replace("/", "+")
+    for cand in (base / "repo", base, base / ".git"):
+        if (cand / "HEAD").exists() and (cand / "objects").exists():
+            return cand
+    return None
+
+
+def changed_lines(gitdir: Path, before: str, after: str, path: str) -> tuple[list[int], list[int]]:
+    """Lines of ``path`` the fix changed: (in the before version, in the after version).
+
+    A pure insertion marks the two before-lines around the insertion point; a pure deletion the two after-lines
+    around where the lines were."""
+    out = git(gitdir, "diff", "--no-color", "--no-ext-diff", "-U0", before, after, "--", path).stdout.decode("utf-8", "replace")
+    old: set[int] = set()
+    new: set[int] = set()
+    for line in out.splitlines():
+        m = HUNK.match(line)
+        if not m:
+            continue
+        a, b = int(m[1]), int(m[2]) if m[2] is not None else 1
+        c, d = int(m[3]), int(m[4]) if m[4] is not None else 1
+        old.update(range(a, a + b) if b else (max(a, 1), a + 1))
+        new.update(range(c, c + d) if d else (max(c, 1), c + 1))
+    return sorted(old), sorted(new)
+
+
+def prepare(inc: Incident, mirrors: Path, cache: Path) -> None:
+    """Extract the incident's files at both commits into the cache and compute the changed lines."""
+    gitdir = mirror_of(mirrors, inc.repo)
+    if gitdir is None:
+        inc.status = "missing-repo"
+        inc.missing.append(f"repository {inc.repo}: fetch github:{inc.repo}")
+        return
+    fix = git(gitdir, "rev-parse", "--verify", "--quiet", inc.fix_commit + "^{commit}").stdout.decode().strip()
+    if not fix:
+        inc.status = "missing-commit"
+        inc.missing.append(f"commit {inc.fix_commit} not in {gitdir} (fetch github:{inc.repo} again for a newer snapshot)")
+        return
+    before = git(gitdir, "rev-parse", "--verify", "--quiet", (inc.before or fix + "^1") + "^{commit}").stdout.decode().strip()
+    if not before:
+        inc.status = "missing-commit"
+        inc.missing.append(f"parent of {fix} not in {gitdir}")
+        return
+    inc.before_dir = cache / inc.name / "before"
+    inc.after_dir = cache / inc.name / "after"
+    for d in (inc.before_dir, inc.after_dir):
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+    extra = [p for p in RUNTIME.get(inc.name, ("", ()))[1] if p not in inc.files]
+    for path in [*inc.files, *extra]:
+        for rev, root in ((before, inc.before_dir), (fix, inc.after_dir)):
+            blob = git(gitdir, "cat-file", "-p", f"{rev}:{path}")
+            if blob.returncode != 0:
+                # Absent at that commit (a file the fix created or deleted) or a blob the snapshot lacks.
+                exists = git(gitdir, "ls-tree", rev, "--", path).stdout.strip()
+                if exists:
+                    inc.missing.append(f"blob of {path} at {rev[:10]} (large file left out of the snapshot)")
+                continue
+            target = root / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(blob.stdout)
+        if path in extra:
+            continue
+        old, new = changed_lines(gitdir, before, fix, path)
+        if old and (inc.before_dir / path).exists():
+            inc.bug_lines[path] = old
+        if new and (inc.after_dir / path).exists():
+            inc.fixed_lines[path] = new
+    if not inc.bug_lines:
+        inc.status = "missing-files"
+
+
+# ------------------------------------------------------------------------------------------------------ ampdoctor
+
+
+def ampdoctor(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "ampdoctor", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+def lint(tree: Path, select_all: bool) -> tuple[list[tuple[str, str, int]], list[str]]:
+    """Findings (rule, repository-relative file, line) of ``ampdoctor lint`` on one extracted tree, and crashes."""
+    args = ["lint", "--no-config", "--format", "json", "--exit-zero", "--jobs", "1"]
+    if select_all:
+        args += ["--select", "ALL"]
+    try:
+        proc = ampdoctor(*args, str(tree))
+    except subprocess.TimeoutExpired:
+        return [], [f"lint {'--select ALL ' if select_all else ''}{tree}: timed out"]
+    crashes = []
+    if proc.returncode not in (0,) or "Traceback" in proc.stderr:
+        crashes.append(f"lint {'--select ALL ' if select_all else ''}{tree}: exit {proc.returncode}: {proc.stderr.strip()[-1500:]}")
+    try:
+        report = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        return [], crashes or [f"lint {tree}: output is not JSON"]
+    for err in report.get("errors") or []:
+        crashes.append(f"lint {tree}: input error: {json.dumps(err)[:500]}")
+    findings = []
+    for f in report.get("findings", []):
+        loc = f.get("location") or {}
+        file, line = loc.get("file"), loc.get("line")
+        if not file or not line:
+            continue
+        try:
+            rel = Path(file).resolve().relative_to(tree.resolve()).as_posix()
+        except ValueError:
+            rel = file
+        findings.append((f["id"], rel, int(line)))
+    return findings, crashes
+
+
+def near(findings: list[tuple[str, str, int]], lines: dict[str, list[int]]) -> list[tuple[str, str, int]]:
+    return [f for f in findings if f[1] in lines and any(abs(f[2] - ln) <= WINDOW for ln in lines[f[1]])]
+
+
+def explain(text: str) -> tuple[list[str], list[str]]:
+    proc = ampdoctor("explain", "--format", "json", text, timeout=120)
+    try:
+        return [c["id"] for c in json.loads(proc.stdout).get("candidates", [])], []
+    except (json.JSONDecodeError, AttributeError):
+        return [], [f"explain {text!r}: exit {proc.returncode}: {proc.stderr.strip()[-1500:]}"]
+
+
+def audit_run(inc: Incident, version: str, tree: Path) -> None:
+    """One runtime reproduction: the driver prints the audit's findings as a JSON list on its last line."""
+    driver = RUNTIME_DIR / RUNTIME[inc.name][0]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    try:
+        proc = subprocess.run([sys.executable, str(driver), str(tree)], capture_output=True, text=True, env=env, timeout=300)
+    except subprocess.TimeoutExpired:
+        inc.crashes.append(f"runtime {driver.name} on the {version} version: timed out")
+        return
+    try:
+        inc.runtime[version] = [tuple(f) for f in json.loads(proc.stdout.strip().splitlines()[-1])]
+    except (json.JSONDecodeError, IndexError):
+        inc.crashes.append(f"runtime {driver.name} on the {version} version failed: {proc.stderr.strip()[-1500:]}")
+
+
+def measure(inc: Incident, runtime: bool = True) -> None:
+    if not inc.measured:
+        return
+    if runtime and inc.name in RUNTIME:
+        audit_run(inc, "before", inc.before_dir)
+        audit_run(inc, "after", inc.after_dir)
+    for variant, select_all in (("default", False), ("ALL", True)):
+        found, crashes = lint(inc.before_dir, select_all)
+        inc.hits[f"before:{variant}"] = near(found, inc.bug_lines)
+        inc.crashes += crashes
+        found, crashes = lint(inc.after_dir, select_all)
+        inc.hits[f"after:{variant}"] = near(found, inc.fixed_lines)
+        inc.crashes += crashes
+    if inc.error_text:
+        inc.explain_ids, crashes = explain(inc.error_text)
+        inc.crashes += crashes
+
+
+# -------------------------------------------------------------------------------------------------------- report
+
+
+def pct(n: int, d: int) -> str:
+    return f"{n}/{d} ({100 * n / d:.0f}%)" if d else "-"
+
+
+def summary_rows(incidents: list[Incident]) -> list[list[object]]:
+    rows = []
+    for split in ("tune", "heldout", "all"):
+        sel = [i for i in incidents if split in ("all", i.split)]
+        m = [i for i in sel if i.measured]
+        texts = [i for i in m if i.error_text and i.rule != "none"]
+        in_cat = [i for i in m if i.rule != "none"]
+        rows.append([
+            split, len(sel), len(m),
+            pct(sum(i.found("default") for i in m), len(m)),
+            pct(sum(i.found("ALL") for i in m), len(m)),
+            pct(sum(i.right_rule("ALL") for i in in_cat), len(in_cat)),
+            f"{sum(i.after('default') > 0 for i in m)} ({sum(i.after('default') for i in m)})",
+            f"{sum(i.after('ALL') > 0 for i in m)} ({sum(i.after('ALL') for i in m)})",
+            len(texts),
+            pct(sum(i.explain_rank() == 1 for i in texts), len(texts)),
+            pct(sum((i.explain_rank() or 99) <= 3 for i in texts), len(texts)),
+        ])
+    return rows
+
+
+SUMMARY_HEADER = ["split", "incidents", "measured", "lint found (default)", "lint found (ALL)",
+                  "right rule at the lines (ALL; incidents with a rule)", "after fix: incidents with findings (findings), default",
+                  "after fix, ALL", "error texts (rule in catalog)", "explain top-1", "explain top-3"]
+
+
+def class_rows(incidents: list[Incident]) -> list[list[object]]:
+    groups: dict[tuple[str, str], list[Incident]] = defaultdict(list)
+    for i in incidents:
+        if i.measured:
+            groups[(i.cls, i.rule)].append(i)
+    rows = []
+    for (cls, rule), incs in sorted(groups.items(), key=lambda kv: (kv[0][1] == "none", kv[0][1], kv[0][0])):
+        cells = [cls, rule]
+        for split in ("tune", "heldout"):
+            s = [i for i in incs if i.split == split]
+            cells.append(f"{sum(i.found('default') for i in s)}/{sum(i.found('ALL') for i in s)} of {len(s)}" if s else "-")
+        cells.append(", ".join(sorted({r for i in incs for r, _, _ in i.hits.get("before:ALL", [])})) or "-")
+        rows.append(cells)
+    return rows
+
+
+CLASS_HEADER = ["class", "rule", "tune: found default/ALL of n", "heldout: found default/ALL of n", "rules at the bug lines (ALL)"]
+
+
+def show_rows(incidents: list[Incident]) -> list[list[object]]:
+    rows = []
+    for i in sorted(incidents, key=lambda i: (i.split, i.name)):
+        if not i.measured:
+            rows.append([i.name, i.split, i.rule, i.status, "-", "-", "-", "-"])
+            continue
+        rules = sorted({r for r, _, _ in i.hits.get("before:ALL", [])})
+        rank = i.explain_rank() if i.error_text else None
+        rows.append([i.name, i.split, i.rule,
+                     ("yes" if i.found("default") else "no") + "/" + ("yes" if i.found("ALL") else "no"),
+                     ", ".join(rules) or "-", f"{i.after('default')}/{i.after('ALL')}",
+                     ("-" if not i.error_text else (f"rank {rank}" if rank else "top 3: " + (", ".join(i.explain_ids[:3]) or "none"))),
+                     "crash" if i.crashes else ""])
+    return rows
+
+
+SHOW_HEADER = ["incident", "split", "rule", "found default/ALL", "rules at the lines (ALL)", "after fix default/ALL", "explain", ""]
+
+
+def runtime_rows(incidents: list[Incident]) -> list[list[object]]:
+    return [[i.name, i.split, i.rule, ", ".join(i.runtime_rules("before")) or "-", ", ".join(i.runtime_rules("after")) or "-",
+             "yes" if i.rule in i.runtime_rules("before") else "no", "yes" if i.rule in i.runtime_rules("after") else "no"]
+            for i in sorted(incidents, key=lambda i: (i.split, i.name)) if "before" in i.runtime]
+
+
+RUNTIME_HEADER = ["incident", "split", "rule", "audit before the fix (warning/error rules)", "audit after the fix",
+                  "rule found before", "rule still after"]
+
+
+def run(incidents: list[Incident], mirrors: Path, cache: Path, jobs: int, runtime: bool = True) -> None:
+    for inc in incidents:
+        prepare(inc, mirrors, cache)
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        list(pool.map(lambda inc: measure(inc, runtime), incidents))
+
+
+def render(incidents: list[Incident], show: bool) -> str:
+    parts = ["Per split (a finding counts when it is within +-3 lines of a line the fix changed):", "",
+             benchdocs.markdown_table(SUMMARY_HEADER, summary_rows(incidents)), "",
+             "Per class (found by lint with the default rules / with ALL, of n measured incidents):", "",
+             benchdocs.markdown_table(CLASS_HEADER, class_rows(incidents))]
+    rows = runtime_rows(incidents)
+    if rows:
+        parts += ["", "Runtime: the pre-fix and fixed upstream code, one CPU training step under `ampdoctor.audit`:", "",
+                  benchdocs.markdown_table(RUNTIME_HEADER, rows)]
+    if show:
+        parts += ["", "Each incident:", "", benchdocs.markdown_table(SHOW_HEADER, show_rows(incidents))]
+    return "\n".join(parts)
+
+
+def problems(incidents: list[Incident]) -> list[str]:
+    out = []
+    for i in incidents:
+        out += [f"{i.name}: missing {m}" for m in i.missing]
+        out += [f"{i.name}: {c}" for c in i.crashes]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- quick mode
+
+SYNTH_BEFORE = '''import torch
+
+
+def train_step(model, batch, optimizer, dtype=torch.bfloat16):
+    scaler = torch.amp.GradScaler("cuda")
+    with torch.autocast("cuda"):
+        loss = model(batch)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.detach().cpu().float().item()
+'''
+SYNTH_AFTER = '''import torch
+
+
+def train_step(model, batch, optimizer, dtype=torch.bfloat16):
+    scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
+    with torch.autocast("cuda", dtype=dtype):
+        loss = model(batch)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.detach().cpu().float().item()
+'''
+
+
+def synthetic(tmp: Path) -> list[Incident]:
+    """A tiny fetched-repository look-alike: MIRRORS/synthetic+amp/repo with a buggy commit and its fix."""
+    work = tmp / "work"
+    work.mkdir()
+    env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull,
+           "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def g(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=work, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+    g("init", "-q")
+    (work / "train.py").write_text(SYNTH_BEFORE)
+    g("add", "train.py")
+    g("commit", "-qm", "train step")
+    (work / "train.py").write_text(SYNTH_AFTER)
+    g("commit", "-qam", "fix: GradScaler only for fp16, autocast with the configured dtype")
+    fix = g("rev-parse", "HEAD")
+    mirror = tmp / "mirrors" / "synthetic+amp" / "repo"
+    mirror.parent.mkdir(parents=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(mirror)], env=env, check=True, capture_output=True)
+    base = {"repo": "synthetic/amp", "issue": "synthetic", "fix_commit": fix, "files": ["train.py"]}
+    return [Incident.from_entry({**base, "name": "synthetic-grad-scaler-bf16", "class": "grad-scaler-with-bf16", "rule": "AMP004",
+                                 "error_text": "RuntimeError: \"_amp_foreach_non_finite_check_and_unscale_cuda\" not implemented for 'BFloat16'"}),
+            Incident.from_entry({**base, "name": "synthetic-autocast-without-dtype", "class": "autocast-without-dtype", "rule": "AMP107"})]
+
+
+# ---------------------------------------------------------------------------------------------------------- main
+
+
+def load(manifest: Path) -> list[Incident]:
+    entries = yaml.safe_load(manifest.read_text())
+    names = [e["name"] for e in entries]
+    dup = [n for n, c in Counter(names).items() if c > 1]
+    if dup:
+        raise SystemExit(f"duplicate incident names: {dup}")
+    return [Incident.from_entry(e) for e in entries]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--manifest", type=Path, default=MANIFEST)
+    parser.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS, help="where fetch put the repositories")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="where the extracted files go")
+    parser.add_argument("--only", help="comma-separated incident names")
+    parser.add_argument("--jobs", type=int, default=2, help="incidents linted at once")
+    parser.add_argument("--show", action="store_true", help="list each incident's outcome")
+    parser.add_argument("--quick", action="store_true", help="a synthetic repository in a temp folder; no docs")
+    parser.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
+    parser.add_argument("--json-out", type=Path, help="write each incident's outcome as JSON")
+    parser.add_argument("--no-runtime", action="store_true", help="skip the runtime reproductions")
+    args = parser.parse_args(argv)
+
+    start = time.time()
+    tmp = None
+    if args.quick:
+        tmp = Path(tempfile.mkdtemp(prefix="ampdoctor-recall-quick-"))
+        incidents = synthetic(tmp)
+        mirrors, cache = tmp / "mirrors", tmp / "cache"
+    else:
+        incidents = load(args.manifest)
+        mirrors, cache = args.mirrors, args.cache
+    if args.only:
+        wanted = set(args.only.split(","))
+        incidents = [i for i in incidents if i.name in wanted]
+    try:
+        run(incidents, mirrors, cache, args.jobs, runtime=not args.no_runtime)
+        text = render(incidents, args.show or args.quick)
+        print(text)
+        issues = problems(incidents)
+        if issues:
+            print("\nMissing inputs and ampdoctor crashes:")
+            for line in issues:
+                print("  " + line)
+        missing_repos = sorted({i.repo for i in incidents if i.status == "missing-repo"})
+        if missing_repos:
+            print("\nNot fetched (run the fetch tool for each, then rerun): " + " ".join(f"github:{r}" for r in missing_repos))
+        if args.json_out:
+            args.json_out.write_text(json.dumps([{
+                "name": i.name, "repo": i.repo, "split": i.split, "class": i.cls, "rule": i.rule, "status": i.status,
+                "bug_lines": i.bug_lines, "fixed_lines": i.fixed_lines,
+                "hits": {k: [list(h) for h in v] for k, v in i.hits.items()},
+                "explain": i.explain_ids, "runtime": i.runtime, "crashes": i.crashes, "missing": i.missing} for i in incidents], indent=1))
+        if not args.quick and not args.no_docs:
+            repos = sorted({i.repo for i in incidents})
+            measured = sum(i.measured for i in incidents)
+            body = "\n\n".join([
+                benchdocs.stamp(time.time() - start),
+                f"{len(incidents)} incidents ({measured} measured) from {len(repos)} repositories; split by "
+                "`sha256(name) % 3` (0: heldout). Runtime reproductions: "
+                f"{sum('before' in i.runtime for i in incidents)} (the others have no cheap CPU reproduction wired up).",
+                render(incidents, args.show)])
+            benchdocs.write_block("recall", "## Recall on real incidents (bench/recall/recall.py)", body)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if args.quick:  # the synthetic bugs must be found before the fix and gone after it
+        ok = all(i.right_rule("default") and i.after("default") == 0 for i in incidents)
+        return 0 if ok else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
