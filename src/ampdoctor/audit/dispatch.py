@@ -1,0 +1,215 @@
+"""The hot path of the runtime audit: the private `TorchDispatchMode` that records every aten op as one compact tuple
+(fields named in `fields`), and the frame walk that says which line of the user's code called the op.
+
+`Recorder` (recorder.py) owns the state the mode writes into; this module only reads and appends to it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ampdoctor.audit.fields import BACKWARD, FORWARD, OPTIMIZER
+from ampdoctor.dtypes import FLOAT_NAMES, HALF, to_torch
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.recorder import Recorder
+
+_FLOATS = frozenset(to_torch(n) for n in FLOAT_NAMES)
+_HALF = frozenset(to_torch(n) for n in HALF)
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_AMPDOCTOR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_STDLIB_DIRS = tuple({os.path.abspath(p) + os.sep for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])})
+_AUDIT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# Frames between an op call and `__torch_dispatch__` that belong to the mode machinery itself.
+_MODE_FILES = (_AUDIT_DIR, os.path.join(_TORCH_DIR, "utils", "_python_dispatch.py"), os.path.join(_TORCH_DIR, "_dynamo"), os.path.join(_TORCH_DIR, "_compile.py"))
+
+
+def mode_stack() -> list:
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    return _get_current_dispatch_mode_stack()
+
+
+_current_autograd_node = torch._C._current_autograd_node
+_peek_sequence_nr = torch.autograd._get_sequence_nr
+# The sequence number of AccumulateGrad nodes, which have none (UINT64_MAX).
+_NO_SEQUENCE_NR = (1 << 64) - 1
+
+# Records are plain tuples (fields named in `fields`). Computing `f_lineno` for every op costs more than the
+# rest of the frame walk, so LASTI keeps the instruction offset. FUNC is the op's id: with no reference to a
+# GC-tracked object, the garbage collector untracks a record at its first pass instead of re-scanning ~10^5
+# of them in full collections (a quarter of a second per 70B fake step).
+
+
+def line_of(code: Any, lasti: int) -> int:
+    """The source line of the instruction at byte offset `lasti` in `code` (what `f_lineno` says)."""
+    for start, end, line in code.co_lines():
+        if start <= lasti < end:
+            return line or 0
+    return 0
+
+
+def _flatten(args: Any, out: list) -> None:
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            for b in a:
+                if isinstance(b, torch.Tensor):
+                    out.append(b)
+
+
+def _inputs(r: "Recorder", ins: list) -> tuple[tuple, tuple]:
+    """The dtypes of an op's tensor inputs and, for float ones, their producer's seq or minus the id of a leaf
+    (parameter, buffer, input: named later); a leaf's values are measured the first time it is read."""
+    prov = r.producers
+    values = r.values
+    in_dt = []
+    in_prod = []
+    for t in ins:
+        dt = t.dtype
+        in_dt.append(dt)
+        if dt in _FLOATS:
+            entry = prov.get(id(t))
+            if entry is not None and entry[0]() is t:
+                in_prod.append(entry[1])
+            else:
+                in_prod.append(-id(t))
+                if values is not None:
+                    values.leaf(t, len(r.records))
+        else:
+            in_prod.append(None)
+    return tuple(in_dt), tuple(in_prod)
+
+
+def _phase_and_module(r: "Recorder", values: Any) -> tuple[str, int, Any]:
+    """The phase an op runs in and the module it belongs to: the running module in forward, the module that made the
+    autograd node in backward (an AccumulateGrad node has no sequence number: its parameter is noted instead)."""
+    node = _current_autograd_node()
+    if node is None:
+        phase = OPTIMIZER if (r.in_optimizer or (r.saw_backward and not r.stack)) else FORWARD
+        if values is not None and phase == FORWARD:
+            values.forward_nrs.append((len(r.records), _peek_sequence_nr()))
+        return phase, r.stack[-1] if r.stack else -1, None
+    r.saw_backward = True
+    nr = node._sequence_nr()
+    if nr == _NO_SEQUENCE_NR:
+        var = getattr(node, "variable", None)
+        return BACKWARD, -1, ("accumulate", id(var)) if var is not None else None
+    if values is not None:
+        values.backward_nrs[len(r.records)] = nr
+    return BACKWARD, r.module_at(nr), None
+
+
+@dataclass
+class Failure:
+    seq: int
+    exc: BaseException
+
+
+class RecordingMode(TorchDispatchMode):
+    """Appends one record per aten op while the recorder is active; passes ops through otherwise."""
+
+    def __init__(self, recorder: "Recorder") -> None:
+        super().__init__()
+        self.r = recorder
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: C901 - the hot path, kept flat
+        kwargs = kwargs or {}
+        r = self.r
+        if not r.active:
+            return func(*args, **kwargs)
+        ins: list = []
+        _flatten(args, ins)
+        if kwargs:
+            _flatten(kwargs.values(), ins)
+        prov = r.producers
+        values = r.values
+        in_dt, in_prod = _inputs(r, ins)
+        phase, mod, extra = _phase_and_module(r, values)
+        code, lasti, inner = r.frames()
+        autocast = r.autocast_on
+        seq = len(r.records)
+        fid = id(func)
+        if fid not in r.ops:
+            r.ops[fid] = func
+        try:
+            out = func(*args, **kwargs)
+        except Exception as exc:
+            r.records.append((seq, fid, in_dt, in_prod, None, mod, phase, code, lasti, inner, autocast, extra))
+            r.failure = Failure(seq, exc)
+            raise
+        outs: list = []
+        if isinstance(out, torch.Tensor):
+            outs.append(out)
+        elif isinstance(out, (list, tuple)):
+            _flatten(out, outs)
+        out_dt = []
+        for t in outs:
+            dt = t.dtype
+            out_dt.append(dt)
+            if dt in _FLOATS:
+                # No weakref callback: a dead entry is recognised by its dead ref, and one callback
+                # per output costs more than the entries it would drop (`release` clears them).
+                prov[id(t)] = (weakref.ref(t), seq)
+        if values is not None and (out_dt or out is None):
+            values.output(seq, fid, func, args, kwargs, outs, phase == OPTIMIZER)
+        watch = r.watch.get(fid)
+        if watch is not None:
+            extra = watch(r, func, args, kwargs, out, ins)
+        r.records.append((seq, fid, in_dt, in_prod, tuple(out_dt), mod, phase, code, lasti, inner, autocast, extra))
+        return out
+
+
+class FrameWalk:
+    """Which user line called an op: the first frame outside torch, ampdoctor and the standard library, with the
+    frames of the module running now reused (its forward's caller is on the stack for as long as it runs)."""
+
+    _internal: dict[int, tuple[bool, bool, Any]]
+    _calls: list[tuple[Any, Any, int]]
+
+    def _classify(self, code: Any) -> tuple[bool, bool, Any]:
+        name = code.co_filename
+        path = os.path.abspath(name) if not name.startswith("<") else name
+        mode = path.startswith(_MODE_FILES)
+        internal = mode or path.startswith(_TORCH_DIR) or path.startswith(_AMPDOCTOR_DIR) or path.startswith(_STDLIB_DIRS) or name.startswith("<frozen")
+        out = (mode, internal, code)
+        self._internal[id(code)] = out
+        return out
+
+    def frames(self, f: Any = None) -> tuple[Any, int, tuple | None]:
+        """(code, lasti) of the first frame outside torch/ampdoctor/stdlib, and (code id, lasti) of
+        the innermost frame that called the op (shared by autocast's casts and the op they feed).
+        Walks from `f`, by default the caller of the caller."""
+        if f is None:
+            f = sys._getframe(2)
+        inner = None
+        cache = self._internal
+        call = self._calls[-1] if self._calls else None
+        stop = call[0] if call is not None else None
+        while f is not None:
+            if f is stop:
+                # Everything above is as it was when the running module was entered.
+                return call[1], call[2], inner or (id(f.f_code), f.f_lasti)
+            c = f.f_code
+            kind = cache.get(id(c)) or self._classify(c)
+            if inner is None and not kind[0]:
+                inner = (id(c), f.f_lasti)
+            if not kind[1]:
+                return c, f.f_lasti, inner
+            f = f.f_back
+        return None, 0, inner
+
+    def user_frame(self) -> tuple[Any, int]:
+        """(code, line) of the first user frame above the caller."""
+        code, lasti, _ = self.frames(sys._getframe(1))
+        return code, line_of(code, lasti) if code is not None else 0

@@ -1,0 +1,127 @@
+"""Module tracking for the audit: global forward hooks that keep the stack of running modules (an op's module),
+the map from autograd sequence numbers to the module that ran (a backward op's module, with no trace left on the
+user's graph), each module's callers and input/output dtypes, and scans of buffers and tensor attributes."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from ampdoctor.audit.dispatch import _FLOATS, _flatten, _peek_sequence_nr, line_of, mode_stack
+
+
+@dataclass
+class ModuleInfo:
+    ref: Callable[[], Any]
+    cls: str
+    parent: int  # index of the module that was running when this one was first entered, -1 for none
+    inputs: set = field(default_factory=set)
+    outputs: set = field(default_factory=set)
+    calls: int = 0
+    # (code, line) of the user frame that called this module first.
+    caller: tuple | None = None
+
+
+class ModuleTracking:
+    """The module half of `Recorder`; the state it reads and writes is set up in `Recorder.__init__`."""
+
+    def _scope_changed(self) -> None:
+        self._scope_nrs.append(_peek_sequence_nr())
+        self._scope_mods.append(self.stack[-1] if self.stack else -1)
+
+    def module_at(self, sequence_nr: int) -> int:
+        """The module that was running when the autograd node numbered `sequence_nr` was created."""
+        i = bisect_right(self._scope_nrs, sequence_nr) - 1
+        return self._scope_mods[i] if i >= 0 else -1
+
+    def module_index_of(self, m: torch.nn.Module) -> int | None:
+        """The index of a module seen while recording, None for one never entered."""
+        idx = self._module_index.get(id(m))
+        return idx if idx is not None and self.modules[idx].ref() is m else None
+
+    def module_index(self, m: torch.nn.Module) -> int:
+        idx = self._module_index.get(id(m))
+        if idx is not None and self.modules[idx].ref() is m:
+            return idx
+        idx = len(self.modules)
+        self._module_index[id(m)] = idx
+        self.modules.append(ModuleInfo(weakref.ref(m), type(m).__name__, self.stack[-1] if self.stack else -1))
+        self._alive.append(m)
+        for p in m.parameters(recurse=False):
+            self.params.setdefault(id(p), weakref.ref(p))
+        return idx
+
+    def here(self) -> bool:
+        """The caller runs under this recording: in the thread that entered it, or in a thread that carries its
+        dispatch mode (autograd's device threads running a CUDA backward, with checkpointed forwards in it)."""
+        return threading.get_ident() == self._thread or (self._mode is not None and self._mode in mode_stack())
+
+    def _pre_hook(self, m: torch.nn.Module, args: Any) -> None:
+        if not self.active or not self.here():
+            return
+        if not self.stack:
+            # A root module begins a micro-batch. Autocast is read again here: a block whose `__exit__` was looked up
+            # before the recording resumed exits unseen by the wrapper.
+            self.refresh_autocast()
+            if self.in_optimizer and self._step_depth and not self._in_closure:
+                self._step_raised()  # an optimizer step raised out of torch's step() (no post-hook came) and was caught
+            self._micro_batch_boundary()
+        idx = self.module_index(m)
+        info = self.modules[idx]
+        info.calls += 1
+        # The frame that runs the hooks also calls forward.
+        call = sys._getframe(1)
+        code, lasti, _ = self.frames(call)
+        if info.caller is None:
+            info.caller = (code, line_of(code, lasti) if code is not None else 0)
+        if idx not in self._scanned:
+            self._scanned.add(idx)
+            self.scan_module(idx, "before")
+        ins: list = []
+        _flatten(args, ins)
+        info.inputs.update(t.dtype for t in ins if t.dtype in _FLOATS)
+        self.stack.append(idx)
+        self._calls.append((call, code, lasti))
+        self._scope_changed()
+
+    def _post_hook(self, m: torch.nn.Module, args: Any, output: Any) -> None:
+        if not self.stack or not self.here():
+            return
+        idx = self.stack.pop()
+        self._calls.pop()
+        self._scope_changed()
+        outs: list = []
+        if isinstance(output, torch.Tensor):
+            outs.append(output)
+        elif isinstance(output, (list, tuple)):
+            _flatten(output, outs)
+        elif isinstance(output, dict) or hasattr(output, "values"):
+            try:
+                _flatten(list(output.values()), outs)
+            except Exception:  # an exotic output container: dtypes are a nicety, never a failure
+                pass
+        self.modules[idx].outputs.update(t.dtype for t in outs if t.dtype in _FLOATS)
+
+    def scan_module(self, idx: int, when: str) -> None:
+        """Buffers and tensor attributes (the rotary caches of B2 live in both), for rope-cache checks."""
+        m = self.modules[idx].ref()
+        if m is None:
+            return
+        items = list(m._buffers.items()) + [(k, v) for k, v in vars(m).items() if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter)]
+        for name, t in items:
+            if isinstance(t, torch.Tensor) and t.dtype in _FLOATS:
+                self.module_scans.append((idx, name, t.dtype, tuple(t.shape), when, weakref.ref(t)))
+
+    def _hook_modules(self) -> None:
+        """The global module forward hooks: installed on entry and again when a sample resumes."""
+        import torch.nn.modules.module as module_mod
+
+        self._module_handles = [module_mod.register_module_forward_pre_hook(self._pre_hook),
+                                module_mod.register_module_forward_hook(self._post_hook, always_call=True)]
+        self._handles.extend(self._module_handles)
