@@ -39,7 +39,7 @@ test: $(VENV)/.dev-installed browser
 	$(PY) -m pytest -q
 
 docs: $(VENV)/.installed
-	$(PY) -m ampdoctor.rules.docs > docs/rules.md
+	$(PY) -m ampdoctor.core.docs > docs/rules.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

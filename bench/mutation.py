@@ -2,7 +2,7 @@
 *killed* when at least one test fails with it silenced, and *survives* when every test still passes (nothing
 checks what it finds).
 
-Every kind of detector in `ampdoctor.rules.registry.detectors()` is a mutant (policy, code, runtime, ranks,
+Every kind of detector in `ampdoctor.core.registry.detectors()` is a mutant (policy, code, runtime, ranks,
 numerics), and so are the catalog signatures of each rule that has some (its ``explain`` detector). Silencing goes
 through `bench/mutation_site.py`, installed as ``sitecustomize`` on ``PYTHONPATH``: it reaches the pytest process
 and every ``python -m ampdoctor`` the tests spawn, and no production code knows about it. (A test that replaces
@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchdocs import markdown_table, stamp, write_block  # noqa: E402
 
-from ampdoctor.rules import catalog  # noqa: E402
-from ampdoctor.rules.registry import detectors  # noqa: E402
+from ampdoctor.core import catalog  # noqa: E402
+from ampdoctor.core.registry import detectors  # noqa: E402
 
 KIND_TESTS: dict[str, tuple[str, ...]] = {
     "policy": ("tests/rules", "tests/configs", "tests/test_policy.py", "tests/test_train_step.py"),

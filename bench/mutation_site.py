@@ -4,7 +4,7 @@ every ``python -m ampdoctor`` a test spawns (with the environment it inherits) i
 
 ``AMPDOCTOR_MUTANT=RULE:KIND:NAME`` names the detector: a registered one (``AMP004:code:grad_scaler_with_bf16``,
 ``NAME`` the detector function's name) or a rule's catalog signatures (``AMP004:explain:signatures``). Nothing is
-imported at start-up: an import hook patches ``ampdoctor.rules.registry`` (the silenced detector keeps its
+imported at start-up: an import hook patches ``ampdoctor.core.registry`` (the silenced detector keeps its
 registration, name and source location but yields nothing) or ``ampdoctor.explain`` (the rule's signatures match
 no text) right after the module runs. ``AMPDOCTOR_MUTANT_LOG``, when set, is a file that gets one line per
 process in which the silenced detector was asked: the proof that the silencing was reached.
@@ -99,6 +99,6 @@ class _PatchAfterImport:
 
 
 if MUTANT.count(":") == 2:
-    _target = "ampdoctor.explain" if MUTANT.split(":")[1] == "explain" else "ampdoctor.rules.registry"
+    _target = "ampdoctor.explain" if MUTANT.split(":")[1] == "explain" else "ampdoctor.core.registry"
     _patch = _silence_signatures if _target == "ampdoctor.explain" else _silence_registry
     sys.meta_path.insert(0, _PatchAfterImport({_target: _patch}))

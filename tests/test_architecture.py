@@ -108,7 +108,7 @@ def test_renderers_and_policy_do_not_import_the_package_root_or_frameworks():
 
 
 STATIC = ["ampdoctor", "ampdoctor.cli", "ampdoctor.lint.engine", "ampdoctor.lint.configs", "ampdoctor.lint.python.runner",
-          "ampdoctor.explain", "ampdoctor.rules.catalog", "ampdoctor.rules.registry", "ampdoctor.policy", "ampdoctor.report"]
+          "ampdoctor.explain", "ampdoctor.core.catalog", "ampdoctor.core.registry", "ampdoctor.policy", "ampdoctor.report"]
 
 
 def _closure(start: str) -> set[str]:
@@ -182,7 +182,7 @@ def test_findings_are_built_only_where_rules_are_known():
     """Detectors yield hits that the registry turns into findings of the rule they are registered under; only
     the registry glue, explain (a detector of every rule with signatures) and the code-check runner (which
     attaches the registered rule to each (node, message)) build findings by rule name."""
-    allowed = {"ampdoctor.rules.catalog", "ampdoctor.explain", "ampdoctor.lint.python.runner", "ampdoctor.fix"}
+    allowed = {"ampdoctor.core.catalog", "ampdoctor.explain", "ampdoctor.lint.python.runner", "ampdoctor.fix"}
     calls = {m for m, p in MODULES.items() for node in ast.walk(ast.parse(p.read_text()))
              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "finding"}
     builders = sorted(calls - allowed)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from ampdoctor.explain import MIN_SCORE, explain, explain_findings
-from ampdoctor.rules import Severity
+from ampdoctor.core import Severity
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "errors"
 

@@ -2,7 +2,7 @@ import io
 import json
 
 from ampdoctor.report import Report, ReportError, Table, render_json, render_sarif, render_text, report_to_sarif, write_report
-from ampdoctor.rules import Location, Severity, catalog, finding
+from ampdoctor.core import Location, Severity, catalog, finding
 
 NULL_LOCATION = {"file": None, "line": None, "column": None, "module": None, "op": None, "phase": None, "label": None}
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from ampdoctor.rules import Severity, Source, catalog, finding, get_rule
-from ampdoctor.rules.docs import rules_markdown
+from ampdoctor.core import Severity, Source, catalog, finding, get_rule
+from ampdoctor.core.docs import rules_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 

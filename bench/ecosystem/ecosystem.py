@@ -38,7 +38,7 @@ import yaml
 from ampdoctor.lint import LintSettings, lint_paths
 from ampdoctor.lint.baseline import fingerprint
 from ampdoctor.lint.settings import rule_ids
-from ampdoctor.rules import Severity
+from ampdoctor.core import Severity
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # benchdocs

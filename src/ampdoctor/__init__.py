@@ -13,7 +13,7 @@ from ampdoctor.explain import Candidate, explain
 from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
 from ampdoctor.report import Report
-from ampdoctor.rules import Finding, Location, Rule, Severity, catalog, get_rule
+from ampdoctor.core import Finding, Location, Rule, Severity, catalog, get_rule
 
 # Public names that need torch: name -> the module that defines it.
 _RUNTIME = {

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ampdoctor.rules import Finding, Location, Rule, Severity, Signature, catalog, finding
+from ampdoctor.core import Finding, Location, Rule, Severity, Signature, catalog, finding
 
 # A signature alone earns at most this share of the score; the rest comes from matching context.
 _SIGNATURE_SHARE = 0.55

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from ampdoctor.rules.model import Location
+from ampdoctor.core.model import Location
 
 # Optimizer kinds that keep small updates of half-precision weights (fp32 master copy, Kahan sums,
 # stochastic rounding); a "plain" optimizer updates half weights in place and loses them (pytorch/ao PR #1124).

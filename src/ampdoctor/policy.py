@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from torch.amp import GradScaler
 
     from ampdoctor.facts import RunFacts
-    from ampdoctor.rules.model import Finding
+    from ampdoctor.core.model import Finding
 
 LOSS_SCALES: tuple[str, ...] = ("none", "static", "dynamic")
 DTYPE_FIELDS: tuple[str, ...] = ("params", "compute", "output", "grads", "grad_accum", "reduce", "optimizer_state")
@@ -168,7 +168,7 @@ class Policy:
         the audit. `facts` says what else is known about the run (unknown facts never count as known);
         `device` (needs torch) adds the device's bf16 support to them."""
         from ampdoctor.facts import RunFacts
-        from ampdoctor.rules.engine import check_policy
+        from ampdoctor.core.engine import check_policy
 
         known = facts or RunFacts()
         if device is not None:

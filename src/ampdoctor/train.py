@@ -23,7 +23,7 @@ from ampdoctor import fix
 from ampdoctor.dtypes import HALF, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
-from ampdoctor.rules import Severity
+from ampdoctor.core import Severity
 
 Forward = Callable[[nn.Module, Any], Any]
 LossFn = Callable[[Any, Any], torch.Tensor]

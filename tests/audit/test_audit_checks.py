@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 
 from ampdoctor.audit import audit
-from ampdoctor.rules import Severity
+from ampdoctor.core import Severity
 
 
 def names(report):

@@ -252,7 +252,7 @@ def test_the_sigterm_handler_is_restored_after_the_command():
 
 
 def test_findings_on_some_ranks_only_are_annotated():
-    from ampdoctor.rules import Finding, Location, Severity
+    from ampdoctor.core import Finding, Location, Severity
 
     f = Finding("AMP123", "norm-low-precision", Severity.WARNING, "m", "fix", Location(module="norm"))
     got = Collected(reports={0: RankReport(0, True, Report(findings=(f,))), 1: RankReport(1, True, Report())})

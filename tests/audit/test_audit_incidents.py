@@ -3,7 +3,7 @@
 import torch
 
 from ampdoctor.audit.runner import run
-from ampdoctor.rules import Severity
+from ampdoctor.core import Severity
 
 
 def by_name(report, name):

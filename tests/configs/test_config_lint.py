@@ -5,7 +5,7 @@ import textwrap
 from pathlib import Path
 
 from ampdoctor.lint.configs import lint_config_files
-from ampdoctor.rules import Severity
+from ampdoctor.core import Severity
 
 
 def write(folder: Path, name: str, text: str) -> Path:

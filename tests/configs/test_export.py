@@ -12,7 +12,7 @@ from ampdoctor.cli import main
 from ampdoctor.frameworks import TARGETS, export, from_config
 from ampdoctor.lint.configs import lint_config_files
 from ampdoctor.policy import PRESETS, Policy
-from ampdoctor.rules import Severity
+from ampdoctor.core import Severity
 
 # What each framework can run exactly (the rest must be listed as "cannot express").
 EXPRESSIBLE = {

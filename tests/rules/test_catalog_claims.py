@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from ampdoctor import audit, hardware
 from ampdoctor.facts import Device, RunFacts
 from ampdoctor.policy import Policy
-from ampdoctor.rules.engine import check_policy
+from ampdoctor.core.engine import check_policy
 
 
 def ids(findings) -> list[str]:

@@ -12,7 +12,7 @@ import pytest
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python import lint_source
 from ampdoctor.policy import Policy
-from ampdoctor.rules import catalog
+from ampdoctor.core import catalog
 
 
 @dataclass(frozen=True)

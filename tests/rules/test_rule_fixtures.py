@@ -32,7 +32,7 @@ from ampdoctor.explain import explain
 from ampdoctor.lint.configs import lint_config_files
 from ampdoctor.lint.engine import is_config_candidate
 from ampdoctor.lint.python import lint_source
-from ampdoctor.rules import catalog
+from ampdoctor.core import catalog
 
 HERE = Path(__file__).parent
 RULES = {r.id: r for r in catalog()}

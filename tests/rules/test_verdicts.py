@@ -16,7 +16,7 @@ from ampdoctor.facts import RunFacts
 from ampdoctor.lint.configs import lint_config_files, read_configs
 from ampdoctor.lint.engine import is_config_candidate
 from ampdoctor.policy import Policy
-from ampdoctor.rules.engine import check_policy, rules_fired
+from ampdoctor.core.engine import check_policy, rules_fired
 
 HERE = Path(__file__).parent
 

@@ -24,10 +24,10 @@ from ampdoctor.audit.watch import MATMUL_OPS, matmul_flops
 from ampdoctor.explain import explain_findings
 from ampdoctor.policy import Policy
 from ampdoctor.report import ErrorKind, Report, ReportError, ReportInfo, Table
-from ampdoctor.rules.catalog import finding_of
-from ampdoctor.rules.engine import Places, check_policy
-from ampdoctor.rules.model import Finding, Location, Severity
-from ampdoctor.rules.registry import detectors
+from ampdoctor.core.catalog import finding_of
+from ampdoctor.core.engine import Places, check_policy
+from ampdoctor.core.model import Finding, Location, Severity
+from ampdoctor.core.registry import detectors
 
 
 @dataclass

@@ -15,7 +15,7 @@ from ampdoctor.audit.runner import RunResult, ScriptNotFound, run
 from ampdoctor.audit.session import Audit
 from ampdoctor.policy import Policy
 from ampdoctor.report import ErrorKind, Report, ReportError, exit_code
-from ampdoctor.rules import Severity
+from ampdoctor.core import Severity
 
 MERGE_TIMEOUT_S = float(os.environ.get("AMPDOCTOR_MERGE_TIMEOUT", "60"))
 

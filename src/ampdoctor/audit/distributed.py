@@ -22,10 +22,10 @@ from typing import Any, Callable, Mapping
 from ampdoctor.audit.rankfacts import RankFacts
 from ampdoctor.report import ErrorKind, Report, ReportError, ReportInfo, report_from_dict, report_to_dict
 from ampdoctor.report.info import RankCoverage
-from ampdoctor.rules import Finding
-from ampdoctor.rules.catalog import finding_of
-from ampdoctor.rules.model import json_object
-from ampdoctor.rules.registry import detectors
+from ampdoctor.core import Finding
+from ampdoctor.core.catalog import finding_of
+from ampdoctor.core.model import json_object
+from ampdoctor.core.registry import detectors
 
 # How long a rank waits to reach the store before it reports alone.
 CONNECT_TIMEOUT_S = 30.0

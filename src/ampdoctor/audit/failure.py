@@ -12,7 +12,7 @@ from ampdoctor.audit.fields import FORWARD
 from ampdoctor.audit.names import dtypes_text, relpath
 from ampdoctor.audit.provenance import FLOATS, Trace
 from ampdoctor.dtypes import name_of
-from ampdoctor.rules.model import Location
+from ampdoctor.core.model import Location
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from ampdoctor.audit.fields import BACKWARD, FORWARD, MOD, OPTIMIZER, OUT_DT, PH
 from ampdoctor.audit.provenance import Trace
 from ampdoctor.audit.values import ValueStats
 from ampdoctor.report import Table
-from ampdoctor.rules.model import Location
+from ampdoctor.core.model import Location
 
 # The largest finite values of the float dtypes: a mask filled with `finfo(dtype).min` saturates to -inf when
 # scores are added to it in half precision, by design (softmax gives 0 either way).

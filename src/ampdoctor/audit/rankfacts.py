@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ampdoctor.rules.model import Location, json_object
+from ampdoctor.core.model import Location, json_object
 
 # A rank's ordered collective calls are kept up to this many (a step of a large FSDP model calls a few per layer).
 MAX_COLLECTIVES = 2048

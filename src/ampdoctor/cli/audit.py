@@ -59,7 +59,7 @@ def _script_stdout_to_stderr(active: bool) -> Iterator[None]:
 def _cmd_run(args: argparse.Namespace) -> int:
     require_torch("ampdoctor run")
     from ampdoctor.audit.commands import ScriptNotFound, run_command
-    from ampdoctor.rules import Severity
+    from ampdoctor.core import Severity
 
     line = list(args.command_line)
     if line and line[0] == "--":
@@ -104,7 +104,7 @@ AUDIT_POLICY = "bf16-mixed"  # what `ampdoctor audit` builds and judges the mode
 def _cmd_audit(args: argparse.Namespace) -> int:
     require_torch("ampdoctor audit")
     from ampdoctor.audit.hf import ConfigError, audit_hf_config
-    from ampdoctor.rules import Severity
+    from ampdoctor.core import Severity
 
     if args.seq_len < 1 or args.batch_size < 1:
         raise UsageError("--seq-len and --batch-size must be at least 1")

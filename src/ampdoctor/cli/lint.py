@@ -37,7 +37,7 @@ def add_lint(sub: argparse._SubParsersAction) -> None:
 def _lint_settings(args: argparse.Namespace) -> "LintSettings":
     from ampdoctor.lint import SettingsError, load_settings
     from ampdoctor.lint.settings import find_pyproject, parse_per_file_ignores, rule_ids
-    from ampdoctor.rules import Severity
+    from ampdoctor.core import Severity
 
     try:
         if args.no_config:

@@ -27,7 +27,7 @@ def add_compare(sub: argparse._SubParsersAction) -> None:
 def _cmd_compare(args: argparse.Namespace) -> int:
     require_torch("ampdoctor compare")
     from ampdoctor.numerics import compare
-    from ampdoctor.rules import Severity
+    from ampdoctor.core import Severity
 
     policy = parse_policy(args.policy)
     if bool(args.factory) == bool(args.hf_config):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
-from ampdoctor.rules import Location
+from ampdoctor.core import Location
 
 Key = Any  # a mapping key (usually str) or a list index
 KeyPath = tuple[Key, ...]

@@ -38,7 +38,7 @@ from ampdoctor.frameworks.base import (
 from ampdoctor.frameworks.located import Document
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
-from ampdoctor.rules.model import Location
+from ampdoctor.core.model import Location
 
 NAME = "hf-trainer"
 

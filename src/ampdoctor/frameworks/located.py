@@ -21,7 +21,7 @@ from ampdoctor.frameworks.document import Document, Key, KeyPath, iter_leaves, m
 from ampdoctor.frameworks.located_env import load_env, looks_like_env
 from ampdoctor.frameworks.located_toml import load_toml
 from ampdoctor.report import ErrorKind, ReportError
-from ampdoctor.rules import Location
+from ampdoctor.core import Location
 
 # Re-exported: readers import the document model and its helpers from here.
 __all__ = ["Document", "Key", "KeyPath", "iter_leaves", "load_documents", "merge_documents"]

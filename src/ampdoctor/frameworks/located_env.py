@@ -8,7 +8,7 @@ from typing import Mapping
 
 from ampdoctor.frameworks.document import Document, KeyPath
 from ampdoctor.report import ReportError
-from ampdoctor.rules import Location
+from ampdoctor.core import Location
 
 _ASSIGN = re.compile(r"^(?P<indent>\s*)(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$")
 _VAR = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::?[-=][^}]*)?\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")

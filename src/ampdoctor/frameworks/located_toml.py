@@ -9,7 +9,7 @@ from typing import Any
 
 from ampdoctor.frameworks.document import Document, KeyPath
 from ampdoctor.report import ReportError
-from ampdoctor.rules import Location
+from ampdoctor.core import Location
 
 if sys.version_info >= (3, 11):
     import tomllib

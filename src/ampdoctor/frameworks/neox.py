@@ -20,7 +20,7 @@ from ampdoctor.frameworks.located import Document, merge_documents
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
 from ampdoctor.report import ReportError
-from ampdoctor.rules.model import Location
+from ampdoctor.core.model import Location
 
 NAME = "gpt-neox"
 

@@ -23,7 +23,7 @@ from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_int, checkout_s
 from ampdoctor.frameworks.located import Document
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.report import ReportError
-from ampdoctor.rules.model import Location
+from ampdoctor.core.model import Location
 
 NAME = "simpletuner"
 

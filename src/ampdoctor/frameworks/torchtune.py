@@ -14,7 +14,7 @@ from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_bool, as_dtype,
 from ampdoctor.frameworks.located import Document, iter_leaves
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
-from ampdoctor.rules.model import Location
+from ampdoctor.core.model import Location
 
 NAME = "torchtune"
 # The dtypes torchtune recipes train in (`training.get_dtype`: fp16 is refused).

@@ -16,7 +16,7 @@ from ampdoctor.frameworks import deepspeed as deepspeed_reader
 from ampdoctor.frameworks.located import Document
 from ampdoctor.policy import Policy
 from ampdoctor.report import Report
-from ampdoctor.rules.model import Location
+from ampdoctor.core.model import Location
 
 ACCELERATOR = "<accelerate.Accelerator>"
 DEEPSPEED_PLUGIN = "<accelerate.Accelerator.deepspeed_plugin>"

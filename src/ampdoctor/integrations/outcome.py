@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ampdoctor.report import Report, exit_code, formats, render_text, renderer, write_report
-from ampdoctor.rules.model import Severity
+from ampdoctor.core.model import Severity
 
 FAIL_ON = ("warning", "error")
 REPORT_STEM = "ampdoctor-report"

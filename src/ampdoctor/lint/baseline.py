@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ampdoctor._quote import quoted
 from ampdoctor.report import Report
-from ampdoctor.rules.model import Finding
+from ampdoctor.core.model import Finding
 
 VERSION = 1
 _DIGITS = re.compile(r"\d+")

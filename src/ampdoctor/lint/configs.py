@@ -17,8 +17,8 @@ from ampdoctor.frameworks.base import Reading, Reference
 from ampdoctor.frameworks.located import Document, load_documents
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.report import Report, ReportError
-from ampdoctor.rules.engine import check_policy
-from ampdoctor.rules.model import Finding
+from ampdoctor.core.engine import check_policy
+from ampdoctor.core.model import Finding
 
 
 def lint_config_files(files: list[Path]) -> Report:

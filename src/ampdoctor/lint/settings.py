@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ampdoctor._quote import quoted
-from ampdoctor.rules import Finding, Severity, get_rule
-from ampdoctor.rules.catalog import default_rule_ids
+from ampdoctor.core import Finding, Severity, get_rule
+from ampdoctor.core.catalog import default_rule_ids
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -33,8 +33,8 @@ from ampdoctor.numerics.capture import Call, Recorder, cast_like, output_grad
 from ampdoctor.numerics.metrics import ErrorStats, compare_values, error_stats, float_leaves
 from ampdoctor.policy import Policy
 from ampdoctor.report import Report
-from ampdoctor.rules.catalog import finding_of
-from ampdoctor.rules.registry import detectors
+from ampdoctor.core.catalog import finding_of
+from ampdoctor.core.registry import detectors
 
 REFERENCES = {"fp64": torch.float64, "fp32": torch.float32}
 LossFn = Callable[[Any], torch.Tensor]

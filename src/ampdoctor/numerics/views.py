@@ -11,7 +11,7 @@ from ampdoctor.report.model import Chart, Series
 if TYPE_CHECKING:
     from ampdoctor.numerics.divergence import ModuleError, NumericsContext
     from ampdoctor.numerics.rope import RopeReport
-    from ampdoctor.rules import Finding
+    from ampdoctor.core import Finding
 
 
 def number(value: float | None) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence
 
 from ampdoctor._version import __version__
-from ampdoctor.rules.model import Finding, Rule
+from ampdoctor.core.model import Finding, Rule
 
 SCHEMA_VERSION = 1
 
@@ -16,7 +16,7 @@ def _envelope(**body: Any) -> dict[str, Any]:
 
 
 def rule_to_dict(rule: Rule) -> dict[str, Any]:
-    from ampdoctor.rules.registry import detectors
+    from ampdoctor.core.registry import detectors
 
     return {
         "id": rule.id,

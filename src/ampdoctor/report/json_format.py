@@ -9,8 +9,8 @@ from ampdoctor._version import __version__
 from ampdoctor.report.envelopes import candidates_document, statistics_document
 from ampdoctor.report.model import Chart, Report, ReportError, ReportInfo, Table
 from ampdoctor.report.renderer import DOCUMENT, FINDINGS, MEASUREMENTS, Candidates, Renderer
-from ampdoctor.rules import Finding
-from ampdoctor.rules.model import json_object
+from ampdoctor.core import Finding
+from ampdoctor.core.model import json_object
 
 SCHEMA_VERSION = 1
 

@@ -8,8 +8,8 @@ from enum import Enum
 from typing import Any, Iterable, Sequence
 
 from ampdoctor.report.info import ReportInfo
-from ampdoctor.rules import Finding, Severity
-from ampdoctor.rules.model import json_object
+from ampdoctor.core import Finding, Severity
+from ampdoctor.core.model import json_object
 
 
 def _strings(data: Any, what: str) -> tuple[str, ...]:

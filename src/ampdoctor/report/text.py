@@ -14,7 +14,7 @@ from rich.text import Text
 
 from ampdoctor.report.model import Report, Table, report_summary
 from ampdoctor.report.renderer import DOCUMENT, FINDINGS, MEASUREMENTS, Candidates, Renderer
-from ampdoctor.rules import Finding, Severity
+from ampdoctor.core import Finding, Severity
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 

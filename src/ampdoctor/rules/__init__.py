@@ -1,6 +1,7 @@
-"""The rule catalog and the types detectors report with."""
+"""The rules' detectors, one module per rule (``ampNNN_<name>.py``), and the catalog they share (``catalog.yaml``).
 
-from ampdoctor.rules.catalog import catalog, finding, get_rule
-from ampdoctor.rules.model import Finding, Location, Rule, Severity, Signature, Source
-
-__all__ = ["Finding", "Location", "Rule", "Severity", "Signature", "Source", "catalog", "finding", "get_rule"]
+This package is the top floor: nothing imports a rule module except the registry's loader
+(`ampdoctor.core.registry`), which imports them all by name when detectors are first asked for. The
+vocabulary rules are written in (findings, locations, the catalog, the registry, the policy engine) is
+`ampdoctor.core`.
+"""

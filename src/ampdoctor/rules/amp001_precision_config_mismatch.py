@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Iterator
 from ampdoctor.dtypes import BF16, FP16, FP32, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
-from ampdoctor.rules.engine import Places
-from ampdoctor.rules.model import Location, Severity
-from ampdoctor.rules.registry import Hit, policy_check, runtime_check
+from ampdoctor.core.engine import Places
+from ampdoctor.core.model import Location, Severity
+from ampdoctor.core.registry import Hit, policy_check, runtime_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

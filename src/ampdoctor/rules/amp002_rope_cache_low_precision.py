@@ -14,9 +14,9 @@ from ampdoctor.lint.python.context import HALF_WORDS, ROPE_TRIGGERS, CodeHit, Co
 from ampdoctor.lint.python.dataflow import describe
 from ampdoctor.lint.python.resolve import tokens
 from ampdoctor.policy import Policy
-from ampdoctor.rules.engine import Places
-from ampdoctor.rules.model import Location, Severity
-from ampdoctor.rules.registry import Hit, code_check, policy_check, runtime_check
+from ampdoctor.core.engine import Places
+from ampdoctor.core.model import Location, Severity
+from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

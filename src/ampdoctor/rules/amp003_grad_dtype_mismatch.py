@@ -15,9 +15,9 @@ from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.dataflow import HALF, describe
 from ampdoctor.lint.python.resolve import dotted, keyword
 from ampdoctor.policy import Policy
-from ampdoctor.rules.engine import Places
-from ampdoctor.rules.model import Location, Severity
-from ampdoctor.rules.registry import Hit, code_check, policy_check, runtime_check
+from ampdoctor.core.engine import Places
+from ampdoctor.core.model import Location, Severity
+from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

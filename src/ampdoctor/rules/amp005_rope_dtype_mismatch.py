@@ -13,8 +13,8 @@ from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import CodeHit, Context, chain_words, is_table
 from ampdoctor.lint.python.dataflow import FP32, describe
 from ampdoctor.lint.python.resolve import last_identifier, tokens
-from ampdoctor.rules.model import Severity
-from ampdoctor.rules.registry import Hit, code_check, runtime_check
+from ampdoctor.core.model import Severity
+from ampdoctor.core.registry import Hit, code_check, runtime_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

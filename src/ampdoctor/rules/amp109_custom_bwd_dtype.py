@@ -9,7 +9,7 @@ from typing import Iterator
 
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.facts import disables_autocast
-from ampdoctor.rules.registry import code_check
+from ampdoctor.core.registry import code_check
 
 
 @code_check("AMP109", triggers=("custom_bwd",), also=(("bfloat16", "bf16"),))

@@ -9,7 +9,7 @@ from typing import Iterator
 
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.facts import disables_autocast
-from ampdoctor.rules.registry import code_check
+from ampdoctor.core.registry import code_check
 
 
 def _decorated(fn: ast.FunctionDef, ctx: Context, wanted: str) -> bool:

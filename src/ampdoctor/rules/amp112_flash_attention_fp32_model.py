@@ -9,9 +9,9 @@ from typing import Iterator
 from ampdoctor.dtypes import HALF, WIDE
 from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
-from ampdoctor.rules.engine import Places
-from ampdoctor.rules.model import Severity
-from ampdoctor.rules.registry import Hit, policy_check
+from ampdoctor.core.engine import Places
+from ampdoctor.core.model import Severity
+from ampdoctor.core.registry import Hit, policy_check
 
 
 @policy_check("AMP112")

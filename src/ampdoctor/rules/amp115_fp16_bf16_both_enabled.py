@@ -8,8 +8,8 @@ from typing import Iterator
 
 from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
-from ampdoctor.rules.engine import Places
-from ampdoctor.rules.registry import Hit, policy_check
+from ampdoctor.core.engine import Places
+from ampdoctor.core.registry import Hit, policy_check
 
 # What each framework does when both half types are switched on.
 _REFUSAL = {

@@ -10,9 +10,9 @@ from ampdoctor.facts import RunFacts
 from ampdoctor.frameworks import lightning, torchtune
 from ampdoctor.frameworks.base import as_dtype
 from ampdoctor.policy import Policy
-from ampdoctor.rules.engine import Places
-from ampdoctor.rules.model import Severity
-from ampdoctor.rules.registry import Hit, policy_check
+from ampdoctor.core.engine import Places
+from ampdoctor.core.model import Severity
+from ampdoctor.core.registry import Hit, policy_check
 
 
 @policy_check("AMP116")

@@ -11,9 +11,9 @@ from ampdoctor.audit.names import relpath
 from ampdoctor.dtypes import BF16, HALF, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
-from ampdoctor.rules.engine import Places
-from ampdoctor.rules.model import Location, Severity
-from ampdoctor.rules.registry import Hit, policy_check, runtime_check
+from ampdoctor.core.engine import Places
+from ampdoctor.core.model import Location, Severity
+from ampdoctor.core.registry import Hit, policy_check, runtime_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

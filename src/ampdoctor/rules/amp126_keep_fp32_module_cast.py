@@ -10,8 +10,8 @@ from typing import Iterator
 from ampdoctor.dtypes import FP16
 from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
-from ampdoctor.rules.engine import Places
-from ampdoctor.rules.registry import Hit, policy_check
+from ampdoctor.core.engine import Places
+from ampdoctor.core.registry import Hit, policy_check
 
 # Checkpoints pretrained in bf16 (overflow when fine-tuned or cast to fp16), T5's `wo` kept fp32 by transformers.
 _BF16_PRETRAINED = re.compile(r"(^|[/_-])(t5|mt5|flan-t5|byt5|ul2|umt5|gemma|llama-3|meta-llama-3|qwen2|qwen3)", re.I)

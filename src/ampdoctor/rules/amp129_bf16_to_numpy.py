@@ -10,7 +10,7 @@ from typing import Iterator
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.dataflow import describe
 from ampdoctor.lint.python.resolve import last_identifier
-from ampdoctor.rules.registry import code_check
+from ampdoctor.core.registry import code_check
 
 
 @code_check("AMP129", triggers=("numpy", "np."), also=(("bfloat16", "bf16"),))

@@ -8,7 +8,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ampdoctor.audit.fields import EXTRA, MOD, OUT_DT, PHASE
-from ampdoctor.rules.registry import Hit, runtime_check
+from ampdoctor.core.registry import Hit, runtime_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import IN_DT, IN_PROD
 from ampdoctor.audit.names import dtypes_text
-from ampdoctor.rules.registry import Hit, runtime_check
+from ampdoctor.core.registry import Hit, runtime_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

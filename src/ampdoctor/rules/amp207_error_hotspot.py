@@ -7,8 +7,8 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.rules.model import Location
-from ampdoctor.rules.registry import Hit, numerics_check
+from ampdoctor.core.model import Location
+from ampdoctor.core.registry import Hit, numerics_check
 
 if TYPE_CHECKING:
     from ampdoctor.numerics.divergence import NumericsContext

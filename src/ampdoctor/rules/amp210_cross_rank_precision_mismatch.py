@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator, Mapping
 
 from ampdoctor.audit.rankfacts import ranks_text, split_by
-from ampdoctor.rules.model import Location
-from ampdoctor.rules.registry import Hit, ranks_check
+from ampdoctor.core.model import Location
+from ampdoctor.core.registry import Hit, ranks_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.rankfacts import RankFacts

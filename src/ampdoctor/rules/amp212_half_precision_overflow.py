@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Iterator
 from ampdoctor.audit.fields import BACKWARD, MOD, OUT_DT, PHASE
 from ampdoctor.audit.names import module_label
 from ampdoctor.dtypes import name_of
-from ampdoctor.rules.registry import Hit, runtime_check
+from ampdoctor.core.registry import Hit, runtime_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

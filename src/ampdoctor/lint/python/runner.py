@@ -18,9 +18,9 @@ from ampdoctor.lint.python.context import Context
 from ampdoctor.lint.python.source import SourceFile
 from ampdoctor.lint.python.suppress import is_suppressed, parse_suppressions
 from ampdoctor.report import ErrorKind, Report, ReportError
-from ampdoctor.rules.catalog import finding
-from ampdoctor.rules.model import Finding, Location
-from ampdoctor.rules.registry import detectors
+from ampdoctor.core.catalog import finding
+from ampdoctor.core.model import Finding, Location
+from ampdoctor.core.registry import detectors
 
 # Below this many files a process pool costs more than it saves.
 PARALLEL_MIN_FILES = 24

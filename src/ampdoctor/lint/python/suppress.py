@@ -7,7 +7,7 @@ import io
 import re
 import tokenize
 
-from ampdoctor.rules import Finding, get_rule
+from ampdoctor.core import Finding, get_rule
 
 MARKER = "ampdoctor:"
 _DIRECTIVE = re.compile(r"ampdoctor:\s*ignore\b(?:\[(?P<rules>[^\]]*)\])?", re.IGNORECASE)

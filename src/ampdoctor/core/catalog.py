@@ -1,5 +1,5 @@
 """Loads the rule catalog (catalog.yaml) once, validates it, and looks rules up by name or id. A rule's
-detector kinds are not written in the catalog: they come from the registry (`ampdoctor.rules.registry`)."""
+detector kinds are not written in the catalog: they come from the registry (`ampdoctor.core.registry`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from ampdoctor.rules.model import Finding, Location, Rule, Severity, Signature, Source
+from ampdoctor.core.model import Finding, Location, Rule, Severity, Signature, Source
 
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _ID = re.compile(r"^AMP\d{3}$")
@@ -71,7 +71,7 @@ def _documented() -> tuple[Rule, ...]:
 def catalog() -> tuple[Rule, ...]:
     """Every rule, in id order, with the detector kinds registered for it (plus ``explain`` for a rule with
     error signatures). A detector registered under an id the catalog lacks, or a rule nothing detects, is an error."""
-    from ampdoctor.rules.registry import detectors, kinds_of
+    from ampdoctor.core.registry import detectors, kinds_of
 
     rules = _documented()
     known = {r.id for r in rules}

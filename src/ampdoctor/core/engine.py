@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from ampdoctor.rules.catalog import finding_of
-from ampdoctor.rules.model import Finding, Location
-from ampdoctor.rules.registry import detectors
+from ampdoctor.core.catalog import finding_of
+from ampdoctor.core.model import Finding, Location
+from ampdoctor.core.registry import detectors
 
 if TYPE_CHECKING:
     from ampdoctor.facts import RunFacts

@@ -1,5 +1,5 @@
 """Rule documentation, generated from the catalog: the terminal views of `ampdoctor rules` and
-docs/rules.md (`python -m ampdoctor.rules.docs > docs/rules.md`)."""
+docs/rules.md (`python -m ampdoctor.core.docs > docs/rules.md`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ampdoctor.rules.catalog import catalog
-from ampdoctor.rules.model import Rule
-from ampdoctor.rules.registry import detectors
+from ampdoctor.core.catalog import catalog
+from ampdoctor.core.model import Rule
+from ampdoctor.core.registry import detectors
 
 
 def _console(stream: IO[str]) -> Console:

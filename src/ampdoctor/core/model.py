@@ -27,7 +27,7 @@ class Severity(str, enum.Enum):
 
 _SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
 
-# Detector kinds as the catalog lists them: registered kinds (`ampdoctor.rules.registry.KINDS`) and explain.
+# Detector kinds as the catalog lists them: registered kinds (`ampdoctor.core.registry.KINDS`) and explain.
 DETECTORS = ("policy", "code", "runtime", "ranks", "numerics", "explain")
 
 

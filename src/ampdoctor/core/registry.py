@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from ampdoctor.rules.model import Location, Severity
+from ampdoctor.core.model import Location, Severity
 
 KINDS: tuple[str, ...] = ("policy", "code", "runtime", "ranks", "numerics")
 _MODULE = re.compile(r"^amp(?P<number>\d{3})_(?P<name>[a-z0-9_]+)$")
