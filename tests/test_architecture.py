@@ -197,3 +197,96 @@ def test_no_pickle_anywhere_in_the_package():
             for n, line in enumerate(path.read_text().splitlines(), 1)
             if banned.search(line.split("#", 1)[0])]
     assert hits == []
+
+
+# Floors, lowest first: a module may import from its own floor or any floor below, never from one above. Type-only
+# imports (`if TYPE_CHECKING:`) and imports inside functions count too: a lazy import up a floor is still a
+# dependency up a floor. Within a floor, `test_no_import_cycles` keeps the order a DAG.
+FLOORS = (
+    ("base", ("ampdoctor._version", "ampdoctor._quote", "ampdoctor._requires", "ampdoctor.dtypes")),
+    ("core", ("ampdoctor.core", "ampdoctor.facts", "ampdoctor.hardware", "ampdoctor.policy")),
+    ("report", ("ampdoctor.report", "ampdoctor.explain")),
+    ("engines", ("ampdoctor.frameworks", "ampdoctor.lint", "ampdoctor.audit", "ampdoctor.numerics", "ampdoctor.nn",
+                 "ampdoctor.fix", "ampdoctor.train", "ampdoctor.env")),
+    ("rules", ("ampdoctor.rules",)),
+    ("entry", ("ampdoctor.integrations", "ampdoctor.cli", "ampdoctor.__main__", "ampdoctor")),
+)
+# Imports by name at run time, each with why it may go where it goes. The registry's loader is the one way from
+# the core up to the rules; the others load what the user named, or stay at their own floor or below.
+DYNAMIC_IMPORTS = {
+    "ampdoctor.core.registry": "the loader: imports every rule module of RULES_PACKAGE by name",
+    "ampdoctor.cli": "--model module:factory names the user's own code",
+    "ampdoctor": "the package root's lazy attributes (PEP 562): entry floor, may import anything",
+    "ampdoctor.integrations.outcome": "the HTML renderer (report floor) loaded only when a report is written",
+}
+
+
+def floor_of(module: str) -> int:
+    """The floor of the longest prefix that names `module`."""
+    best = max(((len(p), i) for i, (_, prefixes) in enumerate(FLOORS) for p in prefixes
+                if module == p or module.startswith(p + ".")), default=None)
+    assert best is not None, f"{module} is on no floor: add it to FLOORS"
+    return best[1]
+
+
+def every_import_of(name: str) -> list[tuple[str, int]]:
+    """(ampdoctor module, line) for every import statement anywhere in the module, type-only and lazy ones included."""
+    out = []
+    for node in ast.walk(ast.parse(MODULES[name].read_text())):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names if a.name.startswith("ampdoctor")]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    package = package.rpartition(".")[0]
+                base = f"{package}.{base}" if base else package
+            if base.startswith("ampdoctor"):
+                out += [(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base, node.lineno) for a in node.names]
+    return [(m, line) for m, line in out if m in MODULES and m != name]
+
+
+def upward_imports(floors_of=floor_of) -> list[str]:
+    return [f"{MODULES[m].relative_to(ROOT)}:{line}: {m} imports {target}"
+            for m in sorted(MODULES) for target, line in every_import_of(m) if floors_of(target) > floors_of(m)]
+
+
+def test_no_import_runs_up_a_floor():
+    assert upward_imports() == []
+
+
+def test_the_floor_check_can_fail():
+    # Put the renderers under the core and the report's imports of the core run up a floor.
+    swapped = {"ampdoctor.report": 0}
+    found = upward_imports(lambda m: next((f for p, f in swapped.items() if m == p or m.startswith(p + ".")), floor_of(m)))
+    assert any(line.startswith("src/ampdoctor/report/") for line in found)
+
+
+def test_nothing_imports_a_rule_module():
+    # Rule modules are the roof: the registry's loader is the only way in, so a rule can change without
+    # anything else noticing.
+    importers = sorted(f"{m} imports {t}" for m in MODULES for t, _ in every_import_of(m) if re.search(r"\.rules\.amp\d{3}_", t))
+    assert importers == []
+
+
+def _imports_by_name(tree: ast.AST):
+    """import_module(...) / __import__(...) calls that may load ampdoctor code (a literal name outside it may not)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and ((isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                                                         or (isinstance(node.func, ast.Name) and node.func.id == "__import__")):
+            arg = node.args[0]
+            if not (isinstance(arg, ast.Constant) and not str(arg.value).startswith("ampdoctor")):
+                yield node
+
+
+def test_every_import_by_name_is_justified():
+    calls = {m for m, p in MODULES.items() if any(_imports_by_name(ast.parse(p.read_text())))}
+    assert sorted(calls - set(DYNAMIC_IMPORTS)) == []
+    assert "ampdoctor.core.registry" in calls  # the check sees the loader
+
+
+def test_the_core_imports_nothing_above_itself_even_lazily():
+    core = [m for m in MODULES if floor_of(m) <= 1]
+    assert "ampdoctor.core.registry" in core
+    assert sorted({t for m in core for t, _ in every_import_of(m) if floor_of(t) > 1}) == []
