@@ -19,10 +19,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from ampdoctor.core import Severity
 from ampdoctor.lint import LintSettings, lint_paths
 from ampdoctor.lint.settings import rule_ids
 from ampdoctor.report import Report
-from ampdoctor.core import Severity
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchdocs, when imported from a test
 import benchdocs  # noqa: E402

@@ -215,9 +215,8 @@ FLOORS = (
 # the core up to the rules; the others load what the user named, or stay at their own floor or below.
 DYNAMIC_IMPORTS = {
     "ampdoctor.core.registry": "the loader: imports every rule module of RULES_PACKAGE by name",
-    "ampdoctor.cli": "--model module:factory names the user's own code",
+    "ampdoctor.cli.common": "--model module:factory names the user's own code",
     "ampdoctor": "the package root's lazy attributes (PEP 562): entry floor, may import anything",
-    "ampdoctor.integrations.outcome": "the HTML renderer (report floor) loaded only when a report is written",
 }
 
 

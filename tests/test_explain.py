@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from ampdoctor.explain import MIN_SCORE, explain, explain_findings
 from ampdoctor.core import Severity
+from ampdoctor.explain import MIN_SCORE, explain, explain_findings
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "errors"
 

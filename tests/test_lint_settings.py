@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
+from ampdoctor.core import Location, Severity, finding
 from ampdoctor.lint.engine import discover
 from ampdoctor.lint.settings import LintSettings, SettingsError, find_pyproject, load_settings, rule_ids
 from ampdoctor.report import Report, ReportError
 from ampdoctor.report import exit_code as report_exit_code
-from ampdoctor.core import Location, Severity, finding
 
 
 def write(path: Path, text: str = "") -> Path:

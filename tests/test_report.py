@@ -1,8 +1,8 @@
 import io
 import json
 
-from ampdoctor.report import Report, ReportError, Table, render_json, render_sarif, render_text, report_to_sarif, write_report
 from ampdoctor.core import Location, Severity, catalog, finding
+from ampdoctor.report import Report, ReportError, Table, render_json, render_sarif, render_text, report_to_sarif, write_report
 
 NULL_LOCATION = {"file": None, "line": None, "column": None, "module": None, "op": None, "phase": None, "label": None}
 

@@ -35,10 +35,10 @@ from pathlib import Path
 
 import yaml
 
+from ampdoctor.core import Severity
 from ampdoctor.lint import LintSettings, lint_paths
 from ampdoctor.lint.baseline import fingerprint
 from ampdoctor.lint.settings import rule_ids
-from ampdoctor.core import Severity
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # benchdocs

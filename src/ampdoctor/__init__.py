@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from ampdoctor._version import __version__
+from ampdoctor.core import Finding, Location, Rule, Severity, catalog, get_rule
 from ampdoctor.explain import Candidate, explain
 from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
 from ampdoctor.report import Report
-from ampdoctor.core import Finding, Location, Rule, Severity, catalog, get_rule
 
 # Public names that need torch: name -> the module that defines it.
 _RUNTIME = {

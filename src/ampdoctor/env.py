@@ -9,12 +9,12 @@ from typing import Any
 
 import torch
 
+from ampdoctor.core.engine import Places, check_policy
+from ampdoctor.core.model import Finding, Location
 from ampdoctor.facts import Device, RunFacts
 from ampdoctor.hardware import bf16_support, cpu_bf16_flags
 from ampdoctor.policy import Policy
 from ampdoctor.report import Report, ReportInfo, Table
-from ampdoctor.core.engine import Places, check_policy
-from ampdoctor.core.model import Finding, Location
 
 # Libraries whose versions decide which precision bugs apply (distribution names).
 LIBRARIES = ("flash-attn", "transformers", "deepspeed", "accelerate", "lightning", "pytorch-lightning", "peft",

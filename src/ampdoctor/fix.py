@@ -16,11 +16,11 @@ from typing import Any, Callable, Literal
 import torch
 from torch import nn
 
+from ampdoctor.core import Finding, Location, finding
 from ampdoctor.dtypes import COS_SIN_NAME
 from ampdoctor.dtypes import name_of as dtype_name
 from ampdoctor.nn.rope_scaling import Frequencies, rope_frequencies
 from ampdoctor.nn.rotary import RotaryEmbedding, build_tables, hf_rope_arguments
-from ampdoctor.core import Finding, Location, finding
 
 Width = Literal["single", "cat", "repeat"]
 

@@ -25,8 +25,8 @@ from ampdoctor.dtypes import BF16, FP16, FP32, FP64
 if TYPE_CHECKING:
     from torch.amp import GradScaler
 
-    from ampdoctor.facts import RunFacts
     from ampdoctor.core.model import Finding
+    from ampdoctor.facts import RunFacts
 
 LOSS_SCALES: tuple[str, ...] = ("none", "static", "dynamic")
 DTYPE_FIELDS: tuple[str, ...] = ("params", "compute", "output", "grads", "grad_accum", "reduce", "optimizer_state")
@@ -167,8 +167,8 @@ class Policy:
         """Combinations that are known to fail or to train badly, judged by the same rules as config lint and
         the audit. `facts` says what else is known about the run (unknown facts never count as known);
         `device` (needs torch) adds the device's bf16 support to them."""
-        from ampdoctor.facts import RunFacts
         from ampdoctor.core.engine import check_policy
+        from ampdoctor.facts import RunFacts
 
         known = facts or RunFacts()
         if device is not None:

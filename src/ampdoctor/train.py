@@ -20,10 +20,10 @@ import torch
 from torch import nn
 
 from ampdoctor import fix
+from ampdoctor.core import Severity
 from ampdoctor.dtypes import HALF, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
-from ampdoctor.core import Severity
 
 Forward = Callable[[nn.Module, Any], Any]
 LossFn = Callable[[Any, Any], torch.Tensor]

@@ -4,8 +4,8 @@ import json
 import textwrap
 from pathlib import Path
 
-from ampdoctor.lint.configs import lint_config_files
 from ampdoctor.core import Severity
+from ampdoctor.lint.configs import lint_config_files
 
 
 def write(folder: Path, name: str, text: str) -> Path:

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ampdoctor.cli import main
+from ampdoctor.core import Severity
 from ampdoctor.frameworks import TARGETS, export, from_config
 from ampdoctor.lint.configs import lint_config_files
 from ampdoctor.policy import PRESETS, Policy
-from ampdoctor.core import Severity
 
 # What each framework can run exactly (the rest must be listed as "cannot express").
 EXPRESSIBLE = {

@@ -21,13 +21,13 @@ from ampdoctor.audit.observe import Observed, observe
 from ampdoctor.audit.provenance import FLOATS, HALF, Trace
 from ampdoctor.audit.ranges import ValueFlow, value_table
 from ampdoctor.audit.watch import MATMUL_OPS, matmul_flops
-from ampdoctor.explain import explain_findings
-from ampdoctor.policy import Policy
-from ampdoctor.report import ErrorKind, Report, ReportError, ReportInfo, Table
 from ampdoctor.core.catalog import finding_of
 from ampdoctor.core.engine import Places, check_policy
 from ampdoctor.core.model import Finding, Location, Severity
 from ampdoctor.core.registry import detectors
+from ampdoctor.explain import explain_findings
+from ampdoctor.policy import Policy
+from ampdoctor.report import ErrorKind, Report, ReportError, ReportInfo, Table
 
 
 @dataclass

@@ -13,9 +13,9 @@ from ampdoctor.audit.observe import Observed
 from ampdoctor.audit.rankfacts import RankFacts
 from ampdoctor.audit.runner import RunResult, ScriptNotFound, run
 from ampdoctor.audit.session import Audit
+from ampdoctor.core import Severity
 from ampdoctor.policy import Policy
 from ampdoctor.report import ErrorKind, Report, ReportError, exit_code
-from ampdoctor.core import Severity
 
 MERGE_TIMEOUT_S = float(os.environ.get("AMPDOCTOR_MERGE_TIMEOUT", "60"))
 

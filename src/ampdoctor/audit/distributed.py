@@ -20,12 +20,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from ampdoctor.audit.rankfacts import RankFacts
-from ampdoctor.report import ErrorKind, Report, ReportError, ReportInfo, report_from_dict, report_to_dict
-from ampdoctor.report.info import RankCoverage
 from ampdoctor.core import Finding
 from ampdoctor.core.catalog import finding_of
 from ampdoctor.core.model import json_object
 from ampdoctor.core.registry import detectors
+from ampdoctor.report import ErrorKind, Report, ReportError, ReportInfo, report_from_dict, report_to_dict
+from ampdoctor.report.info import RankCoverage
 
 # How long a rank waits to reach the store before it reports alone.
 CONNECT_TIMEOUT_S = 30.0

@@ -11,8 +11,8 @@ from typing import Any
 from ampdoctor.audit.fields import FORWARD
 from ampdoctor.audit.names import dtypes_text, relpath
 from ampdoctor.audit.provenance import FLOATS, Trace
-from ampdoctor.dtypes import name_of
 from ampdoctor.core.model import Location
+from ampdoctor.dtypes import name_of
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from ampdoctor.audit.fields import AUTOCAST, FORWARD, PHASE
 from ampdoctor.audit.provenance import FLOATS, Trace, relpath
 from ampdoctor.audit.provenance import HALF as HALF_DTYPES
 from ampdoctor.audit.rankfacts import MAX_COLLECTIVES, CollectiveCall, RankFacts
+from ampdoctor.core.model import Location
 from ampdoctor.facts import Device, RunFacts
 from ampdoctor.policy import Policy
-from ampdoctor.core.model import Location
 
 _UNSCALE_OPS = ("aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_update_scale_")
 # Gradient reductions, also the flat-buffer forms FSDP2 calls (`c10d::_reduce_scatter_base_`).

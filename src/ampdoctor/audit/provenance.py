@@ -14,8 +14,8 @@ from ampdoctor import dtypes
 from ampdoctor.audit.fields import CODE, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE
 from ampdoctor.audit.names import module_label, op_name, relpath
 from ampdoctor.audit.recorder import Recorder, line_of
-from ampdoctor.dtypes import name_of as dtype_name
 from ampdoctor.core import Location
+from ampdoctor.dtypes import name_of as dtype_name
 
 HALF = tuple(dtypes.to_torch(n) for n in dtypes.HALF)
 FLOATS = tuple(dtypes.to_torch(n) for n in dtypes.FLOAT_NAMES)

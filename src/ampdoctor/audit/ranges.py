@@ -23,8 +23,8 @@ from ampdoctor import dtypes
 from ampdoctor.audit.fields import BACKWARD, FORWARD, MOD, OPTIMIZER, OUT_DT, PHASE
 from ampdoctor.audit.provenance import Trace
 from ampdoctor.audit.values import ValueStats
-from ampdoctor.report import Table
 from ampdoctor.core.model import Location
+from ampdoctor.report import Table
 
 # The largest finite values of the float dtypes: a mask filled with `finfo(dtype).min` saturates to -inf when
 # scores are added to it in half precision, by design (softmax gives 0 either way).

@@ -35,9 +35,9 @@ def add_lint(sub: argparse._SubParsersAction) -> None:
 
 
 def _lint_settings(args: argparse.Namespace) -> "LintSettings":
+    from ampdoctor.core import Severity
     from ampdoctor.lint import SettingsError, load_settings
     from ampdoctor.lint.settings import find_pyproject, parse_per_file_ignores, rule_ids
-    from ampdoctor.core import Severity
 
     try:
         if args.no_config:

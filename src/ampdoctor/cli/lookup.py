@@ -19,9 +19,9 @@ def add_rules(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_rules(args: argparse.Namespace) -> int:
-    from ampdoctor.report.envelopes import rules_document
     from ampdoctor.core import catalog, get_rule
     from ampdoctor.core.docs import write_rule, write_rule_table
+    from ampdoctor.report.envelopes import rules_document
 
     try:
         rules = [get_rule(args.rule)] if args.rule else list(catalog())

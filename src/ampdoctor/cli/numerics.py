@@ -26,8 +26,8 @@ def add_compare(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     require_torch("ampdoctor compare")
-    from ampdoctor.numerics import compare
     from ampdoctor.core import Severity
+    from ampdoctor.numerics import compare
 
     policy = parse_policy(args.policy)
     if bool(args.factory) == bool(args.hf_config):

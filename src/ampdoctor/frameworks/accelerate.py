@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ampdoctor.core.model import Location
 from ampdoctor.dtypes import BF16, FP16, FP32
 from ampdoctor.frameworks import deepspeed
 from ampdoctor.frameworks.base import PolicyBuilder, Reading, Reference, Setting, as_int, as_path_value, first_file, lower_str, resolve_path
 from ampdoctor.frameworks.located import Document
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
-from ampdoctor.core.model import Location
 
 NAME = "accelerate"
 

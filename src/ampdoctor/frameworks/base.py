@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ampdoctor import dtypes
+from ampdoctor.core.engine import Places
+from ampdoctor.core.model import Location
 from ampdoctor.facts import FACT_NAMES, RunFacts
 from ampdoctor.frameworks.located import Document
 from ampdoctor.policy import Policy
-from ampdoctor.core.engine import Places
-from ampdoctor.core.model import Location
 
 AUTO = "auto"
 # The longest config value used as a file path: longer text (an inline or base64 config) is no path.

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from ampdoctor._quote import quoted
+from ampdoctor.core.model import Location
 from ampdoctor.dtypes import BF16, FP16, FP32
 from ampdoctor.frameworks.base import PolicyBuilder, Reading, Reference, Setting, as_bool, as_dtype, as_int, is_auto, lower_str
 from ampdoctor.frameworks.located import Document
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
-from ampdoctor.core.model import Location
 
 NAME = "deepspeed"
 

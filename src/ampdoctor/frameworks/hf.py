@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ampdoctor._quote import quoted
+from ampdoctor.core.model import Location
 from ampdoctor.dtypes import BF16, FP16, FP32, FP64
 from ampdoctor.frameworks.base import (
     PolicyBuilder,
@@ -38,7 +39,6 @@ from ampdoctor.frameworks.base import (
 from ampdoctor.frameworks.located import Document
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
-from ampdoctor.core.model import Location
 
 NAME = "hf-trainer"
 

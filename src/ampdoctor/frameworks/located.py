@@ -17,11 +17,11 @@ from typing import Any, Iterator, Mapping
 
 import yaml
 
+from ampdoctor.core import Location
 from ampdoctor.frameworks.document import Document, Key, KeyPath, iter_leaves, merge_documents
 from ampdoctor.frameworks.located_env import load_env, looks_like_env
 from ampdoctor.frameworks.located_toml import load_toml
 from ampdoctor.report import ErrorKind, ReportError
-from ampdoctor.core import Location
 
 # Re-exported: readers import the document model and its helpers from here.
 __all__ = ["Document", "Key", "KeyPath", "iter_leaves", "load_documents", "merge_documents"]

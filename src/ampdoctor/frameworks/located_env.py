@@ -6,9 +6,9 @@ import re
 import shlex
 from typing import Mapping
 
+from ampdoctor.core import Location
 from ampdoctor.frameworks.document import Document, KeyPath
 from ampdoctor.report import ReportError
-from ampdoctor.core import Location
 
 _ASSIGN = re.compile(r"^(?P<indent>\s*)(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$")
 _VAR = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::?[-=][^}]*)?\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")

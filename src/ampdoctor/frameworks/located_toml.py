@@ -7,9 +7,9 @@ import re
 import sys
 from typing import Any
 
+from ampdoctor.core import Location
 from ampdoctor.frameworks.document import Document, KeyPath
 from ampdoctor.report import ReportError
-from ampdoctor.core import Location
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ampdoctor.core.model import Location
 from ampdoctor.dtypes import BF16, FP16, FP32, HALF
 from ampdoctor.frameworks import deepspeed
 from ampdoctor.frameworks.base import Reading, as_bool, as_int, checkout_source, lower_str
@@ -20,7 +21,6 @@ from ampdoctor.frameworks.located import Document, merge_documents
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
 from ampdoctor.report import ReportError
-from ampdoctor.core.model import Location
 
 NAME = "gpt-neox"
 

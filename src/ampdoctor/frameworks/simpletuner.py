@@ -17,13 +17,13 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from ampdoctor.core.model import Location
 from ampdoctor.dtypes import BF16, FP16, FP32
 from ampdoctor.facts import Conflict
 from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_int, checkout_source, lower_str
 from ampdoctor.frameworks.located import Document
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.report import ReportError
-from ampdoctor.core.model import Location
 
 NAME = "simpletuner"
 

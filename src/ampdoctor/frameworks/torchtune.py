@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ampdoctor.core.model import Location
 from ampdoctor.dtypes import BF16, FP16, FP32
 from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_bool, as_dtype, as_int, lower_str
 from ampdoctor.frameworks.located import Document, iter_leaves
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
-from ampdoctor.core.model import Location
 
 NAME = "torchtune"
 # The dtypes torchtune recipes train in (`training.get_dtype`: fp16 is refused).

@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+from ampdoctor.core.model import Location
 from ampdoctor.frameworks import accelerate as accelerate_reader
 from ampdoctor.frameworks import deepspeed as deepspeed_reader
 from ampdoctor.frameworks.located import Document
 from ampdoctor.policy import Policy
 from ampdoctor.report import Report
-from ampdoctor.core.model import Location
 
 ACCELERATOR = "<accelerate.Accelerator>"
 DEEPSPEED_PLUGIN = "<accelerate.Accelerator.deepspeed_plugin>"

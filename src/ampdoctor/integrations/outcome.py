@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ampdoctor.report import Report, exit_code, formats, render_text, renderer, write_report
 from ampdoctor.core.model import Severity
+from ampdoctor.report import Report, exit_code, formats, render_text, renderer, write_report
 
 FAIL_ON = ("warning", "error")
 REPORT_STEM = "ampdoctor-report"

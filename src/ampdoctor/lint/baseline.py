@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ampdoctor._quote import quoted
-from ampdoctor.report import Report
 from ampdoctor.core.model import Finding
+from ampdoctor.report import Report
 
 VERSION = 1
 _DIGITS = re.compile(r"\d+")

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ampdoctor._quote import quoted
+from ampdoctor.core.engine import check_policy
+from ampdoctor.core.model import Finding
 from ampdoctor.frameworks import devices_named_in, reader_for, reader_named
 from ampdoctor.frameworks.base import Reading, Reference
 from ampdoctor.frameworks.located import Document, load_documents
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.report import Report, ReportError
-from ampdoctor.core.engine import check_policy
-from ampdoctor.core.model import Finding
 
 
 def lint_config_files(files: list[Path]) -> Report:

@@ -29,12 +29,12 @@ import torch
 from torch import nn
 
 from ampdoctor import dtypes
+from ampdoctor.core.catalog import finding_of
+from ampdoctor.core.registry import detectors
 from ampdoctor.numerics.capture import Call, Recorder, cast_like, output_grad
 from ampdoctor.numerics.metrics import ErrorStats, compare_values, error_stats, float_leaves
 from ampdoctor.policy import Policy
 from ampdoctor.report import Report
-from ampdoctor.core.catalog import finding_of
-from ampdoctor.core.registry import detectors
 
 REFERENCES = {"fp64": torch.float64, "fp32": torch.float32}
 LossFn = Callable[[Any], torch.Tensor]

@@ -9,9 +9,9 @@ from ampdoctor.report import Report, ReportInfo, Table
 from ampdoctor.report.model import Chart, Series
 
 if TYPE_CHECKING:
+    from ampdoctor.core import Finding
     from ampdoctor.numerics.divergence import ModuleError, NumericsContext
     from ampdoctor.numerics.rope import RopeReport
-    from ampdoctor.core import Finding
 
 
 def number(value: float | None) -> str:

@@ -8,10 +8,10 @@ import html
 import math
 from typing import Any, Iterable, Sequence
 
+from ampdoctor.core import Finding
 from ampdoctor.report.model import Chart, Report, Series, Table, report_summary
 from ampdoctor.report.renderer import Renderer
 from ampdoctor.report.text import write_candidates_text, write_statistics
-from ampdoctor.core import Finding
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf", "#bcbd22")
 WIDTH, HEIGHT = 960, 360

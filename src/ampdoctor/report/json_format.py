@@ -6,11 +6,11 @@ import json
 from typing import IO, Any
 
 from ampdoctor._version import __version__
+from ampdoctor.core import Finding
+from ampdoctor.core.model import json_object
 from ampdoctor.report.envelopes import candidates_document, statistics_document
 from ampdoctor.report.model import Chart, Report, ReportError, ReportInfo, Table
 from ampdoctor.report.renderer import DOCUMENT, FINDINGS, MEASUREMENTS, Candidates, Renderer
-from ampdoctor.core import Finding
-from ampdoctor.core.model import json_object
 
 SCHEMA_VERSION = 1
 

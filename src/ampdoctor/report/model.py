@@ -7,9 +7,9 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Iterable, Sequence
 
-from ampdoctor.report.info import ReportInfo
 from ampdoctor.core import Finding, Severity
 from ampdoctor.core.model import json_object
+from ampdoctor.report.info import ReportInfo
 
 
 def _strings(data: Any, what: str) -> tuple[str, ...]:

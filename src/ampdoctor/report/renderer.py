@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Sequence
 
-from ampdoctor.report.model import Report
 from ampdoctor.core import Finding
+from ampdoctor.report.model import Report
 
 # The kinds of report a command produces, for the formats it offers: findings about an input (lint, run, audit,
 # explain); measurements against a reference (compare: per-module error tables and charts); a document of the

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ampdoctor._version import __version__
+from ampdoctor.core import Location, Rule, Severity, catalog
 from ampdoctor.report.model import Report
 from ampdoctor.report.renderer import FINDINGS, Renderer
-from ampdoctor.core import Location, Rule, Severity, catalog
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}

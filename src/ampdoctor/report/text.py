@@ -12,9 +12,9 @@ from rich.padding import Padding
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from ampdoctor.core import Finding, Severity
 from ampdoctor.report.model import Report, Table, report_summary
 from ampdoctor.report.renderer import DOCUMENT, FINDINGS, MEASUREMENTS, Candidates, Renderer
-from ampdoctor.core import Finding, Severity
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.dtypes import BF16, FP16, FP32, name_of
-from ampdoctor.facts import RunFacts
-from ampdoctor.policy import Policy
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Location, Severity
 from ampdoctor.core.registry import Hit, policy_check, runtime_check
+from ampdoctor.dtypes import BF16, FP16, FP32, name_of
+from ampdoctor.facts import RunFacts
+from ampdoctor.policy import Policy
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

@@ -8,15 +8,15 @@ import ast
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import EXTRA, IN_DT, MOD
+from ampdoctor.core.engine import Places
+from ampdoctor.core.model import Location, Severity
+from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
 from ampdoctor.dtypes import EXACT_INT, HALF, ROPE_TABLE_NAME, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import HALF_WORDS, ROPE_TRIGGERS, CodeHit, Context, assigned_name, chain_words, half_casts, is_table
 from ampdoctor.lint.python.dataflow import describe
 from ampdoctor.lint.python.resolve import tokens
 from ampdoctor.policy import Policy
-from ampdoctor.core.engine import Places
-from ampdoctor.core.model import Location, Severity
-from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

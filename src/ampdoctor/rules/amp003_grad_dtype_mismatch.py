@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from ampdoctor.audit.fields import EXTRA, IN_DT, IN_PROD, OPTIMIZER, OUT_DT, PHASE
 from ampdoctor.audit.names import dtypes_text
+from ampdoctor.core.engine import Places
+from ampdoctor.core.model import Location, Severity
+from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
 from ampdoctor.dtypes import WIDE, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.dataflow import HALF, describe
 from ampdoctor.lint.python.resolve import dotted, keyword
 from ampdoctor.policy import Policy
-from ampdoctor.core.engine import Places
-from ampdoctor.core.model import Location, Severity
-from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

@@ -7,15 +7,15 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from ampdoctor.core.engine import Places
+from ampdoctor.core.model import Severity
+from ampdoctor.core.registry import Hit, code_check, policy_check
 from ampdoctor.dtypes import BF16
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context, calls_named
 from ampdoctor.lint.python.dataflow import name_polarity
 from ampdoctor.lint.python.resolve import argument, has_star_kwargs, last_identifier
 from ampdoctor.policy import Policy
-from ampdoctor.core.engine import Places
-from ampdoctor.core.model import Severity
-from ampdoctor.core.registry import Hit, code_check, policy_check
 
 SCALERS = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.distributed.fsdp.ShardedGradScaler"})
 

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import AUTOCAST, FORWARD, MOD, OUT_DT, PHASE
 from ampdoctor.audit.names import module_label
+from ampdoctor.core.model import Severity
+from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import CodeHit, Context, chain_words, is_table
 from ampdoctor.lint.python.dataflow import FP32, describe
 from ampdoctor.lint.python.resolve import last_identifier, tokens
-from ampdoctor.core.model import Severity
-from ampdoctor.core.registry import Hit, code_check, runtime_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

@@ -7,9 +7,9 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import TRIG, CodeHit, Context, angle_matmuls
 from ampdoctor.lint.python.resolve import tokens
-from ampdoctor.core.registry import code_check
 
 
 def _rotary_functions(ctx: Context) -> set[ast.AST]:

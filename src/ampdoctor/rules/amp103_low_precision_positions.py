@@ -8,10 +8,10 @@ import ast
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import EXTRA, MOD
+from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import EXACT_INT, ROPE_WORDS, name_of
 from ampdoctor.lint.python.context import HALF_WORDS, POSITION_FACTORIES, POSITION_TOKENS, CodeHit, Context, chain_words, half_casts
 from ampdoctor.lint.python.dataflow import describe
-from ampdoctor.core.registry import Hit, code_check, runtime_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ampdoctor.lint.python.context import CodeHit, Context, angle_matmuls
 from ampdoctor.core.registry import code_check
+from ampdoctor.lint.python.context import CodeHit, Context, angle_matmuls
 
 
 @code_check("AMP104", triggers=("set_float32_matmul_precision", "allow_tf32"))

@@ -7,11 +7,11 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context, calls_named
 from ampdoctor.lint.python.dataflow import autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS
 from ampdoctor.lint.python.resolve import has_star_kwargs
-from ampdoctor.core.registry import code_check
 
 
 @code_check("AMP107", triggers=("autocast",))

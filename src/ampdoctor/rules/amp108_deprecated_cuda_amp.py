@@ -7,8 +7,8 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.core.registry import code_check
+from ampdoctor.lint.python.context import CodeHit, Context
 
 DEPRECATED = frozenset({"torch.cuda.amp.autocast", "torch.cuda.amp.GradScaler", "torch.cuda.amp.custom_fwd", "torch.cuda.amp.custom_bwd"})
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.facts import disables_autocast
-from ampdoctor.core.registry import code_check
 
 
 @code_check("AMP109", triggers=("custom_bwd",), also=(("bfloat16", "bf16"),))

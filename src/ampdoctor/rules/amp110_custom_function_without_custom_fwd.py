@@ -7,9 +7,9 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.facts import disables_autocast
-from ampdoctor.core.registry import code_check
 
 
 def _decorated(fn: ast.FunctionDef, ctx: Context, wanted: str) -> bool:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ampdoctor.dtypes import HALF, WIDE
-from ampdoctor.facts import RunFacts
-from ampdoctor.policy import Policy
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, policy_check
+from ampdoctor.dtypes import HALF, WIDE
+from ampdoctor.facts import RunFacts
+from ampdoctor.policy import Policy
 
 
 @policy_check("AMP112")

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from ampdoctor.core.engine import Places
+from ampdoctor.core.registry import Hit, policy_check
 from ampdoctor.dtypes import BF16
 from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
-from ampdoctor.core.engine import Places
-from ampdoctor.core.registry import Hit, policy_check
 
 # NCCL reduces bf16 from 2.10 (torchtune #891).
 NCCL_BF16 = (2, 10)

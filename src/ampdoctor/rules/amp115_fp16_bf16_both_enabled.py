@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ampdoctor.facts import RunFacts
-from ampdoctor.policy import Policy
 from ampdoctor.core.engine import Places
 from ampdoctor.core.registry import Hit, policy_check
+from ampdoctor.facts import RunFacts
+from ampdoctor.policy import Policy
 
 # What each framework does when both half types are switched on.
 _REFUSAL = {

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from ampdoctor.core.engine import Places
+from ampdoctor.core.model import Severity
+from ampdoctor.core.registry import Hit, policy_check
 from ampdoctor.facts import RunFacts
 from ampdoctor.frameworks import lightning, torchtune
 from ampdoctor.frameworks.base import as_dtype
 from ampdoctor.policy import Policy
-from ampdoctor.core.engine import Places
-from ampdoctor.core.model import Severity
-from ampdoctor.core.registry import Hit, policy_check
 
 
 @policy_check("AMP116")

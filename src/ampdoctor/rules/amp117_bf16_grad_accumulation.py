@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import OPTIMIZER
 from ampdoctor.audit.names import relpath
-from ampdoctor.dtypes import BF16, HALF, name_of
-from ampdoctor.facts import RunFacts
-from ampdoctor.policy import Policy
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Location, Severity
 from ampdoctor.core.registry import Hit, policy_check, runtime_check
+from ampdoctor.dtypes import BF16, HALF, name_of
+from ampdoctor.facts import RunFacts
+from ampdoctor.policy import Policy
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

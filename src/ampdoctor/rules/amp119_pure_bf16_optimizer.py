@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import OPTIMIZER
 from ampdoctor.audit.names import relpath
+from ampdoctor.core.engine import Places
+from ampdoctor.core.model import Location, Severity
+from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
 from ampdoctor.dtypes import HALF
 from ampdoctor.facts import SAFE_OPTIMIZER_KINDS, RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context, calls_named
 from ampdoctor.lint.python.resolve import dotted, last_identifier
 from ampdoctor.policy import Policy
-from ampdoctor.core.engine import Places
-from ampdoctor.core.model import Location, Severity
-from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import IN_DT, IN_PROD
+from ampdoctor.core.engine import Places
+from ampdoctor.core.registry import Hit, policy_check, runtime_check
 from ampdoctor.dtypes import FP16, HALF
 from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
-from ampdoctor.core.engine import Places
-from ampdoctor.core.registry import Hit, policy_check, runtime_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

@@ -8,8 +8,8 @@ import re
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import FORWARD, IN_DT, IN_PROD, PHASE
-from ampdoctor.dtypes import name_of
 from ampdoctor.core.registry import Hit, runtime_check
+from ampdoctor.dtypes import name_of
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

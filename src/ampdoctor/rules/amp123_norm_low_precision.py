@@ -7,10 +7,10 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context
 from ampdoctor.lint.python.dataflow import HALF, describe
 from ampdoctor.lint.python.resolve import keyword, last_identifier, tokens
-from ampdoctor.core.registry import code_check
 
 SQUARES = frozenset({"torch.square"})
 

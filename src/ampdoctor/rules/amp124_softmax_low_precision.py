@@ -7,10 +7,10 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, chain_words, in_half_module
 from ampdoctor.lint.python.dataflow import describe
 from ampdoctor.lint.python.resolve import keyword
-from ampdoctor.core.registry import code_check
 
 SOFTMAXES = frozenset({"torch.softmax", "torch.log_softmax"})
 

@@ -8,11 +8,11 @@ import ast
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import EXTRA, IN_PROD
+from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_half_module
 from ampdoctor.lint.python.dataflow import HALF, describe
 from ampdoctor.lint.python.resolve import dotted, keyword
-from ampdoctor.core.registry import Hit, code_check, runtime_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from ampdoctor.core.engine import Places
+from ampdoctor.core.registry import Hit, policy_check
 from ampdoctor.dtypes import FP16
 from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
-from ampdoctor.core.engine import Places
-from ampdoctor.core.registry import Hit, policy_check
 
 # Checkpoints pretrained in bf16 (overflow when fine-tuned or cast to fp16), T5's `wo` kept fp32 by transformers.
 _BF16_PRETRAINED = re.compile(r"(^|[/_-])(t5|mt5|flan-t5|byt5|ul2|umt5|gemma|llama-3|meta-llama-3|qwen2|qwen3)", re.I)

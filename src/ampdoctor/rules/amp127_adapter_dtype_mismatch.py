@@ -7,10 +7,10 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.dataflow import HALF, describe
 from ampdoctor.lint.python.resolve import dotted, last_identifier
-from ampdoctor.core.registry import code_check
 
 PEFT_FUNCTIONS = frozenset({"peft.get_peft_model", "peft.mapping.get_peft_model", "peft.mapping_func.get_peft_model"})
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
+from ampdoctor.core.engine import Places
+from ampdoctor.core.registry import Hit, policy_check, runtime_check
 from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
 from ampdoctor.rules.amp119_pure_bf16_optimizer import half_weights_without_master, rounded_updates
-from ampdoctor.core.engine import Places
-from ampdoctor.core.registry import Hit, policy_check, runtime_check
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

@@ -7,10 +7,10 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.dataflow import describe
 from ampdoctor.lint.python.resolve import last_identifier
-from ampdoctor.core.registry import code_check
 
 
 @code_check("AMP129", triggers=("numpy", "np."), also=(("bfloat16", "bf16"),))

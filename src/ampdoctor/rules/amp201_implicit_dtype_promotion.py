@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import AUTOCAST, FORWARD, FUNC, IN_DT, IN_PROD, MOD, OUT_DT, PHASE
 from ampdoctor.audit.names import dtypes_text, module_label
-from ampdoctor.dtypes import name_of
 from ampdoctor.core.model import Location, Severity
 from ampdoctor.core.registry import Hit, runtime_check
+from ampdoctor.dtypes import name_of
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import FORWARD, MOD, OUT_DT, PHASE
-from ampdoctor.dtypes import name_of
 from ampdoctor.core.registry import Hit, runtime_check
+from ampdoctor.dtypes import name_of
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

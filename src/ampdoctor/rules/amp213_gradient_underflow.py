@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.fields import BACKWARD, MOD, OUT_DT, PHASE
 from ampdoctor.audit.names import module_label
-from ampdoctor.dtypes import name_of
 from ampdoctor.core.registry import Hit, runtime_check
+from ampdoctor.dtypes import name_of
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext

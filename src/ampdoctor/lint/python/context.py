@@ -8,12 +8,12 @@ import ast
 import functools
 from typing import Iterator
 
+from ampdoctor.core.model import Severity
 from ampdoctor.dtypes import ROPE_WORDS
 from ampdoctor.lint.python.dataflow import HALF, Dataflow
 from ampdoctor.lint.python.facts import Facts, ModelCast
 from ampdoctor.lint.python.resolve import last_identifier, tokens
 from ampdoctor.lint.python.source import SourceFile
-from ampdoctor.core.model import Severity
 
 # (node, message), or (node, message, severity) where the catalog's severity is not this situation's
 CodeHit = tuple[ast.AST, str] | tuple[ast.AST, str, Severity]

@@ -14,13 +14,13 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
+from ampdoctor.core.catalog import finding
+from ampdoctor.core.model import Finding, Location
+from ampdoctor.core.registry import detectors
 from ampdoctor.lint.python.context import Context
 from ampdoctor.lint.python.source import SourceFile
 from ampdoctor.lint.python.suppress import is_suppressed, parse_suppressions
 from ampdoctor.report import ErrorKind, Report, ReportError
-from ampdoctor.core.catalog import finding
-from ampdoctor.core.model import Finding, Location
-from ampdoctor.core.registry import detectors
 
 # Below this many files a process pool costs more than it saves.
 PARALLEL_MIN_FILES = 24
