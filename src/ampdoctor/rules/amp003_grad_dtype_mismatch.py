@@ -68,6 +68,13 @@ def _cast_dtype_expr(ctx: Context, call: ast.Call) -> ast.AST | None:
     return found
 
 
+def _half_cast_or_dtype(ctx: Context, call: ast.Call) -> bool:
+    """``x.half()`` / ``x.bfloat16()``, or a call the dataflow knows makes a half dtype (``getattr(torch, "bfloat16")``)."""
+    if isinstance(call.func, ast.Attribute) and call.func.attr in ("half", "bfloat16") and not call.args:
+        return True
+    return bool((ctx.flow.dtype_of(call) or frozenset()) & HALF)
+
+
 def _half_chosen_here(ctx: Context, expr: ast.AST | None, depth: int = 0) -> bool:
     """Does `expr` name a half dtype through values written in this file: literals, `torch.bfloat16`, local names
     and `self.<name>` bound to them, `a if c else b`. A dtype read from a configuration object (`args.dtype`,
@@ -75,10 +82,7 @@ def _half_chosen_here(ctx: Context, expr: ast.AST | None, depth: int = 0) -> boo
     if expr is None or depth > 6:
         return False
     if isinstance(expr, ast.Call):
-        func = expr.func
-        if isinstance(func, ast.Attribute) and func.attr in ("half", "bfloat16") and not expr.args:
-            return True
-        return bool((ctx.flow.dtype_of(expr) or frozenset()) & HALF)
+        return _half_cast_or_dtype(ctx, expr)
     if isinstance(expr, ast.IfExp):
         return _half_chosen_here(ctx, expr.body, depth + 1) or _half_chosen_here(ctx, expr.orelse, depth + 1)
     if isinstance(expr, ast.Constant) or (isinstance(expr, (ast.Name, ast.Attribute)) and (ctx.qualname(expr) or "").startswith("torch.")):

@@ -18,25 +18,35 @@ SQUARES = frozenset({"torch.square"})
 VARIANCES = frozenset({"torch.var", "torch.var_mean"})
 
 
+def _is_two(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value == 2
+
+
 def _squared(expr: ast.AST, ctx: Context) -> ast.AST | None:
     """The tensor squared in `expr`: ``x.pow(2)``, ``torch.pow(x, 2)``, ``x ** 2``, ``x * x``, ``x.square()``."""
     if isinstance(expr, ast.BinOp):
-        two = isinstance(expr.right, ast.Constant) and expr.right.value == 2
-        if (isinstance(expr.op, ast.Pow) and two) or (isinstance(expr.op, ast.Mult) and ast.dump(expr.left) == ast.dump(expr.right)):
+        if (isinstance(expr.op, ast.Pow) and _is_two(expr.right)) or (isinstance(expr.op, ast.Mult) and ast.dump(expr.left) == ast.dump(expr.right)):
             return expr.left
         return None
     if not isinstance(expr, ast.Call):
         return None
     name = ctx.qualname(expr.func)
-    if name == "torch.pow" and len(expr.args) == 2 and isinstance(expr.args[1], ast.Constant) and expr.args[1].value == 2:
+    if name == "torch.pow" and len(expr.args) == 2 and _is_two(expr.args[1]):
         return expr.args[0]
     if name in SQUARES and expr.args:
         return expr.args[0]
     if name is None and isinstance(expr.func, ast.Attribute):
-        if expr.func.attr == "square" and not expr.args:
-            return expr.func.value
-        if expr.func.attr == "pow" and len(expr.args) == 1 and isinstance(expr.args[0], ast.Constant) and expr.args[0].value == 2:
-            return expr.func.value
+        return _squared_by_method(expr)
+    return None
+
+
+def _squared_by_method(call: ast.Call) -> ast.AST | None:
+    """``x.square()`` or ``x.pow(2)`` on a tensor expression the imports do not name."""
+    assert isinstance(call.func, ast.Attribute)
+    if call.func.attr == "square" and not call.args:
+        return call.func.value
+    if call.func.attr == "pow" and len(call.args) == 1 and _is_two(call.args[0]):
+        return call.func.value
     return None
 
 

@@ -35,26 +35,36 @@ def adapter_dtype_mismatch(ctx: Context) -> Iterator[CodeHit]:
         return  # under autocast the matmuls take mixed dtypes; a file that sets it up is left alone
     wraps: dict[tuple[str, ast.AST], int] = {}
     for call in ctx.src.calls:
-        if not _peft_wrap(call, ctx):
-            continue
-        parent = ctx.src.parents.get(call)
-        if isinstance(parent, ast.Attribute):
-            cast = ctx.src.parents.get(parent)
-            if isinstance(cast, ast.Call) and cast.func is parent and (dtypes := _half_cast(cast, ctx)):
-                yield cast, _adapter_message(dtypes, call)
-        elif isinstance(parent, ast.Assign) and len(parent.targets) == 1 and (target := dotted(parent.targets[0])):
-            key = (target, ctx.src.tree if "." in target else ctx.src.scope(call))
-            wraps.setdefault(key, call.lineno)
-    if not wraps:
-        return
+        if _peft_wrap(call, ctx):
+            yield from _cast_of_the_wrap(call, ctx, wraps)
+    if wraps:
+        yield from _later_casts(ctx, wraps)
+
+
+def _scope_key(target: str, ctx: Context, node: ast.AST) -> tuple[str, ast.AST]:
+    """A name is the same variable within its scope; an attribute path (`self.model`) across the file."""
+    return target, ctx.src.tree if "." in target else ctx.src.scope(node)
+
+
+def _cast_of_the_wrap(call: ast.Call, ctx: Context, wraps: dict[tuple[str, ast.AST], int]) -> Iterator[CodeHit]:
+    """``get_peft_model(...).to(torch.bfloat16)``, or note the name the wrapped model is bound to."""
+    parent = ctx.src.parents.get(call)
+    if isinstance(parent, ast.Attribute):
+        cast = ctx.src.parents.get(parent)
+        if isinstance(cast, ast.Call) and cast.func is parent and (dtypes := _half_cast(cast, ctx)):
+            yield cast, _adapter_message(dtypes, call)
+    elif isinstance(parent, ast.Assign) and len(parent.targets) == 1 and (target := dotted(parent.targets[0])):
+        wraps.setdefault(_scope_key(target, ctx, call), call.lineno)
+
+
+def _later_casts(ctx: Context, wraps: dict[tuple[str, ast.AST], int]) -> Iterator[CodeHit]:
+    """A half cast of a name bound to a PEFT-wrapped model, after the wrap."""
     for call in ctx.src.calls:
         func = call.func
         if not isinstance(func, ast.Attribute) or func.attr not in ("to", "half", "bfloat16"):
             continue
         target = dotted(func.value)
-        if target is None:
-            continue
-        line = wraps.get((target, ctx.src.tree if "." in target else ctx.src.scope(call)))
+        line = wraps.get(_scope_key(target, ctx, call)) if target is not None else None
         if line is not None and call.lineno > line and (dtypes := _half_cast(call, ctx)):
             yield call, _adapter_message(dtypes, line)
 
