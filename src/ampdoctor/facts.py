@@ -9,9 +9,13 @@ Dtypes are canonical names ("bf16"), see `ampdoctor.dtypes`.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ampdoctor.core.model import Location
+from ampdoctor.dtypes import HALF
+
+if TYPE_CHECKING:
+    from ampdoctor.policy import Policy
 
 # Optimizer kinds that keep small updates of half-precision weights (fp32 master copy, Kahan sums,
 # stochastic rounding); a "plain" optimizer updates half weights in place and loses them (pytorch/ao PR #1124).
@@ -98,3 +102,11 @@ class RunFacts:
 
 
 FACT_NAMES: frozenset[str] = frozenset(f.name for f in fields(RunFacts))
+
+
+def half_weights_without_master(policy: "Policy | None", facts: RunFacts) -> bool:
+    """Trainable weights in half precision with nothing that keeps their small updates (no fp32 master copy held by
+    the optimizer, no Kahan summation or stochastic rounding): asked by the pure-bf16 and the autocast-over-half-
+    weights rules alike."""
+    return (policy is not None and policy.params in HALF and not facts.adapters_only and facts.trains is not False
+            and facts.optimizer_kind not in SAFE_OPTIMIZER_KINDS and facts.master_weights != "optimizer")

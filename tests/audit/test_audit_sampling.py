@@ -127,7 +127,7 @@ def test_a_step_that_raises_and_is_caught_does_not_end_sampling_or_recording():
     from ampdoctor.audit.fields import FORWARD, PHASE
 
     ops = {str(a.recorder.ops[r[1]]): r[PHASE] for r in a.recorder.records}
-    assert ops["aten.addmm.default"] == FORWARD and all(e["backward_passes"] == 1 for e in a.recorder.opt_events)
+    assert ops["aten.addmm.default"] == FORWARD and all(e.backward_passes == 1 for e in a.recorder.opt_events)
 
 
 def test_autocast_that_ends_after_recording_resumes_is_seen_ending():

@@ -12,11 +12,12 @@ from __future__ import annotations
 import functools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from ampdoctor import dtypes
 from ampdoctor.audit.failure import FailureSite, failure_site, is_rope_failure
-from ampdoctor.audit.fields import AUTOCAST, BACKWARD, FORWARD, IN_DT, IN_PROD, INNER, MOD, OUT_DT, PHASE
+from ampdoctor.audit.fields import AUTOCAST, BACKWARD, FORWARD, IN_DT, IN_PROD, INNER, MOD, OPTIMIZER, OUT_DT, PHASE
+from ampdoctor.audit.names import relpath
 from ampdoctor.audit.observe import Observed, observe
 from ampdoctor.audit.provenance import FLOATS, HALF, Trace
 from ampdoctor.audit.ranges import ValueFlow, value_table
@@ -28,6 +29,9 @@ from ampdoctor.core.registry import detectors
 from ampdoctor.explain import explain_findings
 from ampdoctor.policy import Policy
 from ampdoctor.report import ErrorKind, Report, ReportError, ReportInfo, Table
+
+# A plain optimizer on half weights is reported when at least this share of sampled updates rounded away.
+ROUNDED_UPDATE_SHARE = 0.01
 
 
 @dataclass
@@ -70,6 +74,21 @@ class RuntimeContext:
     @property
     def records(self) -> list[tuple]:
         return self.trace.records
+
+    def rounded_updates(self) -> Iterator[tuple[float, Location, dict]]:
+        """Measured, not guessed: the share of half-precision parameter elements with a non-zero gradient that the
+        first optimizer step left bit-identical, when it is large enough to matter (`ROUNDED_UPDATE_SHARE`). An
+        optimizer with an fp32 master copy keeps those updates there: an unchanged half weight is then no lost update."""
+        if self.observed.facts.master_weights == "optimizer":
+            return
+        for ev in self.trace.optimizer_steps[:1]:
+            if not ev.considered:
+                return
+            share = ev.unchanged / ev.considered
+            if share >= ROUNDED_UPDATE_SHARE:
+                code, line = ev.frame
+                where = Location(file=relpath(code.co_filename) if code else None, line=line or None, phase=OPTIMIZER, op=f"{ev.optimizer}.step")
+                yield share, where, {"unchanged_fraction": round(share, 4), "sampled_elements": ev.considered, "optimizer": ev.optimizer}
 
     @property
     def half_compute(self) -> bool:

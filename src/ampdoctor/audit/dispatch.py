@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ampdoctor.audit.evidence import Tag
 from ampdoctor.audit.fields import BACKWARD, FORWARD, OPTIMIZER
 from ampdoctor.dtypes import FLOAT_NAMES, HALF, to_torch
 
@@ -104,7 +105,7 @@ def _phase_and_module(r: "Recorder", values: Any) -> tuple[str, int, Any]:
     nr = node._sequence_nr()
     if nr == _NO_SEQUENCE_NR:
         var = getattr(node, "variable", None)
-        return BACKWARD, -1, ("accumulate", id(var)) if var is not None else None
+        return BACKWARD, -1, (Tag.ACCUMULATE, id(var)) if var is not None else None
     if values is not None:
         values.backward_nrs[len(r.records)] = nr
     return BACKWARD, r.module_at(nr), None

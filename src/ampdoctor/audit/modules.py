@@ -14,6 +14,7 @@ from typing import Any, Callable
 import torch
 
 from ampdoctor.audit.dispatch import _FLOATS, _flatten, _peek_sequence_nr, line_of, mode_stack
+from ampdoctor.audit.evidence import BufferScan
 
 
 @dataclass
@@ -116,7 +117,7 @@ class ModuleTracking:
         items = list(m._buffers.items()) + [(k, v) for k, v in vars(m).items() if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter)]
         for name, t in items:
             if isinstance(t, torch.Tensor) and t.dtype in _FLOATS:
-                self.module_scans.append((idx, name, t.dtype, tuple(t.shape), when, weakref.ref(t)))
+                self.module_scans.append(BufferScan(idx, name, t.dtype, tuple(t.shape), when, weakref.ref(t)))
 
     def _hook_modules(self) -> None:
         """The global module forward hooks: installed on entry and again when a sample resumes."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from ampdoctor import dtypes
+from ampdoctor.audit.evidence import When
 from ampdoctor.audit.fields import AUTOCAST, FORWARD, PHASE
 from ampdoctor.audit.provenance import FLOATS, Trace, relpath
 from ampdoctor.audit.provenance import HALF as HALF_DTYPES
@@ -69,20 +70,20 @@ def _trainable(trace: Trace) -> list[tuple[str, Any]]:
 
 
 def _optimizer_facts(trace: Trace) -> tuple[dict[str, Any], Location | None]:
-    events = trace.rec.opt_events
+    events = trace.optimizer_steps
     if not events:
         return {"trains": False}, None
     ev = events[0]
-    code, line = ev["frame"]
-    where = Location(file=relpath(code.co_filename) if code else None, line=line or None, phase="optimizer", op=f"{ev['optimizer']}.step")
-    master = bool(_MASTER_OPTIMIZERS.search(ev["optimizer"]))
-    plain = ev.get("module", "").startswith("torch.optim")
+    code, line = ev.frame
+    where = Location(file=relpath(code.co_filename) if code else None, line=line or None, phase="optimizer", op=f"{ev.optimizer}.step")
+    master = bool(_MASTER_OPTIMIZERS.search(ev.optimizer))
+    plain = ev.module.startswith("torch.optim")
     facts = {
         "trains": True,
-        "optimizer": ev["optimizer"],
+        "optimizer": ev.optimizer,
         "optimizer_kind": "master" if master else ("plain" if plain else None),
         "master_weights": "optimizer" if master else None,
-        "grad_accum_steps": max(1, ev["backward_passes"]),
+        "grad_accum_steps": max(1, ev.backward_passes),
     }
     return facts, where
 
@@ -119,7 +120,7 @@ def observe(trace: Trace) -> Observed:
         for name in ("grads", "grad_accum", "optimizer_state", "optimizer", "optimizer_kind", "grad_accum_steps", "trains"):
             locations[name] = opt_at
     names = [n for n, _ in params]
-    frozen = any(not p.requires_grad for p in trace.rec.param_objects())
+    frozen = any(not p.requires_grad for p in trace.parameters())
     adapters = bool(names) and frozen and all(_ADAPTER.search(n) for n in names)
     autocast_seq = _first(trace, lambda r: r[PHASE] == FORWARD and r[AUTOCAST])
     facts = RunFacts(world_size=_world_size(), devices=_devices(params), adapters_only=adapters, autocast=autocast_seq is not None, **opt)
@@ -153,11 +154,11 @@ def _observed_policy(trace: Trace, params: list[tuple[str, Any]], autocast_seq: 
         if gathered and gathered[0][0] in HALF_DTYPES:
             given["compute"] = dtypes.name_of(gathered[0][0])
             locations["compute"] = trace.location(gather, "parameters all-gathered in this dtype for the forward")
-    events = trace.rec.grad_events
-    grads = _majority(g for w, _, _, g, _ in events if w == "optimizer step") or _majority(g for _, _, _, g, _ in events)
+    events = trace.grad_snapshots
+    grads = _majority(s.grad_dtype for s in events if s.when == When.OPTIMIZER_STEP) or _majority(s.grad_dtype for s in events)
     if grads is not None:
         given["grads"] = given["grad_accum"] = dtypes.name_of(grads)
-    states = [d for ev in trace.rec.opt_events[:1] for (_, d) in ev["state_dtypes"]]
+    states = [d for ev in trace.optimizer_steps[:1] for (_, d) in ev.state_dtypes]
     if states:
         given["optimizer_state"] = dtypes.name_of(_majority(states))
     unscale = _first(trace, lambda r: trace.op(r[0]) in _UNSCALE_OPS)

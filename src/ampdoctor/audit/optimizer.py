@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from ampdoctor.audit.dispatch import _FLOATS, _HALF
+from ampdoctor.audit.evidence import GradSnapshot, OptimizerStep, When
 from ampdoctor.audit.watch import no_values
 
 
@@ -23,13 +24,13 @@ class OptimizerTracking:
         if self.saw_backward:
             self.backward_passes += 1
             self.saw_backward = False
-            self.snapshot_grads("before micro-batch")
+            self.snapshot_grads(When.BEFORE_MICRO_BATCH)
 
-    def snapshot_grads(self, when: str) -> None:
+    def snapshot_grads(self, when: When) -> None:
         for pid, ref in list(self.params.items()):
             p = ref()
             if p is not None and p.grad is not None:
-                self.grad_events.append((when, self.backward_passes, pid, p.grad.dtype, expected_grad_dtype(p)))
+                self.grad_events.append(GradSnapshot(when, self.backward_passes, pid, p.grad.dtype, expected_grad_dtype(p)))
 
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> Any:
         # The same optimizer stepping again while its step is still open: that step raised out of torch's step()
@@ -91,7 +92,7 @@ class OptimizerTracking:
                 self.params.setdefault(id(p), weakref.ref(p))
                 if p.grad is None:
                     continue
-                self.grad_events.append(("optimizer step", self.backward_passes, id(p), p.grad.dtype, expected_grad_dtype(p)))
+                self.grad_events.append(GradSnapshot(When.OPTIMIZER_STEP, self.backward_passes, id(p), p.grad.dtype, expected_grad_dtype(p)))
                 if p.dtype in _HALF and not no_values(p):
                     n = min(p.numel(), 1 << 16)
                     flat = p.detach().reshape(-1)[:n]
@@ -129,16 +130,16 @@ class OptimizerTracking:
                 for key, v in opt.state.get(p, {}).items():
                     if isinstance(v, torch.Tensor) and v.dtype in _FLOATS and v.dim() > 0:
                         state_dtypes.setdefault((key, v.dtype), []).append(id(p))
-        self.opt_events.append({
-            "optimizer": type(opt).__name__,
-            "module": type(opt).__module__,
-            "backward_passes": self._pending_snapshot.get("passes", 0),
-            "unchanged": unchanged,
-            "considered": considered,
-            "per_param": per_param,
-            "state_dtypes": state_dtypes,
-            "frame": self.user_frame(),
-        })
+        self.opt_events.append(OptimizerStep(
+            optimizer=type(opt).__name__,
+            module=type(opt).__module__,
+            backward_passes=self._pending_snapshot.get("passes", 0),
+            unchanged=unchanged,
+            considered=considered,
+            per_param=tuple(per_param),
+            state_dtypes=state_dtypes,
+            frame=self.user_frame(),
+        ))
         self._pending_snapshot = {}
         self.backward_passes = 0
         self.optimizer_steps += 1

@@ -11,7 +11,8 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 from ampdoctor import dtypes
-from ampdoctor.audit.fields import CODE, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE
+from ampdoctor.audit.evidence import BufferScan, GradSnapshot, Op, OptimizerStep, Tag
+from ampdoctor.audit.fields import CODE, EXTRA, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE
 from ampdoctor.audit.names import module_label, op_name, relpath
 from ampdoctor.audit.recorder import Recorder, line_of
 from ampdoctor.core import Location
@@ -55,6 +56,37 @@ class Trace:
                 self.named_seq[entry[1]] = name
         self._trig: dict[int, bool] = {}
         self._op_names: dict[int, str] = {}  # op id (a record's FUNC) -> name
+
+    # --- typed views: what runtime rules read (they never touch the recorder) -----------------------
+
+    def ops(self, phase: str | None = None) -> Iterator[Op]:
+        """Every recorded op, in order, as a named view; only those of one phase (fields.FORWARD, ...) if given."""
+        for r in self.records:
+            if phase is None or r[PHASE] == phase:
+                yield Op(r)
+
+    def op_at(self, seq: int) -> Op:
+        return Op(self.records[seq])
+
+    def tagged(self, tag: Tag) -> Iterator[Op]:
+        """The ops whose record carries evidence `tag` (angles of a rotary table, positions cast to a float...)."""
+        return (Op(r) for r in self.records if r[EXTRA] and r[EXTRA][0] == tag)
+
+    @property
+    def optimizer_steps(self) -> list[OptimizerStep]:
+        return self.rec.opt_events
+
+    @property
+    def grad_snapshots(self) -> list[GradSnapshot]:
+        return self.rec.grad_events
+
+    @property
+    def buffer_scans(self) -> list[BufferScan]:
+        return self.rec.module_scans
+
+    def parameters(self) -> list[Any]:
+        """The parameters seen (of modules entered and optimizers stepped) that are still alive."""
+        return self.rec.param_objects()
 
     # --- names -----------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import torch
 
 from ampdoctor.audit.autocast_watch import AutocastWatch
 from ampdoctor.audit.dispatch import Failure, FrameWalk, RecordingMode, _current_autograd_node, line_of, mode_stack
+from ampdoctor.audit.evidence import BufferScan, GradSnapshot, OptimizerStep, When
 from ampdoctor.audit.modules import ModuleInfo, ModuleTracking
 from ampdoctor.audit.optimizer import OptimizerTracking, expected_grad_dtype
 from ampdoctor.audit.sampler import Sampler
@@ -81,11 +82,11 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Samp
         self._autocast_methods: tuple | None = None
         self._autocast_wrappers: tuple = (None, None)
         self.optimizers: list[Any] = []  # weakrefs
-        self.opt_events: list[dict] = []
-        # grad snapshots taken at micro-batch boundaries: (when, param id, grad dtype, param dtype)
-        self.grad_events: list[tuple] = []
+        self.opt_events: list[OptimizerStep] = []
+        # `.grad` dtypes at micro-batch boundaries, optimizer steps and the end
+        self.grad_events: list[GradSnapshot] = []
         self.params: dict[int, Any] = {}  # id -> weakref of parameters of modules seen
-        self.module_scans: list[tuple] = []  # (module index, attr name, dtype, shape, max_abs or None)
+        self.module_scans: list[BufferScan] = []
         self._scanned: set[int] = set()
         # id(code) -> (mode machinery?, internal?, code); holding the code keeps its id unique.
         # Keyed by id because hashing a code object hashes its bytecode and constants.
@@ -126,7 +127,7 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Samp
         if self.saw_backward:
             self.backward_passes += 1
             self.saw_backward = False
-        self.snapshot_grads("end")
+        self.snapshot_grads(When.END)
         for idx in range(len(self.modules)):
             self.scan_module(idx, "after")
         self.active = False

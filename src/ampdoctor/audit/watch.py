@@ -12,6 +12,8 @@ from typing import Any, Callable
 import torch
 from torch.utils.flop_counter import flop_registry
 
+from ampdoctor.audit.evidence import Tag
+
 _HALF = (torch.bfloat16, torch.float16)
 # Largest integer up to which every integer is exact (B3: bf16 256, fp16 2048).
 EXACT_INT = {torch.bfloat16: 256, torch.float16: 2048}
@@ -70,7 +72,7 @@ def _arange(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -
         nums = [a for a in args if isinstance(a, (int, float))]
         top = max(abs(float(n)) for n in nums) if nums else 0.0
         if top > EXACT_INT[out.dtype]:
-            return ("positions", top, "arange")
+            return (Tag.POSITIONS, top, "arange")
     return None
 
 
@@ -83,12 +85,12 @@ def _to_copy(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) 
     if src.dtype in _INTS:
         top = float(src.detach().abs().max())
         if top > EXACT_INT[out.dtype]:
-            return ("positions", top, "cast")
+            return (Tag.POSITIONS, top, "cast")
     elif src.dtype in (torch.float32, torch.float64) and src.numel() <= 1 << 16:
         s = src.detach()
         top = float(s.abs().max())
         if top > EXACT_INT[out.dtype] and bool((s == s.round()).all()):
-            return ("positions", top, "cast")
+            return (Tag.POSITIONS, top, "cast")
     return None
 
 
@@ -107,7 +109,7 @@ def _ones_like(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list
 def _trig(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
     # cos/sin of large angles in half precision (B1/B2): keep the largest angle for the rope check.
     if ins and ins[0].dtype in _HALF and not no_values(ins[0]) and ins[0].numel():
-        return ("angle", float(ins[0].detach().abs().max()))
+        return (Tag.ANGLE, float(ins[0].detach().abs().max()))
     return None
 
 

@@ -21,6 +21,7 @@ from lightning.pytorch.callbacks.callback import Callback
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 from typing_extensions import override
 
+from ampdoctor.audit.evidence import When
 from ampdoctor.frameworks import lightning as lightning_reader
 from ampdoctor.frameworks.located import Document
 from ampdoctor.integrations.outcome import AmpDoctorError, check_fail_on, fail_severity, metrics, summary, write_report_files
@@ -117,12 +118,12 @@ class AmpDoctor(Callback):
     @override
     def on_after_backward(self, trainer: Any, pl_module: Any) -> None:
         if self._audit is not None:
-            self._audit.recorder.snapshot_grads("after backward")
+            self._audit.recorder.snapshot_grads(When.AFTER_BACKWARD)
 
     @override
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
         if self._audit is not None:
-            self._audit.recorder.snapshot_grads("before the optimizer step")
+            self._audit.recorder.snapshot_grads(When.BEFORE_OPTIMIZER_STEP)
 
     @override
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from ampdoctor import dtypes
+from ampdoctor.audit.evidence import When
 from ampdoctor.frameworks import hf
 from ampdoctor.frameworks.located import Document
 from ampdoctor.integrations.outcome import AmpDoctorError, check_fail_on, fail_severity, metrics, summary, write_report_files
@@ -162,7 +163,7 @@ class AmpDoctorCallback(TrainerCallback):
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._audit is not None:
             # Optimizers outside torch.optim's step hooks (DeepSpeed's) are seen here only.
-            self._audit.recorder.snapshot_grads("before the optimizer step")
+            self._audit.recorder.snapshot_grads(When.BEFORE_OPTIMIZER_STEP)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._audit is None:

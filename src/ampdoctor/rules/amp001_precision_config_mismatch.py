@@ -86,7 +86,7 @@ def params_against_given_policy(ctx: RuntimeContext) -> Iterator[Hit]:
     if not ctx.policy_given or observed is None or observed.params == ctx.policy.params:
         return
     t = ctx.trace
-    params = [p for p in t.rec.param_objects() if p.requires_grad and p.is_floating_point()]
+    params = [p for p in t.parameters() if p.requires_grad and p.is_floating_point()]
     off = Counter(name_of(p.dtype) for p in params if name_of(p.dtype) != ctx.policy.params)
     dt, n = off.most_common(1)[0]
     yield Hit(f"the policy says params={ctx.policy.params} but {n} of {len(params)} trainable parameters are {dt}",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.fields import EXTRA, IN_DT, MOD
+from ampdoctor.audit.evidence import Tag
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Location, Severity
 from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
@@ -90,17 +90,17 @@ def half_tables(ctx: RuntimeContext) -> Iterator[Hit]:
     computed in half precision from large angles."""
     t = ctx.trace
     seen: set[tuple[int, str]] = set()
-    for idx, name, dtype, shape, when, _ in t.rec.module_scans:
-        if dtype not in ctx.HALF or (idx, name) in seen or not ROPE_TABLE_NAME.search(name):
+    for scan in t.buffer_scans:
+        if scan.dtype not in ctx.HALF or (scan.module, scan.name) in seen or not ROPE_TABLE_NAME.search(scan.name):
             continue
-        seen.add((idx, name))
-        mod = t.module(idx)
-        full = f"{mod}.{name}" if mod else name
-        yield Hit(f"rotary table {full} {list(shape)} is {name_of(dtype)} ({when} the step): positions and angles lose precision; keep it fp32",
-                  Location(module=mod, label=name), details={"tensor": full, "dtype": name_of(dtype), "seen": when})
-    angles = [r[0] for r in t.records if r[EXTRA] and r[EXTRA][0] == "angle" and r[EXTRA][1] > EXACT_INT["bf16"]]
-    for _, seqs in ctx.grouped(angles, lambda s: (t.records[s][MOD], t.op(s))).items():
+        seen.add((scan.module, scan.name))
+        mod = t.module(scan.module)
+        full = f"{mod}.{scan.name}" if mod else scan.name
+        yield Hit(f"rotary table {full} {list(scan.shape)} is {name_of(scan.dtype)} ({scan.when} the step): positions and angles lose precision; keep it fp32",
+                  Location(module=mod, label=scan.name), details={"tensor": full, "dtype": name_of(scan.dtype), "seen": scan.when})
+    angles = [op.seq for op in t.tagged(Tag.ANGLE) if op.extra[1] > EXACT_INT["bf16"]]
+    for _, seqs in ctx.grouped(angles, lambda s: (t.op_at(s).module, t.op(s))).items():
         first = seqs[0]
-        top = max(t.records[s][EXTRA][1] for s in seqs)
-        yield Hit(f"{t.op(first)} computes a rotary table in {name_of(t.records[first][IN_DT][0])} from angles up to {top:g}, beyond exact half precision",
+        top = max(t.op_at(s).extra[1] for s in seqs)
+        yield Hit(f"{t.op(first)} computes a rotary table in {name_of(t.op_at(first).in_dtypes[0])} from angles up to {top:g}, beyond exact half precision",
                   t.location(first), details={"max_angle": top})

@@ -7,7 +7,8 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ampdoctor.audit.fields import EXTRA, IN_DT, IN_PROD, OPTIMIZER, OUT_DT, PHASE
+from ampdoctor.audit.evidence import Tag
+from ampdoctor.audit.fields import OPTIMIZER
 from ampdoctor.audit.names import dtypes_text
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Location, Severity
@@ -151,9 +152,9 @@ def grads_of_another_dtype(ctx: RuntimeContext) -> Iterator[Hit]:
     step, or a backward that accumulated two dtypes into one `.grad` (incident 3, also where torch does not raise)."""
     t = ctx.trace
     bad: dict[int, tuple] = {}
-    for when, passes, pid, gdt, pdt in t.rec.grad_events:
-        if pdt is not None and gdt != pdt and pid not in bad:
-            bad[pid] = (when, passes, gdt, pdt)
+    for snap in t.grad_snapshots:
+        if snap.param_dtype is not None and snap.grad_dtype != snap.param_dtype and snap.param_id not in bad:
+            bad[snap.param_id] = (snap.when, snap.backward_passes, snap.grad_dtype, snap.param_dtype)
     accum = _mixed_accumulations(ctx)
     pids = list(dict.fromkeys(list(bad) + list(accum)))
     if not pids:
@@ -162,12 +163,12 @@ def grads_of_another_dtype(ctx: RuntimeContext) -> Iterator[Hit]:
     if pids[0] in bad:
         when, _, gdt, pdt = bad[pids[0]]
     else:
-        dts = t.records[accum[pids[0]][0]][IN_DT]
+        dts = t.op_at(accum[pids[0]][0]).in_dtypes
         pdt, gdt, when = dts[0], next(d for d in dts if d != dts[0]), "backward"
     acc_text = ""
     if accum:
         s = next(iter(accum.values()))[0]
-        acc_text = f"; backward then accumulated {dtypes_text(sorted(set(t.records[s][IN_DT]), key=str))} gradients into it"
+        acc_text = f"; backward then accumulated {dtypes_text(sorted(set(t.op_at(s).in_dtypes), key=str))} gradients into it"
     cast = _grad_cast(ctx, gdt)
     yield Hit(f"{len(names)} parameter(s) hold a {name_of(gdt)} .grad for a {name_of(pdt)} parameter ({when}){acc_text}: "
               f"{', '.join(names[:4])}{' ...' if len(names) > 4 else ''}",
@@ -181,17 +182,16 @@ def _mixed_accumulations(ctx: RuntimeContext) -> dict[int, list[int]]:
     AccumulateGrad node do other work there (DDP's bf16 compression hook casts the bucket and copies the reduced bf16
     values back into fp32 gradients, which is no accumulation)."""
     out: dict[int, list[int]] = {}
-    for r in ctx.trace.records:
-        ex = r[EXTRA]
-        if ex and ex[0] == "accumulate" and ctx.trace.op(r[0]).startswith("aten::add") and len({d for d, p in zip(r[IN_DT], r[IN_PROD]) if p is not None}) > 1:
-            out.setdefault(ex[1], []).append(r[0])
+    for op in ctx.trace.tagged(Tag.ACCUMULATE):
+        if ctx.trace.op(op.seq).startswith("aten::add") and len({d for d, p in zip(op.in_dtypes, op.producers) if p is not None}) > 1:
+            out.setdefault(op.extra[1], []).append(op.seq)
     return out
 
 
 def _grad_cast(ctx: RuntimeContext, dtype: Any) -> Location | None:
     """The user's own cast of a gradient (incident 3: `param.grad.data = param.grad.data.to(fp32)`)."""
     t = ctx.trace
-    for r in t.records:
-        if r[PHASE] == OPTIMIZER and t.op(r[0]) == "aten::_to_copy" and r[OUT_DT] and r[OUT_DT][0] == dtype and r[IN_DT][0] != dtype:
-            return t.location(r[0], "a .grad is cast here")
+    for op in t.ops(OPTIMIZER):
+        if t.op(op.seq) == "aten::_to_copy" and op.out_dtypes and op.out_dtypes[0] == dtype and op.in_dtypes[0] != dtype:
+            return t.location(op.seq, "a .grad is cast here")
     return None

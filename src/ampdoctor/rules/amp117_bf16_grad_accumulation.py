@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
+from ampdoctor.audit.evidence import When
 from ampdoctor.audit.fields import OPTIMIZER
 from ampdoctor.audit.names import relpath
 from ampdoctor.core.engine import Places
@@ -53,16 +54,16 @@ def half_grads_accumulated(ctx: RuntimeContext) -> Iterator[Hit]:
     if observed is None:
         return
     pure = _pure_half(observed, ctx.observed.facts)
-    for ev in t.rec.opt_events:
-        if ev["backward_passes"] <= 1:
+    for ev in t.optimizer_steps:
+        if ev.backward_passes <= 1:
             continue
         # Summed in bf16 only where a bf16 .grad was still there when the next micro-batch began: gradients moved
         # into an fp32 buffer after each backward (Megatron's main_grad) are accumulated in fp32.
-        half = sorted({name_of(g) for w, _, _, g, _ in t.rec.grad_events if w == "before micro-batch" and g == ctx.BF16})
+        half = sorted({name_of(s.grad_dtype) for s in t.grad_snapshots if s.when == When.BEFORE_MICRO_BATCH and s.grad_dtype == ctx.BF16})
         if half:
-            code, line = ev["frame"]
-            yield Hit(f"{ev['backward_passes']} backward passes were accumulated into {'/'.join(half)} .grad before {ev['optimizer']}.step()"
+            code, line = ev.frame
+            yield Hit(f"{ev.backward_passes} backward passes were accumulated into {'/'.join(half)} .grad before {ev.optimizer}.step()"
                       + (" (pure-bf16 training: the weights are bf16 too)" if pure else ""),
                       Location(file=relpath(code.co_filename) if code else None, line=line or None, phase=OPTIMIZER),
-                      severity=Severity.INFO if pure else None, details={"micro_batches": ev["backward_passes"]})
+                      severity=Severity.INFO if pure else None, details={"micro_batches": ev.backward_passes})
             return

@@ -7,13 +7,10 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.fields import OPTIMIZER
-from ampdoctor.audit.names import relpath
 from ampdoctor.core.engine import Places
-from ampdoctor.core.model import Location, Severity
+from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
-from ampdoctor.dtypes import HALF
-from ampdoctor.facts import SAFE_OPTIMIZER_KINDS, RunFacts
+from ampdoctor.facts import RunFacts, half_weights_without_master
 from ampdoctor.lint.python.context import CodeHit, Context, calls_named
 from ampdoctor.lint.python.resolve import dotted, last_identifier
 from ampdoctor.policy import Policy
@@ -84,37 +81,11 @@ def pure_bf16_optimizer_policy(policy: Policy | None, facts: RunFacts, at: Place
                   "Kahan sums or rounds stochastically", here, severity=Severity.INFO)
 
 
-def half_weights_without_master(policy: Policy | None, facts: RunFacts) -> bool:
-    """Trainable weights in half precision with nothing that keeps their small updates."""
-    return (policy is not None and policy.params in HALF and not facts.adapters_only and facts.trains is not False
-            and facts.optimizer_kind not in SAFE_OPTIMIZER_KINDS and facts.master_weights != "optimizer")
-
-
-# A plain optimizer on half weights is reported when at least this share of sampled updates rounded away.
-ROUNDED_UPDATE_SHARE = 0.01
-
-
-def rounded_updates(ctx: RuntimeContext) -> Iterator[tuple[float, Location, dict]]:
-    """Measured, not guessed: the share of half-precision parameter elements with a non-zero gradient that the
-    first optimizer step left bit-identical, when it is large enough to matter. An optimizer with an fp32 master
-    copy keeps those updates there: an unchanged half weight is then no lost update."""
-    if ctx.observed.facts.master_weights == "optimizer":
-        return
-    for ev in ctx.trace.rec.opt_events[:1]:
-        if not ev["considered"]:
-            return
-        share = ev["unchanged"] / ev["considered"]
-        if share >= ROUNDED_UPDATE_SHARE:
-            code, line = ev["frame"]
-            where = Location(file=relpath(code.co_filename) if code else None, line=line or None, phase=OPTIMIZER, op=f"{ev['optimizer']}.step")
-            yield share, where, {"unchanged_fraction": round(share, 4), "sampled_elements": ev["considered"], "optimizer": ev["optimizer"]}
-
-
 @runtime_check("AMP119")
 def updates_rounded_away(ctx: RuntimeContext) -> Iterator[Hit]:
     # Under autocast the same measurement is evidence for AMP128 (mixed precision without master weights).
     if ctx.observed.facts.autocast:
         return
-    for share, where, details in rounded_updates(ctx):
+    for share, where, details in ctx.rounded_updates():
         yield Hit(f"{share:.1%} of the half-precision parameter elements with a non-zero gradient did not change in {details['optimizer']}.step(): "
                   "their update was below half an ulp and rounded away", where, details=details)

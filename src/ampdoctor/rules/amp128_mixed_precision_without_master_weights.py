@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.core.engine import Places
 from ampdoctor.core.registry import Hit, policy_check, runtime_check
-from ampdoctor.facts import RunFacts
+from ampdoctor.facts import RunFacts, half_weights_without_master
 from ampdoctor.policy import Policy
-from ampdoctor.rules.amp119_pure_bf16_optimizer import half_weights_without_master, rounded_updates
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -33,7 +32,7 @@ def autocast_over_half_weights_lost_updates(ctx: RuntimeContext) -> Iterator[Hit
     facts, observed = ctx.observed.facts, ctx.observed.policy
     if not facts.autocast or observed is None or not half_weights_without_master(observed, facts):
         return
-    for share, where, details in rounded_updates(ctx):
+    for share, where, details in ctx.rounded_updates():
         yield Hit(f"mixed precision is on ({observed.compute} autocast) but the trainable weights are already {observed.params}: "
                   f"{share:.1%} of their elements with a non-zero gradient did not change in {details['optimizer']}.step() "
                   "(updates below half an ulp round away)", where, details=details)
