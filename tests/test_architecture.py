@@ -289,3 +289,33 @@ def test_the_core_imports_nothing_above_itself_even_lazily():
     core = [m for m in MODULES if floor_of(m) <= 1]
     assert "ampdoctor.core.registry" in core
     assert sorted({t for m in core for t, _ in every_import_of(m) if floor_of(t) > 1}) == []
+
+
+# What a runtime rule may know of a recording: the typed views of `audit.evidence` through `provenance.Trace` and
+# `analysis.RuntimeContext`, never the recorder or its record layout, so that a rule changes in its own file only.
+PRIVATE_TO_THE_RECORDER = ("ampdoctor.audit.recorder", "ampdoctor.audit.fields", "ampdoctor.audit.dispatch",
+                           "ampdoctor.audit.modules", "ampdoctor.audit.optimizer", "ampdoctor.audit.sampler")
+
+
+def recorder_leaks(source: str) -> list[str]:
+    """Imports of the recorder's modules or of another rule module, and reads of `.rec` or `.records`, in a rule's source."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        out += [f"{node.lineno}: imports {n}" for n in names if n in PRIVATE_TO_THE_RECORDER or re.search(r"\.rules\.amp\d{3}_", n)]
+        if isinstance(node, ast.Attribute) and node.attr in ("rec", "records"):
+            out.append(f"{node.lineno}: reads .{node.attr}")
+    return out
+
+
+def test_no_rule_module_knows_the_recorder():
+    leaks = {name: found for name, path in MODULES.items() if re.search(r"\.rules\.amp\d{3}_", name)
+             if (found := recorder_leaks(path.read_text()))}
+    assert leaks == {}
+
+
+def test_the_recorder_leak_check_can_fail():
+    assert recorder_leaks("from ampdoctor.audit.fields import IN_DT\nx = ctx.trace.rec.opt_events\n") == [
+        "1: imports ampdoctor.audit.fields", "2: reads .rec"]
+    assert recorder_leaks("import ampdoctor.rules.amp119_pure_bf16_optimizer\nfor r in t.records: pass\n") == [
+        "1: imports ampdoctor.rules.amp119_pure_bf16_optimizer", "2: reads .records"]

@@ -71,10 +71,6 @@ class RuntimeContext:
         """The step failed where a cos/sin table met an operand of another dtype (incidents 1 and 5)."""
         return self.failure is not None and is_rope_failure(self.trace, self.failure.inputs)
 
-    @property
-    def records(self) -> list[tuple]:
-        return self.trace.records
-
     def rounded_updates(self) -> Iterator[tuple[float, Location, dict]]:
         """Measured, not guessed: the share of half-precision parameter elements with a non-zero gradient that the
         first optimizer step left bit-identical, when it is large enough to matter (`ROUNDED_UPDATE_SHARE`). An

@@ -9,7 +9,31 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ampdoctor.audit.fields import AUTOCAST, CODE, EXTRA, FUNC, IN_DT, IN_PROD, INNER, LASTI, MOD, OUT_DT, PHASE, SEQ
+from ampdoctor.audit.fields import (
+    AUTOCAST,
+    BACKWARD,
+    CODE,
+    EXTRA,
+    FORWARD,
+    FUNC,
+    IN_DT,
+    IN_PROD,
+    INNER,
+    LASTI,
+    MOD,
+    OPTIMIZER,
+    OUT_DT,
+    PHASE,
+    SEQ,
+)
+
+
+class Phase(str, enum.Enum):
+    """Where in the step an op ran (`Op.phase`)."""
+
+    FORWARD = FORWARD
+    BACKWARD = BACKWARD
+    OPTIMIZER = OPTIMIZER
 
 
 class Tag(str, enum.Enum):
@@ -18,6 +42,8 @@ class Tag(str, enum.Enum):
     ANGLE = "angle"  # a cos/sin of angles: (ANGLE, the largest |angle|)
     POSITIONS = "positions"  # integer positions made or cast to a float: (POSITIONS, the largest, "arange" | "cast")
     ACCUMULATE = "accumulate"  # autograd's AccumulateGrad adding into a `.grad`: (ACCUMULATE, id of the parameter)
+    FLOPS = "flops"  # a matmul: (FLOPS, formula, shapes...) for `RuntimeContext.matmul_flops`
+    LOSS = "loss"  # a loss function: (LOSS, producer of its input, the input's dtype)
 
 
 class When(str, enum.Enum):
@@ -45,7 +71,7 @@ class Op:
     producers = property(lambda self: self.record[IN_PROD])
     out_dtypes = property(lambda self: self.record[OUT_DT])  # None when the op raised
     module = property(lambda self: self.record[MOD])  # index of the module it ran in, -1 for none
-    phase = property(lambda self: self.record[PHASE])  # fields.FORWARD, BACKWARD or OPTIMIZER
+    phase = property(lambda self: self.record[PHASE])  # a `Phase` value
     code = property(lambda self: self.record[CODE])
     lasti = property(lambda self: self.record[LASTI])
     inner = property(lambda self: self.record[INNER])

@@ -39,7 +39,7 @@ def _matmul(formula: Callable[..., Any]) -> Callable[..., Any]:
     # Only shapes are recorded; `matmul_flops` counts after the step, and only when the count can matter
     # (a formula per op costs more than the rest of the record).
     def watch(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
-        return ("flops", formula, _shapes(args), _shapes(tuple(kwargs.items())), _shapes(out))
+        return (Tag.FLOPS, formula, _shapes(args), _shapes(tuple(kwargs.items())), _shapes(out))
 
     return watch
 
@@ -101,7 +101,7 @@ def _ones_like(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list
         if f is None:
             break
         if f.f_code.co_name == "_make_grads":
-            return ("loss", r.producer_of(ins[0]) if ins else -1, ins[0].dtype if ins else None)
+            return (Tag.LOSS, r.producer_of(ins[0]) if ins else -1, ins[0].dtype if ins else None)
         f = f.f_back
     return None
 

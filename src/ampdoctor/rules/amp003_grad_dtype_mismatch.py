@@ -7,8 +7,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ampdoctor.audit.evidence import Tag
-from ampdoctor.audit.fields import OPTIMIZER
+from ampdoctor.audit.evidence import Phase, Tag
 from ampdoctor.audit.names import dtypes_text
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Location, Severity
@@ -172,7 +171,7 @@ def grads_of_another_dtype(ctx: RuntimeContext) -> Iterator[Hit]:
     cast = _grad_cast(ctx, gdt)
     yield Hit(f"{len(names)} parameter(s) hold a {name_of(gdt)} .grad for a {name_of(pdt)} parameter ({when}){acc_text}: "
               f"{', '.join(names[:4])}{' ...' if len(names) > 4 else ''}",
-              cast or Location(module=names[0].rpartition(".")[0], label=names[0].rpartition(".")[2], phase=OPTIMIZER),
+              cast or Location(module=names[0].rpartition(".")[0], label=names[0].rpartition(".")[2], phase=Phase.OPTIMIZER),
               related=tuple(Location(module=n.rpartition(".")[0], label=n.rpartition(".")[2]) for n in names[:4]) if cast else (),
               details={"params": names, "grad": name_of(gdt), "param": name_of(pdt), "accumulated": bool(accum)})
 
@@ -191,7 +190,7 @@ def _mixed_accumulations(ctx: RuntimeContext) -> dict[int, list[int]]:
 def _grad_cast(ctx: RuntimeContext, dtype: Any) -> Location | None:
     """The user's own cast of a gradient (incident 3: `param.grad.data = param.grad.data.to(fp32)`)."""
     t = ctx.trace
-    for op in t.ops(OPTIMIZER):
+    for op in t.ops(Phase.OPTIMIZER):
         if t.op(op.seq) == "aten::_to_copy" and op.out_dtypes and op.out_dtypes[0] == dtype and op.in_dtypes[0] != dtype:
             return t.location(op.seq, "a .grad is cast here")
     return None

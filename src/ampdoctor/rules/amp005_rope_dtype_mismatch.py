@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.fields import AUTOCAST, FORWARD, MOD, OUT_DT, PHASE
+from ampdoctor.audit.evidence import Phase
 from ampdoctor.audit.names import module_label
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
@@ -109,20 +109,20 @@ def table_meets_other_dtype(ctx: RuntimeContext) -> Iterator[Hit]:
     is a promotion autocast undoes; a half table against a wide input is not."""
     t = ctx.trace
     hits = []
-    for r in t.records:
-        if r[PHASE] != FORWARD or r[OUT_DT] is None:
+    for op in t.ops():
+        if op.phase != Phase.FORWARD or op.out_dtypes is None:
             continue
-        ins = t.float_inputs(r[0])
+        ins = t.float_inputs(op.seq)
         if len({d for d, _ in ins}) < 2:
             continue
         trig = [d for d, p in ins if t.is_trig(p)]
         other = [d for d, p in ins if not t.is_trig(p)]
         if not trig or not other or set(trig) == set(other):
             continue
-        if r[AUTOCAST] and not (any(d in ctx.HALF for d in trig) and any(d not in ctx.HALF for d in other)):
+        if op.autocast and not (any(d in ctx.HALF for d in trig) and any(d not in ctx.HALF for d in other)):
             continue
-        hits.append(r[0])
-    for _, seqs in ctx.grouped(hits, lambda s: (t.records[s][MOD], t.op(s))).items():
+        hits.append(op.seq)
+    for _, seqs in ctx.grouped(hits, lambda s: (t.op_at(s).module, t.op(s))).items():
         first = seqs[0]
         ins = t.float_inputs(first)
         x = next((d, p) for d, p in ins if not t.is_trig(p))

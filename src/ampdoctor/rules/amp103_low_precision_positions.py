@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.fields import EXTRA, MOD
+from ampdoctor.audit.evidence import Tag
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import EXACT_INT, ROPE_WORDS, name_of
 from ampdoctor.lint.python.context import HALF_WORDS, POSITION_FACTORIES, POSITION_TOKENS, CodeHit, Context, chain_words, half_casts
@@ -54,10 +54,10 @@ def low_precision_positions(ctx: Context) -> Iterator[CodeHit]:
 @runtime_check("AMP103")
 def half_positions(ctx: RuntimeContext) -> Iterator[Hit]:
     t = ctx.trace
-    hits = [r[0] for r in t.records if r[EXTRA] and r[EXTRA][0] == "positions"]
-    for _, seqs in ctx.grouped(hits, lambda s: (t.records[s][MOD], t.line(s))).items():
+    hits = [op.seq for op in t.ops() if op.extra and op.extra[0] == Tag.POSITIONS]
+    for _, seqs in ctx.grouped(hits, lambda s: (t.op_at(s).module, t.line(s))).items():
         first = seqs[0]
-        _, top, kind = t.records[first][EXTRA]
+        _, top, kind = t.op_at(first).extra
         dt = name_of(t.out_dtype(first))
         yield Hit(f"integer values up to {top:g} {'created by arange' if kind == 'arange' else 'cast'} in {dt}, which is exact only up to "
                   f"{EXACT_INT[dt]}: neighbouring positions collapse", t.location(first), details={"max": top, "dtype": dt})

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.evidence import When
-from ampdoctor.audit.fields import OPTIMIZER
+from ampdoctor.audit.evidence import Phase, When
 from ampdoctor.audit.names import relpath
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Location, Severity
@@ -64,6 +63,6 @@ def half_grads_accumulated(ctx: RuntimeContext) -> Iterator[Hit]:
             code, line = ev.frame
             yield Hit(f"{ev.backward_passes} backward passes were accumulated into {'/'.join(half)} .grad before {ev.optimizer}.step()"
                       + (" (pure-bf16 training: the weights are bf16 too)" if pure else ""),
-                      Location(file=relpath(code.co_filename) if code else None, line=line or None, phase=OPTIMIZER),
+                      Location(file=relpath(code.co_filename) if code else None, line=line or None, phase=Phase.OPTIMIZER),
                       severity=Severity.INFO if pure else None, details={"micro_batches": ev.backward_passes})
             return

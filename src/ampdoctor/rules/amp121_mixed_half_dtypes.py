@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.fields import IN_DT, IN_PROD
 from ampdoctor.core.engine import Places
 from ampdoctor.core.registry import Hit, policy_check, runtime_check
 from ampdoctor.dtypes import FP16, HALF
@@ -36,8 +35,8 @@ def mixed_half_dtypes_policy(policy: Policy | None, facts: RunFacts, at: Places)
 @runtime_check("AMP121")
 def both_halves_in_one_op(ctx: RuntimeContext) -> Iterator[Hit]:
     t = ctx.trace
-    for r in t.records:
-        present = {d for d, p in zip(r[IN_DT], r[IN_PROD]) if p is not None}
+    for op in t.ops():
+        present = {d for d, p in zip(op.in_dtypes, op.producers) if p is not None}
         if ctx.BF16 in present and ctx.FP16 in present:
-            yield Hit(f"{t.op(r[0])} receives both bf16 and fp16 tensors", t.location(r[0]))
+            yield Hit(f"{t.op(op.seq)} receives both bf16 and fp16 tensors", t.location(op.seq))
             return

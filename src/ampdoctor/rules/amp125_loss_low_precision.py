@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.fields import EXTRA, IN_PROD
+from ampdoctor.audit.evidence import Tag
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_half_module
@@ -59,17 +59,14 @@ _THROUGH = ("aten::_to_copy", "aten::view", "aten::squeeze", "aten::clone", "ate
 def half_loss(ctx: RuntimeContext) -> Iterator[Hit]:
     """The loss backward starts from, followed back through casts and views to the op that computed it."""
     t = ctx.trace
-    for r in t.records:
-        ex = r[EXTRA]
-        if not (ex and ex[0] == "loss"):
-            continue
-        prod, dtype = ex[1], ex[2]
+    for op in t.tagged(Tag.LOSS):
+        prod, dtype = op.extra[1], op.extra[2]
         real = prod
         while real is not None and real >= 0 and t.op(real) in _THROUGH:
-            real = next((p for p in t.records[real][IN_PROD] if p is not None), None)
+            real = next((p for p in t.op_at(real).producers if p is not None), None)
         real_dt = t.out_dtype(real) if real is not None and real >= 0 else dtype
         if dtype in ctx.HALF or real_dt in ctx.HALF:
             maker = t.op(real) if real is not None and real >= 0 else "an op outside the audit"
             yield Hit(f"the loss is computed in {name_of(real_dt)} by {maker}" + (f" (then cast to {name_of(dtype)})" if dtype != real_dt else "")
-                      + ": its value and gradient are quantized", t.location(real if real is not None and real >= 0 else r[0]))
+                      + ": its value and gradient are quantized", t.location(real if real is not None and real >= 0 else op.seq))
         return

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.fields import AUTOCAST, FORWARD, FUNC, IN_DT, IN_PROD, MOD, OUT_DT, PHASE
+from ampdoctor.audit.evidence import Phase
 from ampdoctor.audit.names import dtypes_text, module_label
 from ampdoctor.core.model import Location, Severity
 from ampdoctor.core.registry import Hit, runtime_check
@@ -28,17 +28,17 @@ def promotions(ctx: RuntimeContext) -> Iterator[Hit]:
     taint = ctx.promotion_taint
     failing = ctx.failure.seq if ctx.failure is not None else None
     flagged: dict[int, str] = {}
-    for r in t.records:
-        if r[PHASE] == FORWARD and taint.get(r[0]) == r[0] and not r[AUTOCAST]:
-            flagged[r[0]] = "outside autocast, so nothing casts it back to the compute dtype"
-    for r in t.records:
-        s = r[0]
-        src = next((taint[p] for p in r[IN_PROD] if p is not None and p >= 0 and p in taint), None)
+    for op in t.ops():
+        if op.phase == Phase.FORWARD and taint.get(op.seq) == op.seq and not op.autocast:
+            flagged[op.seq] = "outside autocast, so nothing casts it back to the compute dtype"
+    for op in t.ops():
+        s = op.seq
+        src = next((taint[p] for p in op.producers if p is not None and p >= 0 and p in taint), None)
         if src is None or s == failing:
             continue  # the failure is diagnosed with its chain below
-        if r[FUNC] in ctx.matmul_ops and r[OUT_DT] and r[OUT_DT][0] == ctx.FP32 and r[PHASE] == FORWARD:
+        if op.func_id in ctx.matmul_ops and op.out_dtypes and op.out_dtypes[0] == ctx.FP32 and op.phase == Phase.FORWARD:
             flagged.setdefault(src, f"the promoted tensor feeds an fp32 {t.op(s)}")
-    for (_, _, _), seqs in ctx.grouped(flagged, lambda s: (t.records[s][MOD], t.op(s), t.records[s][IN_DT])).items():
+    for (_, _, _), seqs in ctx.grouped(flagged, lambda s: (t.op_at(s).module, t.op(s), t.op_at(s).in_dtypes)).items():
         first = seqs[0]
         ins = t.float_inputs(first)
         wide = t.out_dtype(first)

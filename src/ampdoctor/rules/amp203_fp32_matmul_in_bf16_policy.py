@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ampdoctor.audit.fields import EXTRA, MOD, OUT_DT, PHASE
+from ampdoctor.audit.evidence import Tag
 from ampdoctor.core.registry import Hit, runtime_check
 
 if TYPE_CHECKING:
@@ -24,18 +24,18 @@ def fp32_matmuls(ctx: RuntimeContext) -> Iterator[Hit]:
     if not ctx.half_compute:
         return
     t = ctx.trace
-    matmuls = [r for r in t.records if r[EXTRA] and r[EXTRA][0] == "flops" and r[OUT_DT]]
-    if not any(r[OUT_DT][0] == ctx.FP32 for r in matmuls):
+    matmuls = [op for op in t.tagged(Tag.FLOPS) if op.out_dtypes]
+    if not any(op.out_dtypes[0] == ctx.FP32 for op in matmuls):
         return
     total = 0
     per: dict[Any, list] = defaultdict(lambda: [0, None])
-    for r in matmuls:
-        n = ctx.matmul_flops(r[EXTRA])
+    for op in matmuls:
+        n = ctx.matmul_flops(op.extra)
         total += n
-        if r[OUT_DT][0] == ctx.FP32:
-            entry = per[(r[MOD], r[PHASE])]
+        if op.out_dtypes[0] == ctx.FP32:
+            entry = per[(op.module, op.phase)]
             entry[0] += n
-            entry[1] = entry[1] if entry[1] is not None else r[0]
+            entry[1] = entry[1] if entry[1] is not None else op.seq
     if not total:
         return
     for _, (flops, first) in sorted(per.items(), key=lambda kv: -kv[1][0]):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.fields import FORWARD, MOD, OUT_DT, PHASE
+from ampdoctor.audit.evidence import Phase
 from ampdoctor.core.registry import Hit, runtime_check
 from ampdoctor.dtypes import name_of
 
@@ -51,13 +51,13 @@ def sensitive_ops_in_half(ctx: RuntimeContext) -> Iterator[Hit]:
     fp32_ops = AUTOCAST_FP32[device]
     t = ctx.trace
     hits = []
-    for r in t.records:
-        if r[PHASE] != FORWARD or r[OUT_DT] is None:
+    for op in t.ops():
+        if op.phase != Phase.FORWARD or op.out_dtypes is None:
             continue
-        ins = t.float_inputs(r[0])
-        if ins and ins[0][0] in ctx.HALF and autocast_op(t.op(r[0])) in fp32_ops:
-            hits.append(r[0])
-    for _, seqs in ctx.grouped(hits, lambda s: (t.records[s][MOD], t.op(s))).items():
+        ins = t.float_inputs(op.seq)
+        if ins and ins[0][0] in ctx.HALF and autocast_op(t.op(op.seq)) in fp32_ops:
+            hits.append(op.seq)
+    for _, seqs in ctx.grouped(hits, lambda s: (t.op_at(s).module, t.op(s))).items():
         first = seqs[0]
         op = t.op(first)
         yield Hit(f"{op} runs in {name_of(t.float_inputs(first)[0][0])} ({len(seqs)} call{'s' if len(seqs) > 1 else ''}); "

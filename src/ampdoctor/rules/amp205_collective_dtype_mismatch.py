@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.fields import IN_DT, IN_PROD
 from ampdoctor.audit.names import dtypes_text
 from ampdoctor.core.registry import Hit, runtime_check
 
@@ -24,11 +23,11 @@ def collectives_off_policy(ctx: RuntimeContext) -> Iterator[Hit]:
     t = ctx.trace
     reduce = ctx.torch_dtype(ctx.policy.reduce)
     seen = set()
-    for r in t.records:
-        name = t.op(r[0])
+    for op in t.ops():
+        name = t.op(op.seq)
         if not _REDUCING_COLLECTIVES.match(name):
             continue
-        wrong = sorted({d for d, p in zip(r[IN_DT], r[IN_PROD]) if p is not None and d != reduce}, key=str)
+        wrong = sorted({d for d, p in zip(op.in_dtypes, op.producers) if p is not None and d != reduce}, key=str)
         if wrong and (name, tuple(wrong)) not in seen:
             seen.add((name, tuple(wrong)))
-            yield Hit(f"{name} reduces {dtypes_text(wrong)} tensors but the policy's reduce dtype is {ctx.policy.reduce}", t.location(r[0]))
+            yield Hit(f"{name} reduces {dtypes_text(wrong)} tensors but the policy's reduce dtype is {ctx.policy.reduce}", t.location(op.seq))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.fields import BACKWARD, MOD, OUT_DT, PHASE
+from ampdoctor.audit.evidence import Phase
 from ampdoctor.audit.names import module_label
 from ampdoctor.core.registry import Hit, runtime_check
 from ampdoctor.dtypes import name_of
@@ -25,17 +25,17 @@ def overflow_in_half(ctx: RuntimeContext) -> Iterator[Hit]:
     t = ctx.trace
     groups: dict[tuple[int, str], list[int]] = {}
     for origin in flow.origins:
-        r = t.records[origin.seq]
-        out = r[OUT_DT]
+        op = t.op_at(origin.seq)
+        out = op.out_dtypes
         if origin.kind != "inf" or not out or out[0] not in ctx.HALF or t.op(origin.seq) in _NOT_OVERFLOW:
             continue
-        if r[PHASE] == BACKWARD and ctx.loss_scaled:
+        if op.phase == Phase.BACKWARD and ctx.loss_scaled:
             continue  # the scaler skips this step and lowers its scale: by design
-        groups.setdefault((r[MOD], r[PHASE]), []).append(origin.seq)
+        groups.setdefault((op.module, op.phase), []).append(origin.seq)
     ranges: dict[str, dict] = {}
     for (mod, phase), seqs in groups.items():
         first = seqs[0]
-        dt = name_of(t.records[first][OUT_DT][0])
+        dt = name_of(t.op_at(first).out_dtypes[0])
         if dt not in ranges:
             ranges[dt] = {(m.module, m.phase): m for m in flow.module_ranges(dt)}
         rng = ranges[dt][(mod, phase)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.fields import BACKWARD, MOD, OUT_DT, PHASE
+from ampdoctor.audit.evidence import Phase
 from ampdoctor.audit.names import module_label
 from ampdoctor.core.registry import Hit, runtime_check
 from ampdoctor.dtypes import name_of
@@ -24,25 +24,25 @@ def gradients_flushed_to_zero(ctx: RuntimeContext) -> Iterator[Hit]:
     flow = ctx.values
     t = ctx.trace
     seen: set[int] = set()
-    for r in t.records:
-        out = r[OUT_DT]
-        if r[PHASE] != BACKWARD or not out or out[0] not in ctx.HALF or r[MOD] in seen:
+    for op in t.ops():
+        out = op.out_dtypes
+        if op.phase != Phase.BACKWARD or not out or out[0] not in ctx.HALF or op.module in seen:
             continue
         dt = name_of(out[0])
-        for d, p, s in flow.input_stats(r[0]):
+        for d, p, s in flow.input_stats(op.seq):
             if d in ctx.HALF or s is None or not s.sampled:
                 continue
             nonzero = s.sampled - s.count("zero", dt)
             flushed = s.count("flush", dt)
             if not nonzero or flushed / nonzero < MIN_FLUSHED:
                 continue
-            seen.add(r[MOD])
-            module = t.module(r[MOD])
+            seen.add(op.module)
+            module = t.module(op.module)
             scaled = "" if ctx.loss_scaled else ", and no loss scaler ran"
             yield Hit(
-                f"{flushed / nonzero:.1%} of the nonzero {name_of(d)} gradient values cast to {dt} by {t.op(r[0])} in the "
+                f"{flushed / nonzero:.1%} of the nonzero {name_of(d)} gradient values cast to {dt} by {t.op(op.seq)} in the "
                 f"backward of {module_label(module)} are at most {_FLOOR[dt]:.3g} and flush to zero{scaled}",
-                flow.location(r[0]),
+                flow.location(op.seq),
                 related=(ctx.operand_location(p, d, f"gradient made here (max |g| {s.amax:.3g})"),),
                 details={"dtype": dt, "module": module, "flushed_fraction": flushed / nonzero, "sampled": s.sampled,
                          "loss_scaled": ctx.loss_scaled},

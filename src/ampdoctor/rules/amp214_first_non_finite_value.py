@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.fields import EXTRA, MOD, PHASE
+from ampdoctor.audit.evidence import Tag
 from ampdoctor.audit.names import module_label
 from ampdoctor.core.registry import Hit, runtime_check
 
@@ -23,8 +23,8 @@ def first_non_finite(ctx: RuntimeContext) -> Iterator[Hit]:
         return
     t = ctx.trace
     seq = origin.seq
-    r = t.records[seq]
-    op, phase, module = t.op(seq), r[PHASE], t.module(r[MOD])
+    record = t.op_at(seq)
+    op, phase, module = t.op(seq), record.phase, t.module(record.module)
     ins = flow.input_stats(seq)
     if origin.leaf is not None:
         dtype = next(d for d, p, _ in ins if p == -origin.leaf)
@@ -50,8 +50,8 @@ def first_non_finite(ctx: RuntimeContext) -> Iterator[Hit]:
 
 def _loss(ctx: RuntimeContext) -> tuple[int, object] | None:
     """(producer, stats) of the first loss backward was seeded from."""
-    for r in ctx.records:
-        extra = r[EXTRA]
-        if extra and extra[0] == "loss" and extra[1] is not None and extra[1] >= 0:
-            return extra[1], ctx.values.values_of(extra[1], r[0])
+    for op in ctx.trace.tagged(Tag.LOSS):
+        extra = op.extra
+        if extra[1] is not None and extra[1] >= 0:
+            return extra[1], ctx.values.values_of(extra[1], op.seq)
     return None
