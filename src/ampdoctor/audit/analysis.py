@@ -210,17 +210,26 @@ def _with_explanation(found: list[Finding], exc: BaseException, site: FailureSit
     where = site.where if site is not None else None
     known = {g.rule_id for g in found}
     explained = explain_findings(text, location=where)
-    at_failure = [f for f in found if f.severity is Severity.ERROR and where is not None and _same_place(f.location, where)]
+    at_failure = [f for f in found if f.severity is Severity.ERROR and _same_place(f.location, where)] if where is not None else []
     new = [e for e in explained if e.rule_id not in known]
     root = _root_cause(found, explained, at_failure, new)
+    if root is None:
+        return _unique_per_place(found + new)
     symptoms = {id(f) for f in at_failure} | {id(e) for e in explained}
-    out = [_demoted(f, f in explained) if root is not None and f is not root and id(f) in symptoms and f.severity is Severity.ERROR else f
-           for f in found + new]
-    if root is not None:
-        matched = [e.rule_id for e in explained if e is not root]
-        out = [replace(f, details={**f.details, "root_cause": True, **({"also_matches": matched} if matched else {})}) if f is root else f
-               for f in out]
-    return _unique_per_place(out)
+    return _unique_per_place(_rooted(found + new, root, symptoms, explained))
+
+
+def _rooted(findings: list[Finding], root: Finding, symptoms: set[int], explained: list[Finding]) -> list[Finding]:
+    """The root cause marked (with the other rules explain matched), the other errors about the failure demoted."""
+    matched = [e.rule_id for e in explained if e is not root]
+    out = []
+    for f in findings:
+        if f is root:
+            f = replace(f, details={**f.details, "root_cause": True, **({"also_matches": matched} if matched else {})})
+        elif id(f) in symptoms and f.severity is Severity.ERROR:
+            f = _demoted(f, f in explained)
+        out.append(f)
+    return out
 
 
 def _root_cause(found: list[Finding], explained: list[Finding], at_failure: list[Finding], new: list[Finding]) -> Finding | None:

@@ -90,8 +90,8 @@ class Trace:
 
     # --- names -----------------------------------------------------------------------------------
 
-    def _module_names(self, model: torch.nn.Module | None) -> list[str | None]:
-        index = {id(m): i for i, m in enumerate(self.modules) if m is not None}
+    def _roots(self, model: torch.nn.Module | None) -> list[torch.nn.Module]:
+        """The modules seen that no other seen module contains: the model given first, else the largest first."""
         children: set[int] = set()
         for m in self.modules:
             if m is not None:
@@ -102,9 +102,12 @@ class Trace:
         roots = list({id(m): m for m in roots}.values())
         if model is not None:
             model = _unwrapped(model)
-            roots = [model] + [m for m in roots if m is not model]
-        else:
-            roots.sort(key=lambda m: -sum(p.numel() for p in m.parameters()))
+            return [model] + [m for m in roots if m is not model]
+        return sorted(roots, key=lambda m: -sum(p.numel() for p in m.parameters()))
+
+    def _module_names(self, model: torch.nn.Module | None) -> list[str | None]:
+        index = {id(m): i for i, m in enumerate(self.modules) if m is not None}
+        roots = self._roots(model)
         names: list[str | None] = [None] * len(self.modules)
         self.roots: list[tuple[str, torch.nn.Module]] = []
         for k, root in enumerate(roots):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.evidence import Phase
+from ampdoctor.audit.evidence import Op, Phase
 from ampdoctor.audit.names import module_label
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
@@ -103,25 +103,25 @@ def _compares_dtypes(test: ast.AST) -> bool:
             and all(isinstance(side, ast.Attribute) and side.attr == "dtype" for side in (test.left, test.comparators[0])))
 
 
+def _table_meets_other(ctx: RuntimeContext, op: Op) -> bool:
+    """A cos/sin table and a non-table input of different dtypes, not a promotion autocast undoes (an fp32 table
+    against bf16 q/k under autocast is one; a half table against a wide input is not)."""
+    ins = ctx.trace.float_inputs(op.seq)
+    if len({d for d, _ in ins}) < 2:
+        return False
+    trig = [d for d, p in ins if ctx.trace.is_trig(p)]
+    other = [d for d, p in ins if not ctx.trace.is_trig(p)]
+    if not trig or not other or set(trig) == set(other):
+        return False
+    return not op.autocast or (any(d in ctx.HALF for d in trig) and any(d not in ctx.HALF for d in other))
+
+
 @runtime_check("AMP005")
 def table_meets_other_dtype(ctx: RuntimeContext) -> Iterator[Hit]:
     """An op applies a cos/sin table to an input of another dtype. Under autocast an fp32 table against bf16 q/k
     is a promotion autocast undoes; a half table against a wide input is not."""
     t = ctx.trace
-    hits = []
-    for op in t.ops():
-        if op.phase != Phase.FORWARD or op.out_dtypes is None:
-            continue
-        ins = t.float_inputs(op.seq)
-        if len({d for d, _ in ins}) < 2:
-            continue
-        trig = [d for d, p in ins if t.is_trig(p)]
-        other = [d for d, p in ins if not t.is_trig(p)]
-        if not trig or not other or set(trig) == set(other):
-            continue
-        if op.autocast and not (any(d in ctx.HALF for d in trig) and any(d not in ctx.HALF for d in other)):
-            continue
-        hits.append(op.seq)
+    hits = [op.seq for op in t.ops(Phase.FORWARD) if op.out_dtypes is not None and _table_meets_other(ctx, op)]
     for _, seqs in ctx.grouped(hits, lambda s: (t.op_at(s).module, t.op(s))).items():
         first = seqs[0]
         ins = t.float_inputs(first)

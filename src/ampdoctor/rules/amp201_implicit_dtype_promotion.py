@@ -5,7 +5,7 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ampdoctor.audit.evidence import Phase
 from ampdoctor.audit.names import dtypes_text, module_label
@@ -25,19 +25,7 @@ def promotions(ctx: RuntimeContext) -> Iterator[Hit]:
     if not ctx.half_compute:
         return
     t = ctx.trace
-    taint = ctx.promotion_taint
-    failing = ctx.failure.seq if ctx.failure is not None else None
-    flagged: dict[int, str] = {}
-    for op in t.ops():
-        if op.phase == Phase.FORWARD and taint.get(op.seq) == op.seq and not op.autocast:
-            flagged[op.seq] = "outside autocast, so nothing casts it back to the compute dtype"
-    for op in t.ops():
-        s = op.seq
-        src = next((taint[p] for p in op.producers if p is not None and p >= 0 and p in taint), None)
-        if src is None or s == failing:
-            continue  # the failure is diagnosed with its chain below
-        if op.func_id in ctx.matmul_ops and op.out_dtypes and op.out_dtypes[0] == ctx.FP32 and op.phase == Phase.FORWARD:
-            flagged.setdefault(src, f"the promoted tensor feeds an fp32 {t.op(s)}")
+    flagged = _promotions_that_matter(ctx)
     for (_, _, _), seqs in ctx.grouped(flagged, lambda s: (t.op_at(s).module, t.op(s), t.op_at(s).in_dtypes)).items():
         first = seqs[0]
         ins = t.float_inputs(first)
@@ -48,6 +36,24 @@ def promotions(ctx: RuntimeContext) -> Iterator[Hit]:
                   f"compute={ctx.policy.compute}: {flagged[first]} ({where}; {len(seqs)} call{'s' if len(seqs) > 1 else ''})",
                   t.location(first), related=tuple(ctx.made_in(first, wide)),
                   details={"calls": len(seqs), "output": name_of(wide), "half": name_of(half)})
+
+
+def _promotions_that_matter(ctx: RuntimeContext) -> dict[int, str]:
+    """Promoting ops -> why it matters: outside autocast, or the promoted tensor feeds an fp32 matmul (the failing op
+    itself is left to the failure's chain)."""
+    t, taint = ctx.trace, ctx.promotion_taint
+    failing = ctx.failure.seq if ctx.failure is not None else None
+    flagged: dict[int, str] = {}
+    for op in t.ops(Phase.FORWARD):
+        if taint.get(op.seq) == op.seq and not op.autocast:
+            flagged[op.seq] = "outside autocast, so nothing casts it back to the compute dtype"
+    for op in t.ops(Phase.FORWARD):
+        if op.seq == failing or op.func_id not in ctx.matmul_ops or not op.out_dtypes or op.out_dtypes[0] != ctx.FP32:
+            continue
+        src = next((taint[p] for p in op.producers if p is not None and p >= 0 and p in taint), None)
+        if src is not None:
+            flagged.setdefault(src, f"the promoted tensor feeds an fp32 {t.op(op.seq)}")
+    return flagged
 
 
 # Errors that say two operands' dtypes disagree. An op that failed otherwise (a kernel not implemented for bf16,
@@ -72,17 +78,22 @@ def failing_promotion(ctx: RuntimeContext) -> Iterator[Hit]:
     compute = ctx.torch_dtype(ctx.policy.compute)
     odd = next((d for d in sorted(present, key=str) if d != compute), sorted(present, key=str)[0])
     origin_seq, operands = t.divergence([p for d, p in site.inputs if d == odd], odd, compute if compute in present else next(d for d in present if d != odd))
+    origin, related, chain = _chain(ctx, odd, origin_seq, operands)
+    yield Hit(f"{site.head}: {chain}", site.where, origin=origin, related=related, severity=Severity.ERROR,
+              details={"odd_dtype": name_of(odd), "compute": ctx.policy.compute})
+
+
+def _chain(ctx: RuntimeContext, odd: Any, origin_seq: int | None, operands: list) -> tuple[Location | None, tuple[Location, ...], str]:
+    """Where the odd operand of the failing op came from, the places on the way, and the chain in words."""
+    t, site = ctx.trace, ctx.failure
+    assert site is not None
     if origin_seq is None:
         leaf = next((p for d, p in site.inputs if d == odd and p < 0), None)
         origin = t.leaf_location(-leaf, odd) if leaf is not None else None
-        related: tuple[Location, ...] = ()
-        chain = f"the {name_of(odd)} operand is {t.describe(leaf, odd)}" if leaf is not None else ""
-    else:
-        origin = t.location(origin_seq, "origin")
-        related = tuple(ctx.operand_location(p, d, f"{name_of(d)} operand made here") for p, d in operands)
-        made = "; ".join(f"its {name_of(d)} operand is {t.describe(p, d)}" for p, d in operands)
-        kind = "cast" if t.op(origin_seq) == "aten::_to_copy" else "promotion"
-        chain = (f"the {name_of(odd)} operand descends from a {kind} at {t.op(origin_seq)} in {module_label(origin.module)}, "
-                 f"where a {ctx.policy.compute} activation became {name_of(odd)}" + (f" ({made})" if made else ""))
-    yield Hit(f"{site.head}: {chain}", site.where, origin=origin, related=related, severity=Severity.ERROR,
-              details={"odd_dtype": name_of(odd), "compute": ctx.policy.compute})
+        return origin, (), f"the {name_of(odd)} operand is {t.describe(leaf, odd)}" if leaf is not None else ""
+    origin = t.location(origin_seq, "origin")
+    related = tuple(ctx.operand_location(p, d, f"{name_of(d)} operand made here") for p, d in operands)
+    made = "; ".join(f"its {name_of(d)} operand is {t.describe(p, d)}" for p, d in operands)
+    kind = "cast" if t.op(origin_seq) == "aten::_to_copy" else "promotion"
+    return origin, related, (f"the {name_of(odd)} operand descends from a {kind} at {t.op(origin_seq)} in {module_label(origin.module)}, "
+                             f"where a {ctx.policy.compute} activation became {name_of(odd)}" + (f" ({made})" if made else ""))
