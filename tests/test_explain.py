@@ -17,7 +17,7 @@ def top(text):
     return cands[0].rule.name
 
 
-# Every exact error text of shared/BUGS.md, with the rule that must rank first.
+# Every exact error text of the public reports behind the catalog, with the rule that must rank first.
 @pytest.mark.parametrize(
     "text, rule",
     [

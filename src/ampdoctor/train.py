@@ -1,13 +1,13 @@
 """`PrecisionStep`: one optimizer step over micro-batches, wired from a `Policy` so the five incidents cannot happen.
 
-- autocast to ``policy.compute`` with the dtype always given (B7); the loss is computed outside autocast on
-  fp32 outputs (B25);
-- a GradScaler only for fp16 compute with loss scaling, never for bf16 (incident 4, B6);
+- autocast to ``policy.compute`` with the dtype always given (AMP107); the loss is computed outside autocast on
+  fp32 outputs (AMP125);
+- a GradScaler only for fp16 compute with loss scaling, never for bf16 (incident 4, AMP004);
 - gradients accumulated across micro-batches in ``policy.grad_accum``: in ``.grad`` when that is the parameter
   dtype, else in separate buffers written back once before the update. ``.grad`` itself is never retyped, so
-  autograd never meets a mismatched ``.grad`` (incident 3) and bf16 sums do not round at every micro-batch (B17);
-- parameters must be in ``policy.params`` (B28), and rotary tables are made exact and cast-immune with
-  `ampdoctor.fix.rope` (incident 2, B2); the rotary math of `ampdoctor.nn` accepts mixed dtypes (incidents 1, 5).
+  autograd never meets a mismatched ``.grad`` (incident 3) and bf16 sums do not round at every micro-batch (AMP117);
+- parameters must be in ``policy.params`` (AMP128), and rotary tables are made exact and cast-immune with
+  `ampdoctor.fix.rope` (incident 2, AMP002); the rotary math of `ampdoctor.nn` accepts mixed dtypes (incidents 1, 5).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The incidents of BUGS.md, reproduced as CPU scripts and audited like `ampdoctor run` does."""
+"""The five motivating incidents, reproduced as CPU scripts and audited like `ampdoctor run` does."""
 
 import torch
 

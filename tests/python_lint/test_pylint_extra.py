@@ -3,7 +3,7 @@
 import torch
 from pylint_helpers import hits
 
-# --- rope-under-autocast (B1) -------------------------------------------------------------------------------
+# --- rope-under-autocast (AMP101) -------------------------------------------------------------------------------
 
 
 def test_autocast_keeps_mul_and_outer_in_fp32_but_not_matmul():
@@ -128,7 +128,7 @@ def test_rope_matmul_in_a_library_file_without_autocast_is_not_reported():
     assert hits(not_rope, "rope-under-autocast") == []
 
 
-# --- custom-bwd-dtype (B9) ----------------------------------------------------------------------------------
+# --- custom-bwd-dtype (AMP109) ----------------------------------------------------------------------------------
 
 
 def test_old_custom_bwd_in_a_bf16_file_pytorch_87979():
@@ -242,7 +242,7 @@ def test_new_custom_bwd_fp16_files_cast_inputs_and_version_switches_are_fine():
         assert hits(code, "custom-bwd-dtype") == []
 
 
-# --- norm-low-precision (B23) -------------------------------------------------------------------------------
+# --- norm-low-precision (AMP123) -------------------------------------------------------------------------------
 
 
 def test_rmsnorm_without_upcast_in_a_bf16_model_file():
@@ -347,7 +347,7 @@ def test_norm_without_upcast_in_a_file_with_no_half_precision_is_not_reported():
     assert hits(code, "norm-low-precision") == []
 
 
-# --- adapter-dtype-mismatch (B27) ---------------------------------------------------------------------------
+# --- adapter-dtype-mismatch (AMP127) ---------------------------------------------------------------------------
 
 
 def test_peft_model_cast_to_bf16_after_get_peft_model():

@@ -110,7 +110,7 @@ class ModuleTracking:
         self.modules[idx].outputs.update(t.dtype for t in outs if t.dtype in _FLOATS)
 
     def scan_module(self, idx: int, when: str) -> None:
-        """Buffers and tensor attributes (the rotary caches of B2 live in both), for rope-cache checks."""
+        """Buffers and tensor attributes (the rotary caches of AMP002 live in both), for rope-cache checks."""
         m = self.modules[idx].ref()
         if m is None:
             return

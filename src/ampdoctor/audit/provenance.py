@@ -258,7 +258,7 @@ class Trace:
 
     def table_origin(self, prod: int, limit: int = 5000) -> tuple[int | None, list[tuple[int, Any]]]:
         """For a half-precision cos/sin table: the op that made it in half precision from a named
-        buffer (B2) or from nothing (an arange in half), following half-precision inputs back."""
+        buffer (AMP002) or from nothing (an arange in half), following half-precision inputs back."""
         named: list[int] = []
         creations: list[int] = []
         seen: list[int] = []

@@ -15,7 +15,7 @@ from torch.utils.flop_counter import flop_registry
 from ampdoctor.audit.evidence import Tag
 
 _HALF = (torch.bfloat16, torch.float16)
-# Largest integer up to which every integer is exact (B3: bf16 256, fp16 2048).
+# Largest integer up to which every integer is exact (AMP103: bf16 256, fp16 2048).
 EXACT_INT = {torch.bfloat16: 256, torch.float16: 2048}
 _INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
@@ -107,7 +107,7 @@ def _ones_like(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list
 
 
 def _trig(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
-    # cos/sin of large angles in half precision (B1/B2): keep the largest angle for the rope check.
+    # cos/sin of large angles in half precision (AMP101/AMP002): keep the largest angle for the rope check.
     if ins and ins[0].dtype in _HALF and not no_values(ins[0]) and ins[0].numel():
         return (Tag.ANGLE, float(ins[0].detach().abs().max()))
     return None

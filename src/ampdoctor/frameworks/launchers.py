@@ -1,6 +1,6 @@
 """Hardware named in configs: launcher files (SkyPilot `resources.accelerators`, SageMaker/cloud
 `instance_type`, `gpu_type`...) and hardware keys inside any training config. They decide no dtype, but a
-bf16 config next to a V100 or T4 asks for bf16 where it is only emulated (B13/B14)."""
+bf16 config next to a V100 or T4 asks for bf16 where it is only emulated (AMP113/AMP114)."""
 
 from __future__ import annotations
 

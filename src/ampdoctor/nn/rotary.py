@@ -3,9 +3,9 @@
 Incidents 2 and 5, GPT-NeoX #1003, transformers #25681 / PR #29285, Megatron #535 and vLLM #863 are all a
 table or a position held in too few bits. Here:
 
-- positions are integers and index the table (no float positions: bf16 is exact only up to 256, B3);
+- positions are integers and index the table (no float positions: bf16 is exact only up to 256, AMP103);
 - tables are built in float64 on the CPU with an elementwise outer product (no matmul, so neither autocast
-  nor TF32 can touch it, B1/B4), and stored as fp32: within 3e-8 of the exact value at any position;
+  nor TF32 can touch it, AMP101/AMP104), and stored as fp32: within 3e-8 of the exact value at any position;
 - tables are plain attributes, not buffers: ``module.to(bf16)``, ``.half()``, FSDP/DeepSpeed casts and
   ``state_dict`` never see them, and `_apply` only moves them to the new device;
 - the table grows on demand past ``max_position``, built the same way.

@@ -13,7 +13,7 @@ recorded in both. Per module:
 
 All are relative L2 errors, with max-abs and SQNR (dB) in the `ErrorStats`. Update underflow: one AdamW step on the
 policy's gradients, computed in float64, added to the weights as stored in the params dtype: the fraction of elements
-whose update rounds away (below half an ulp) — the pure-bf16 hazard (B19), measured per parameter.
+whose update rounds away (below half an ulp) — the pure-bf16 hazard (AMP119), measured per parameter.
 
 Both runs use eval mode, so dropout draws no different masks in the two runs.
 """

@@ -86,7 +86,7 @@ def rope_cache_low_precision_config(policy: Policy | None, facts: RunFacts, at: 
 
 @runtime_check("AMP002")
 def half_tables(ctx: RuntimeContext) -> Iterator[Hit]:
-    """Rotary buffers and tensor attributes in half precision (B2: `model.to(bf16)` casts `inv_freq`), and cos/sin
+    """Rotary buffers and tensor attributes in half precision (`model.to(bf16)` casts `inv_freq`), and cos/sin
     computed in half precision from large angles."""
     t = ctx.trace
     seen: set[tuple[int, str]] = set()

@@ -28,7 +28,7 @@ def _rotary_functions(ctx: Context) -> set[ast.AST]:
 
 @code_check("AMP101", triggers=("freq",), also=(("@", "matmul", "mm(", "einsum"), ("autocast", "mixed_precision", "precision=", "bf16=", "fp16=")))
 def rope_under_autocast(ctx: Context) -> Iterator[CodeHit]:
-    # B1 (transformers PR #29285, diffusers PR #13922). Autocast's lower-precision list has matmul/mm/bmm and, on
+    # transformers PR #29285, diffusers PR #13922. Autocast's lower-precision list has matmul/mm/bmm and, on
     # CUDA, einsum: `.float()` on both operands does not help, the product is still bf16. An elementwise product
     # (`pos[..., None] * inv_freq`, `torch.outer`) is not on the list and stays fp32, so only matmuls are reported.
     # Conservative: a library model file that never mentions autocast is not reported; the file has to enable

@@ -29,7 +29,7 @@ def _small_range(call: ast.Call, dtypes: frozenset) -> bool:
 
 @code_check("AMP103", triggers=HALF_WORDS, also=(("arange", "linspace", "range(", "pos", "timestep", " t."),))
 def low_precision_positions(ctx: Context) -> Iterator[CodeHit]:
-    # B3 (pytorch #137774): bf16 holds integers exactly only up to 256, fp16 up to 2048.
+    # pytorch #137774: bf16 holds integers exactly only up to 256, fp16 up to 2048.
     for call, dtypes in half_casts(ctx):
         name = ctx.qualname(call.func)
         if name in POSITION_FACTORIES:

@@ -12,7 +12,7 @@ from ampdoctor.lint.python.context import CodeHit, Context, angle_matmuls
 
 @code_check("AMP104", triggers=("set_float32_matmul_precision", "allow_tf32"))
 def tf32_rope_angles(ctx: Context) -> Iterator[CodeHit]:
-    # B4 (transformers #48428): TF32 keeps 10 mantissa bits, so positions > 2048 are truncated in the angle matmul.
+    # transformers #48428: TF32 keeps 10 mantissa bits, so positions > 2048 are truncated in the angle matmul.
     where = ctx.facts.tf32_matmuls
     if where is None:
         return

@@ -15,7 +15,7 @@ from ampdoctor.policy import Policy
 
 @policy_check("AMP105")
 def grad_scaler_with_fp16_params(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
-    # B5: GradScaler.unscale_ refuses fp16 gradients ("Attempting to unscale FP16 gradients.").
+    # GradScaler.unscale_ refuses fp16 gradients ("Attempting to unscale FP16 gradients.").
     if policy is None or policy.loss_scale == "none" or policy.grads != FP16 or facts.adapters_only or facts.trains is False:
         return
     here = at("loss_scale")

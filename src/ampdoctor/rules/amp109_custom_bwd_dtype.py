@@ -14,7 +14,7 @@ from ampdoctor.lint.python.facts import disables_autocast
 
 @code_check("AMP109", triggers=("custom_bwd",), also=(("bfloat16", "bf16"),))
 def custom_bwd_dtype(ctx: Context) -> Iterator[CodeHit]:
-    # B9 (pytorch #87979, fixed by PR #88029 in torch 2.0): the old `torch.cuda.amp.custom_bwd` re-entered autocast
+    # pytorch #87979, fixed by PR #88029 in torch 2.0: the old `torch.cuda.amp.custom_bwd` re-entered autocast
     # with its default dtype, fp16, so a bf16 forward got an fp16 backward. With `custom_fwd(cast_inputs=...)` the
     # backward ran with autocast off, and a file that also imports `torch.amp.custom_bwd` picks per torch version.
     evidence = ctx.facts.bf16_evidence

@@ -27,7 +27,7 @@ def _disables_autocast(fn: ast.FunctionDef, ctx: Context) -> bool:
 
 @code_check("AMP110", triggers=("Function",), also=(("autocast", "mixed_precision", "precision=", "bf16=", "fp16="),))
 def custom_function_without_custom_fwd(ctx: Context) -> Iterator[CodeHit]:
-    # B10 (pytorch #38487): autocast does not reach inside a custom Function, so its kernels see mixed dtypes.
+    # pytorch #38487: autocast does not reach inside a custom Function, so its kernels see mixed dtypes.
     where = ctx.facts.half_autocast
     if where is None:
         return

@@ -16,7 +16,7 @@ from ampdoctor.policy import Policy
 
 @policy_check("AMP112")
 def flash_attention_fp32_model(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
-    # B12 (transformers #28052): FlashAttention-2 with a model loaded in fp32.
+    # transformers #28052: FlashAttention-2 with a model loaded in fp32.
     attn = facts.attn_implementation or ""
     if not attn.startswith("flash_attention") or facts.model_dtype not in WIDE:
         return

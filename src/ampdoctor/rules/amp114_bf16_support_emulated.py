@@ -15,7 +15,7 @@ from ampdoctor.policy import Policy
 
 @policy_check("AMP114")
 def bf16_support_emulated(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
-    # B14 (pytorch PR #148322): is_bf16_supported() says True on a T4/V100, where bf16 is emulated. Only a run that
+    # pytorch PR #148322: is_bf16_supported() says True on a T4/V100, where bf16 is emulated. Only a run that
     # asks for bf16 is slowed by it (a launcher file read alone says nothing of the dtype).
     if policy is None or BF16 not in (policy.params, policy.compute):
         return

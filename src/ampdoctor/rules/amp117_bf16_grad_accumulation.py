@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 @policy_check("AMP117")
 def bf16_grad_accumulation_policy(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
-    # B17 (DeepSpeed #2768): micro-batch gradients summed in bf16 for weights whose master copy is wider. With bf16
+    # DeepSpeed #2768: micro-batch gradients summed in bf16 for weights whose master copy is wider. With bf16
     # weights and no master copy anywhere (torchtune's `dtype: bf16`, Lightning's bf16-true) the accumulation dtype
     # follows the weights by design: a note, not a warning per file. fp16 accumulation under loss scaling is the
     # standard fp16 recipe (Megatron, DeepSpeed's fp16 engine).

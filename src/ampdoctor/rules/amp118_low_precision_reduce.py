@@ -20,7 +20,7 @@ from ampdoctor.policy import Policy
 
 @code_check("AMP118", triggers=("MixedPrecision",))
 def low_precision_reduce(ctx: Context) -> Iterator[CodeHit]:
-    # B18 (pytorch #106395): FSDP gradient reduction in bf16 diverges at large data parallelism.
+    # pytorch #106395: FSDP gradient reduction in bf16 diverges at large data parallelism.
     names = {"torch.distributed.fsdp.MixedPrecision", "torch.distributed.fsdp.MixedPrecisionPolicy"}
     replaced = None
     for call, name in calls_named(ctx, names):

@@ -31,7 +31,7 @@ def _cast_model_without_autocast(ctx: Context):
 
 @code_check("AMP119", triggers=("bfloat16", "bf16"), also=(("optim",),))
 def pure_bf16_optimizer(ctx: Context) -> Iterator[CodeHit]:
-    # B19 (pytorch/ao PR #1124): bf16 weights + plain AdamW: updates below ~1e-3 of a weight round away.
+    # pytorch/ao PR #1124: bf16 weights + plain AdamW: updates below ~1e-3 of a weight round away.
     cast = _cast_model_without_autocast(ctx)
     if cast is None or "bf16" not in cast.dtypes:
         return
@@ -68,7 +68,7 @@ def _stepped(ctx: Context, call: ast.Call) -> bool:
 
 @policy_check("AMP119")
 def pure_bf16_optimizer_policy(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
-    # B19 (pytorch/ao PR #1124): half weights updated in place by a plain optimizer lose updates below ~1/256 of a weight.
+    # pytorch/ao PR #1124: half weights updated in place by a plain optimizer lose updates below ~1/256 of a weight.
     if not half_weights_without_master(policy, facts) or facts.autocast:
         return
     assert policy is not None

@@ -14,7 +14,7 @@ from ampdoctor.policy import Policy
 
 @policy_check("AMP120")
 def optimizer_dtype_mismatch(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
-    # B20 (SimpleTuner #755): an optimizer that insists on one parameter dtype.
+    # SimpleTuner #755: an optimizer that insists on one parameter dtype.
     required = facts.optimizer_requires
     if policy is None or required is None or policy.params == required:
         return

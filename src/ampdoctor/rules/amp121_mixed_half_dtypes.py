@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 @policy_check("AMP121")
 def mixed_half_dtypes_policy(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
-    # B21: bf16 and fp16 in one graph ("Input type (c10::BFloat16) and bias type (c10::Half) should be the same").
+    # bf16 and fp16 in one graph ("Input type (c10::BFloat16) and bias type (c10::Half) should be the same").
     if policy is None:
         return
     if policy.params in HALF and policy.compute in HALF and policy.params != policy.compute:

@@ -43,7 +43,7 @@ def _has_matmul(expr: ast.AST, ctx: Context, depth: int = 0) -> bool:
 
 @code_check("AMP124", triggers=HALF_WORDS, also=(("softmax",),))
 def softmax_low_precision(ctx: Context) -> Iterator[CodeHit]:
-    # B24 (transformers PR #18057): attention softmax of a half model, no autocast to run it in fp32.
+    # transformers PR #18057: attention softmax of a half model, no autocast to run it in fp32.
     if ctx.facts.local_half_model is None:
         return
     for call in ctx.src.calls:

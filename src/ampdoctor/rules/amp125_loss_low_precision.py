@@ -28,7 +28,7 @@ LOSS_CLASSES = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss", "torc
 
 @code_check("AMP125", triggers=HALF_WORDS, also=(("cross_entropy", "nll_loss", "Loss", "kl_div", "binary_cross_entropy"),))
 def loss_low_precision(ctx: Context) -> Iterator[CodeHit]:
-    # B25 (Modalities PR #464): the loss of a half model without `.float()` is quantized to the bf16 grid.
+    # Modalities PR #464: the loss of a half model without `.float()` is quantized to the bf16 grid.
     if ctx.facts.mixed_precision:
         return  # autocast runs cross_entropy/nll_loss in fp32 whatever the logits are
     criteria = set()

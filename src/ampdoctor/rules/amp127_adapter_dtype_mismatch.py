@@ -29,7 +29,7 @@ def _peft_wrap(call: ast.Call, ctx: Context) -> bool:
 
 @code_check("AMP127", triggers=("get_peft_model", "PeftModel"), also=(("bfloat16", "float16", "half()", "torch.half", "bf16", "fp16"),))
 def adapter_dtype_mismatch(ctx: Context) -> Iterator[CodeHit]:
-    # B27 (peft PR #1706, #2421, #971): PEFT keeps adapters fp32; casting the wrapped model afterwards casts the
+    # peft PR #1706, #2421, #971: PEFT keeps adapters fp32; casting the wrapped model afterwards casts the
     # trainable adapters too and, with kept-fp32 modules, leaves mixed dtypes that only autocast reconciles.
     if ctx.facts.mixed_precision:
         return  # under autocast the matmuls take mixed dtypes; a file that sets it up is left alone

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 @policy_check("AMP128")
 def mixed_precision_without_master_weights(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
-    # B28 (litgpt #1252): "mixed precision" over weights that are already half: no fp32 master copy.
+    # litgpt #1252: "mixed precision" over weights that are already half: no fp32 master copy.
     if not half_weights_without_master(policy, facts) or not facts.autocast:
         return
     assert policy is not None

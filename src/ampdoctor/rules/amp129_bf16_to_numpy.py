@@ -15,7 +15,7 @@ from ampdoctor.lint.python.resolve import last_identifier
 
 @code_check("AMP129", triggers=("numpy", "np."), also=(("bfloat16", "bf16"),))
 def bf16_to_numpy(ctx: Context) -> Iterator[CodeHit]:
-    # B29 (pytorch #110285): NumPy has no bfloat16; `.numpy()` raises "Got unsupported ScalarType BFloat16".
+    # pytorch #110285: NumPy has no bfloat16; `.numpy()` raises "Got unsupported ScalarType BFloat16".
     for call in ctx.src.calls:
         func = call.func
         if isinstance(func, ast.Attribute) and func.attr == "numpy" and not call.args and ctx.qualname(func) is None:

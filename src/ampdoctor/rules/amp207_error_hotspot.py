@@ -21,7 +21,7 @@ DOMINANCE = 4.0
 
 @numerics_check("AMP207")
 def dominant_local_error(ctx: NumericsContext) -> Iterator[Hit]:
-    # B23 (sglang PR #27540): a norm whose variance ran in bf16 was found by comparing layer by layer with a reference.
+    # sglang PR #27540: a norm whose variance ran in bf16 was found by comparing layer by layer with a reference.
     ranked = ctx.hotspots()
     if len(ranked) < 2:
         return

@@ -18,7 +18,7 @@ LOST_SHARE = 0.01
 
 @numerics_check("AMP208")
 def updates_lost_in_params_dtype(ctx: NumericsContext) -> Iterator[Hit]:
-    # B19 (pytorch/ao PR #1124): updates below ~1e-3 of a bf16 weight round back to the same weight.
+    # pytorch/ao PR #1124: updates below ~1e-3 of a bf16 weight round back to the same weight.
     for update in sorted(ctx.updates, key=lambda u: -u.lost_fraction):
         if update.lost_fraction < LOST_SHARE:
             continue

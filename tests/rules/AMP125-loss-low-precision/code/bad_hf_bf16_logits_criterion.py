@@ -1,4 +1,4 @@
-# Sources of B25 in BUGS.md (sentence-transformers PR #3800, google-deepmind/optax#1020): a model loaded in bf16
+# Sources of AMP125 (sentence-transformers PR #3800, google-deepmind/optax#1020): a model loaded in bf16
 # and a loss module applied to its bf16 logits.
 import torch
 from transformers import AutoModelForSequenceClassification
