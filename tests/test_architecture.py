@@ -36,27 +36,25 @@ def _top_level_imports(tree: ast.Module):
             todo.extend(node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body])
 
 
-def imports_of(name: str) -> set[str]:
-    """The ampdoctor modules `name` imports when it is imported (explicit imports; `from pkg import sub` counts
-    as importing the submodule)."""
-    tree = ast.parse(MODULES[name].read_text())
-    out = set()
-    for node in _top_level_imports(tree):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names if a.name.startswith("ampdoctor"))
-            continue
+def imported_modules(name: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The ampdoctor modules one import statement of module `name` imports (`from pkg import sub` imports the
+    submodule; relative imports resolved)."""
+    if isinstance(node, ast.Import):
+        found = [a.name for a in node.names]
+    else:
         base = node.module or ""
         if node.level:
             package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
             for _ in range(node.level - 1):
                 package = package.rpartition(".")[0]
             base = f"{package}.{base}" if base else package
-        if not base.startswith("ampdoctor"):
-            continue
-        for alias in node.names:
-            sub = f"{base}.{alias.name}"
-            out.add(sub if sub in MODULES else base)
-    return {m for m in out if m in MODULES and m != name}
+        found = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+    return [m for m in found if m in MODULES and m != name]
+
+
+def imports_of(name: str) -> set[str]:
+    """The ampdoctor modules `name` imports when it is imported."""
+    return {m for node in _top_level_imports(ast.parse(MODULES[name].read_text())) for m in imported_modules(name, node)}
 
 
 GRAPH = {name: imports_of(name) for name in MODULES}
@@ -230,20 +228,8 @@ def floor_of(module: str) -> int:
 
 def every_import_of(name: str) -> list[tuple[str, int]]:
     """(ampdoctor module, line) for every import statement anywhere in the module, type-only and lazy ones included."""
-    out = []
-    for node in ast.walk(ast.parse(MODULES[name].read_text())):
-        if isinstance(node, ast.Import):
-            out += [(a.name, node.lineno) for a in node.names if a.name.startswith("ampdoctor")]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
-                for _ in range(node.level - 1):
-                    package = package.rpartition(".")[0]
-                base = f"{package}.{base}" if base else package
-            if base.startswith("ampdoctor"):
-                out += [(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base, node.lineno) for a in node.names]
-    return [(m, line) for m, line in out if m in MODULES and m != name]
+    return [(m, node.lineno) for node in ast.walk(ast.parse(MODULES[name].read_text())) if isinstance(node, (ast.Import, ast.ImportFrom))
+            for m in imported_modules(name, node)]
 
 
 def upward_imports(floors_of=floor_of) -> list[str]:

@@ -23,7 +23,6 @@ docs/benchmarks.md (unless --no-docs or --only).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import subprocess
 import sys
@@ -52,9 +51,7 @@ VERDICT_VALUES = ("true", "false", "debatable")
 MODES = {"default": None, "ALL": "ALL"}
 
 
-def split_of(name: str) -> str:
-    """tune (2/3) or heldout (1/3), from the name alone, fixed before any result is seen."""
-    return "tune" if int(hashlib.sha256(name.encode()).hexdigest(), 16) % 3 != 0 else "heldout"
+split_of = benchdocs.split_of
 
 
 @dataclass

@@ -26,7 +26,6 @@ whole pipeline on it: self-contained, no fetched repository needed.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -61,9 +60,7 @@ RUNTIME: dict[str, tuple[str, tuple[str, ...]]] = {
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
-def split_of(name: str) -> str:
-    """The incident's split, from its name only (so nobody can move an incident after seeing a result)."""
-    return "tune" if int(hashlib.sha256(name.encode()).hexdigest(), 16) % 3 != 0 else "heldout"
+split_of = benchdocs.split_of
 
 
 @dataclass
