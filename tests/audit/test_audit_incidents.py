@@ -110,3 +110,30 @@ def test_incident1_failing_op_reports_each_rule_once(incident, line_of):
     assert len(names) == len(set(names)), names
     promotion = next(f for f in at_failure if f.name == "implicit-dtype-promotion")
     assert promotion.severity is Severity.ERROR and promotion.origin is not None
+
+
+def test_a_failing_run_opens_with_its_root_cause_in_text_and_html(incident, line_of):
+    import re
+
+    from ampdoctor.report import render_html, render_text
+
+    path = incident("incident1_neox_rotary.py")
+    report = run(path, policy="bf16-true", max_steps=None).report
+    bmm, mul, cos = (line_of(path, t) for t in ("context = torch.bmm(probs, v)", "q = q * cos + rotate_half(q) * sin",
+                                                "self.cos_cached = emb.cos()"))
+    path = report.findings[0].location.file  # as the report names it (relative to where it ran)
+    text = render_text(report, width=1000).splitlines()
+    start = text.index("root cause: error AMP201 implicit-dtype-promotion")
+    assert text[start + 1].strip().startswith("aten::bmm failed on fp32, bf16 inputs")
+    chain = [line.strip() for line in text[start + 2:start + 5]]
+    assert chain[0].startswith(f"1. failed at: {path}:{bmm}, module blocks.0.attn, op aten::bmm")
+    assert chain[1].startswith(f"2. origin: {path}:{mul}, module blocks.0.attn, op aten::mul")
+    assert chain[2].startswith(f"3. from: {path}:{cos}, module blocks.0.attn.pos_enc, op aten::cos")
+    assert text[start + 5].strip().startswith("fix: Cast the stray operand")
+    # everything else comes after it, and the root cause is not listed twice
+    assert text.index("other findings") > start + 5 and sum("error AMP201" in line for line in text) == 1
+    page = render_html(report)
+    cause, rest = page.index('<section class="root-cause">'), page.index("<h2>Other findings")
+    assert cause < page.index('<dl class="info">') < rest
+    steps = re.findall(r'<li><span class="step">([^<]+)</span> ([^<]+)</li>', page[cause:rest])
+    assert [(s, w.split(",")[0]) for s, w in steps] == [("failed at", f"{path}:{bmm}"), ("origin", f"{path}:{mul}"), ("from", f"{path}:{cos}")]

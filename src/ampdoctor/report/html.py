@@ -9,7 +9,7 @@ import math
 from typing import Any, Iterable, Sequence
 
 from ampdoctor.core import Finding
-from ampdoctor.report.model import Chart, Report, Series, Table, report_summary
+from ampdoctor.report.model import Chart, Report, Series, Table, cause_chain, report_summary, root_cause
 from ampdoctor.report.renderer import Renderer
 from ampdoctor.report.text import write_candidates_text, write_statistics
 
@@ -27,6 +27,8 @@ th{background:#eef1f5;cursor:pointer;user-select:none;white-space:nowrap}th.asc:
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 .sev-error{color:#b00020;font-weight:600}.sev-warning{color:#a15c00;font-weight:600}.sev-info{color:#00639b}
 .fix{color:#2d6a2d}.chart{background:#fff;border:1px solid #d9dde3;margin:8px 0 18px}.error{color:#b00020}
+.root-cause{background:#fff;border:2px solid #b00020;border-radius:4px;padding:4px 16px 8px;margin:12px 0 20px}
+.root-cause h2{margin-top:10px}.root-cause ol{padding-left:22px}.root-cause .step{font-weight:600}
 """
 
 SCRIPT = """
@@ -74,12 +76,21 @@ def _where(f: Finding) -> str:
     return str(loc)
 
 
-def _findings(findings: Sequence[Finding]) -> str:
+def _findings(findings: Sequence[Finding], title: str = "Findings") -> str:
     rows = []
     for f in findings:
         sev = f'<span class="sev-{f.severity.value}">{_e(f.severity.value)}</span>'
         rows.append((sev, _e(f.rule_id), _e(f.name), _e(_where(f)), _e(f.message), f'<span class="fix">{_e(f.fix)}</span>'))
-    return _table(f"Findings ({len(findings)})", ("severity", "rule", "name", "where", "message", "fix"), rows, raw=True)
+    return _table(f"{title} ({len(findings)})", ("severity", "rule", "name", "where", "message", "fix"), rows, raw=True)
+
+
+def _root_cause(f: Finding) -> str:
+    """The failing run's root cause first: the rule, what happened, the chain from the failing op back to the origin
+    (each step's file:line, module and op), and the fix."""
+    steps = "".join(f'<li><span class="step">{_e(step)}</span> {_e(loc)}</li>' for step, loc in cause_chain(f))
+    return (f'<section class="root-cause"><h2>Root cause: <span class="sev-{f.severity.value}">{_e(f.severity.value)}</span> '
+            f"{_e(f.rule_id)} {_e(f.name)}</h2>\n<p>{_e(f.message)}</p>\n<ol>{steps}</ol>\n"
+            f'<p class="fix">fix: {_e(f.fix)}</p></section>')
 
 
 # --- charts ----------------------------------------------------------------------------------------
@@ -224,6 +235,9 @@ def render_html(report: Report) -> str:
     info = report.info.to_dict()
     title = str(info.pop("title", None) or f"ampdoctor {info.get('command') or ''} report".replace("  ", " "))
     parts = [f"<h1>{_e(title)}</h1>", f'<div class="summary">{_e(report_summary(report))}</div>']
+    root = root_cause(report)
+    if root is not None:  # a failing run opens with its root cause; the context and everything else follow
+        parts.append(_root_cause(root))
     info.pop("summary_caveats", None)  # already in the summary line
     if info:
         parts.append('<dl class="info">' + "".join(f"<dt>{_e(k)}</dt><dd>{_info_value(v)}</dd>" for k, v in info.items()) + "</dl>")
@@ -231,7 +245,7 @@ def render_html(report: Report) -> str:
     charts = list(report.charts) + [c for t in report.tables for c in table_charts(t)]
     parts += [render_chart(c) for c in charts]
     if report.findings or not report.tables:
-        parts.append(_findings(report.findings))
+        parts.append(_findings([f for f in report.findings if f is not root], "Other findings" if root is not None else "Findings"))
     parts += [_table(t.title, t.columns, t.rows) for t in report.tables]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n" + "\n".join(parts) + f"\n<script>{SCRIPT}</script>\n</body></html>\n")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Iterable, Sequence
 
-from ampdoctor.core import Finding, Severity
+from ampdoctor.core import Finding, Location, Severity
 from ampdoctor.core.model import json_object
 from ampdoctor.report.info import ReportInfo
 
@@ -197,6 +197,20 @@ def distinct_findings(findings: Iterable[Finding]) -> tuple[Finding, ...]:
             seen.add(key)
             out.append(f)
     return tuple(out)
+
+
+def root_cause(report: "Report") -> Finding | None:
+    """The finding a failing run's analysis named its root cause, if any (it sorts first)."""
+    return next((f for f in report.findings if f.details.get("root_cause", False)), None)
+
+
+def cause_chain(f: Finding) -> list[tuple[str, Location]]:
+    """The root cause's chain, from the failing op back to where the stray dtype entered (the origin) and what fed it
+    there (the related places, each labelled with its part): (step, place)."""
+    steps = [("failed at", f.location)]
+    if f.origin is not None:
+        steps.append(("origin", f.origin))
+    return steps + [("from", loc) for loc in f.related if loc != f.origin]
 
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:

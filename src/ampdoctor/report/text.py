@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import re
 from itertools import groupby
-from typing import IO, Sequence
+from typing import IO, Any, Sequence
 
 from rich.console import Console
 from rich.padding import Padding
@@ -13,7 +13,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from ampdoctor.core import Finding, Severity
-from ampdoctor.report.model import Report, Table, report_summary
+from ampdoctor.report.model import Report, Table, cause_chain, report_summary, root_cause
 from ampdoctor.report.renderer import DOCUMENT, FINDINGS, MEASUREMENTS, Candidates, Renderer
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -95,7 +95,13 @@ def write_text(report: Report, stream: IO[str], *, color: bool | None = None, wi
         # On a terminal wrapped lines stay under their text; files and pipes get whole lines.
         console.print(Padding(text, (0, 0, 0, indent)) if tty and width is None else Text(" " * indent) + text)
 
-    for group, items in groupby(report.findings, key=_group):
+    root = root_cause(report)
+    if root is not None:
+        _write_root_cause(console, root, indented)
+    rest = [f for f in report.findings if f is not root]
+    if root is not None and rest:
+        console.print(Text("other findings", style="bold"))
+    for group, items in groupby(rest, key=_group):
         console.print(Text(group, style="bold underline"))
         for f in items:
             line = Text()
@@ -114,6 +120,19 @@ def write_text(report: Report, stream: IO[str], *, color: bool | None = None, wi
     for table in report.tables:
         _write_table(console, table, full)
     console.print(Text(report_summary(report), style="bold"))
+
+
+def _write_root_cause(console: Console, f: Finding, indented: Any) -> None:
+    """A failing run opens with its root cause: the rule, what happened, the chain from the failing op back to the
+    origin with each step's place, and the fix; everything else is listed below it."""
+    head = Text("root cause: ", style="bold")
+    head.append(f"{f.severity.value} ", style=_STYLE[f.severity])
+    head.append(f"{f.rule_id} {f.name}", style="bold")
+    console.print(head)
+    indented(Text(f.message), 2)
+    for n, (step, loc) in enumerate(cause_chain(f), 1):
+        indented(Text(f"{n}. {step}: {loc}", style="magenta" if step == "origin" else ""), 2)
+    indented(Text(f"fix: {f.fix}", style="green"), 2)
 
 
 def _column_widths(header: Sequence[str], rows: list, width: int) -> list[int | None]:
