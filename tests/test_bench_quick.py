@@ -109,3 +109,21 @@ def test_fuzz_quick_mode(docs, capsys):
     assert "| config:deepspeed | 5 | 0 | 0 | 0 |" in out and "| cli | 5 | 0 | 0 | 0 | - | - |" in out
     assert "CLI exit codes: " in out
     assert not docs.exists()
+
+
+def test_archsweep_quick(docs, capsys, tmp_path):
+    """bench/archsweep --quick: llama, gpt2, bert[masked] each one audited bf16-mixed step, clean and with two
+    injected faults; the faults are found, the clean llama step has no finding, no ampdoctor failure."""
+    out = tmp_path / "archsweep.json"
+    assert load("archsweep/archsweep.py").main(["--quick", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    results = {r["job"]: r for r in json.loads(out.read_text())}
+    llama = results["llama/causal/clean"]
+    assert llama["step_ok"] and llama["findings"] == [], llama
+    assert all(r.get("step_ok") and r.get("failure") is None for r in results.values() if r.get("injected", True)), results
+    assert any(f["id"] == "AMP002" for f in results["llama/causal/inject:AMP002"]["findings"])
+    assert results["gpt2/causal/inject:AMP002"]["injected"] is False  # no rotary table to plant into
+    for arch in ("llama/causal", "gpt2/causal", "bert/masked"):
+        assert any(f["id"] == "AMP214" and f["severity"] == "error" for f in results[f"{arch}/inject:AMP214"]["findings"])
+    assert "| AMP214 | 3 | 3 | 3 | 100% |" in text and "ampdoctor failures (" in text and ": 0\n" in text
+    assert not docs.exists()

@@ -336,12 +336,40 @@ def _fake(model_type: str, head: str, res: dict, t0: float) -> dict:
         res.update(built=False, reason=f"ConfigError: {' '.join(str(err).split())[:300]}")
     except Exception as err:  # noqa: BLE001
         res.update(built=True, step_ok=False, error=f"{type(err).__name__}: {' '.join(str(err).split())[:300]}",
-                   ampdoctor_frame=_in_ampdoctor(err), traceback=traceback.format_exc()[-3000:],
-                   failure="ampdoctor" if _in_ampdoctor(err) else "model")
+                   ampdoctor_frame=_in_ampdoctor(err), traceback=traceback.format_exc()[-3000:])
+        bare = _bare_fake(fh.name)  # the same fake build and step without the audit
+        res["bare_ok"] = bare is None
+        res["failure"] = "ampdoctor" if bare is None else "model"
+        if bare is not None:
+            res["bare_error"] = bare
     finally:
         os.unlink(fh.name)
     res["seconds"] = round(time.monotonic() - t0, 1)
     return res
+
+
+def _bare_fake(path: str) -> str | None:
+    """audit_hf_config(fake=True)'s build and step (autocast bf16, forward, loss, backward) without the audit: None
+    when it works, else the exception in one line."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from ampdoctor.audit.hf import build_model, load_config
+    from ampdoctor.policy import Policy
+
+    try:
+        config = load_config(path)
+        with FakeTensorMode(allow_non_fake_inputs=False):
+            torch.manual_seed(0)
+            model = build_model(config, Policy.preset("bf16-mixed"))
+            ids = torch.randint(0, int(getattr(config, "vocab_size", VOCAB)), (BATCH, SEQ))
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                out = model(input_ids=ids, labels=ids)
+                loss = out.loss if getattr(out, "loss", None) is not None else out[0]
+            loss.backward()
+        return None
+    except Exception as err:  # noqa: BLE001
+        return f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
 
 
 def worker(jobs: list[str], out: str) -> int:
@@ -531,6 +559,10 @@ def _reason_key(text: str) -> str:
 
 QUICK = [("llama", "causal"), ("gpt2", "causal"), ("bert", "masked")]
 QUICK_INJECT = ["AMP002", "AMP214"]
+RUN_COMMANDS = ("bench/archsweep/archsweep.py --modes clean,fake --timeout 120 --json clean.json",
+                "bench/archsweep/archsweep.py --modes fake --timeout 120 --json fake.json",
+                "bench/archsweep/archsweep.py --modes inject --timeout 120 --json inject.json",
+                "bench/archsweep/archsweep.py --from-json clean.json --from-json fake.json --from-json inject.json --markdown")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -541,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--only", help="model types, comma-separated")
     p.add_argument("--modes", default="clean", help="comma-separated: clean, fake, inject (all runtime rules) or inject:AMPnnn")
-    p.add_argument("--inject-archs", type=int, default=24, help="architectures per injected rule (the first that step cleanly)")
+    p.add_argument("--inject-archs", type=int, default=40, help="architectures per injected rule (the first that step cleanly)")
     p.add_argument("--timeout", type=float, default=90.0)
     p.add_argument("--json", help="write raw results here")
     p.add_argument("--from-json", action="append", default=[], help="summarize saved results instead of running")
@@ -554,8 +586,10 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.monotonic()
     results: list[dict] = []
-    for path in args.from_json:
-        results += json.loads(Path(path).read_text())
+    merged: dict[str, dict] = {}
+    for path in args.from_json:  # a later file's result for a job replaces an earlier one's
+        merged.update((r["job"], r) for r in json.loads(Path(path).read_text()))
+    results = list(merged.values())
     if not args.from_json:
         archs = architectures()
         if args.quick:
@@ -575,28 +609,37 @@ def main(argv: list[str] | None = None) -> int:
             from injectors import INJECTORS  # noqa: PLC0415
 
             rules = sorted(INJECTORS) if "inject" in inject else [m.split(":", 1)[1] for m in inject]
-            pool = _injection_pool(archs, args)
             for rule in rules:
-                jobs += [f"{mt}/{head}/inject:{rule}" for mt, head in pool]
+                jobs += [f"{mt}/{head}/inject:{rule}" for mt, head in _injection_pool(archs, args, rule)]
         results = run_jobs(jobs, args.timeout, log=(lambda s: print(s, file=sys.stderr, flush=True)))
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1))
     text = summarize(results, show=args.show)
     print(text)
     if args.markdown and not args.quick:
+        runs = ""
+        if args.from_json:
+            runs = ("The runs summarized (each `PYTHONPATH=src nice -n 19 .venv/bin/python bench/archsweep/archsweep.py ...`, "
+                    "one worker process at a time, a job killed past --timeout):\n\n" + "\n".join(f"    {c}" for c in RUN_COMMANDS) + "\n\n")
         benchdocs.write_block("archsweep", "## Runtime audit on every transformers architecture (bench/archsweep)",
-                              benchdocs.stamp(time.monotonic() - t0 if not args.from_json else None) + "\n\n" + text)
+                              runs + benchdocs.stamp(time.monotonic() - t0 if not args.from_json else None) + "\n\n" + text)
     return 0
 
 
-def _injection_pool(archs, args):
-    """The architectures faults are planted into: the first --inject-archs that stepped cleanly in a saved clean
-    run (bench/archsweep/pool.json when present), else the given ones."""
+ROTARY_RULES = ("AMP002", "AMP005", "AMP103")  # plantable only where there is a rotary embedding
+
+
+def _injection_pool(archs, args, rule):
+    """The architectures a rule's fault is planted into: with bench/archsweep/pool.json (written from a clean
+    sweep), its 'pool' (40 architectures that stepped cleanly, evenly spaced over the list), and for the rotary
+    rules every architecture that stepped (those without a rotary embedding are counted as not injectable);
+    with --quick/--only, the given architectures."""
     pool_file = HERE / "pool.json"
     if args.quick or args.only or not pool_file.exists():
         return archs if (args.quick or args.only) else archs[: args.inject_archs]
-    names = json.loads(pool_file.read_text())
-    return [a for a in archs if a[0] in names][: args.inject_archs]
+    saved = json.loads(pool_file.read_text())
+    names = set(saved["stepped"] if rule in ROTARY_RULES else saved["pool"][: args.inject_archs])
+    return [a for a in archs if f"{a[0]}/{a[1]}" in names]
 
 
 if __name__ == "__main__":
