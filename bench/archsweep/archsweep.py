@@ -75,6 +75,9 @@ _SHRINK = {
     "num_key_value_heads": 2,
     "head_dim": HIDDEN // HEADS,
     "d_kv": HIDDEN // HEADS,
+    # partial rotary and multi-head latent attention sizes, which must fit in the head size above
+    "rotary_dim": 8, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": HIDDEN // HEADS,
+    "kv_lora_rank": 32, "q_lora_rank": 32,
     **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"), 4),
     **dict.fromkeys(("num_experts_per_tok", "moe_topk", "top_k"), 2),
     **dict.fromkeys(("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size"), FFN),
@@ -124,7 +127,8 @@ def tiny_config(model_type: str):
     _shrink(cfg)
     for key, value in _OVERRIDES.get(model_type, {}).items():
         setattr(cfg, key, value)
-    cfg.torch_dtype = None if not hasattr(cfg, "dtype") else cfg.dtype
+    if getattr(cfg, "decoder_start_token_id", None) is None and getattr(cfg, "is_encoder_decoder", False):
+        cfg.decoder_start_token_id = 0  # T5-family configs no longer carry it; the seq2seq loss shifts labels with it
     return cfg
 
 
@@ -253,6 +257,8 @@ def one(model_type: str, head: str, mode: str) -> dict:
     t0 = time.monotonic()
     if mode == "fake":
         return _fake(model_type, head, res, t0)
+    if mode == "cli":
+        return _cli(model_type, head, res, t0)
     step = Step()
     applies = None
     if mode.startswith("inject:"):
@@ -344,6 +350,56 @@ def _fake(model_type: str, head: str, res: dict, t0: float) -> dict:
             res["bare_error"] = bare
     finally:
         os.unlink(fh.name)
+    res["seconds"] = round(time.monotonic() - t0, 1)
+    return res
+
+
+def _hf_config_file(model_type: str) -> str:
+    cfg = tiny_config(model_type)
+    raw = {k: v for k, v in cfg.to_diff_dict().items() if k not in ("transformers_version", "architectures")}
+    raw["model_type"] = model_type
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump(raw, fh)
+    return fh.name
+
+
+def _cli(model_type: str, head: str, res: dict, t0: float) -> dict:
+    """`ampdoctor audit --hf-config CONFIG --seq-len 16 --batch-size 2 --format json` (real tensors, AdamW), run
+    in-process through `ampdoctor.cli.main`: an exception that escapes main is the traceback the CLI prints (and
+    it writes no report)."""
+    if head != "causal":
+        res.update(built=False, reason="audit --hf-config builds causal LMs only")
+        return res
+    from ampdoctor.cli import main as cli_main
+
+    path = _hf_config_file(model_type)
+    out = path + ".report.json"
+    try:
+        rc = cli_main(["audit", "--hf-config", path, "--seq-len", str(SEQ), "--batch-size", str(BATCH), "--format", "json", "--output", out])
+        res["rc"] = rc
+        if not os.path.exists(out):
+            if rc == 2:
+                res.update(built=False, reason="exit 2, no report (a usage error: the config did not load)")
+            else:
+                res.update(built=True, step_ok=False, failure="no-report", error=f"exit {rc}, no report written")
+        else:
+            rep = json.loads(Path(out).read_text())
+            fs = rep.get("findings", [])
+            res.update(built=True, step_ok=True, failure=None,
+                       findings=[{"id": f["id"], "severity": f["severity"], "message": " ".join(f["message"].split())[:400],
+                                  "location": str(f.get("location"))[:200], "module": (f.get("location") or {}).get("module")} for f in fs],
+                       report_errors=[str(e)[:400] for e in rep.get("errors", [])])
+            if rc == 2:
+                res.update(built=False, reason="; ".join(res["report_errors"])[:300] or "exit 2 (a usage error: the config did not load)")
+    except SystemExit as err:  # argparse
+        res.update(built=False, reason=f"SystemExit {err.code}")
+    except Exception as err:  # noqa: BLE001 - escaped cli.main: a traceback for the user, no report
+        res.update(built=True, step_ok=False, error=f"{type(err).__name__}: {' '.join(str(err).split())[:300]}",
+                   ampdoctor_frame=_in_ampdoctor(err), traceback=traceback.format_exc()[-3000:], failure="cli-traceback")
+    finally:
+        for f in (path, out):
+            if os.path.exists(f):
+                os.unlink(f)
     res["seconds"] = round(time.monotonic() - t0, 1)
     return res
 
@@ -498,6 +554,16 @@ def summarize(results: list[dict], show: bool = False) -> str:
         out.append(f"Fake-tensor path (`audit_hf_config(fake=True)`, causal LMs): {len(fake)} built, {len(fok)} audited, "
                    f"{len(fflag)} with a warning or error ({', '.join(f'{k}: {v}' for k, v in fper.most_common()) or 'none'}); "
                    f"{len(fake) - len(fok)} failed: " + "; ".join(f"{r['arch']} ({r.get('failure')}: {r.get('error', '')[:80]})" for r in fake if not r.get("step_ok"))[:1500] + "\n")
+    cli = [r for r in results if r["mode"] == "cli" and r.get("built")]
+    if cli:
+        cok = [r for r in cli if r.get("step_ok")]
+        cflag = [r for r in cok if _serious(r)]
+        ctb = [r for r in cli if r.get("failure") == "cli-traceback"]
+        cper: Counter = Counter(f["id"] + " " + f["severity"] for r in cok for f in {(g["id"], g["severity"]): g for g in r.get("findings", [])}.values())
+        out.append(f"CLI path (`ampdoctor audit --hf-config CONFIG --seq-len {SEQ} --batch-size {BATCH} --format json`, in-process, "
+                   f"causal LMs, real tensors): {len(cli)} built, {len(cok)} wrote a report, {len(cflag)} of them with a warning or "
+                   f"error ({', '.join(f'{k}: {v}' for k, v in cper.most_common()) or 'none'}); {len(ctb)} ended in an "
+                   "ampdoctor traceback and no report: " + "; ".join(f"{r['arch']} ({r.get('error', '')[:70]})" for r in ctb)[:2500] + "\n")
     inj = [r for r in results if r["mode"].startswith("inject:")]
     if inj:
         rows = []
@@ -529,7 +595,8 @@ def summarize(results: list[dict], show: bool = False) -> str:
         out.append(benchdocs.markdown_table(["reason", "n", "architectures"], [[k.replace("|", "/"), len(v), ", ".join(sorted(v))]
                                                                             for k, v in sorted(groups.items(), key=lambda kv: -len(kv[1]))]))
         out.append("")
-    tb = [r for r in results if r.get("failure") == "ampdoctor" or (r.get("step_ok") and r.get("report_errors"))]
+    tb = [r for r in results if r.get("failure") == "ampdoctor" or (r.get("step_ok") and r.get("report_errors"))
+          or (r.get("no_report") and r["mode"] == "clean")]
     out.append(f"ampdoctor failures (the step runs without the audit and fails under it, or the report has errors): {len(tb)}\n")
     if tb:
         out.append(benchdocs.markdown_table(["architecture", "mode", "exception", "innermost ampdoctor frame"],
@@ -600,7 +667,7 @@ def main(argv: list[str] | None = None) -> int:
         modes = args.modes.split(",")
         jobs = []
         for mode in modes:
-            if mode in ("clean", "fake"):
+            if mode in ("clean", "fake", "cli"):
                 jobs += [f"{mt}/{head}/{mode}" for mt, head in archs]
         inject = [m for m in modes if m.startswith("inject")]
         if args.quick:
