@@ -172,6 +172,7 @@ class Step:
         self.loss_fn = None  # fn(output, batch) -> loss
         self.after_optimizer_built = []  # fn(model, opt)
         self.around = None  # context manager factory around the whole step (inside the audit)
+        self.check = None  # fn() -> None, or why the fault did not take effect in the run (then: not injectable)
 
 
 def _loss(out, batch):
@@ -300,6 +301,8 @@ def one(model_type: str, head: str, mode: str) -> dict:
         res["error"] = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
         res["ampdoctor_frame"] = _in_ampdoctor(err)
         res["traceback"] = traceback.format_exc()[-3000:]
+        if step.check is not None and (why := step.check()):
+            res.update(injected=False, reason=why)
         report = getattr(err, "report", None)
         if report is not None:  # the report the audit wrote for the failed step
             res["findings"] = [finding_dict(f) for f in report.findings]
@@ -313,6 +316,8 @@ def one(model_type: str, head: str, mode: str) -> dict:
             res["bare_error"] = bare_err
         res["seconds"] = round(time.monotonic() - t0, 1)
         return res
+    if step.check is not None and (why := step.check()):
+        res.update(injected=False, reason=why)
     res["failure"] = None if bare_ok else "bare-only"  # (the audited step worked where the bare one did not)
     if not bare_ok:
         res["bare_error"] = bare_err

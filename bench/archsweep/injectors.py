@@ -46,7 +46,7 @@ def rotary_buffers(model):
     return out
 
 
-def _embedding_hook(model, fn):
+def _embedding_hook(model, step, fn):
     """A forward hook on the input embeddings that replaces their output by fn(output); a reason if impossible."""
     try:
         emb = model.get_input_embeddings()
@@ -55,12 +55,16 @@ def _embedding_hook(model, fn):
     if emb is None:
         return "no input embeddings (get_input_embeddings)"
 
+    fired = []
+
     def hook(module, args, out):
         if not isinstance(out, torch.Tensor) or not out.is_floating_point():
             return out
+        fired.append(1)
         return fn(out)
 
     emb.register_forward_hook(hook)
+    step.check = lambda: None if fired else "the input embeddings module never ran with a float output (called another way)"
     return None
 
 
@@ -118,9 +122,12 @@ def rotary_table_other_dtype(model, cfg, batch, step):
     if not mods:
         return "no rotary embedding module"
 
+    fired = []
+
     def hook(module, args, out):
         if isinstance(out, tuple) and len(out) == 2 and all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in out):
             c, s = out
+            fired.append(1)
             return (torch.cos(torch.acos(c.clamp(-1, 1)).to(torch.bfloat16)), torch.sin(torch.asin(s.clamp(-1, 1)).to(torch.bfloat16)))
         return out
 
@@ -128,6 +135,7 @@ def rotary_table_other_dtype(model, cfg, batch, step):
         m.register_forward_hook(hook)
     step.autocast_dtype = None
     step.policy = "fp32"
+    step.check = lambda: None if fired else "the rotary module returns no real (cos, sin) pair (complex freqs_cis or another layout)"
 
 
 @injector("AMP103")
@@ -138,26 +146,29 @@ def positions_in_bf16(model, cfg, batch, step):
         return "no rotary embedding module"
     batch["position_ids"] = torch.arange(1000, 1000 + batch["input_ids"].shape[1]).expand_as(batch["input_ids"]).clone()
 
+    seen = []
+
     def pre(module, args, kwargs):
+        seen.extend(1 for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor) and not a.is_floating_point() and a.dim() == 2)
         args = tuple(a.to(torch.bfloat16) if isinstance(a, torch.Tensor) and not a.is_floating_point() and a.dim() == 2 else a for a in args)
         kwargs = {k: (v.to(torch.bfloat16) if k == "position_ids" and isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
         return args, kwargs
 
     for m in mods:
         m.register_forward_pre_hook(pre, with_kwargs=True)
+    step.check = lambda: None if seen else "the rotary module gets no integer position_ids"
 
 
 @injector("AMP117")
 def grads_accumulated_in_bf16(model, cfg, batch, step):
     """Two micro-batches; after the first backward the .grad is kept in bf16 (a memory saving), so the second
-    backward accumulates into bf16 gradients before the fp32 optimizer step."""
+    backward accumulates into bf16 gradients; they are cast back to fp32 for the fp32 optimizer step."""
     step.micro = 2
 
     def recast(model, i):
-        if i == 0:
-            for p in model.parameters():
-                if p.grad is not None:
-                    p.grad.data = p.grad.data.to(torch.bfloat16)
+        for p in model.parameters():
+            if p.grad is not None:  # kept in bf16 between micro-batches, back to fp32 for the optimizer
+                p.grad.data = p.grad.data.to(torch.bfloat16 if i < step.micro - 1 else torch.float32)
 
     step.after_backward.append(recast)
 
@@ -174,7 +185,7 @@ def pure_bf16_adamw(model, cfg, batch, step):
 @injector("AMP121")
 def bf16_meets_fp16(model, cfg, batch, step):
     """An fp16 tensor (a table made in fp16) added to a bf16 activation."""
-    return _embedding_hook(model, lambda x: (x.to(torch.bfloat16) + torch.zeros(x.shape[-1], dtype=torch.float16)).to(x.dtype))
+    return _embedding_hook(model, step, lambda x: (x.to(torch.bfloat16) + torch.zeros(x.shape[-1], dtype=torch.float16)).to(x.dtype))
 
 
 @injector("AMP122")
@@ -208,16 +219,11 @@ def sdpa_mask_other_dtype(model, cfg, batch, step):
             yield
         finally:
             F.scaled_dot_product_attention = real
-            if used["n"] == 0:
-                raise InjectionUnused("the model did not call F.scaled_dot_product_attention")
 
     if getattr(cfg, "_attn_implementation", None) not in ("sdpa", None):
         return f"attention implementation {cfg._attn_implementation!r}, not sdpa"
     step.around = around
-
-
-class InjectionUnused(RuntimeError):
-    pass
+    step.check = lambda: None if used["n"] else "the model does not call F.scaled_dot_product_attention"
 
 
 @injector("AMP125")
@@ -256,7 +262,7 @@ def fp32_table_on_bf16_path(model, cfg, batch, step):
         t = table.setdefault(x.shape[-1], torch.randn(x.shape[-1]) * 0.01)
         return x + t
 
-    return _embedding_hook(model, fn)
+    return _embedding_hook(model, step, fn)
 
 
 @injector("AMP203")
@@ -270,12 +276,15 @@ def lm_head_in_fp32(model, cfg, batch, step):
     if not isinstance(head, torch.nn.Linear):
         return "no nn.Linear output embeddings"
     real = head.forward
+    fired = []
 
     def forward(x):
+        fired.append(1)
         with torch.autocast("cpu", enabled=False):
             return real(x.float())
 
     head.forward = forward
+    step.check = lambda: None if fired else "the output embeddings module is not called (its weight is used directly)"
 
 
 @injector("AMP204")
@@ -288,7 +297,7 @@ def aux_loss_in_half(model, cfg, batch, step):
             aux = F.mse_loss(x.to(torch.bfloat16), torch.zeros_like(x, dtype=torch.bfloat16))
         return x + 0.0 * aux.to(x.dtype)
 
-    return _embedding_hook(model, fn)
+    return _embedding_hook(model, step, fn)
 
 
 @injector("AMP205")
@@ -330,13 +339,19 @@ def fp16_overflow(model, cfg, batch, step):
     head = None
     with contextlib.suppress(Exception):
         head = model.get_output_embeddings()
-    for m in model.modules():
-        w = getattr(m, "weight", None)
-        if m is not head and type(m).__name__ in ("Linear", "Conv1D") and isinstance(w, torch.Tensor) and w.dim() == 2:
-            with torch.no_grad():
-                w.mul_(1e6)
-            return None
-    return "no Linear/Conv1D layer"
+    other = ("audio", "vision", "speech", "image", "visual", "acoustic", "conformer", "codec")
+    mods = [(n, m) for n, m in model.named_modules() if m is not head and type(m).__name__ in ("Linear", "Conv1D")
+            and isinstance(getattr(m, "weight", None), torch.Tensor) and m.weight.dim() == 2]
+    mods.sort(key=lambda nm: any(o in nm[0].lower() for o in other))  # text layers first (multimodal models)
+    if not mods:
+        return "no Linear/Conv1D layer"
+    m = mods[0][1]
+    with torch.no_grad():
+        m.weight.mul_(1e6)
+    fired = []
+    m.register_forward_hook(lambda *a: fired.append(1))
+    step.check = lambda: None if fired else f"the scaled layer {mods[0][0]} does not run on text inputs"
+    return None
 
 
 @injector("AMP213")
@@ -356,7 +371,7 @@ def non_finite_activation(model, cfg, batch, step):
     def fn(x):
         return x * (1 + 0 * torch.zeros((), dtype=x.dtype).log())
 
-    return _embedding_hook(model, fn)
+    return _embedding_hook(model, step, fn)
 
 
 NOT_INJECTABLE = {}
