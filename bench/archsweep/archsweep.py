@@ -574,7 +574,7 @@ def summarize(results: list[dict], show: bool = False) -> str:
         rows = []
         by_rule: dict[str, list] = defaultdict(list)
         for r in inj:
-            by_rule[r["rule"]].append(r)
+            by_rule[r["mode"].split(":", 1)[1]].append(r)
         for rule in sorted(by_rule):
             rs = by_rule[rule]
             planted = [r for r in rs if r.get("injected")]
@@ -600,9 +600,10 @@ def summarize(results: list[dict], show: bool = False) -> str:
         out.append(benchdocs.markdown_table(["reason", "n", "architectures"], [[k.replace("|", "/"), len(v), ", ".join(sorted(v))]
                                                                             for k, v in sorted(groups.items(), key=lambda kv: -len(kv[1]))]))
         out.append("")
-    tb = [r for r in results if r.get("failure") == "ampdoctor" or (r.get("step_ok") and r.get("report_errors"))
+    tb = [r for r in results if r.get("failure") in ("ampdoctor", "cli-traceback") or (r.get("step_ok") and r.get("report_errors"))
           or (r.get("no_report") and r["mode"] == "clean")]
-    out.append(f"ampdoctor failures (the step runs without the audit and fails under it, or the report has errors): {len(tb)}\n")
+    out.append(f"ampdoctor failures (the step runs without the audit and fails under it, the report has errors, or "
+               f"`audit --hf-config` let the step's exception out as a traceback with no report): {len(tb)}\n")
     if tb:
         out.append(benchdocs.markdown_table(["architecture", "mode", "exception", "innermost ampdoctor frame"],
                                             [[r["arch"], r["mode"], (r.get("error") or "; ".join(r.get("report_errors", [])))[:200].replace("|", "/"),
@@ -632,9 +633,11 @@ def _reason_key(text: str) -> str:
 QUICK = [("llama", "causal"), ("gpt2", "causal"), ("bert", "masked")]
 QUICK_INJECT = ["AMP002", "AMP214"]
 RUN_COMMANDS = ("bench/archsweep/archsweep.py --modes clean,fake --timeout 120 --json clean.json",
-                "bench/archsweep/archsweep.py --modes fake --timeout 120 --json fake.json",
+                "bench/archsweep/archsweep.py --only llama,gpt2,codegen,jetmoe,deepseek_v2,xlm,mixtral --modes fake --json fake_try.json",
                 "bench/archsweep/archsweep.py --modes inject --timeout 120 --json inject.json",
-                "bench/archsweep/archsweep.py --from-json clean.json --from-json fake.json --from-json inject.json --markdown")
+                "bench/archsweep/archsweep.py --modes cli,inject:AMP002,inject:AMP005,inject:AMP103,inject:AMP122,inject:AMP117,inject:AMP121,"
+                "inject:AMP201,inject:AMP203,inject:AMP204,inject:AMP212,inject:AMP214 --timeout 30 --json rerun.json",
+                "bench/archsweep/archsweep.py --from-json clean.json --from-json fake_try.json --from-json inject.json --from-json rerun.json --markdown")
 
 
 def main(argv: list[str] | None = None) -> int:
