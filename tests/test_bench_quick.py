@@ -182,4 +182,21 @@ def test_recall_quick_finds_the_synthetic_bugs_before_their_fix_and_none_after(d
     assert "| synthetic-autocast-without-dtype | tune | AMP107 | yes/yes |" in out
     assert "| all | 2 | 2 | 2/2 (100%) | 2/2 (100%) | 2/2 (100%) | 0 (0) | 0 (0) | 1 | 1/1 (100%) | 1/1 (100%) |" in out
     assert recall.split_of("synthetic-grad-scaler-bf16") == "tune"  # sha256 % 3 != 0
+
+
+def test_archsweep_quick(docs, capsys, tmp_path):
+    """bench/archsweep --quick: llama, gpt2, bert[masked] each one audited bf16-mixed step, clean and with two
+    injected faults; the faults are found, the clean llama step has no finding, no ampdoctor failure."""
+    out = tmp_path / "archsweep.json"
+    assert load("archsweep/archsweep.py").main(["--quick", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    results = {r["job"]: r for r in json.loads(out.read_text())}
+    llama = results["llama/causal/clean"]
+    assert llama["step_ok"] and llama["findings"] == [], llama
+    assert all(r.get("step_ok") and r.get("failure") is None for r in results.values() if r.get("injected", True)), results
+    assert any(f["id"] == "AMP002" for f in results["llama/causal/inject:AMP002"]["findings"])
+    assert results["gpt2/causal/inject:AMP002"]["injected"] is False  # no rotary table to plant into
+    for arch in ("llama/causal", "gpt2/causal", "bert/masked"):
+        assert any(f["id"] == "AMP214" and f["severity"] == "error" for f in results[f"{arch}/inject:AMP214"]["findings"])
+    assert "| AMP214 | 3 | 3 | 3 | 100% |" in text and "ampdoctor failures (" in text and ": 0\n" in text
     assert not docs.exists()
