@@ -96,6 +96,20 @@ def test_bad_input_is_a_clear_message_and_exit_2(tmp_path, capsys):
     assert code == 2 and "not a multiple of the number of attention heads" in err
 
 
+def test_hf_config_audit_of_a_step_that_raises_writes_its_report_and_exits_1(tmp_path, capsys):
+    # A step that fails for a reason that has nothing to do with dtypes (positions past GPT-2's position table):
+    # the run contract holds - a report that says the step failed and why, exit 1, no ampdoctor traceback.
+    from ampdoctor.cli import main
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "gpt2", "n_embd": 32, "n_layer": 1, "n_head": 2, "n_positions": 8, "vocab_size": 64}))
+    out = tmp_path / "report.json"
+    code = main(["audit", "--hf-config", str(cfg), "--seq-len", "16", "--format", "json", "-o", str(out)])
+    assert code == 1 and "Traceback" not in capsys.readouterr().err
+    info = json.loads(out.read_text())["info"]
+    assert info["script_failed"] is True and info["exception"].startswith("IndexError: index out of range")
+
+
 def test_hf_config_audit_real_and_fake(tmp_path):
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,

@@ -87,9 +87,11 @@ def audit_hf_config(
     optimizer: bool | None = None,
     device_type: str = "cpu",
     target_device: str | None = None,
+    reraise: bool = True,
 ) -> Audit:
     """Build the model from `path` and audit one step: forward, loss, backward and (by default on
-    real tensors only) an AdamW step."""
+    real tensors only) an AdamW step. A step that raises is diagnosed in the report; with ``reraise=False`` the
+    exception stays in `Audit.exception` instead of propagating."""
     pol = policy if isinstance(policy, Policy) else Policy.parse(policy)
     config = load_config(path)
     mode = contextlib.nullcontext()
@@ -104,4 +106,4 @@ def audit_hf_config(
         ids = torch.randint(0, vocab, (batch_size, seq_len))
         batch = {"input_ids": ids, "labels": ids}
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False) if (optimizer if optimizer is not None else not fake) else None
-        return audit_step(model, batch, optimizer=opt, policy=pol, device_type=device_type, target_device=target_device)
+        return audit_step(model, batch, optimizer=opt, policy=pol, device_type=device_type, target_device=target_device, reraise=reraise)

@@ -148,6 +148,23 @@ def _default_loss(output: Any, batch: Any) -> torch.Tensor:
     return loss
 
 
+def _step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[Any, Any], torch.Tensor] | None, optimizer: Any,
+          autocast: Any) -> tuple[Any, torch.Tensor]:
+    with autocast:
+        if isinstance(batch, dict):
+            output = model(**batch)
+        elif isinstance(batch, (list, tuple)):
+            output = model(*batch)
+        else:
+            output = model(batch)
+        loss = (loss_fn or _default_loss)(output, batch)
+    loss.backward()
+    if optimizer is not None:
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return output, loss
+
+
 def audit_step(
     model: torch.nn.Module,
     batch: Any,
@@ -157,27 +174,24 @@ def audit_step(
     *,
     device_type: str | None = None,
     target_device: str | None = None,
+    reraise: bool = True,
 ) -> Audit:
     """Run and audit one training step the way `policy` says: autocast to the compute dtype when the
-    parameters are wider than it, then loss, backward and (if given) the optimizer step."""
+    parameters are wider than it, then loss, backward and (if given) the optimizer step. A step that raises is
+    diagnosed in the report; the exception then propagates, or with ``reraise=False`` stays in `Audit.exception`
+    (the run contract of the CLI: a report and an exit code, never a traceback)."""
     pol = _policy(policy) or Policy.preset("bf16-mixed")
     dev = device_type or next((p.device.type for p in model.parameters()), default_device_type())
     params = next((dtypes.name_of(p.dtype) for p in model.parameters()), pol.params)
     use_autocast = pol.compute in dtypes.HALF and params != pol.compute
     a = Audit(pol, model=model, device_type=dev, target_device=target_device, checked=(f"train step of {type(model).__name__}",))
-    with a:
-        with torch.autocast(dev, dtype=pol.compute_dtype) if use_autocast else contextlib.nullcontext():
-            if isinstance(batch, dict):
-                output = model(**batch)
-            elif isinstance(batch, (list, tuple)):
-                output = model(*batch)
-            else:
-                output = model(batch)
-            loss = (loss_fn or _default_loss)(output, batch)
-        loss.backward()
-        if optimizer is not None:
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+    try:
+        with a:
+            output, loss = _step(model, batch, loss_fn, optimizer, torch.autocast(dev, dtype=pol.compute_dtype) if use_autocast else contextlib.nullcontext())
+    except Exception:
+        if reraise:
+            raise
+        return a
     a.output = output  # type: ignore[attr-defined]
     a.loss = loss  # type: ignore[attr-defined]
     return a

@@ -110,9 +110,12 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         raise UsageError("--seq-len and --batch-size must be at least 1")
     try:
         a = audit_hf_config(args.hf_config, policy=parse_policy(args.policy or AUDIT_POLICY), fake=args.fake, seq_len=args.seq_len,
-                            batch_size=args.batch_size, target_device=args.device_type)
+                            batch_size=args.batch_size, target_device=args.device_type, reraise=False)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     report = a.report if args.policy else a.report.with_info(policy_source="audit-default")
+    failed = a.exception is not None
+    if failed:  # the step raised: the report diagnoses it, and the run ends as a failing script's does (exit 1)
+        report = report.with_info(script_failed=True, exception=f"{type(a.exception).__name__}: {a.exception}")
     emit(report, args)
-    return exit_code(report, Severity.parse(args.fail_on))
+    return exit_code(report, Severity.parse(args.fail_on), program_code=1 if failed else 0)
