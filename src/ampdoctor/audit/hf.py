@@ -77,6 +77,13 @@ def _cast(model: torch.nn.Module, dtype: torch.dtype) -> None:
                     m._buffers[k] = b.to(dtype)
 
 
+def _vocab_size(config: Any) -> int:
+    """The vocabulary the token ids are drawn from: the text model's (a composite config's top-level `vocab_size`,
+    where there is one, can be larger than the embedding the ids reach)."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return int(getattr(text, "vocab_size", None) or getattr(config, "vocab_size", None) or 32000)
+
+
 def audit_hf_config(
     path: str,
     *,
@@ -102,7 +109,7 @@ def audit_hf_config(
     with mode:
         torch.manual_seed(0)
         model = build_model(config, pol)
-        vocab = int(getattr(config, "vocab_size", 32000))
+        vocab = _vocab_size(config)
         ids = torch.randint(0, vocab, (batch_size, seq_len))
         batch = {"input_ids": ids, "labels": ids}
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False) if (optimizer if optimizer is not None else not fake) else None
