@@ -529,6 +529,23 @@ def _serious(rec: dict) -> list[dict]:
     return [f for f in rec.get("findings", []) if f["severity"] in WARN]
 
 
+def split_line(results: list[dict]) -> str:
+    """Both splits of the architectures (by a hash of the model type, as every corpus here is split): clean runs with
+    a warning or error, and injected faults detected. Detectors are changed only while looking at the tuning split."""
+    import benchdocs  # noqa: PLC0415
+
+    parts = []
+    for split in ("tune", "heldout"):
+        mine = [r for r in results if benchdocs.split_of(r["arch"]) == split]
+        stepped = [r for r in mine if r["mode"] == "clean" and r.get("step_ok")]
+        flagged = [r for r in stepped if _serious(r)]
+        ran = [r for r in mine if r["mode"].startswith("inject:") and r.get("injected") and "findings" in r]
+        hit = [r for r in ran if any(f["id"] == r["mode"].split(":", 1)[1] for f in r["findings"])]
+        parts.append(f"{split}: {len(flagged)}/{len(stepped)} clean architectures with a warning or error, "
+                     f"{len(hit)}/{len(ran)} injected faults detected")
+    return "By split (hash of the model type): " + "; ".join(parts) + "."
+
+
 def summarize(results: list[dict], show: bool = False) -> str:
     import benchdocs  # noqa: PLC0415
 
@@ -542,6 +559,7 @@ def summarize(results: list[dict], show: bool = False) -> str:
     out.append(f"Clean runs: {len(clean)} architectures enumerated, {len(built)} built, {len(stepped)} stepped under the audit; "
                f"{len(flagged)} of {len(stepped)} ({100 * len(flagged) / max(1, len(stepped)):.0f}%) got a warning or error, "
                f"{len(errored)} an error; {len(anyf)} any finding (notes included).\n")
+    out.append(split_line(results) + "\n")
     per_rule: dict[tuple[str, str], set] = defaultdict(set)
     for r in stepped:
         for f in r.get("findings", []):
