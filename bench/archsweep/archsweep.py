@@ -193,7 +193,7 @@ def run_step(model, batch, step: Step, audited: bool):
     opt = torch.optim.AdamW(model.parameters(), lr=step.lr, foreach=False)
     for fn in step.after_optimizer_built:
         fn(model, opt)
-    scaler = torch.amp.GradScaler("cpu") if step.scaler else None
+    scaler = torch.amp.GradScaler("cpu") if step.scaler else None  # ampdoctor: ignore[AMP004] (an injected fault)
     dtype = getattr(torch, step.autocast_dtype) if step.autocast_dtype else None
     audit = ampdoctor.audit(policy=step.policy, model=model) if audited else contextlib.nullcontext()
     try:
