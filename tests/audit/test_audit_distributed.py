@@ -45,8 +45,10 @@ for layer in (model[0], model[2]):
 fully_shard(model, mp_policy=mp)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 for step in range(2):
-    if step == 1 and os.environ["RANK"] == "1" and {kill}:
-        os.kill(os.getpid(), 9)  # rank 1 dies in the middle of its second step
+    if step == 1 and {kill}:
+        dist.barrier()  # both ranks finished their first (audited) step: the kill cannot overtake rank 0's step
+        if os.environ["RANK"] == "1":
+            os.kill(os.getpid(), 9)  # rank 1 dies in the middle of its second step
     loss = model(torch.randn(4, 16)).float().pow(2).mean()
     loss.backward()
     opt.step()
