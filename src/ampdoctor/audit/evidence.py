@@ -78,23 +78,9 @@ class Op:
     autocast = property(lambda self: self.record[AUTOCAST])  # autocast was on for it
     extra = property(lambda self: self.record[EXTRA])
 
-    @property
-    def tag(self) -> Tag | None:
-        extra = self.record[EXTRA]
-        if extra and isinstance(extra[0], str):
-            try:
-                return Tag(extra[0])
-            except ValueError:
-                return None
-        return None
-
     def tagged(self, tag: Tag) -> bool:
         extra = self.record[EXTRA]
         return bool(extra) and extra[0] == tag
-
-    @property
-    def failed(self) -> bool:
-        return self.record[OUT_DT] is None
 
 
 @dataclass(frozen=True)

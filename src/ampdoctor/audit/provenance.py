@@ -12,7 +12,7 @@ import torch
 
 from ampdoctor import dtypes
 from ampdoctor.audit.evidence import BufferScan, GradSnapshot, Op, OptimizerStep, Tag
-from ampdoctor.audit.fields import CODE, EXTRA, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE
+from ampdoctor.audit.fields import CODE, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE
 from ampdoctor.audit.names import module_label, op_name, relpath
 from ampdoctor.audit.recorder import Recorder, line_of
 from ampdoctor.core import Location
@@ -70,7 +70,7 @@ class Trace:
 
     def tagged(self, tag: Tag) -> Iterator[Op]:
         """The ops whose record carries evidence `tag` (angles of a rotary table, positions cast to a float...)."""
-        return (Op(r) for r in self.records if r[EXTRA] and r[EXTRA][0] == tag)
+        return (op for op in self.ops() if op.tagged(tag))
 
     @property
     def optimizer_steps(self) -> list[OptimizerStep]:
