@@ -30,6 +30,8 @@ import yaml
 
 from ampdoctor.explain import explain
 from ampdoctor.lint.configs import lint_config_files
+from ampdoctor.lint.engine import lint_paths
+from ampdoctor.lint.settings import LintSettings
 from ampdoctor.lint.engine import is_config_candidate
 from ampdoctor.lint.python import lint_source
 from ampdoctor.core import catalog
@@ -52,7 +54,8 @@ def cases(kind: str) -> list:
             found = [p for side in ("bad", "good") for p in sorted((base / side).glob("*")) if p.is_dir()]
         else:
             suffix = {"explain": ".txt", "ranks": ".json"}.get(kind, ".py")
-            found = sorted(p for p in base.iterdir() if p.suffix == suffix and p.name.startswith(("bad", "good")))
+            found = sorted(p for p in base.iterdir() if p.name.startswith(("bad", "good"))
+                           and (p.suffix == suffix or (kind == "code" and p.is_dir())))
         out += [pytest.param(rule_id, p, id=f"{rule_id}-{p.relative_to(folder)}") for p in found]
     return out
 
@@ -118,7 +121,10 @@ def test_policy_fixture(rule_id, case):
 
 @pytest.mark.parametrize("rule_id, case", cases("code"))
 def test_code_fixture(rule_id, case):
-    findings, error = lint_source(case.read_text(), str(case))
+    if case.is_dir():
+        return check_project_case(rule_id, case)
+    # The case's own name says what kind of code it is (the fixture tree itself is under tests/).
+    findings, error = lint_source(case.read_text(), str(case), kind_path=case.name)
     assert error is None, error
     got = sorted(f.location.line for f in findings if f.rule_id == rule_id)
     expected = marked_lines(case, rule_id)
@@ -126,6 +132,19 @@ def test_code_fixture(rule_id, case):
     assert got == expected
     pinned = {line: severity for line, severity in marks(case, rule_id).items() if severity}
     assert {f.location.line: f.severity.value for f in findings if f.rule_id == rule_id and f.location.line in pinned} == pinned
+
+
+def check_project_case(rule_id: str, case: Path) -> None:
+    """``code/bad_<case>/`` and ``code/good_<case>/``: a small project linted as a folder, so that what one file sets
+    up (autocast in the trainer, a bf16 config) judges another; marks as in single-file cases, in any of its files."""
+    report = lint_paths([case], LintSettings(select=frozenset({"ALL"}), jobs=1))
+    assert not report.errors, report.errors
+    files = sorted(p for p in case.rglob("*.py"))
+    expected = sorted((p.relative_to(case).as_posix(), line) for p in files for line in marked_lines(p, rule_id))
+    got = sorted((Path(f.location.file).relative_to(case).as_posix(), f.location.line) for f in report.findings
+                 if f.rule_id == rule_id and f.severity.value != "info")
+    assert bool(expected) == is_bad(case), "bad fixtures mark a line, good fixtures none"
+    assert got == expected
 
 
 @pytest.mark.parametrize("rule_id, case", cases("runtime"))

@@ -46,9 +46,12 @@ def _rule(raw: Mapping[str, Any]) -> Rule:
         context=_signatures(raw.get("context"), where),
         confirm=str(raw.get("confirm", "")),
         default=bool(raw.get("default", True)),
+        scope=str(raw.get("scope", "all")),
     )
     if not _ID.match(rule.id) or not _NAME.match(rule.name):
         raise ValueError(f"{where}: id must look like AMP123 and name must be kebab-case, got {rule.id!r} {rule.name!r}")
+    if rule.scope not in ("all", "training"):
+        raise ValueError(f"{where}: scope must be 'all' or 'training', got {rule.scope!r}")
     if not rule.sources:
         raise ValueError(f"{where}: every rule needs at least one source")
     return rule

@@ -86,6 +86,9 @@ class Rule:
     confirm: str = ""
     # In lint's default rule set; design-choice rules are opt-in.
     default: bool = True
+    # "training": the consequence exists only while training (gradients, optimizer, loss scaling), so a finding in
+    # code that never trains (inference, conversion, validation) is a note; "all": numerics that hurt any run.
+    scope: str = "all"
     # Derived from the registry by `catalog()`, never written in catalog.yaml.
     detectors: tuple[str, ...] = ()
 

@@ -9,7 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
+from ampdoctor.dtypes import HALF
+from ampdoctor.frameworks.base import Reading
 from ampdoctor.frameworks.located import file_kind
+from ampdoctor.lint.python.project import Evidence
 from ampdoctor.lint.settings import LintSettings
 from ampdoctor.report import Report, ReportError
 
@@ -87,17 +90,33 @@ def _why_unreadable(path: Path) -> str:
 
 def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSettings()) -> Report:
     """Lint files and directories; findings outside the settings' selection are dropped."""
-    from ampdoctor.lint.configs import lint_config_files
+    from ampdoctor.lint.configs import lint_readings, read_configs
     from ampdoctor.lint.python import lint_python_files
 
     python, configs, missing = discover([Path(p) for p in paths], settings)
     report = Report(errors=tuple(missing))
+    half = None
     if configs:
-        report = report.merge(lint_config_files(configs))
+        readings, checked, errors = read_configs(configs)
+        report = report.merge(lint_readings(readings, checked, errors))
+        half = half_config(readings)
     if python:
-        report = report.merge(lint_python_files(python, jobs=settings.jobs))
+        folders = [Path(p) for p in paths if _directory(Path(p))]
+        report = report.merge(lint_python_files(python, jobs=settings.jobs, roots=folders, config_half=half))
     report = _with_unrecognised([Path(p) for p in paths], report)
     return replace(report, findings=tuple(f for f in report.findings if settings.enabled(f)))
+
+
+def half_config(readings: Sequence[Reading]) -> Evidence | None:
+    """The first training config that computes in bf16/fp16: the project trains in half precision."""
+    for cfg in readings:
+        policy = cfg.policy
+        if policy is None or policy.compute not in HALF or cfg.facts.trains is False:
+            continue
+        where = cfg.locate()("compute")
+        return Evidence(f"{policy.compute} training config ({cfg.framework})", frozenset({str(policy.compute)}),
+                        where.file or cfg.file, where.line or 1)
+    return None
 
 
 def _with_unrecognised(named: Sequence[Path], report: Report) -> Report:

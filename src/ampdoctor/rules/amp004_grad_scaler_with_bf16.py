@@ -14,7 +14,7 @@ from ampdoctor.dtypes import BF16
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context, calls_named
 from ampdoctor.lint.python.dataflow import name_polarity
-from ampdoctor.lint.python.resolve import argument, has_star_kwargs, last_identifier
+from ampdoctor.lint.python.resolve import argument, has_star_kwargs, last_identifier, tokens
 from ampdoctor.policy import Policy
 
 SCALERS = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.distributed.fsdp.ShardedGradScaler"})
@@ -23,22 +23,77 @@ SCALERS = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch
 TERMINATORS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
 
-def scaler_gate(ctx: Context, call: ast.Call, name: str) -> bool:
-    """Is this scaler only active for fp16? Through ``enabled=``, or the branch/function it is created in."""
+# Words of a condition or a flag that decides precision: a scaler created under one whose sign the dataflow cannot
+# read (``enabled=need_scaler``, ``if args.precision == cfg.amp_mode:``) is gated by the run's precision, just not
+# visibly to us; saying "without an fp16 gate" there would state a guess.
+_PRECISION_WORDS = frozenset({"precision", "amp", "fp16", "bf16", "half", "dtype", "mixed", "scaler", "scale", "scaling",
+                              "float16", "bfloat16", "autocast"})
+
+
+def gate_sign(ctx: Context, call: ast.Call, name: str) -> tuple[int | None, ast.AST | None]:
+    """(+1, gate) when only fp16 runs create or enable the scaler; (-1, branch) when it is created in a branch only
+    bf16 runs take; (None, gate) when a precision condition gates it that the dataflow cannot read; (0, None) when
+    nothing gates it."""
     scope = ctx.src.scope(call)
     enabled = argument(call, 4 if name == "torch.cuda.amp.GradScaler" else 5, "enabled")
-    if enabled is not None and ctx.flow.fp16_polarity(enabled, scope) == 1:
-        return True
+    if enabled is not None and not isinstance(enabled, ast.Constant):
+        sign = ctx.flow.fp16_polarity(enabled, scope)
+        if sign:
+            return sign, enabled
+        if _discriminates(ctx, enabled, scope):
+            return None, enabled
+    elif enabled is not None and ctx.flow.fp16_polarity(enabled, scope) == 1:
+        return 1, enabled
+    unknown: ast.AST | None = None
     child: ast.AST = call
     for parent in ctx.src.ancestors(call):
         if _branch_implies_fp16(ctx, parent, child, scope) or _early_exit_unless_fp16(ctx, parent, child, scope):
-            return True
+            return 1, parent
+        if _branch_implies_bf16(ctx, parent, child, scope):
+            return -1, parent
+        if unknown is None and isinstance(parent, ast.If) and _discriminates(ctx, parent.test, scope):
+            unknown = parent
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and name_polarity(parent.name) == 1:
-            return True
+            return 1, parent
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             break
         child = parent
+    return (None, unknown) if unknown is not None else (0, None)
+
+
+def _discriminates(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> bool:
+    """Does `expr` tell precisions apart (a comparison or test of a precision value, or a name bound to one)? A
+    bare on/off flag (``cfg.mixed_precision``, ``use_amp``) does not: it is on for bf16 runs too."""
+    for node in ast.walk(expr):
+        if isinstance(node, (ast.Compare, ast.Call)) and _mentions_precision(node):
+            return True
+        if isinstance(node, ast.Name) and depth < 3:
+            if any(v is not None and _discriminates(ctx, v, scope, depth + 1) for _, v in ctx.src.bindings(node, scope)):
+                return True
     return False
+
+
+def _mentions_precision(expr: ast.AST) -> bool:
+    for node in ast.walk(expr):
+        ident = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        if ident and tokens(ident) & _PRECISION_WORDS:
+            return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and tokens(node.value) & _PRECISION_WORDS:
+            return True
+    return False
+
+
+def _branch_implies_bf16(ctx: Context, parent: ast.AST, child: ast.AST, scope: ast.AST) -> bool:
+    """`child` is the body of an `if bf16:` (``elif mixed_precision == "bf16":``) or the else of an `if fp16:`."""
+    if not isinstance(parent, ast.If):
+        return False
+    sign = ctx.flow.fp16_polarity(parent.test, scope)
+    return (child in parent.body and sign == -1) or (child in parent.orelse and sign == 1 and not _elif(parent, child))
+
+
+def _elif(parent: ast.If, child: ast.AST) -> bool:
+    """The else of ``if fp16: ... elif x: ...`` is another test, not "bf16"."""
+    return isinstance(child, ast.If) and parent.orelse == [child]
 
 
 def _branch_implies_fp16(ctx: Context, parent: ast.AST, child: ast.AST, scope: ast.AST) -> bool:
@@ -72,7 +127,12 @@ def grad_scaler_with_bf16(ctx: Context) -> Iterator[CodeHit]:
     # Incident 4 (h2o-llmstudio #628): GradScaler() built unconditionally, then run on bf16 grads.
     evidence = None
     for call, name in calls_named(ctx, SCALERS):
-        if has_star_kwargs(call) or scaler_gate(ctx, call, name):
+        sign, gate = gate_sign(ctx, call, name)
+        if sign == -1 and gate is not None:
+            where = "enabled only for bf16" if isinstance(gate, ast.expr) else f"created in a branch only bf16 runs take (line {gate.lineno})"
+            yield call, f"`{name.rsplit('.', 1)[-1]}` is {where}: with bf16 it fails in `unscale_` or scales for nothing"
+            continue
+        if sign != 0 or has_star_kwargs(call):
             continue
         evidence = evidence or ctx.facts.bf16_evidence
         if evidence is None:

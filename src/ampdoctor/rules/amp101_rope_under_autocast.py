@@ -38,6 +38,8 @@ def rope_under_autocast(ctx: Context) -> Iterator[CodeHit]:
         evidence = f"this file enables autocast or mixed precision (line {facts.mixed_precision[0].lineno})"
     elif facts.autocast_disabled:
         evidence = f"this file runs under autocast: it turns it off or to fp32 around other code (line {facts.autocast_disabled[0].lineno})"
+    elif ctx.project.autocast is not None:
+        evidence = f"this file's code runs under {ctx.project.autocast.describe()}"
     else:
         return
     rotary = None

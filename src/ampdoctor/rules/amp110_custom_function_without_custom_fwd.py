@@ -28,8 +28,12 @@ def _disables_autocast(fn: ast.FunctionDef, ctx: Context) -> bool:
 @code_check("AMP110", triggers=("Function",), also=(("autocast", "mixed_precision", "precision=", "bf16=", "fp16="),))
 def custom_function_without_custom_fwd(ctx: Context) -> Iterator[CodeHit]:
     # pytorch #38487: autocast does not reach inside a custom Function, so its kernels see mixed dtypes.
-    where = ctx.facts.half_autocast
-    if where is None:
+    local = ctx.facts.half_autocast
+    if local is not None:
+        where = f"this file runs under autocast (line {local.lineno})"
+    elif ctx.project.autocast is not None:
+        where = f"the project runs it under {ctx.project.autocast.describe()}"
+    else:
         return
     for cls in ctx.src.classes:
         if not any(ctx.qualname(b) == "torch.autograd.Function" for b in cls.bases):
@@ -37,6 +41,5 @@ def custom_function_without_custom_fwd(ctx: Context) -> Iterator[CodeHit]:
         for stmt in cls.body:
             if isinstance(stmt, ast.FunctionDef) and stmt.name == "forward":
                 if not _decorated(stmt, ctx, "custom_fwd") and not _disables_autocast(stmt, ctx):
-                    yield stmt, (f"`{cls.name}.forward` has no `custom_fwd` and this file runs under autocast "
-                                 f"(line {where.lineno}); its inputs arrive in mixed dtypes")
+                    yield stmt, f"`{cls.name}.forward` has no `custom_fwd` and {where}; its inputs arrive in mixed dtypes"
 

@@ -134,7 +134,11 @@ def norm_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # An upcast anywhere in the norm's class counts (Gemma: `self._norm(x.float())`), so only norms that never
     # leave the input dtype are reported, and only in a file that shows half precision.
     evidence = ctx.facts.half_evidence
-    if evidence is None:
+    if evidence is not None:
+        said = f"in a file that runs in half precision (line {evidence.lineno})"
+    elif (project := ctx.project.half_model or ctx.project.autocast) is not None:
+        said = f"in code the project runs as {project.describe()}"
+    else:
         return
     candidates = [(call, base) for call in ctx.src.calls if (base := _variance_input(call, ctx)) is not None]
     if not candidates:
@@ -157,8 +161,8 @@ def norm_low_precision(ctx: Context) -> Iterator[CodeHit]:
                 continue
         where = f"`{owner.name}`" if isinstance(owner, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else "this norm"
         what = describe(dtypes) if dtypes and dtypes & HALF else "the input dtype"
-        yield call, (f"{where} computes the variance `{ast.unparse(call)[:50]}` in {what} in a file that runs in half precision "
-                     f"(line {evidence.lineno}); upcast first: `x.float().pow(2).mean(-1, keepdim=True)`")
+        yield call, (f"{where} computes the variance `{ast.unparse(call)[:50]}` in {what} {said}; "
+                     "upcast first: `x.float().pow(2).mean(-1, keepdim=True)`")
 
 
 def _upcast_scopes(ctx: Context) -> set[ast.AST]:

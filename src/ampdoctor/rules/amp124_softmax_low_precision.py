@@ -44,7 +44,8 @@ def _has_matmul(expr: ast.AST, ctx: Context, depth: int = 0) -> bool:
 @code_check("AMP124", triggers=HALF_WORDS, also=(("softmax",),))
 def softmax_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # transformers PR #18057: attention softmax of a half model, no autocast to run it in fp32.
-    if ctx.facts.local_half_model is None:
+    project = ctx.project.half_model
+    if ctx.facts.local_half_model is None and project is None:
         return
     for call in ctx.src.calls:
         func = call.func
@@ -59,8 +60,13 @@ def softmax_low_precision(ctx: Context) -> Iterator[CodeHit]:
             continue
         if scores is None or dtype_arg is not None or _is_fp32(ctx, scores):
             continue
+        if not (chain_words(scores, ctx, calls_too=False) & ATTENTION_TOKENS or _has_matmul(scores, ctx)):
+            continue
         cast = in_half_module(ctx, call)
-        if cast is not None and (chain_words(scores, ctx, calls_too=False) & ATTENTION_TOKENS or _has_matmul(scores, ctx)):
+        if cast is not None:
             yield call, (f"attention softmax runs in {describe(cast.dtypes)}: the model is cast (line {cast.node.lineno}) and no autocast "
                          "runs softmax in fp32; pass `dtype=torch.float32`")
+        elif project is not None and any(isinstance(a, ast.ClassDef) for a in ctx.src.ancestors(call)):
+            yield call, (f"attention softmax runs in {describe(project.dtypes)}: the project runs this model as {project.describe()}, "
+                         "and no autocast runs softmax in fp32; pass `dtype=torch.float32`")
 

@@ -29,7 +29,7 @@ LOSS_CLASSES = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss", "torc
 @code_check("AMP125", triggers=HALF_WORDS, also=(("cross_entropy", "nll_loss", "Loss", "kl_div", "binary_cross_entropy"),))
 def loss_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # Modalities PR #464: the loss of a half model without `.float()` is quantized to the bf16 grid.
-    if ctx.facts.mixed_precision:
+    if ctx.facts.mixed_precision or ctx.project.autocast is not None:
         return  # autocast runs cross_entropy/nll_loss in fp32 whatever the logits are
     criteria = set()
     for node in ctx.src.assigns:
@@ -50,6 +50,24 @@ def loss_low_precision(ctx: Context) -> Iterator[CodeHit]:
         elif dtypes is None and (cast := in_half_module(ctx, call)) is not None and ctx.facts.fp32_head is None:
             yield call, (f"the loss is computed from logits of a model cast to {describe(cast.dtypes)} (line {cast.node.lineno}) "
                          f"without autocast; use `{ast.unparse(logits)[:40]}.float()`")
+        elif dtypes is None and (project := ctx.project.half_model) is not None and _in_class(ctx, call) and not _upcast_logits(ctx, logits):
+            yield call, (f"the loss is computed from logits of this model, which the project runs as {project.describe()}; "
+                         f"use `{ast.unparse(logits)[:40]}.float()`")
+
+
+def _in_class(ctx: Context, node: ast.AST) -> bool:
+    return any(isinstance(a, ast.ClassDef) for a in ctx.src.ancestors(node))
+
+
+def _upcast_logits(ctx: Context, logits: ast.AST) -> bool:
+    """The model casts its own logits up somewhere (``logits = self.lm_head(x).float()``)."""
+    name = ast.unparse(logits)
+    for call in ctx.src.calls:
+        if (ctx.flow.cast_dtype(call) or frozenset()) & FLOAT_UP:
+            parent = ctx.src.parents.get(call)
+            if isinstance(parent, ast.Assign) and any(ast.unparse(t) == name for t in parent.targets):
+                return True
+    return False
 
 
 _THROUGH = ("aten::_to_copy", "aten::view", "aten::squeeze", "aten::clone", "aten::detach")

@@ -12,6 +12,7 @@ from ampdoctor.core.model import Severity
 from ampdoctor.dtypes import ROPE_WORDS
 from ampdoctor.lint.python.dataflow import HALF, Dataflow
 from ampdoctor.lint.python.facts import Facts, ModelCast
+from ampdoctor.lint.python.project import ProjectContext
 from ampdoctor.lint.python.resolve import last_identifier, tokens
 from ampdoctor.lint.python.source import SourceFile
 
@@ -22,8 +23,10 @@ CodeHit = tuple[ast.AST, str] | tuple[ast.AST, str, Severity]
 class Context:
     """What a check sees: the parsed file, its dataflow and file facts."""
 
-    def __init__(self, src: SourceFile) -> None:
+    def __init__(self, src: SourceFile, project: ProjectContext | None = None) -> None:
         self.src = src
+        # The precision the project runs this file's code under; empty for a file linted alone.
+        self.project = project or ProjectContext()
         self._flow = Dataflow(src)
         self.facts = Facts(src, self._flow)
 

@@ -10,14 +10,18 @@ import importlib.util
 import os
 import re
 import sys
+from dataclasses import replace
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
-from ampdoctor.core.catalog import finding
-from ampdoctor.core.model import Finding, Location
+from ampdoctor.core.catalog import documented_rule, finding
+from ampdoctor.core.model import Finding, Location, Severity
 from ampdoctor.core.registry import detectors
 from ampdoctor.lint.python.context import Context
+from ampdoctor.lint.python.kind import CodeKind, Kind, file_kind, site_kind
+from ampdoctor.lint.python.project import PRECISION_WORDS, Evidence, ProjectContext, ProjectModel, Summary, project_words
+from ampdoctor.lint.python.project import summarize as summarize_file
 from ampdoctor.lint.python.source import SourceFile
 from ampdoctor.lint.python.suppress import is_suppressed, parse_suppressions
 from ampdoctor.report import ErrorKind, Report, ReportError
@@ -25,27 +29,48 @@ from ampdoctor.report import ErrorKind, Report, ReportError
 # Below this many files a process pool costs more than it saves.
 PARALLEL_MIN_FILES = 24
 
-FileResult = tuple[str, list[Finding], "ReportError | None"]
+FileResult = tuple[str, list[Finding], "ReportError | None", "Summary | None"]
 
 
-def lint_source(text: str, path: str = "<string>") -> tuple[list[Finding], ReportError | None]:
-    """Findings for one source text (unsuppressed), or the error that kept it from being checked."""
-    checks = [d for d in detectors("code") if d.applies(text)]
+def lint_source(text: str, path: str = "<string>", kind_path: str | None = None,
+                project: ProjectContext | None = None) -> tuple[list[Finding], ReportError | None]:
+    """Findings for one source text (unsuppressed), or the error that kept it from being checked. `kind_path` is
+    the path that tells what kind of code this is (`lint.python.kind`): the path below the folder linted, so that
+    a checkout under /home/x/tests/ is not all test code; it defaults to `path`. `project` is the precision the
+    project runs this file's code under (`lint.python.project`); without it the file is judged alone."""
+    findings, error, _ = _lint(text, path, kind_path, project, summarize=False)
+    return findings, error
+
+
+def _lint(text: str, path: str, kind_path: str | None, project: ProjectContext | None,
+          summarize: bool) -> tuple[list[Finding], ReportError | None, Summary | None]:
+    rel = kind_path or path
+    kind = file_kind(rel, text)
+    checks = [d for d in detectors("code") if d.applies(text + project_words(project))]
+    trains = kind.kind is CodeKind.TRAINING and any(w in text for w in PRECISION_WORDS)
     try:
-        if not checks:
+        if not checks and not (summarize and trains):
             SourceFile.syntax_check(path, text)
-            return [], None
+            return [], None, summarize_file(rel, text, None, False) if summarize else None
         src = SourceFile.parse(path, text)
     except SyntaxError as exc:
         newer = newer_syntax(exc, text)
         if newer:
             version = f"{sys.version_info[0]}.{sys.version_info[1]}"
             return [], ReportError(path, f"{NEWER_PYTHON}{newer}; Python {version} cannot parse it, not checked", exc.lineno, exc.offset, fatal=False,
-                                   kind=ErrorKind.NEWER_SYNTAX)
-        return [], ReportError(path, f"syntax error: {exc.msg}", exc.lineno, exc.offset, fatal=False, kind=ErrorKind.SYNTAX)
+                                   kind=ErrorKind.NEWER_SYNTAX), None
+        return [], ReportError(path, f"syntax error: {exc.msg}", exc.lineno, exc.offset, fatal=False, kind=ErrorKind.SYNTAX), None
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
-        return [], ReportError(path, f"syntax error: {exc}", fatal=False, kind=ErrorKind.SYNTAX)
-    ctx = Context(src)
+        return [], ReportError(path, f"syntax error: {exc}", fatal=False, kind=ErrorKind.SYNTAX), None
+    ctx = Context(src, project or ProjectContext())
+    findings, error = _check(ctx, checks, kind, text)
+    if error is not None:
+        return findings, error, None
+    return findings, None, summarize_file(rel, text, ctx, trains) if summarize else None
+
+
+def _check(ctx: Context, checks: list, kind: Kind, text: str) -> tuple[list[Finding], ReportError | None]:
+    path, src = ctx.src.path, ctx.src
     suppressions = parse_suppressions(text)
     findings: list[Finding] = []
     for check in checks:
@@ -55,11 +80,27 @@ def lint_source(text: str, path: str = "<string>") -> tuple[list[Finding], Repor
                 column = getattr(node, "col_offset", None)
                 found = finding(check.rule_id, message, Location(file=path, line=line, column=None if column is None else column + 1),
                                 severity=severity[0] if severity else None)
+                found = judged_by_kind(found, site_kind(src, node, kind))
                 if not is_suppressed(found, suppressions):
                     findings.append(found)
         except RecursionError:
             return findings, ReportError(path, f"too deeply nested to check for {check.rule_id}", fatal=False)
     return findings, None
+
+
+def judged_by_kind(found: Finding, kind: Kind) -> Finding:
+    """A finding in code that builds odd cases on purpose (tests, benchmarks), or of a training-only rule in code
+    that never trains (inference, conversion, validation and sampling), is a note that says which code it is."""
+    if found.severity is Severity.INFO:
+        return found
+    if kind.exercise:
+        note = f" (in {kind.kind.value} code: {kind.why})"
+    elif not kind.trains and documented_rule(found.rule_id).scope == "training":
+        note = f" (in {kind.kind.value} code: {kind.why}; it does not change training)"
+    else:
+        return found
+    return replace(found, severity=Severity.INFO, message=found.message + note,
+                   details={**found.details, "code_kind": kind.kind.value})
 
 
 # The message of a file this interpreter cannot parse because it uses newer Python syntax (ErrorKind.NEWER_SYNTAX): a note, not an input
@@ -96,13 +137,14 @@ def _opens_a_field(rest: str) -> bool:
     return rest.count("{") > rest.count("}")
 
 
-def lint_file(path: str) -> FileResult:
+def lint_file(path: str, kind_path: str | None = None, project: ProjectContext | None = None,
+              summarize: bool = False) -> FileResult:
     try:
         text = importlib.util.decode_source(Path(path).read_bytes())
     except (OSError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
-        return path, [], ReportError(path, f"cannot read: {exc}", fatal=False, kind=ErrorKind.UNREADABLE)
-    findings, error = lint_source(text, path)
-    return path, findings, error
+        return path, [], ReportError(path, f"cannot read: {exc}", fatal=False, kind=ErrorKind.UNREADABLE), None
+    findings, error, summary = _lint(text, path, kind_path, project, summarize)
+    return path, findings, error, summary
 
 
 @contextlib.contextmanager
@@ -119,28 +161,51 @@ def _cycle_collector_paused():
             gc.enable()
 
 
-def _lint_chunk(paths: list[str]) -> list[FileResult]:
+Task = tuple[str, "str | None", "ProjectContext | None", bool]  # path, kind_path, project context, summarize
+
+
+def _lint_chunk(tasks: list[Task]) -> list[FileResult]:
     with _cycle_collector_paused():
-        return [lint_file(p) for p in paths]
+        return [lint_file(*task) for task in tasks]
 
 
-def lint_python_files(files: Sequence[Path | str], jobs: int = 0) -> Report:
-    """Lint `files` with `jobs` worker processes (0: one per core). Every file read is listed in `checked`."""
-    paths = [str(f) for f in files]
+def _run(tasks: list[Task], jobs: int) -> list[FileResult]:
     workers = jobs or os.cpu_count() or 1
-    if workers <= 1 or len(paths) < PARALLEL_MIN_FILES:
-        results = _lint_chunk(paths)
-    else:
-        # Interleaved chunks so that big files (one model family sits together) spread over the workers.
-        n_chunks = workers * 16
-        chunks = [paths[i::n_chunks] for i in range(n_chunks)]
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            results = [r for chunk in pool.map(_lint_chunk, chunks) for r in chunk]
+    if workers <= 1 or len(tasks) < PARALLEL_MIN_FILES:
+        return _lint_chunk(tasks)
+    # Interleaved chunks so that big files (one model family sits together) spread over the workers.
+    n_chunks = workers * 16
+    chunks = [tasks[i::n_chunks] for i in range(n_chunks)]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return [r for chunk in pool.map(_lint_chunk, chunks) for r in chunk]
+
+
+def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequence[Path | str] = (),
+                      config_half: Evidence | None = None, context_files: Sequence[Path | str] = ()) -> Report:
+    """Lint `files` with `jobs` worker processes (0: one per core). Every file read is listed in `checked`. A file
+    below one of the folders `roots` is judged by its path below that folder (`lint_source`'s `kind_path`).
+
+    The files are one project: each is summarised in the first pass, the precision of the training files (and
+    `config_half`, a training config's half precision) follows their imports (`lint.python.project`), and the
+    files it reaches are linted again under it. `context_files` are summarised for that but not reported."""
+    named = [str(f) for f in files]
+    extra = [str(f) for f in context_files if str(f) not in set(named)]
+    first = _run([(p, _below(Path(p), roots), None, True) for p in named + extra], jobs)
+    summaries = {(r[3].path): r[3] for r in first if r[3] is not None}
+    by_rel = {(_below(Path(r[0]), roots) or r[0]): r for r in first}
+    contexts = ProjectModel(summaries, config_half).contexts()
+    again = [(by_rel[rel][0], _below(Path(by_rel[rel][0]), roots), ctx, False) for rel, ctx in contexts.items()
+             if rel in by_rel and by_rel[rel][0] in set(named)]
+    redone = {r[0]: r for r in _run(again, jobs)} if again else {}
+    return _report([redone.get(r[0], r) for r in first if r[0] in set(named)])
+
+
+def _report(results: list[FileResult]) -> Report:
     findings: list[Finding] = []
     errors: list[ReportError] = []
     checked: list[str] = []
     newer: list[ReportError] = []
-    for path, found, error in results:
+    for path, found, error, _ in results:
         findings.extend(found)
         if error is not None and error.kind is ErrorKind.UNREADABLE:
             errors.append(error)
@@ -157,3 +222,12 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0) -> Report:
         report = report.with_info(notes=tuple(str(e) for e in newer), summary_caveats=(
             f"{len(newer)} file{'s' if many else ''} not checked: Python 3.12+ syntax (lint {'them' if many else 'it'} with Python 3.12+)",))
     return report
+
+
+def _below(path: Path, roots: Sequence[Path | str]) -> str | None:
+    for root in roots:
+        try:
+            return path.relative_to(root).as_posix()
+        except ValueError:
+            continue
+    return None

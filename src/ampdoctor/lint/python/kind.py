@@ -1,0 +1,123 @@
+"""What kind of code a finding sits in: training, test, benchmark, inference, conversion, or library code, and
+inside a training file, evaluation code (validation, sampling, generation). A rule whose consequence exists only
+while training (gradients, optimizer, loss scaling: `scope: training` in the catalog) is no warning in code that
+never trains; every rule is at most a note in tests and benchmarks, which build odd cases on purpose. The kind is
+read from the path, the names and what the code does, and the message says which it was and why."""
+
+from __future__ import annotations
+
+import ast
+import enum
+import re
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from ampdoctor.lint.python.resolve import last_identifier, tokens
+from ampdoctor.lint.python.source import SourceFile
+
+
+class CodeKind(enum.Enum):
+    TRAINING = "training"
+    LIBRARY = "library"  # neither trains nor is any of the others: model and utility modules
+    TEST = "test"
+    BENCHMARK = "benchmark"
+    INFERENCE = "inference"
+    CONVERSION = "conversion"
+    EVALUATION = "evaluation"  # validation, sampling or generation code inside a training file
+
+
+@dataclass(frozen=True)
+class Kind:
+    kind: CodeKind
+    why: str  # "the file is under tests/", "inside `log_validation` (line 90)"
+
+    @property
+    def trains(self) -> bool:
+        return self.kind in (CodeKind.TRAINING, CodeKind.LIBRARY)
+
+    @property
+    def exercise(self) -> bool:
+        """Tests and benchmarks: code that builds precision cases on purpose, whatever they are."""
+        return self.kind in (CodeKind.TEST, CodeKind.BENCHMARK)
+
+
+_TEST_DIRS = frozenset({"tests", "test", "testing", "unittests", "unit_tests"})
+_BENCH_DIRS = frozenset({"bench", "benchmark", "benchmarks", "benchmarking"})
+_CONVERT = frozenset({"convert", "conversion", "converter", "export", "checkpoint2hf", "hf2checkpoint", "quantize"})
+_INFER = frozenset({"inference", "infer", "generate", "generation", "sample", "sampling", "demo", "serve", "server",
+                    "chat", "eval", "evaluate", "evaluation", "predict", "prediction", "gradio", "webui", "app", "cli_demo"})
+# Calls that only a training loop makes.
+_TRAINS = re.compile(r"\.backward\(|\.step\(\)|\bbackward\(|\.fit\(|\btrainer\.train\(|\.train\(\s*(resume_from_checkpoint|\))|"
+                     r"\bclip_grad_norm_?\(|\bzero_grad\(")
+
+
+def file_kind(path: str, text: str) -> Kind:
+    """The kind of a whole file, from its path and whether it trains (backward, optimizer steps, a trainer's fit)."""
+    parts = [p.lower() for p in PurePath(path).parts]
+    name = parts[-1] if parts else ""
+    stem = name[:-3] if name.endswith(".py") else name
+    folders = set(parts[:-1])
+    found = _exercise_kind(name, stem, parts[:-1])
+    if found is not None:
+        return found
+    words = tokens(stem)
+    trains = _TRAINS.search(text) is not None
+    if trains:
+        return Kind(CodeKind.TRAINING, "")
+    if words & _CONVERT:
+        return Kind(CodeKind.CONVERSION, f"{name} converts or exports weights and never trains")
+    if (words & _INFER or folders & {"inference", "serving", "demo", "demos"}) and "train" not in words:
+        return Kind(CodeKind.INFERENCE, f"{name} runs inference (no backward pass or optimizer step in it)")
+    return Kind(CodeKind.LIBRARY, "")
+
+
+def _exercise_kind(name: str, stem: str, folders: list[str]) -> Kind | None:
+    if stem.startswith("test_") or stem.endswith("_test") or stem in ("conftest", "tests", "test") or _TEST_DIRS & set(folders):
+        where = next((f for f in folders if f in _TEST_DIRS), None)
+        return Kind(CodeKind.TEST, f"the file is under {where}/" if where else f"{name} is a test module")
+    if _BENCH_DIRS & set(folders) or stem.startswith(("bench_", "benchmark")):
+        where = next((f for f in folders if f in _BENCH_DIRS), None)
+        return Kind(CodeKind.BENCHMARK, f"the file is under {where}/" if where else f"{name} is a benchmark")
+    return None
+
+
+# Names of functions (and words of `if` conditions) that validate, sample or generate.
+_EVAL_WORDS = frozenset({"validate", "validation", "validations", "val", "eval", "evaluate", "evaluation", "sample", "sampling",
+                         "samples", "generate", "generation", "inference", "infer", "predict", "visualize", "visualization",
+                         "preview", "log_validation", "test"})
+# A no-grad function with one of these words updates training state (an EMA, a sync): it is part of training.
+_UPDATES = frozenset({"ema", "update", "step", "clip", "sync", "reduce", "average", "swap", "copy", "init", "initialize"})
+_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
+
+
+def site_kind(src: SourceFile, node: ast.AST, file: Kind) -> Kind:
+    """The kind of the code at `node`: the file's, or evaluation code inside a training file (a function named
+    like validation or sampling, a ``torch.no_grad()`` block, a branch taken for validation)."""
+    if file.kind is not CodeKind.TRAINING:
+        return file
+    child = node
+    for parent in src.ancestors(node):
+        why = _evaluation(src, parent, child)
+        if why:
+            return Kind(CodeKind.EVALUATION, why)
+        child = parent
+    return file
+
+
+def _evaluation(src: SourceFile, parent: ast.AST, child: ast.AST) -> str | None:
+    if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if tokens(parent.name) & _EVAL_WORDS:
+            return f"inside `{parent.name}` (line {parent.lineno}), which validates or samples"
+        if any(_no_grad(src, d) for d in parent.decorator_list) and not tokens(parent.name) & _UPDATES:
+            return f"inside `{parent.name}` (line {parent.lineno}), which runs without gradients"
+    elif isinstance(parent, ast.If) and child in parent.body:
+        words = {w for n in ast.walk(parent.test) if isinstance(n, (ast.Name, ast.Attribute))
+                 for w in tokens(last_identifier(n) or "")}
+        if words & _EVAL_WORDS:
+            return f"in a branch taken for validation or sampling (line {parent.lineno})"
+    return None
+
+
+def _no_grad(src: SourceFile, expr: ast.AST) -> bool:
+    target = expr.func if isinstance(expr, ast.Call) else expr
+    return src.imports.qualname(target) in _NO_GRAD

@@ -1,0 +1,247 @@
+"""The project model: which precision the code of each file runs under, when it is linted inside its project.
+
+A model file rarely says its own precision: the training script that imports it enters autocast, casts the model,
+or configures a framework for mixed precision, and a config file may say bf16 for the whole run. Each file is
+summarised once (`Summary`: its imports, and the precision contexts it sets up if it trains); the contexts then
+follow the import graph from the training files to the modules they import, nearest first, each with where it was
+set up and the import it came through (`ProjectContext`). A file linted alone has no project context and is
+judged on its own evidence, as before."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+from ampdoctor.lint.python.dataflow import HALF, autocast_argument
+from ampdoctor.lint.python.facts import AUTOCASTS
+
+if TYPE_CHECKING:
+    from ampdoctor.lint.python.context import Context
+
+# How far a context follows imports from the training file (trainer -> model -> layers -> kernels).
+MAX_HOPS = 3
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A precision context with its provenance: ``bf16 autocast at train.py:42, through `from model import GPT```."""
+
+    what: str  # "bf16 autocast", "a model cast to bf16", "bf16 mixed precision (accelerate config)"
+    dtypes: frozenset[str]
+    file: str
+    line: int
+    through: str = ""
+
+    def describe(self) -> str:
+        where = f"{self.what} ({self.file}:{self.line}"
+        return where + (f", {self.through})" if self.through else ")")
+
+    def via(self, through: str) -> "Evidence":
+        return Evidence(self.what, self.dtypes, self.file, self.line, through if not self.through else f"{through}, {self.through}")
+
+
+@dataclass(frozen=True)
+class ProjectContext:
+    """What the project says about the precision one file's code runs under."""
+
+    autocast: Evidence | None = None  # reached from a training file that runs it under half autocast
+    half_model: Evidence | None = None  # reached from a training file that casts the model to half, without autocast
+    half: Evidence | None = None  # the project trains in bf16/fp16 somewhere (a config, a training script)
+
+    def __bool__(self) -> bool:
+        return any((self.autocast, self.half_model, self.half))
+
+    def digest(self) -> str:
+        return hashlib.sha256(repr(self).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What the project model needs of one file."""
+
+    path: str
+    module: str  # dotted name below the lint root ("pkg.model"; a package's __init__ is the package)
+    imports: tuple[tuple[str, int], ...]  # (absolute dotted name, line)
+    autocast: Evidence | None = None  # this training file runs what it imports under half autocast
+    half_model: Evidence | None = None  # this training file casts its model to half without autocast
+    half: Evidence | None = None  # this training file trains in a half dtype
+
+
+_FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+\(?([^#\n]*)", re.M)
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w., \t]+?)[ \t]*(?:#.*)?$", re.M)
+
+
+def module_name(rel_path: str) -> str:
+    parts = list(PurePosixPath(rel_path).with_suffix("").parts)
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(p for p in parts if p not in ("", ".", "/"))
+
+
+def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int], ...]:
+    """Every module a file may import, absolute: ``from .model import GPT`` in ``pkg.train`` -> pkg.model and
+    pkg.model.GPT (a name may be a submodule). Read from the text: cheap, and also for files no check parses."""
+    out: list[tuple[str, int]] = []
+    package = module if is_package else module.rpartition(".")[0]
+    for m in _FROM.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        base = m.group(1)
+        if base.startswith("."):
+            dots = len(base) - len(base.lstrip("."))
+            pieces = package.split(".") if package else []
+            pieces = pieces[: len(pieces) - (dots - 1)] if dots > 1 else pieces
+            rest = base.lstrip(".")
+            base = ".".join([*pieces, *([rest] if rest else [])])
+        if not base:
+            continue
+        out.append((base, line))
+        for name in m.group(2).replace(")", "").split(","):
+            name = name.strip().split(" as ")[0].strip()
+            if name.isidentifier():
+                out.append((f"{base}.{name}", line))
+    for m in _IMPORT.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        for name in m.group(1).split(","):
+            name = name.strip().split(" as ")[0].strip()
+            if name:
+                out.append((name, line))
+    return tuple(out)
+
+
+@dataclass
+class ProjectModel:
+    summaries: Mapping[str, Summary]
+    config_half: Evidence | None = None  # a training config of the project that runs in a half dtype
+    _index: dict[str, list[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for path, summary in self.summaries.items():
+            parts = summary.module.split(".") if summary.module else []
+            for i in range(len(parts)):
+                self._index.setdefault(".".join(parts[i:]), []).append(path)
+
+    def resolve(self, importer: str, dotted: str) -> str | None:
+        """The project file an import names, the one nearest the importer when several end with that name."""
+        found = self._index.get(dotted)
+        if not found:
+            return None
+        if len(found) == 1:
+            return found[0]
+        here = PurePosixPath(importer).parent.parts
+        return max(found, key=lambda p: (_common(PurePosixPath(p).parent.parts, here), -len(p)))
+
+    def contexts(self) -> dict[str, ProjectContext]:
+        """The context of every file a training file's precision reaches (files reached by none are left out)."""
+        autocast = self._spread("autocast")
+        half_model = self._spread("half_model")
+        trains_half = next((s.half for s in self.summaries.values() if s.half is not None), None) or self.config_half
+        out: dict[str, ProjectContext] = {}
+        for path in self.summaries:
+            ctx = ProjectContext(autocast.get(path), None if path in autocast else half_model.get(path), trains_half)
+            if ctx:
+                out[path] = ctx
+        return out
+
+    def _spread(self, kind: str) -> dict[str, Evidence]:
+        """Breadth-first from each training file that sets up a context of `kind`, along its imports."""
+        reached: dict[str, Evidence] = {}
+        queue: deque[tuple[str, Evidence, int]] = deque()
+        for path, summary in sorted(self.summaries.items()):
+            evidence = getattr(summary, kind)
+            if evidence is not None:
+                queue.append((path, evidence, 0))
+        seen_from: set[tuple[str, str]] = set()
+        while queue:
+            path, evidence, hops = queue.popleft()
+            if hops >= MAX_HOPS:
+                continue
+            summary = self.summaries[path]
+            for dotted, line in summary.imports:
+                target = self.resolve(path, dotted)
+                if target is None or target == path or (target, evidence.file) in seen_from:
+                    continue
+                seen_from.add((target, evidence.file))
+                through = f"imported at {_short(path)}:{line}"
+                passed = evidence.via(through) if hops == 0 else Evidence(evidence.what, evidence.dtypes, evidence.file, evidence.line,
+                                                                         f"{evidence.through}, then {through}")
+                if target not in reached and getattr(self.summaries[target], kind) is None:
+                    reached[target] = passed
+                queue.append((target, passed, hops + 1))
+        return reached
+
+
+def _common(a: Iterable[str], b: Iterable[str]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _short(path: str) -> str:
+    parts = PurePosixPath(path).parts
+    return "/".join(parts[-2:]) if len(parts) > 1 else path
+
+
+# Without one of these words a training file sets up no precision for what it imports.
+PRECISION_WORDS = ("autocast", "bfloat16", "float16", "bf16", "fp16", "half()", "mixed_precision", "precision=")
+
+
+def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool) -> Summary:
+    """The file's summary; `ctx` (the parsed file) is needed only for a training file that names a precision."""
+    module = module_name(rel_path)
+    imports = imports_of(text, module, rel_path.endswith("__init__.py"))
+    if ctx is None or not trains:
+        return Summary(rel_path, module, imports)
+    facts = ctx.facts
+    autocast = half_model = None
+    node = facts.half_autocast
+    if node is not None:
+        dtypes = _autocast_dtypes(ctx, node)
+        named = isinstance(node, ast.Call) and ctx.qualname(node.func) in AUTOCASTS
+        what = "autocast" if named else f"mixed precision (`{_callee(node)}`)"
+        autocast = Evidence(f"{_names(dtypes)} {what}", dtypes, rel_path, node.lineno)
+    elif facts.model_casts and not facts.mixed_precision:
+        cast = facts.model_casts[0]
+        half_model = Evidence(f"a model cast to {_names(cast.dtypes)} without autocast", frozenset(cast.dtypes), rel_path, cast.node.lineno)
+    half = autocast or half_model
+    if half is None and facts.bf16_evidence is not None:
+        half = Evidence("bf16 named in a training script", frozenset({"bf16"}), rel_path, facts.bf16_evidence.lineno)
+    return Summary(rel_path, module, imports, autocast, half_model, half)
+
+
+def _autocast_dtypes(ctx: "Context", node: ast.AST) -> frozenset[str]:
+    name = ctx.qualname(node.func) if isinstance(node, ast.Call) else None
+    if name in AUTOCASTS:
+        found = ctx.flow.dtype_of(autocast_argument(node, name, "dtype"))
+        if found and found & HALF:
+            return frozenset(found & HALF)
+    return frozenset(HALF)
+
+
+def _callee(node: ast.AST) -> str:
+    func = node.func if isinstance(node, ast.Call) else node
+    return ast.unparse(func)[:40] + "(...)"
+
+
+def _names(dtypes: frozenset[str]) -> str:
+    return "/".join(sorted(dtypes)) if dtypes else "half"
+
+
+def project_words(project: ProjectContext | None) -> str:
+    """Words the file would contain had it set its precision itself: a detector that waits for such a word (an
+    autocast, a half dtype) runs on a file that a training file's context reaches."""
+    if not project:
+        return ""
+    words = []
+    if project.autocast is not None:
+        words.append(" autocast mixed_precision")
+    if project.autocast is not None or project.half_model is not None or project.half is not None:
+        words.append(" bfloat16 float16 .half() bf16\" fp16\"")
+    return "".join(words)
