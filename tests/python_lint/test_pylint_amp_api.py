@@ -133,9 +133,14 @@ def test_autocast_without_dtype_on_cuda():
         pass
     with torch.amp.autocast("cuda" if cuda else "cpu"):
         pass
+    model.to(torch.bfloat16)
     """
     rule = "autocast-without-dtype"
     assert hits(code, rule) == [(rule, 3), (rule, 5), (rule, 7), (rule, 9)]
+    # Nothing says bf16: fp16 is what the author asked for.
+    assert hits(code.replace("model.to(torch.bfloat16)", ""), rule) == []
+    # An unconditional GradScaler: deliberate fp16 AMP.
+    assert hits(code.replace("model.to(torch.bfloat16)", "model.to(torch.bfloat16)\n    scaler = torch.amp.GradScaler()"), rule) == []
 
 
 def test_autocast_with_dtype_disabled_or_on_cpu_is_fine():

@@ -45,7 +45,7 @@ def test_rope_helper_with_einsum_and_aliased_torch_in_a_file_that_guards_attenti
     from torch import autocast
 
     def rope_angles(positions, inv_freq):
-        angles = T.einsum("bi,j->bij", positions.float(), inv_freq)
+        angles = T.einsum("bik,kj->bij", positions.float()[..., None], inv_freq[None])
         return T.cos(angles), T.sin(angles)
 
     def attention_probs(q, k):

@@ -14,8 +14,36 @@ from ampdoctor.lint.python.facts import AUTOCASTS
 from ampdoctor.lint.python.resolve import has_star_kwargs
 
 
+SCALERS = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"})
+
+
+def _always_scaled(ctx: Context) -> ast.Call | None:
+    """A GradScaler created unconditionally (no ``enabled=``, in no branch): the script does fp16 AMP on purpose,
+    and autocast's fp16 default is what it wants."""
+    for call, _ in calls_named(ctx, SCALERS):
+        if any(kw.arg == "enabled" for kw in call.keywords) or len(call.args) > 1:
+            continue
+        if not any(isinstance(a, (ast.If, ast.IfExp)) for a in ctx.src.ancestors(call)):
+            return call
+    return None
+
+
+def _bf16_said(ctx: Context) -> str | None:
+    """Where the file or its project says bf16: only then is autocast's fp16 default a surprise."""
+    local = ctx.facts.bf16_evidence
+    if local is not None:
+        return f"this file uses bf16 (line {local.lineno})"
+    for evidence in (ctx.project.autocast, ctx.project.half_model, ctx.project.half):
+        if evidence is not None and "bf16" in evidence.dtypes:
+            return f"the project trains in bf16: {evidence.describe()}"
+    return None
+
+
 @code_check("AMP107", triggers=("autocast",))
 def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
+    # Without bf16 anywhere in view, fp16 is what the author asked for, and paired with an unconditional GradScaler
+    # it is deliberate fp16 AMP; saying "whatever the run is configured for" there would state a guess.
+    said: str | None = None
     for call, name in calls_named(ctx, AUTOCASTS - {"torch.cpu.amp.autocast"}):
         if has_star_kwargs(call) or autocast_argument(call, name, "dtype") is not None:
             continue
@@ -27,5 +55,10 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
             values = [device.body, device.orelse] if isinstance(device, ast.IfExp) else [device]
             if all(isinstance(v, ast.Constant) and v.value != "cuda" for v in values):
                 continue  # CPU/XPU autocast defaults to bf16
-        yield call, "autocast without `dtype=` runs in float16 on CUDA, whatever precision the run is configured for"
+        if said is None:
+            said = _bf16_said(ctx) or ""
+            if said and _always_scaled(ctx) is not None:
+                said = ""
+        if said:
+            yield call, f"autocast without `dtype=` runs in float16 on CUDA, while {said}"
 

@@ -57,7 +57,8 @@ NOT_ROPE = frozenset({"sim", "similarity", "loss", "cossim", "dist", "distance",
 POSITION_FACTORIES = frozenset({"torch.arange", "torch.linspace", "torch.range"})
 TRIG = frozenset({"torch.cos", "torch.sin", "torch.polar"})
 COMBINE = frozenset({"torch.cat", "torch.stack", "torch.outer", "torch.einsum"})
-# On autocast's lower-precision lists (CUDA: all four; CPU: einsum only when it contracts, through bmm).
+# On autocast's lower-precision lists. einsum is not itself: torch decomposes it, into bmm when it contracts an
+# index and into an elementwise mul (left in fp32) when it does not, on CUDA as on CPU (`contracts`).
 ANGLE_MATMULS = frozenset({"torch.matmul", "torch.mm", "torch.bmm", "torch.einsum"})
 
 
@@ -128,11 +129,26 @@ def assigned_name(ctx: Context, call: ast.Call) -> str | None:
     return None
 
 
+def contracts(call: ast.Call) -> bool:
+    """Does this einsum sum over an index (``"bij,bjk->bik"``), or may it (a spec we cannot read)? An index that
+    is in an operand but not in the output is summed; without ``->`` the output is the indices seen once."""
+    spec = call.args[0] if call.args else None
+    if not (isinstance(spec, ast.Constant) and isinstance(spec.value, str)):
+        return True
+    text = spec.value.replace(" ", "").replace("...", "")
+    inputs, arrow, output = text.partition("->")
+    letters = [c for c in inputs if c.isalpha()]
+    if not arrow:
+        return any(letters.count(c) > 1 for c in letters)
+    return bool(set(letters) - set(output))
+
+
 def angle_matmuls(ctx: Context) -> Iterator[ast.AST]:
     """Matrix products with an inv_freq/freqs operand: ``inv_freq @ position_ids``, ``torch.einsum("i,j->ij", t, freqs)``."""
     operands: list[tuple[ast.AST, list[ast.AST]]] = [(m, [m.left, m.right]) for m in ctx.src.matmuls]
     for call in ctx.src.calls:
-        if ctx.qualname(call.func) in ANGLE_MATMULS:
+        name = ctx.qualname(call.func)
+        if name in ANGLE_MATMULS and (name != "torch.einsum" or contracts(call)):
             operands.append((call, [a for a in call.args if not isinstance(a, ast.Constant)]))
     for node, parts in operands:
         words = [chain_words(p, ctx) for p in parts]

@@ -84,33 +84,53 @@ def module_name(rel_path: str) -> str:
 
 
 def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int], ...]:
-    """Every module a file may import, absolute: ``from .model import GPT`` in ``pkg.train`` -> pkg.model and
-    pkg.model.GPT (a name may be a submodule). Read from the text: cheap, and also for files no check parses."""
+    """The project modules and names a file imports AND calls, absolute: ``from .model import GPT`` in
+    ``pkg.train`` with ``GPT(cfg)`` below -> pkg.model.GPT (a name may be a submodule, or a class the model
+    module defines). An import nothing calls carries no precision: a trainer that imports a logging helper does
+    not run it under its autocast. Read from the text: cheap, and also for files no check parses."""
     out: list[tuple[str, int]] = []
     package = module if is_package else module.rpartition(".")[0]
+    called = _called_names(text)
     for m in _FROM.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
-        base = m.group(1)
-        if base.startswith("."):
-            dots = len(base) - len(base.lstrip("."))
-            pieces = package.split(".") if package else []
-            pieces = pieces[: len(pieces) - (dots - 1)] if dots > 1 else pieces
-            rest = base.lstrip(".")
-            base = ".".join([*pieces, *([rest] if rest else [])])
+        base = _absolute(m.group(1), package)
         if not base:
             continue
-        out.append((base, line))
-        for name in m.group(2).replace(")", "").split(","):
-            name = name.strip().split(" as ")[0].strip()
-            if name.isidentifier():
+        for item in m.group(2).replace(")", "").split(","):
+            name, _, alias = item.strip().partition(" as ")
+            name, alias = name.strip(), alias.strip() or name.strip()
+            if name.isidentifier() and (alias in called or is_package):
                 out.append((f"{base}.{name}", line))
     for m in _IMPORT.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
-        for name in m.group(1).split(","):
-            name = name.strip().split(" as ")[0].strip()
-            if name:
-                out.append((name, line))
+        for item in m.group(1).split(","):
+            name, _, alias = item.strip().partition(" as ")
+            name, alias = name.strip(), alias.strip() or name.strip()
+            for attr in called.get(alias, ()) if name else ():
+                if attr:
+                    out.append((f"{name}.{attr}", line))
     return tuple(out)
+
+
+_CALL = re.compile(r"\b([A-Za-z_]\w*)(?:\.(\w+))?\s*\(")
+
+
+def _called_names(text: str) -> dict[str, set[str]]:
+    """Names called in the text (``GPT(``), with the attribute called on them (``model.GPT(`` -> {model: {GPT}})."""
+    out: dict[str, set[str]] = {}
+    for m in _CALL.finditer(text):
+        out.setdefault(m.group(1), set()).add(m.group(2) or "")
+    return out
+
+
+def _absolute(base: str, package: str) -> str:
+    if not base.startswith("."):
+        return base
+    dots = len(base) - len(base.lstrip("."))
+    pieces = package.split(".") if package else []
+    pieces = pieces[: len(pieces) - (dots - 1)] if dots > 1 else pieces
+    rest = base.lstrip(".")
+    return ".".join([*pieces, *([rest] if rest else [])])
 
 
 @dataclass
@@ -125,8 +145,20 @@ class ProjectModel:
             for i in range(len(parts)):
                 self._index.setdefault(".".join(parts[i:]), []).append(path)
 
-    def resolve(self, importer: str, dotted: str) -> str | None:
-        """The project file an import names, the one nearest the importer when several end with that name."""
+    def resolve(self, importer: str, dotted: str, depth: int = 0) -> str | None:
+        """The project file an import names, the one nearest the importer when several end with that name: the
+        module itself, or for ``pkg.model.GPT`` the module that defines GPT, following a package's re-export."""
+        found = self._lookup(importer, dotted)
+        if found is not None or "." not in dotted or depth > 2:
+            return found
+        owner, _, name = dotted.rpartition(".")
+        path = self._lookup(importer, owner)
+        if path is None or not path.endswith("__init__.py"):
+            return path
+        again = next((d for d, _ in self.summaries[path].imports if d.rpartition(".")[2] == name), None)
+        return (self.resolve(path, again, depth + 1) or path) if again else path
+
+    def _lookup(self, importer: str, dotted: str) -> str | None:
         found = self._index.get(dotted)
         if not found:
             return None

@@ -1,0 +1,117 @@
+"""What kind of code a finding sits in decides whether it is a warning: tests and benchmarks build odd precision
+cases on purpose, and a training-only rule (gradients, optimizer, loss scaling) cannot matter in code that never
+trains. Each case here is also linted as training code, to show the finding is there and only its kind changes."""
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ampdoctor.lint.engine import lint_paths
+from ampdoctor.lint.python import lint_source
+from ampdoctor.lint.python.kind import CodeKind, file_kind
+from ampdoctor.lint.settings import LintSettings
+
+# A GradScaler in a file whose weights are bf16: AMP004, a training-only rule (scope: training).
+SCALER = """
+import torch
+
+def run(model, batch, optimizer):
+    model = model.to(torch.bfloat16)
+    scaler = torch.amp.GradScaler("cuda")
+    loss = model(batch).mean()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+"""
+
+# A RoPE cache cast to bf16: AMP002, numerics that hurt any run (scope: all).
+ROPE_CACHE = """
+import torch
+
+class Rotary(torch.nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        inv_freq = 1.0 / 10000 ** (torch.arange(0, dim, 2).float() / dim)
+        freqs = torch.outer(torch.arange(4096).float(), inv_freq)
+        self.cos_cached = freqs.cos().bfloat16()
+"""
+
+
+def findings(code: str, path: str):
+    found, error = lint_source(textwrap.dedent(code).lstrip("\n"), path, kind_path=path)
+    assert error is None, error
+    return found
+
+
+def one(code: str, path: str, rule: str):
+    mine = [f for f in findings(code, path) if f.rule_id == rule]
+    assert len(mine) == 1, mine
+    return mine[0]
+
+
+@pytest.mark.parametrize("path, kind", [
+    ("tests/test_amp.py", "test"), ("pkg/tests/helpers.py", "test"), ("conftest.py", "test"),
+    ("benchmarks/speed.py", "benchmark"), ("bench_attention.py", "benchmark"),
+])
+def test_every_rule_is_a_note_in_tests_and_benchmarks(path, kind):
+    assert one(SCALER, "train.py", "AMP004").severity.value == "error"
+    found = one(SCALER, path, "AMP004")
+    assert found.severity.value == "info"
+    assert f"(in {kind} code:" in found.message
+    assert one(ROPE_CACHE, path, "AMP002").severity.value == "info"
+
+
+def test_a_training_only_rule_is_a_note_in_conversion_and_inference_code():
+    plain = SCALER.replace("    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n", "")
+    assert one(plain, "scripts/convert_checkpoint.py", "AMP004").severity.value == "info"
+    assert "conversion code" in one(plain, "scripts/convert_checkpoint.py", "AMP004").message
+    assert one(plain, "inference.py", "AMP004").severity.value == "info"
+    # numerics matter in inference too
+    assert one(ROPE_CACHE, "inference.py", "AMP002").severity.value == "warning"
+
+
+def test_a_file_that_trains_is_training_code_whatever_its_name():
+    assert file_kind("generate_and_train.py", "loss.backward()").kind is CodeKind.TRAINING
+    assert file_kind("sample.py", "loss.backward()\noptimizer.step()").kind is CodeKind.TRAINING
+    assert file_kind("sample.py", "x = 1").kind is CodeKind.INFERENCE
+
+
+def test_validation_and_sampling_inside_a_training_file_are_evaluation_code():
+    code = """
+    import torch
+
+    def log_validation(pipe, prompt):
+        with torch.autocast("cuda"):
+            return pipe(prompt)
+
+    @torch.no_grad()
+    def sample_images(pipe):
+        with torch.autocast("cuda"):
+            return pipe()
+
+    def train(model, batch, optimizer):
+        model.to(torch.bfloat16)
+        with torch.autocast("cuda"):
+            loss = model(batch).mean()
+        loss.backward()
+        optimizer.step()
+        if step % args.validation_steps == 0:
+            with torch.autocast("cuda"):
+                model(batch)
+    """
+    found = sorted((f.location.line, f.severity.value) for f in findings(code, "train.py") if f.rule_id == "AMP107")
+    assert found == [(4, "info"), (9, "info"), (14, "warning"), (19, "info")]
+
+
+def test_kind_is_read_below_the_folder_linted(tmp_path):
+    # A checkout that happens to live under a folder called tests/ is not all test code.
+    project = tmp_path / "tests" / "project"
+    project.mkdir(parents=True)
+    (project / "train.py").write_text(textwrap.dedent(SCALER))
+    report = lint_paths([project], LintSettings(jobs=1))
+    assert [f.severity.value for f in report.findings if f.rule_id == "AMP004"] == ["error"]
+    (project / "tests").mkdir()
+    (project / "tests" / "test_train.py").write_text(textwrap.dedent(SCALER))
+    report = lint_paths([project], LintSettings(jobs=1))
+    by_file = {Path(f.location.file).name: f.severity.value for f in report.findings if f.rule_id == "AMP004"}
+    assert by_file == {"train.py": "error", "test_train.py": "info"}
