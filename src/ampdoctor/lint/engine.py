@@ -95,11 +95,11 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
 
     python, configs, missing = discover([Path(p) for p in paths], settings)
     report = Report(errors=tuple(missing))
-    half = None
+    half: list[Evidence] = []
     if configs:
         readings, checked, errors = read_configs(configs)
         report = report.merge(lint_readings(readings, checked, errors))
-        half = half_config(readings)
+        half = half_configs(readings)
     if python:
         folders = [Path(p) for p in paths if _directory(Path(p))]
         report = report.merge(lint_python_files(python, jobs=settings.jobs, roots=folders, config_half=half))
@@ -107,16 +107,17 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
     return replace(report, findings=tuple(f for f in report.findings if settings.enabled(f)))
 
 
-def half_config(readings: Sequence[Reading]) -> Evidence | None:
-    """The first training config that computes in bf16/fp16: the project trains in half precision."""
+def half_configs(readings: Sequence[Reading]) -> list[Evidence]:
+    """The training configs that compute in bf16/fp16: the project they lie in trains in half precision."""
+    out = []
     for cfg in readings:
         policy = cfg.policy
         if policy is None or policy.compute not in HALF or cfg.facts.trains is False:
             continue
         where = cfg.locate()("compute")
-        return Evidence(f"{policy.compute} training config ({cfg.framework})", frozenset({str(policy.compute)}),
-                        where.file or cfg.file, where.line or 1)
-    return None
+        out.append(Evidence(f"{policy.compute} training config ({cfg.framework})", frozenset({str(policy.compute)}),
+                            where.file or cfg.file, where.line or 1))
+    return out
 
 
 def _with_unrecognised(named: Sequence[Path], report: Report) -> Report:

@@ -150,17 +150,25 @@ class Facts:
                 return call
         return None
 
-    def _local_class(self, expr: ast.AST, depth: int = 0) -> str | None:
+    def _local_class(self, expr: ast.AST) -> str | None:
         """`GPT(cfg)`, or `model` after `model = GPT(cfg)`, where this file defines `class GPT` -> "GPT"."""
-        defined = {c.name for c in self.src.classes}
+        found = self.class_of(expr)
+        return found if found in {c.name for c in self.src.classes} else None
+
+    def class_of(self, expr: ast.AST, depth: int = 0) -> str | None:
+        """The class a module-valued expression was built by: `GPT(cfg)`, `model` after `model = GPT(cfg)`,
+        `models.GPT(cfg).to(device)` -> "GPT" (a capitalised callee: a class, by Python's convention)."""
         while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("to", "cuda", "train"):
             expr = expr.func.value
         if isinstance(expr, ast.Call):
-            ident = last_identifier(expr.func)
-            return ident if ident in defined else None
+            func = expr.func
+            if isinstance(func, ast.Attribute) and func.attr in ("from_pretrained", "from_config"):
+                func = func.value  # `GPT.from_pretrained(...)` is built by GPT
+            ident = last_identifier(func)
+            return ident if ident and ident[:1].isupper() else None
         if isinstance(expr, ast.Name) and depth < 3:
             for _, value in self.src.bindings(expr, self.src.scope(expr)):
-                found = self._local_class(value, depth + 1) if value is not None else None
+                found = self.class_of(value, depth + 1) if value is not None else None
                 if found:
                     return found
         return None
@@ -200,6 +208,10 @@ class Facts:
         for call in self.src.calls:
             if any(kw.arg == "bf16" and isinstance(kw.value, ast.Constant) and kw.value.value is True for kw in call.keywords):
                 return call
+        for attr in self.src.attributes:
+            # a run flag read by the code (``if args.bf16:``, ``self.use_bf16``): the code runs in bf16 when it is on
+            if isinstance(attr.ctx, ast.Load) and tokens(attr.attr) & {"bf16", "bfloat16"} and attr.attr != "bfloat16":
+                return attr
         for call, name in self.autocast_calls:
             device = autocast_argument(call, name, "device_type")
             if name == "torch.cpu.amp.autocast" or (isinstance(device, ast.Constant) and device.value == "cpu"):

@@ -13,9 +13,9 @@ import ast
 import hashlib
 import re
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from ampdoctor.lint.python.dataflow import HALF, autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS
@@ -69,7 +69,9 @@ class Summary:
     imports: tuple[tuple[str, int], ...]  # (absolute dotted name, line)
     autocast: Evidence | None = None  # this training file runs what it imports under half autocast
     half_model: Evidence | None = None  # this training file casts its model to half without autocast
-    half: Evidence | None = None  # this training file trains in a half dtype
+    model_class: str | None = None  # ... a model built by this class (a cast reaches only the module defining it)
+    configs: tuple[tuple[str, int], ...] = ()  # config file names this training file mentions, with the line
+    half: Evidence | None = None  # set by the model: a training config this file names trains in half
 
 
 _FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+\(?([^#\n]*)", re.M)
@@ -84,10 +86,12 @@ def module_name(rel_path: str) -> str:
 
 
 def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int], ...]:
-    """The project modules and names a file imports AND calls, absolute: ``from .model import GPT`` in
-    ``pkg.train`` with ``GPT(cfg)`` below -> pkg.model.GPT (a name may be a submodule, or a class the model
-    module defines). An import nothing calls carries no precision: a trainer that imports a logging helper does
-    not run it under its autocast. Read from the text: cheap, and also for files no check parses."""
+    """The classes a file imports AND constructs, absolute: ``from .model import GPT`` in ``pkg.train`` with
+    ``GPT(cfg)`` below -> pkg.model.GPT, and ``model.GPT(cfg)`` after ``from pkg import model``. Modules are built
+    from classes; a helper function a trainer calls (a logger, a data loader) is not run under its autocast, and
+    following it would spread the trainer's precision over every module the helper's module imports. A package's
+    ``__init__`` keeps all its imports, for the re-exports a class name is found through. Read from the text:
+    cheap, and also for files no check parses."""
     out: list[tuple[str, int]] = []
     package = module if is_package else module.rpartition(".")[0]
     called = _called_names(text)
@@ -99,16 +103,17 @@ def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int
         for item in m.group(2).replace(")", "").split(","):
             name, _, alias = item.strip().partition(" as ")
             name, alias = name.strip(), alias.strip() or name.strip()
-            if name.isidentifier() and (alias in called or is_package):
+            if not name.isidentifier():
+                continue
+            if is_package or (name[:1].isupper() and "" in called.get(alias, ())):
                 out.append((f"{base}.{name}", line))
+            out.extend((f"{base}.{name}.{attr}", line) for attr in called.get(alias, ()) if attr[:1].isupper())
     for m in _IMPORT.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
         for item in m.group(1).split(","):
             name, _, alias = item.strip().partition(" as ")
             name, alias = name.strip(), alias.strip() or name.strip()
-            for attr in called.get(alias, ()) if name else ():
-                if attr:
-                    out.append((f"{name}.{attr}", line))
+            out.extend((f"{name}.{attr}", line) for attr in called.get(alias, ()) if name and attr[:1].isupper())
     return tuple(out)
 
 
@@ -135,8 +140,8 @@ def _absolute(base: str, package: str) -> str:
 
 @dataclass
 class ProjectModel:
-    summaries: Mapping[str, Summary]
-    config_half: Evidence | None = None  # a training config of the project that runs in a half dtype
+    summaries: dict[str, Summary]
+    config_half: Sequence[Evidence] = ()  # the project's training configs that run in a half dtype
     _index: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -169,15 +174,29 @@ class ProjectModel:
 
     def contexts(self) -> dict[str, ProjectContext]:
         """The context of every file a training file's precision reaches (files reached by none are left out)."""
+        self._name_configs()
         autocast = self._spread("autocast")
         half_model = self._spread("half_model")
-        trains_half = next((s.half for s in self.summaries.values() if s.half is not None), None) or self.config_half
+        half = self._spread("half")
         out: dict[str, ProjectContext] = {}
-        for path in self.summaries:
-            ctx = ProjectContext(autocast.get(path), None if path in autocast else half_model.get(path), trains_half)
+        for path, summary in self.summaries.items():
+            ctx = ProjectContext(autocast.get(path), None if path in autocast else half_model.get(path),
+                                 summary.half or half.get(path))
             if ctx:
                 out[path] = ctx
         return out
+
+    def _name_configs(self) -> None:
+        """A training file that names a half-precision training config of the project (by file name) trains in
+        half: a bf16 config somewhere in the tree says nothing of a script that does not use it."""
+        by_name = {PurePosixPath(e.file).name: e for e in self.config_half}
+        if not by_name:
+            return
+        for path, summary in list(self.summaries.items()):
+            named = next(((by_name[n], line) for n, line in summary.configs if n in by_name), None)
+            if named is not None and summary.half is None:
+                evidence, line = named
+                self.summaries[path] = replace(summary, half=evidence.via(f"named at {_short(path)}:{line}"))
 
     def _spread(self, kind: str) -> dict[str, Evidence]:
         """Breadth-first from each training file that sets up a context of `kind`, along its imports."""
@@ -194,6 +213,8 @@ class ProjectModel:
                 continue
             summary = self.summaries[path]
             for dotted, line in summary.imports:
+                if hops == 0 and kind == "half_model" and not (summary.model_class and dotted.endswith("." + summary.model_class)):
+                    continue  # a cast reaches the module of the model it casts, not every class the script builds
                 target = self.resolve(path, dotted)
                 if target is None or target == path or (target, evidence.file) in seen_from:
                     continue
@@ -230,7 +251,7 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool) -> 
     module = module_name(rel_path)
     imports = imports_of(text, module, rel_path.endswith("__init__.py"))
     if ctx is None or not trains:
-        return Summary(rel_path, module, imports)
+        return Summary(rel_path, module, imports, configs=_config_names(ctx) if ctx is not None and trains else ())
     facts = ctx.facts
     autocast = half_model = None
     node = facts.half_autocast
@@ -239,13 +260,27 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool) -> 
         named = isinstance(node, ast.Call) and ctx.qualname(node.func) in AUTOCASTS
         what = "autocast" if named else f"mixed precision (`{_callee(node)}`)"
         autocast = Evidence(f"{_names(dtypes)} {what}", dtypes, rel_path, node.lineno)
-    elif facts.model_casts and not facts.mixed_precision:
+    model_class = None
+    if autocast is None and facts.model_casts and not facts.mixed_precision:
         cast = facts.model_casts[0]
         half_model = Evidence(f"a model cast to {_names(cast.dtypes)} without autocast", frozenset(cast.dtypes), rel_path, cast.node.lineno)
-    half = autocast or half_model
-    if half is None and facts.bf16_evidence is not None:
-        half = Evidence("bf16 named in a training script", frozenset({"bf16"}), rel_path, facts.bf16_evidence.lineno)
-    return Summary(rel_path, module, imports, autocast, half_model, half)
+        func = cast.node.func
+        model_class = facts.class_of(func.value) if isinstance(func, ast.Attribute) else None
+    return Summary(rel_path, module, imports, autocast, half_model, model_class, _config_names(ctx))
+
+
+_CONFIG_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
+
+
+def _config_names(ctx: "Context") -> tuple[tuple[str, int], ...]:
+    """Config files a training script names (``open("ds_config.json")``, a default ``--config`` path): the run it
+    makes is configured by them."""
+    out = []
+    for const in ctx.src.strings:
+        value = const.value.strip()
+        if value.lower().endswith(_CONFIG_SUFFIXES) and len(value) < 200 and "\n" not in value:
+            out.append((PurePosixPath(value).name, const.lineno))
+    return tuple(out)
 
 
 def _autocast_dtypes(ctx: "Context", node: ast.AST) -> frozenset[str]:

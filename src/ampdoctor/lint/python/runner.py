@@ -181,23 +181,44 @@ def _run(tasks: list[Task], jobs: int) -> list[FileResult]:
 
 
 def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequence[Path | str] = (),
-                      config_half: Evidence | None = None, context_files: Sequence[Path | str] = ()) -> Report:
+                      config_half: Sequence[Evidence] = (), context_files: Sequence[Path | str] = ()) -> Report:
     """Lint `files` with `jobs` worker processes (0: one per core). Every file read is listed in `checked`. A file
     below one of the folders `roots` is judged by its path below that folder (`lint_source`'s `kind_path`).
 
-    The files are one project: each is summarised in the first pass, the precision of the training files (and
-    `config_half`, a training config's half precision) follows their imports (`lint.python.project`), and the
-    files it reaches are linted again under it. `context_files` are summarised for that but not reported."""
+    The files below one root are one project (files named alone, another): each file is summarised in the first
+    pass, the precision of the training files, and of the first training config in `config_half` that lies in the
+    project, follows their imports (`lint.python.project`), and the files it reaches are linted again under it.
+    `context_files` are summarised for that but not reported."""
     named = [str(f) for f in files]
-    extra = [str(f) for f in context_files if str(f) not in set(named)]
+    wanted = set(named)
+    extra = [str(f) for f in context_files if str(f) not in wanted]
     first = _run([(p, _below(Path(p), roots), None, True) for p in named + extra], jobs)
-    summaries = {(r[3].path): r[3] for r in first if r[3] is not None}
-    by_rel = {(_below(Path(r[0]), roots) or r[0]): r for r in first}
-    contexts = ProjectModel(summaries, config_half).contexts()
-    again = [(by_rel[rel][0], _below(Path(by_rel[rel][0]), roots), ctx, False) for rel, ctx in contexts.items()
-             if rel in by_rel and by_rel[rel][0] in set(named)]
+    again: list[Task] = []
+    for root, results in _projects(first, roots).items():
+        summaries = {r[3].path: r[3] for r in results if r[3] is not None}
+        by_rel = {r[3].path: r[0] for r in results if r[3] is not None}
+        half = [e for e in config_half if root is None or _inside(e.file, root)]
+        for rel, ctx in ProjectModel(summaries, half).contexts().items():
+            if by_rel[rel] in wanted:
+                again.append((by_rel[rel], _below(Path(by_rel[rel]), roots), ctx, False))
     redone = {r[0]: r for r in _run(again, jobs)} if again else {}
-    return _report([redone.get(r[0], r) for r in first if r[0] in set(named)])
+    return _report([redone.get(r[0], r) for r in first if r[0] in wanted])
+
+
+def _projects(results: list[FileResult], roots: Sequence[Path | str]) -> dict[Path | None, list[FileResult]]:
+    out: dict[Path | None, list[FileResult]] = {}
+    for r in results:
+        root = next((Path(root) for root in roots if _inside(r[0], Path(root))), None)
+        out.setdefault(root, []).append(r)
+    return out
+
+
+def _inside(file: str, root: Path) -> bool:
+    try:
+        Path(file).relative_to(root)
+        return True
+    except ValueError:
+        return False
 
 
 def _report(results: list[FileResult]) -> Report:
