@@ -170,6 +170,9 @@ def prepare(inc: Incident, mirrors: Path, cache: Path) -> None:
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
     extra = [p for p in RUNTIME.get(inc.name, ("", ()))[1] if p not in inc.files]
+    if PROJECT:
+        for rev, root in ((before, inc.before_dir), (fix, inc.after_dir)):
+            extract_project(gitdir, rev, root)
     for path in [*inc.files, *extra]:
         for rev, root in ((before, inc.before_dir), (fix, inc.after_dir)):
             blob = git(gitdir, "cat-file", "-p", f"{rev}:{path}")
@@ -193,6 +196,39 @@ def prepare(inc: Incident, mirrors: Path, cache: Path) -> None:
         inc.status = "missing-files"
 
 
+# Lint each incident's files inside their repository at the same commit (`ampdoctor lint FILES --project TREE`): what
+# other files set up (a trainer's autocast, a config's bf16) judges them, as it does for a user who lints a checkout.
+# `--alone` lints the listed files by themselves, as the first runs of this bench did.
+PROJECT = True
+_PROJECT_FILES = ("*.py", "*.json", "*.yaml", "*.yml", "*.toml")
+
+
+def extract_project(gitdir: Path, rev: str, root: Path) -> None:
+    """The repository's Python and config files at `rev`, for context; a snapshot that lacks some blobs gives what it
+    has (the listed files are extracted one by one afterwards, and reported when missing)."""
+    names = git(gitdir, "ls-tree", "-r", "-z", "--name-only", rev).stdout.decode(errors="replace").split("\0")
+    wanted = [n for n in names if n.endswith((".py", ".json", ".yaml", ".yml", ".toml")) and "/." not in "/" + n]
+    batch = subprocess.run(["git", "--git-dir", str(gitdir), "cat-file", "--batch"], input="".join(f"{rev}:{n}\n" for n in wanted).encode(),
+                           capture_output=True)
+    data, pos = batch.stdout, 0
+    for name in wanted:
+        header_end = data.find(b"\n", pos)
+        if header_end < 0:
+            break
+        header = data[pos:header_end].split()
+        if len(header) != 3 or header[1] != b"blob":
+            pos = header_end + 1
+            continue
+        size = int(header[2])
+        body = data[header_end + 1: header_end + 1 + size]
+        pos = header_end + 1 + size + 1
+        if size > (1 << 20):
+            continue
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(body)
+
+
 # ------------------------------------------------------------------------------------------------------ ampdoctor
 
 
@@ -202,13 +238,18 @@ def ampdoctor(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-def lint(tree: Path, select_all: bool) -> tuple[list[tuple[str, str, int]], list[str]]:
-    """Findings (rule, repository-relative file, line) of ``ampdoctor lint`` on one extracted tree, and crashes."""
+def lint(tree: Path, select_all: bool, files: list[str] | None = None) -> tuple[list[tuple[str, str, int]], list[str]]:
+    """Findings (rule, repository-relative file, line) of ``ampdoctor lint`` on one extracted tree (or on `files` of
+    it, inside the tree as their project), and crashes."""
     args = ["lint", "--no-config", "--format", "json", "--exit-zero", "--jobs", "1"]
     if select_all:
         args += ["--select", "ALL"]
+    targets = [str(tree)]
+    if files is not None:
+        targets = [str(tree / f) for f in files if (tree / f).is_file()] or [str(tree)]
+        args += ["--project", str(tree)]
     try:
-        proc = ampdoctor(*args, str(tree))
+        proc = ampdoctor(*args, *targets)
     except subprocess.TimeoutExpired:
         return [], [f"lint {'--select ALL ' if select_all else ''}{tree}: timed out"]
     crashes = []
@@ -268,10 +309,11 @@ def measure(inc: Incident, runtime: bool = True) -> None:
         audit_run(inc, "before", inc.before_dir)
         audit_run(inc, "after", inc.after_dir)
     for variant, select_all in (("default", False), ("ALL", True)):
-        found, crashes = lint(inc.before_dir, select_all)
+        files = list(inc.files) if PROJECT else None
+        found, crashes = lint(inc.before_dir, select_all, files)
         inc.hits[f"before:{variant}"] = near(found, inc.bug_lines)
         inc.crashes += crashes
-        found, crashes = lint(inc.after_dir, select_all)
+        found, crashes = lint(inc.after_dir, select_all, files)
         inc.hits[f"after:{variant}"] = near(found, inc.fixed_lines)
         inc.crashes += crashes
     if inc.error_text:
@@ -468,7 +510,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
     parser.add_argument("--json-out", type=Path, help="write each incident's outcome as JSON")
     parser.add_argument("--no-runtime", action="store_true", help="skip the runtime reproductions")
+    parser.add_argument("--alone", action="store_true", help="lint the fixed files by themselves, not inside their repository")
     args = parser.parse_args(argv)
+    global PROJECT
+    PROJECT = not args.alone
 
     start = time.time()
     tmp = None

@@ -28,6 +28,8 @@ def add_lint(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--statistics", action="store_true", help="print how many findings each rule has instead of the findings")
     p.add_argument("--baseline", metavar="FILE", help="report only findings not in FILE; when FILE does not exist, record today's findings in it")
     p.add_argument("--jobs", "-j", type=int, help="worker processes for Python files (default: one per core)")
+    p.add_argument("--project", metavar="DIR", help="judge the paths named inside this project: its training scripts and configs "
+                   "say what precision the named files run under (for a pre-commit hook or CI that lints changed files only)")
     p.add_argument("--config", metavar="PYPROJECT", help="read [tool.ampdoctor] from this file instead of the nearest pyproject.toml")
     p.add_argument("--no-config", action="store_true", help="ignore [tool.ampdoctor] settings")
     add_output_options(p)
@@ -59,9 +61,18 @@ def _lint_settings(args: argparse.Namespace) -> "LintSettings":
             if args.per_file_ignores else None,
             fail_on=Severity.parse(args.fail_on) if args.fail_on else None,
             jobs=args.jobs,
+            project=_project(args.project),
         )
     except SettingsError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _project(value: str | None) -> Path | None:
+    if value is None:
+        return None
+    if not os.path.isdir(value):  # os.path never raises: a name too long, a NUL byte
+        raise UsageError(f"--project {value}: not a directory")
+    return Path(value)
 
 
 def _emit_statistics(report: Report, args: argparse.Namespace) -> None:

@@ -100,9 +100,15 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
         readings, checked, errors = read_configs(configs)
         report = report.merge(lint_readings(readings, checked, errors))
         half = half_configs(readings)
+    folders = [Path(p) for p in paths if _directory(Path(p))]
+    context: list[Path] = []
+    if settings.project is not None:
+        # The files named are judged inside this project: its other files give context, and are not reported.
+        context, context_configs, _ = discover([settings.project], settings)
+        half += half_configs(read_configs([c for c in context_configs if c not in set(configs)])[0])
+        folders.append(settings.project)
     if python:
-        folders = [Path(p) for p in paths if _directory(Path(p))]
-        report = report.merge(lint_python_files(python, jobs=settings.jobs, roots=folders, config_half=half))
+        report = report.merge(lint_python_files(python, jobs=settings.jobs, roots=folders, config_half=half, context_files=context))
     report = _with_unrecognised([Path(p) for p in paths], report)
     return replace(report, findings=tuple(f for f in report.findings if settings.enabled(f)))
 

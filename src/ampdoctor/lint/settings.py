@@ -57,6 +57,7 @@ class LintSettings:
     exclude: tuple[str, ...] = ()
     jobs: int = 0  # 0: one worker per core
     root: Path | None = None  # the folder of the pyproject.toml the settings came from: patterns are relative to it
+    project: Path | None = None  # lint the paths named inside this project (`--project`): its files give precision context
 
     def selected(self, rule_id: str) -> bool:
         chosen = default_rule_ids() if self.select is None else self.select

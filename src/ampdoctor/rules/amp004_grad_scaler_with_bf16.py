@@ -125,7 +125,6 @@ def _early_exit_unless_fp16(ctx: Context, parent: ast.AST, child: ast.AST, scope
 @code_check("AMP004", triggers=("GradScaler",))
 def grad_scaler_with_bf16(ctx: Context) -> Iterator[CodeHit]:
     # Incident 4 (h2o-llmstudio #628): GradScaler() built unconditionally, then run on bf16 grads.
-    evidence = None
     for call, name in calls_named(ctx, SCALERS):
         sign, gate = gate_sign(ctx, call, name)
         if sign == -1 and gate is not None:
@@ -134,9 +133,10 @@ def grad_scaler_with_bf16(ctx: Context) -> Iterator[CodeHit]:
             continue
         if sign != 0 or has_star_kwargs(call):
             continue
-        evidence = evidence or ctx.facts.bf16_evidence
+        # bf16 on a path this scaler can run with: not the other side of its `if`, not under `if not x` for its `if x`
+        evidence = next((e for e in ctx.facts.bf16_places() if not ctx.src.exclusive(e, call)), None)
         if evidence is None:
-            return  # a plain fp16 script
+            continue  # a plain fp16 script, or one whose bf16 runs never create this scaler
         yield call, *_verdict(ctx, name.rsplit(".", 1)[-1], evidence)
 
 

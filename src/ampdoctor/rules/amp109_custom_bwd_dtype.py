@@ -17,6 +17,9 @@ def custom_bwd_dtype(ctx: Context) -> Iterator[CodeHit]:
     # pytorch #87979, fixed by PR #88029 in torch 2.0: the old `torch.cuda.amp.custom_bwd` re-entered autocast
     # with its default dtype, fp16, so a bf16 forward got an fp16 backward. With `custom_fwd(cast_inputs=...)` the
     # backward ran with autocast off, and a file that also imports `torch.amp.custom_bwd` picks per torch version.
+    floor = ctx.project.torch_floor
+    if floor is not None and floor[0] >= (2, 0):
+        return  # the project requires a torch that has the fix (its requirement: floor[1])
     evidence = ctx.facts.bf16_evidence
     if evidence is None or any(n.module in ("torch.amp", "torch.amp.autocast_mode") and any(a.name == "custom_bwd" for a in n.names)
                                for n in ctx.src.import_froms):

@@ -26,7 +26,7 @@ class Context:
     def __init__(self, src: SourceFile, project: ProjectContext | None = None) -> None:
         self.src = src
         # The precision the project runs this file's code under; empty for a file linted alone.
-        self.project = project or ProjectContext()
+        self.project = project if project is not None else ProjectContext()
         self._flow = Dataflow(src)
         self.facts = Facts(src, self._flow)
 

@@ -19,6 +19,7 @@ the code does not say:
 from __future__ import annotations
 
 import ast
+import re
 from typing import Optional
 
 from ampdoctor import dtypes
@@ -41,6 +42,7 @@ STRING_DTYPES = {
 }
 CAST_METHODS = {"bfloat16": BF16, "half": FP16, "float": FP32, "double": FP64}
 # Methods and torch functions whose result has the dtype of their (first) tensor operand.
+_INT_DTYPE = re.compile(r"^torch\.u?int(8|16|32|64)$|^torch\.(short|int|long|bool)$")
 PRESERVING = frozenset({
     "cos", "sin", "exp", "neg", "abs", "sqrt", "rsqrt", "unsqueeze", "squeeze", "view", "reshape", "contiguous",
     "clone", "detach", "cpu", "cuda", "transpose", "permute", "flatten", "expand", "expand_as", "repeat",
@@ -187,12 +189,24 @@ class Dataflow:
             return self.tensor_dtype(expr.args[0], scope, depth + 1)
         if func.attr == "to":
             return self._to_dtype(expr, func, scope, depth)
+        if func.attr == "view" and (expr.args or expr.keywords) and self._dtype_argument(expr, scope):
+            return self._dtype_argument(expr, scope)  # ``x.view(torch.int16)``: the bits, reinterpreted, are int16
         name = self.src.imports.qualname(func)
         if name is None and func.attr in PRESERVING:
             return self.tensor_dtype(func.value, scope, depth + 1)
         if name and name.startswith("torch.") and func.attr in PRESERVING and expr.args:
             return self.tensor_dtype(expr.args[0], scope, depth + 1)
         return None
+
+    def _dtype_argument(self, call: ast.Call, scope: ast.AST | None) -> DTypes:
+        arg = call.args[0] if len(call.args) == 1 else keyword(call, "dtype")
+        if arg is None or not isinstance(arg, (ast.Attribute, ast.Name)):
+            return None
+        found = self.dtype_of(arg, scope)
+        if found:
+            return found
+        name = self.src.imports.qualname(arg) or ""
+        return frozenset({"int"}) if _INT_DTYPE.match(name) else None
 
     def _to_dtype(self, expr: ast.Call, func: ast.Attribute, scope: ast.AST | None, depth: int) -> DTypes:
         """``x.to(device)`` keeps x's dtype; ``x.to(y)`` takes y's (for a plain name y)."""

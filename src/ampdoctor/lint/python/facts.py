@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import functools
 from dataclasses import dataclass
+from typing import Iterator
 
 from ampdoctor.dtypes import ROPE_WORDS
 from ampdoctor.lint.python.dataflow import BF16, FP16, HALF, STRING_DTYPES, Dataflow, autocast_argument
@@ -199,25 +200,28 @@ class Facts:
     @functools.cached_property
     def bf16_evidence(self) -> ast.AST | None:
         """The first sign that this file trains or runs in bf16, if any."""
+        return next(self.bf16_places(), None)
+
+    def bf16_places(self) -> Iterator[ast.AST]:
+        """Every sign that this file trains or runs in bf16, strongest kinds first."""
         for attr in self.src.attributes:
             if attr.attr == "bfloat16" and (self.src.imports.qualname(attr) == "torch.bfloat16" or isinstance(self.src.parents.get(attr), ast.Call)):
-                return attr
+                yield attr
         for const in self.src.strings:
             if STRING_DTYPES.get(const.value.lower()) == BF16:
-                return const
+                yield const
         for call in self.src.calls:
             if any(kw.arg == "bf16" and isinstance(kw.value, ast.Constant) and kw.value.value is True for kw in call.keywords):
-                return call
+                yield call
         for attr in self.src.attributes:
             # a run flag read by the code (``if args.bf16:``, ``self.use_bf16``): the code runs in bf16 when it is on
             if isinstance(attr.ctx, ast.Load) and tokens(attr.attr) & {"bf16", "bfloat16"} and attr.attr != "bfloat16":
-                return attr
+                yield attr
         for call, name in self.autocast_calls:
             device = autocast_argument(call, name, "device_type")
             if name == "torch.cpu.amp.autocast" or (isinstance(device, ast.Constant) and device.value == "cpu"):
                 if autocast_argument(call, name, "dtype") is None:
-                    return call  # CPU autocast defaults to bf16
-        return None
+                    yield call  # CPU autocast defaults to bf16
 
     @functools.cached_property
     def autocast_disabled(self) -> list[ast.Call]:

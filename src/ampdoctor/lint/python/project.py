@@ -51,7 +51,8 @@ class ProjectContext:
 
     autocast: Evidence | None = None  # reached from a training file that runs it under half autocast
     half_model: Evidence | None = None  # reached from a training file that casts the model to half, without autocast
-    half: Evidence | None = None  # the project trains in bf16/fp16 somewhere (a config, a training script)
+    half: Evidence | None = None  # a training config that runs this file's code says bf16/fp16
+    torch_floor: tuple[tuple[int, int], str] | None = None  # the oldest torch the project allows, and where it says so
 
     def __bool__(self) -> bool:
         return any((self.autocast, self.half_model, self.half))
@@ -142,6 +143,7 @@ def _absolute(base: str, package: str) -> str:
 class ProjectModel:
     summaries: dict[str, Summary]
     config_half: Sequence[Evidence] = ()  # the project's training configs that run in a half dtype
+    torch_floor: tuple[tuple[int, int], str] | None = None
     _index: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -181,7 +183,7 @@ class ProjectModel:
         out: dict[str, ProjectContext] = {}
         for path, summary in self.summaries.items():
             ctx = ProjectContext(autocast.get(path), None if path in autocast else half_model.get(path),
-                                 summary.half or half.get(path))
+                                 summary.half or half.get(path), self.torch_floor)
             if ctx:
                 out[path] = ctx
         return out

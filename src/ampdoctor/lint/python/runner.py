@@ -18,6 +18,7 @@ from typing import Sequence
 from ampdoctor.core.catalog import documented_rule, finding
 from ampdoctor.core.model import Finding, Location, Severity
 from ampdoctor.core.registry import detectors
+from ampdoctor.lint.pins import torch_floor
 from ampdoctor.lint.python.context import Context
 from ampdoctor.lint.python.kind import CodeKind, Kind, file_kind, site_kind
 from ampdoctor.lint.python.project import PRECISION_WORDS, Evidence, ProjectContext, ProjectModel, Summary, project_words
@@ -43,10 +44,10 @@ def lint_source(text: str, path: str = "<string>", kind_path: str | None = None,
 
 
 def _lint(text: str, path: str, kind_path: str | None, project: ProjectContext | None,
-          summarize: bool) -> tuple[list[Finding], ReportError | None, Summary | None]:
+          summarize: bool, check: bool = True) -> tuple[list[Finding], ReportError | None, Summary | None]:
     rel = kind_path or path
     kind = file_kind(rel, text)
-    checks = [d for d in detectors("code") if d.applies(text + project_words(project))]
+    checks = [d for d in detectors("code") if d.applies(text + project_words(project))] if check else []
     trains = kind.kind is CodeKind.TRAINING and any(w in text for w in PRECISION_WORDS)
     try:
         if not checks and not (summarize and trains):
@@ -62,7 +63,7 @@ def _lint(text: str, path: str, kind_path: str | None, project: ProjectContext |
         return [], ReportError(path, f"syntax error: {exc.msg}", exc.lineno, exc.offset, fatal=False, kind=ErrorKind.SYNTAX), None
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
         return [], ReportError(path, f"syntax error: {exc}", fatal=False, kind=ErrorKind.SYNTAX), None
-    ctx = Context(src, project or ProjectContext())
+    ctx = Context(src, project)
     findings, error = _check(ctx, checks, kind, text)
     if error is not None:
         return findings, error, None
@@ -138,12 +139,12 @@ def _opens_a_field(rest: str) -> bool:
 
 
 def lint_file(path: str, kind_path: str | None = None, project: ProjectContext | None = None,
-              summarize: bool = False) -> FileResult:
+              summarize: bool = False, check: bool = True) -> FileResult:
     try:
         text = importlib.util.decode_source(Path(path).read_bytes())
     except (OSError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
         return path, [], ReportError(path, f"cannot read: {exc}", fatal=False, kind=ErrorKind.UNREADABLE), None
-    findings, error, summary = _lint(text, path, kind_path, project, summarize)
+    findings, error, summary = _lint(text, path, kind_path, project, summarize, check)
     return path, findings, error, summary
 
 
@@ -161,7 +162,7 @@ def _cycle_collector_paused():
             gc.enable()
 
 
-Task = tuple[str, "str | None", "ProjectContext | None", bool]  # path, kind_path, project context, summarize
+Task = tuple[str, "str | None", "ProjectContext | None", bool, bool]  # path, kind_path, project context, summarize, check
 
 
 def _lint_chunk(tasks: list[Task]) -> list[FileResult]:
@@ -192,15 +193,23 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     named = [str(f) for f in files]
     wanted = set(named)
     extra = [str(f) for f in context_files if str(f) not in wanted]
-    first = _run([(p, _below(Path(p), roots), None, True) for p in named + extra], jobs)
+    # A torch requirement is known before any file is read: it is part of every file's context from the first pass.
+    floors = {Path(r): torch_floor(Path(r)) for r in roots}
+    base = {r: ProjectContext(torch_floor=f) for r, f in floors.items() if f is not None}
+
+    def start(p: str) -> ProjectContext | None:
+        return next((ctx for r, ctx in base.items() if _inside(p, r)), None)
+
+    first = _run([(p, _below(Path(p), roots), start(p), True, True) for p in named]
+                 + [(p, _below(Path(p), roots), None, True, False) for p in extra], jobs)
     again: list[Task] = []
     for root, results in _projects(first, roots).items():
         summaries = {r[3].path: r[3] for r in results if r[3] is not None}
         by_rel = {r[3].path: r[0] for r in results if r[3] is not None}
         half = [e for e in config_half if root is None or _inside(e.file, root)]
-        for rel, ctx in ProjectModel(summaries, half).contexts().items():
+        for rel, ctx in ProjectModel(summaries, half, floors.get(root) if root is not None else None).contexts().items():
             if by_rel[rel] in wanted:
-                again.append((by_rel[rel], _below(Path(by_rel[rel]), roots), ctx, False))
+                again.append((by_rel[rel], _below(Path(by_rel[rel]), roots), ctx, False, True))
     redone = {r[0]: r for r in _run(again, jobs)} if again else {}
     return _report([redone.get(r[0], r) for r in first if r[0] in wanted])
 

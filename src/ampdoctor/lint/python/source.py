@@ -103,6 +103,27 @@ class SourceFile:
                 return parent
         return None
 
+    def exclusive(self, a: ast.AST, b: ast.AST) -> bool:
+        """Can `a` and `b` never run in one pass: the two sides of one ``if``, or ``if x:`` and ``if not x:``?"""
+        path_a = {id(p): (p, c) for p, c in self._steps(a)}
+        for parent, child_b in self._steps(b):
+            if id(parent) in path_a:
+                child_a = path_a[id(parent)][1]
+                if isinstance(parent, ast.If) and child_a is not parent.test and child_b is not parent.test:
+                    return (child_a in parent.body) != (child_b in parent.body)
+                body = getattr(parent, "body", None)
+                if isinstance(body, list) and child_a in body and child_b in body:
+                    return _opposite(child_a, child_b)
+                return False
+        return False
+
+    def _steps(self, node: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
+        """(ancestor, the child of it on the way to `node`), nearest first."""
+        child = node
+        for parent in self.ancestors(node):
+            yield parent, child
+            child = parent
+
     # --- assignments ----------------------------------------------------------------------------
 
     def _index_assignments(self) -> None:
@@ -158,6 +179,16 @@ class SourceFile:
             return self._names.get((self.tree, expr.id), [])
         key = dotted(expr)
         return self._attrs.get(key, []) if key else []
+
+
+def _opposite(a: ast.AST, b: ast.AST) -> bool:
+    """``if x: ...`` and ``if not x: ...`` (either order), as two statements of one block."""
+    if not (isinstance(a, ast.If) and isinstance(b, ast.If)):
+        return False
+    for x, y in ((a.test, b.test), (b.test, a.test)):
+        if isinstance(y, ast.UnaryOp) and isinstance(y.op, ast.Not) and ast.dump(y.operand) == ast.dump(x):
+            return True
+    return False
 
 
 def _parameters(args: ast.arguments) -> list[tuple[ast.arg, ast.expr | None]]:

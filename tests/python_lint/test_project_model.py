@@ -1,0 +1,109 @@
+"""The project model: what a training file sets up reaches the modules it builds its model from, with provenance,
+and nothing else; a file linted alone keeps its own verdict; `--project` judges named files inside their project."""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from ampdoctor.lint.pins import torch_floor
+from ampdoctor.lint.python.project import Evidence, ProjectModel, Summary, imports_of
+
+ROPE = """
+import torch
+from torch import nn
+
+class RotaryEmbedding(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(0, dim, 2).float() / dim))
+
+    def forward(self, position_ids):
+        freqs = self.inv_freq[None, :, None].float() @ position_ids[:, None, :].float()
+        return freqs.cos(), freqs.sin()
+"""
+
+TRAIN = """
+import torch
+from pkg.rope import RotaryEmbedding
+from pkg.logs import log_step
+
+def main(loader):
+    rope = RotaryEmbedding(64)
+    for pos in loader:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            cos, sin = rope(pos)
+        loss = (cos + sin).mean()
+        loss.backward()
+        log_step(loss)
+"""
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def lint(*args: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "ampdoctor", "lint", "--no-config", "--format", "json", "--exit-zero", *args],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def amp101(report: dict) -> list[tuple[str, int, str]]:
+    return [(Path(f["location"]["file"]).name, f["location"]["line"], f["message"]) for f in report["findings"] if f["id"] == "AMP101"]
+
+
+def test_only_constructed_classes_carry_the_trainer_precision():
+    imports = dict(imports_of(textwrap.dedent(TRAIN), "train", False))
+    assert "pkg.rope.RotaryEmbedding" in imports
+    assert not any(name.startswith("pkg.logs") for name in imports)  # a helper function is not run under autocast
+
+
+def test_a_package_re_export_is_followed_to_the_defining_module():
+    model = ProjectModel({
+        "pkg/__init__.py": Summary("pkg/__init__.py", "pkg", (("pkg.layers.Block", 1),)),
+        "pkg/layers.py": Summary("pkg/layers.py", "pkg.layers", ()),
+        "train.py": Summary("train.py", "train", (("pkg.Block", 2),),
+                            autocast=Evidence("bf16 autocast", frozenset({"bf16"}), "train.py", 9)),
+    })
+    contexts = model.contexts()
+    assert set(contexts) == {"pkg/layers.py"}
+    assert contexts["pkg/layers.py"].autocast.describe() == "bf16 autocast (train.py:9, imported at train.py:2)"
+
+
+def test_the_trainer_autocast_reaches_the_model_file_and_is_cited(tmp_path):
+    root = write(tmp_path / "proj", {"pkg/__init__.py": "", "pkg/rope.py": ROPE, "pkg/logs.py": "def log_step(x):\n    pass\n",
+                                     "train.py": TRAIN})
+    found = amp101(lint(str(root)))
+    assert [(f, line) for f, line, _ in found] == [("rope.py", 11)]
+    assert "bf16 autocast (train.py:9, imported at train.py:3)" in found[0][2]
+    # the model file alone: nothing says it runs under autocast
+    assert amp101(lint(str(root / "pkg" / "rope.py"))) == []
+    # ... but named inside its project, it is judged under the project's precision
+    assert [(f, line) for f, line, _ in amp101(lint(str(root / "pkg" / "rope.py"), "--project", str(root)))] == [("rope.py", 11)]
+
+
+def test_each_folder_named_is_its_own_project(tmp_path):
+    a = write(tmp_path / "a", {"pkg/__init__.py": "", "pkg/rope.py": ROPE})
+    b = write(tmp_path / "b", {"pkg/__init__.py": "", "pkg/rope.py": "", "train.py": TRAIN})
+    assert amp101(lint(str(a), str(b))) == []
+
+
+def test_the_torch_floor_is_read_from_the_requirement_files(tmp_path):
+    assert torch_floor(tmp_path) is None
+    (tmp_path / "requirements.txt").write_text("numpy\ntorchvision>=0.9\n# torch>=1.0\ntorch >= 2.1.0\n")
+    assert torch_floor(tmp_path) == ((2, 1), "requirements.txt:4")
+    (tmp_path / "pyproject.toml").write_text('[project]\ndependencies = ["torch[cuda]>1.12", "x"]\n')
+    assert torch_floor(tmp_path) == ((1, 13), "pyproject.toml:2")
+
+
+def test_a_missing_project_folder_is_a_usage_error(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "ampdoctor", "lint", str(tmp_path), "--project", str(tmp_path / "nope")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "--project" in proc.stderr and "Traceback" not in proc.stderr
