@@ -107,3 +107,15 @@ def test_torchtitan_export_is_valid_toml_that_reads_back(preset, text, tmp_path)
     assert result.syntax == "toml" and text in result.text and result.cannot_express == ()
     path = toml(tmp_path, result.text)
     assert from_config("torchtitan", path) == PRESETS[preset]
+
+
+def test_deepspeed_world_size_only_from_a_written_accumulation(tmp_path):
+    # train_batch_size = micro * accumulation * ranks: without the accumulation written, DeepSpeed derives it from the
+    # world size, so the world size is unknown (not 64 / 16 = 4 ranks with an assumed accumulation of 1).
+    path = tmp_path / "ds.json"
+    path.write_text('{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 16, "bf16": {"enabled": true}}')
+    docs, _ = load_documents(path)
+    assert reader_named("deepspeed").read(docs[0]).fact("world_size") is None
+    path.write_text('{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 16, "gradient_accumulation_steps": 2, "bf16": {"enabled": true}}')
+    docs, _ = load_documents(path)
+    assert reader_named("deepspeed").read(docs[0]).fact("world_size") == 2

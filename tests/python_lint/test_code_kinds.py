@@ -115,3 +115,9 @@ def test_kind_is_read_below_the_folder_linted(tmp_path):
     report = lint_paths([project], LintSettings(jobs=1))
     by_file = {Path(f.location.file).name: f.severity.value for f in report.findings if f.rule_id == "AMP004"}
     assert by_file == {"train.py": "error", "test_train.py": "info"}
+
+
+def test_a_cos_sin_table_is_called_rope_only_where_the_file_shows_rotary_embeddings():
+    plain = one(ROPE_CACHE.replace("Rotary", "Table"), "model.py", "AMP002")
+    assert plain.message.startswith("cos/sin table") and "RoPE" not in plain.message
+    assert one(ROPE_CACHE, "model.py", "AMP002").message.startswith("RoPE table")

@@ -106,7 +106,9 @@ def _engine_facts(doc: Document, cfg: Reading, mode: Mode) -> None:
     if not is_auto(gas) and as_int(gas) is not None:
         cfg.set("grad_accum_steps", as_int(gas), doc.at("gradient_accumulation_steps"), not doc.has("gradient_accumulation_steps"))
     micro, total = as_int(doc.get("train_micro_batch_size_per_gpu")), as_int(doc.get("train_batch_size"))
-    steps = cfg.fact("grad_accum_steps")
+    # Only a written accumulation fixes the world size: without one DeepSpeed derives the accumulation from the world
+    # size (train_batch_size = micro * accumulation * ranks), and assuming 1 would state a rank count as a fact.
+    steps = cfg.fact("grad_accum_steps") if doc.has("gradient_accumulation_steps") else None
     if micro and total and steps and total % (micro * steps) == 0:
         cfg.set("world_size", total // (micro * steps), doc.at("train_batch_size"))
 

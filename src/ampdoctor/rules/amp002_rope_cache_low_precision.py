@@ -39,7 +39,14 @@ def rope_cache_low_precision(ctx: Context) -> Iterator[CodeHit]:
             what = f"`{stored}`"
         else:
             continue
-        yield call, f"RoPE table {what} is cast to {describe(dtypes)}; keep cos/sin/inv_freq in float32"
+        yield call, f"{table_kind(ctx)} {what} is cast to {describe(dtypes)}; keep cos/sin/inv_freq in float32"
+
+
+def table_kind(ctx: Context) -> str:
+    """"RoPE table" only where the file shows rotary embeddings; a cos/sin table elsewhere may be a sinusoidal
+    position or frequency table, and the message says no more than that."""
+    text = ctx.src.text.lower()
+    return "RoPE table" if any(w in text for w in ("rotary", "rope", "rotate_half", "apply_rotary", "freqs_cis")) else "cos/sin table"
 
 
 # Factories of random values: `cos = torch.randn(B, S, D, dtype=torch.bfloat16)` feeds a fused-RoPE kernel test

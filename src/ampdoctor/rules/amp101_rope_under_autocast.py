@@ -26,6 +26,11 @@ def _rotary_functions(ctx: Context) -> set[ast.AST]:
     return found
 
 
+def rotary_said(ctx: Context) -> bool:
+    text = ctx.src.text.lower()
+    return any(w in text for w in ("rotary", "rope", "rotate_half", "apply_rotary", "freqs_cis"))
+
+
 @code_check("AMP101", triggers=("freq",), also=(("@", "matmul", "mm(", "einsum"), ("autocast", "mixed_precision", "precision=", "bf16=", "fp16=")))
 def rope_under_autocast(ctx: Context) -> Iterator[CodeHit]:
     # transformers PR #29285, diffusers PR #13922. Autocast's lower-precision list has matmul/mm/bmm and, on
@@ -48,6 +53,7 @@ def rope_under_autocast(ctx: Context) -> Iterator[CodeHit]:
             rotary = _rotary_functions(ctx)
         if (ctx.src.enclosing_function(node) or ctx.src.tree) not in rotary or facts.autocast_off_at(node):
             continue
-        yield node, (f"RoPE angles `{ast.unparse(node)[:60]}` are a matmul, which autocast runs in bf16/fp16 even on fp32 "
+        kind = "RoPE angles" if rotary_said(ctx) else "angles for a cos/sin table"
+        yield node, (f"{kind} `{ast.unparse(node)[:60]}` are a matmul, which autocast runs in bf16/fp16 even on fp32 "
                      f"operands; {evidence}. Compute them inside `torch.autocast(device_type, enabled=False)`")
 
