@@ -13,7 +13,6 @@ from ampdoctor.lint.python.dataflow import autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS
 from ampdoctor.lint.python.resolve import has_star_kwargs
 
-
 SCALERS = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"})
 
 
@@ -35,7 +34,9 @@ def _bf16_said(ctx: Context) -> str | None:
         return f"this file uses bf16 (line {local.lineno})"
     for evidence in (ctx.project.autocast, ctx.project.half_model, ctx.project.half):
         if evidence is not None and "bf16" in evidence.dtypes:
-            return f"the project trains in bf16: {evidence.describe()}"
+            return f"this code runs in bf16: {evidence.describe()}"
+    if ctx.project.trains_bf16 is not None:
+        return f"this project configures bf16 training: {ctx.project.trains_bf16.describe()}"
     return None
 
 

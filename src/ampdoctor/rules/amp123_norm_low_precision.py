@@ -133,12 +133,8 @@ def norm_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # sglang PR #27540: Gemma RMSNorm variance in bf16 -> cosine 0.51 at layer 58; transformers PR #25421.
     # An upcast anywhere in the norm's class counts (Gemma: `self._norm(x.float())`), so only norms that never
     # leave the input dtype are reported, and only in a file that shows half precision.
-    evidence = ctx.facts.half_evidence
-    if evidence is not None:
-        said = f"in a file that runs in half precision (line {evidence.lineno})"
-    elif (project := ctx.project.half_model or ctx.project.autocast) is not None:
-        said = f"in code the project runs as {project.describe()}"
-    else:
+    said = _half_said(ctx)
+    if said is None:
         return
     candidates = [(call, base) for call in ctx.src.calls if (base := _variance_input(call, ctx)) is not None]
     if not candidates:
@@ -163,6 +159,14 @@ def norm_low_precision(ctx: Context) -> Iterator[CodeHit]:
         what = describe(dtypes) if dtypes and dtypes & HALF else "the input dtype"
         yield call, (f"{where} computes the variance `{ast.unparse(call)[:50]}` in {what} {said}; "
                      "upcast first: `x.float().pow(2).mean(-1, keepdim=True)`")
+
+
+def _half_said(ctx: Context) -> str | None:
+    evidence = ctx.facts.half_evidence
+    if evidence is not None:
+        return f"in a file that runs in half precision (line {evidence.lineno})"
+    project = ctx.project.half_model or ctx.project.autocast
+    return f"in code the project runs as {project.describe()}" if project is not None else None
 
 
 def _upcast_scopes(ctx: Context) -> set[ast.AST]:

@@ -41,6 +41,17 @@ def _has_matmul(expr: ast.AST, ctx: Context, depth: int = 0) -> bool:
     return False
 
 
+def _softmax_input(ctx: Context, call: ast.Call) -> tuple[ast.AST | None, ast.AST | None]:
+    """(scores, dtype argument) of a softmax call, (None, None) for any other call."""
+    func = call.func
+    name = ctx.qualname(func)
+    if name in SOFTMAXES:
+        return (call.args[0] if call.args else keyword(call, "input")), (keyword(call, "dtype") or (call.args[2] if len(call.args) > 2 else None))
+    if name is None and isinstance(func, ast.Attribute) and func.attr in ("softmax", "log_softmax"):
+        return func.value, keyword(call, "dtype") or (call.args[1] if len(call.args) > 1 else None)
+    return None, None
+
+
 @code_check("AMP124", triggers=HALF_WORDS, also=(("softmax",),))
 def softmax_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # transformers PR #18057: attention softmax of a half model, no autocast to run it in fp32.
@@ -48,16 +59,7 @@ def softmax_low_precision(ctx: Context) -> Iterator[CodeHit]:
     if ctx.facts.local_half_model is None and project is None:
         return
     for call in ctx.src.calls:
-        func = call.func
-        name = ctx.qualname(func)
-        if name in SOFTMAXES:
-            scores = call.args[0] if call.args else keyword(call, "input")
-            dtype_arg = keyword(call, "dtype") or (call.args[2] if len(call.args) > 2 else None)
-        elif name is None and isinstance(func, ast.Attribute) and func.attr in ("softmax", "log_softmax"):
-            scores = func.value
-            dtype_arg = keyword(call, "dtype") or (call.args[1] if len(call.args) > 1 else None)
-        else:
-            continue
+        scores, dtype_arg = _softmax_input(ctx, call)
         if scores is None or dtype_arg is not None or _is_fp32(ctx, scores):
             continue
         if not (chain_words(scores, ctx, calls_too=False) & ATTENTION_TOKENS or _has_matmul(scores, ctx)):

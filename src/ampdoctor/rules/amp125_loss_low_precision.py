@@ -40,19 +40,39 @@ def loss_low_precision(ctx: Context) -> Iterator[CodeHit]:
         if name not in LOSS_FUNCTIONS and dotted(call.func) not in criteria:
             continue
         logits = call.args[0] if call.args else keyword(call, "input")
-        if logits is None:
+        if logits is None or _promoted(ctx, call, name):
             continue
-        dtypes = ctx.flow.tensor_dtype(logits, ctx.src.scope(call))
-        if dtypes and dtypes <= FLOAT_UP:
-            continue
-        if dtypes and dtypes & HALF:
-            yield call, f"the loss is computed from {describe(dtypes)} logits; use `{ast.unparse(logits)[:40]}.float()`"
-        elif dtypes is None and (cast := in_half_module(ctx, call)) is not None and ctx.facts.fp32_head is None:
-            yield call, (f"the loss is computed from logits of a model cast to {describe(cast.dtypes)} (line {cast.node.lineno}) "
-                         f"without autocast; use `{ast.unparse(logits)[:40]}.float()`")
-        elif dtypes is None and (project := ctx.project.half_model) is not None and _in_class(ctx, call) and not _upcast_logits(ctx, logits):
-            yield call, (f"the loss is computed from logits of this model, which the project runs as {project.describe()}; "
-                         f"use `{ast.unparse(logits)[:40]}.float()`")
+        message = _half_logits(ctx, call, logits)
+        if message:
+            yield call, f"{message}; use `{ast.unparse(logits)[:40]}.float()`"
+
+
+# Losses whose target is a float tensor of the input's shape: an fp32 target promotes a half input, and the loss is
+# computed in fp32 (type promotion, as for any binary op). cross_entropy/nll_loss take class indices: no promotion.
+_FLOAT_TARGETS = frozenset({"torch.nn.functional.kl_div", "torch.nn.functional.binary_cross_entropy_with_logits"})
+
+
+def _promoted(ctx: Context, call: ast.Call, name: str | None) -> bool:
+    if name not in _FLOAT_TARGETS:
+        return False
+    target = call.args[1] if len(call.args) > 1 else keyword(call, "target")
+    found = ctx.flow.tensor_dtype(target, ctx.src.scope(call)) if target is not None else None
+    return bool(found) and found <= FLOAT_UP
+
+
+def _half_logits(ctx: Context, call: ast.Call, logits: ast.AST) -> str | None:
+    """Why the logits are half, when they are, as the message's first half."""
+    dtypes = ctx.flow.tensor_dtype(logits, ctx.src.scope(call))
+    if dtypes and dtypes <= FLOAT_UP:
+        return None
+    if dtypes and dtypes & HALF:
+        return f"the loss is computed from {describe(dtypes)} logits"
+    if (cast := in_half_module(ctx, call)) is not None and ctx.facts.fp32_head is None:
+        return f"the loss is computed from logits of a model cast to {describe(cast.dtypes)} (line {cast.node.lineno}) without autocast"
+    project = ctx.project.half_model
+    if project is not None and _in_class(ctx, call) and not _upcast_logits(ctx, logits):
+        return f"the loss is computed from logits of this model, which the project runs as {project.describe()}"
+    return None
 
 
 def _in_class(ctx: Context, node: ast.AST) -> bool:

@@ -40,7 +40,9 @@ def is_model_expr(expr: ast.AST, src: SourceFile) -> bool:
         if isinstance(func, ast.Attribute) and func.attr in ("from_pretrained", "from_config", "to", "cuda"):
             return func.attr in ("from_pretrained", "from_config") or is_model_expr(func.value, src)
         ident = last_identifier(func)
-        return bool(ident and ident[:1].isupper() and src.imports.qualname(func) is None)
+        qualname = src.imports.qualname(func)
+        # a class of this file or of the project (`from lm.model import TinyLM`), not torch's own tensors
+        return bool(ident and ident[:1].isupper() and (qualname is None or not qualname.startswith(("torch.", "numpy."))))
     ident = last_identifier(expr) if isinstance(expr, (ast.Name, ast.Attribute)) else None
     if not ident:
         return False
@@ -210,6 +212,9 @@ class Facts:
         for const in self.src.strings:
             if STRING_DTYPES.get(const.value.lower()) == BF16:
                 yield const
+        yield from self._bf16_flags()
+
+    def _bf16_flags(self) -> Iterator[ast.AST]:
         for call in self.src.calls:
             if any(kw.arg == "bf16" and isinstance(kw.value, ast.Constant) and kw.value.value is True for kw in call.keywords):
                 yield call

@@ -53,6 +53,9 @@ class ProjectContext:
     half_model: Evidence | None = None  # reached from a training file that casts the model to half, without autocast
     half: Evidence | None = None  # a training config that runs this file's code says bf16/fp16
     torch_floor: tuple[tuple[int, int], str] | None = None  # the oldest torch the project allows, and where it says so
+    # A training config somewhere in the project trains in bf16: the project's runs include bf16 ones, whether or
+    # not this file is reached from them (weaker than `half`; said as such).
+    trains_bf16: Evidence | None = None
 
     def __bool__(self) -> bool:
         return any((self.autocast, self.half_model, self.half))
@@ -144,6 +147,7 @@ class ProjectModel:
     summaries: dict[str, Summary]
     config_half: Sequence[Evidence] = ()  # the project's training configs that run in a half dtype
     torch_floor: tuple[tuple[int, int], str] | None = None
+    trains_bf16: Evidence | None = None
     _index: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -183,7 +187,7 @@ class ProjectModel:
         out: dict[str, ProjectContext] = {}
         for path, summary in self.summaries.items():
             ctx = ProjectContext(autocast.get(path), None if path in autocast else half_model.get(path),
-                                 summary.half or half.get(path), self.torch_floor)
+                                 summary.half or half.get(path), self.torch_floor, self.trains_bf16)
             if ctx:
                 out[path] = ctx
         return out

@@ -10,8 +10,8 @@ import importlib.util
 import os
 import re
 import sys
-from dataclasses import replace
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -193,25 +193,38 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     named = [str(f) for f in files]
     wanted = set(named)
     extra = [str(f) for f in context_files if str(f) not in wanted]
-    # A torch requirement is known before any file is read: it is part of every file's context from the first pass.
-    floors = {Path(r): torch_floor(Path(r)) for r in roots}
-    base = {r: ProjectContext(torch_floor=f) for r, f in floors.items() if f is not None}
+    # What a project's requirement files and configs say is known before any file is read: it is part of every
+    # file's context from the first pass.
+    base = {Path(r): _base_context(Path(r), config_half) for r in roots}
 
     def start(p: str) -> ProjectContext | None:
         return next((ctx for r, ctx in base.items() if _inside(p, r)), None)
 
     first = _run([(p, _below(Path(p), roots), start(p), True, True) for p in named]
                  + [(p, _below(Path(p), roots), None, True, False) for p in extra], jobs)
-    again: list[Task] = []
-    for root, results in _projects(first, roots).items():
-        summaries = {r[3].path: r[3] for r in results if r[3] is not None}
-        by_rel = {r[3].path: r[0] for r in results if r[3] is not None}
-        half = [e for e in config_half if root is None or _inside(e.file, root)]
-        for rel, ctx in ProjectModel(summaries, half, floors.get(root) if root is not None else None).contexts().items():
-            if by_rel[rel] in wanted:
-                again.append((by_rel[rel], _below(Path(by_rel[rel]), roots), ctx, False, True))
+    again = [task for root, results in _projects(first, roots).items()
+             for task in _again(results, roots, base.get(root) if root is not None else None,
+                                [e for e in config_half if root is None or _inside(e.file, root)], wanted)]
     redone = {r[0]: r for r in _run(again, jobs)} if again else {}
     return _report([redone.get(r[0], r) for r in first if r[0] in wanted])
+
+
+def _again(results: list[FileResult], roots: Sequence[Path | str], known: ProjectContext | None,
+           half: list[Evidence], wanted: set[str]) -> list[Task]:
+    """The files of one project that its precision reaches, each to be linted again under its context."""
+    summaries = {r[3].path: r[3] for r in results if r[3] is not None}
+    by_rel = {r[3].path: r[0] for r in results if r[3] is not None}
+    model = ProjectModel(summaries, half, torch_floor=known.torch_floor if known else None,
+                         trains_bf16=known.trains_bf16 if known else None)
+    return [(by_rel[rel], _below(Path(by_rel[rel]), roots), ctx, False, True) for rel, ctx in model.contexts().items()
+            if by_rel[rel] in wanted]
+
+
+def _base_context(root: Path, config_half: Sequence[Evidence]) -> ProjectContext:
+    bf16 = next((e for e in config_half if "bf16" in e.dtypes and _inside(e.file, root)), None)
+    if bf16 is not None:
+        bf16 = replace(bf16, file=_below(Path(bf16.file), [root]) or bf16.file)
+    return ProjectContext(torch_floor=torch_floor(root), trains_bf16=bf16)
 
 
 def _projects(results: list[FileResult], roots: Sequence[Path | str]) -> dict[Path | None, list[FileResult]]:
