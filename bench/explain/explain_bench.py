@@ -42,7 +42,7 @@ PENDING = HERE / "pending_signatures.yaml"
 # Rule families other branches are adding; their texts are labelled with these ids before the catalog has them.
 RESERVED = frozenset({"AMP132", "AMP133", "AMP134", "AMP135", "AMP136", "AMP137", "AMP138", "AMP139", "AMP215"})
 QUICK = ("pytorch-unscale-bf16-grads", "kohya-fp16-requires-gpu", "neox-rotary-bf16-bmm", "d3po-unet-unscale-fp16",
-         "apex-mask-fill-minus-1e9-half")
+         "apex-mask-fill-minus-1e9-half", "glm4-v100-vllm-bf16")
 HEADER = ["split", "texts counted", "n", "top-1", "top-3", "confident wrong", "guesses"]
 
 
@@ -169,8 +169,8 @@ def main(argv: list[str] | None = None) -> int:
             "rules. A `none` text counts as right when explain answers nothing or only a guess.",
             text])
         benchdocs.write_block("explain", "## explain on real error texts (bench/explain/explain_bench.py)", body)
-    if args.quick:  # the handful must be answered right, and nothing wrong said with confidence
-        outcomes = measure(entries)
+    if args.quick:  # the handful (a reserved rule's through its pending patterns) must be answered right
+        outcomes = measure(entries, rules=catalog() + pending_rules())
         return 0 if all(o.top1 and not o.confident_wrong for o in outcomes) else 1
     return 0
 
