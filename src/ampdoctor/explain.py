@@ -5,8 +5,8 @@ A rule is a candidate when one of its signatures matches; traceback/log context 
 between rules that share a signature, as "expected scalar type BFloat16 but found Float" is shared.
 
 A candidate the text supports only weakly is marked a guess: its message is one that other rules match as well
-(or one the catalog itself weighs as generic) and nothing rule-specific comes with it. On real issue texts
-(bench/explain) a wrong first answer is always such a guess, so the output never states it with confidence.
+(or one the catalog itself weighs as generic) and nothing rule-specific comes with it. bench/explain measures on
+real issue texts how often a wrong first answer still comes without that mark.
 """
 
 from __future__ import annotations
