@@ -200,3 +200,12 @@ def test_archsweep_quick(docs, capsys, tmp_path):
         assert any(f["id"] == "AMP214" and f["severity"] == "error" for f in results[f"{arch}/inject:AMP214"]["findings"])
     assert "| AMP214 | 3 | 3 | 3 | 100% |" in text and "ampdoctor failures (" in text and ": 0\n" in text
     assert not docs.exists()
+
+
+def test_explain_bench_quick_answers_its_handful_right_and_writes_no_docs(docs, capsys):
+    bench = load("explain/explain_bench.py")
+    assert bench.main(["--quick"]) == 0  # 0 only if each of the handful is right and nothing wrong is said with confidence
+    out = capsys.readouterr().out
+    assert "| split | texts counted | n | top-1 | top-3 | confident wrong | guesses |" in out
+    assert "| tune | catalog |" in out and "| heldout | pending |" in out
+    assert not docs.exists()

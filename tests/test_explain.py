@@ -207,3 +207,26 @@ def test_a_terminal_wraps_candidates_under_their_field_and_a_pipe_never_wraps():
 
 def get_fix_line(text):
     return next(line for line in text.splitlines() if line.startswith("   fix: "))
+
+
+def test_a_shared_message_without_its_context_is_a_guess_and_a_specific_one_is_not():
+    generic = explain("RuntimeError: expected scalar type BFloat16 but found Float")[0]
+    assert generic.guess and generic.reason.startswith("a guess: ")
+    specific = explain("ValueError: Attempting to unscale FP16 gradients.")[0]
+    assert not specific.guess and not specific.reason.startswith("a guess")
+    in_context = explain((EXAMPLES / "incident1_neox_bf16.log").read_text())[0]
+    assert in_context.rule.id == "AMP001" and not in_context.guess  # the same message, with the incident's context
+
+
+def test_a_message_the_catalog_weighs_as_generic_is_a_guess_even_when_only_one_rule_matches():
+    cand = explain("Epoch 3 | loss: nan | lr 3e-4")
+    assert cand and all(c.guess for c in cand)
+
+
+def test_cli_marks_a_guess_in_text_and_json():
+    text = run_cli("RuntimeError: expected scalar type BFloat16 but found Float")
+    assert text.stdout.startswith("1. a guess: AMP001")
+    first = json.loads(run_cli("--format", "json", "RuntimeError: expected scalar type BFloat16 but found Float").stdout)["candidates"][0]
+    assert first["guess"] is True and first["reason"].startswith("a guess: ")
+    sure = json.loads(run_cli("--format", "json", "ValueError: Attempting to unscale FP16 gradients.").stdout)["candidates"][0]
+    assert sure["id"] == "AMP105" and sure["guess"] is False

@@ -3,12 +3,16 @@
 A rule is a candidate when one of its signatures matches; traceback/log context the rule names
 (the `bmm` on attention probabilities, `scaler.step`, flash-attn's `rotary.py`, `backward`) decides
 between rules that share a signature, as "expected scalar type BFloat16 but found Float" is shared.
+
+A candidate the text supports only weakly is marked a guess: its message is one that other rules match as well
+(or one the catalog itself weighs as generic) and nothing rule-specific comes with it. bench/explain measures on
+real issue texts how often a wrong first answer still comes without that mark.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from ampdoctor.core import Finding, Location, Rule, Severity, Signature, catalog, finding
@@ -19,6 +23,10 @@ _SIGNATURE_SHARE = 0.55
 # rules whose context simply failed to match.
 _NEUTRAL_CONTEXT = 0.3
 MIN_SCORE = 0.2
+# A signature below this weight is generic by the catalog's own account (a NaN loss, a shared dtype message).
+SPECIFIC_WEIGHT = 0.8
+# Context that makes a shared or generic message this rule's: at least this share of the rule's context weight.
+SUPPORTING_CONTEXT = 0.25
 # Below this share of the best score a candidate does not fit as well as the others: hidden unless asked for all.
 WEAK_SHARE = 0.65
 
@@ -32,6 +40,8 @@ class Candidate:
     reason: str
     matched: str
     location: Location | None
+    # The text supports this rule only weakly (a generic message, nothing rule-specific around it): a guess.
+    guess: bool = False
 
     @property
     def confirm(self) -> str:
@@ -42,6 +52,7 @@ class Candidate:
             "name": self.rule.name,
             "id": self.rule.id,
             "score": round(self.score, 3),
+            "guess": self.guess,
             "reason": self.reason,
             "fix": self.rule.fix,
             "why": self.rule.why,
@@ -78,7 +89,17 @@ def _last_frame_before(text: str, position: int) -> Location | None:
     return Location(file=m["file"], line=int(m["line"]), label=f"in {m['func']}" if m["func"] else None)
 
 
-def _score(rule: Rule, text: str) -> Candidate | None:
+@dataclass(frozen=True)
+class _Fit:
+    """How one rule fits the text, before it is compared with the other rules' fits."""
+
+    candidate: Candidate
+    span: tuple[int, int]
+    weight: float
+    context: float  # the share of the rule's context weight found in the text (0 for a rule that names none)
+
+
+def _score(rule: Rule, text: str) -> _Fit | None:
     best: tuple[Signature, re.Match[str]] | None = None
     for sig in rule.signatures:
         match = _search(sig, text)
@@ -88,10 +109,8 @@ def _score(rule: Rule, text: str) -> Candidate | None:
         return None
     sig, match = best
     hits = [c for c in rule.context if _search(c, text)]
-    if rule.context:
-        fraction = sum(c.weight for c in hits) / sum(c.weight for c in rule.context)
-    else:
-        fraction = _NEUTRAL_CONTEXT
+    found = sum(c.weight for c in hits) / sum(c.weight for c in rule.context) if rule.context else 0.0
+    fraction = found if rule.context else _NEUTRAL_CONTEXT
     score = sig.weight * (_SIGNATURE_SHARE + (1 - _SIGNATURE_SHARE) * fraction)
     reason = f"error text matches {match.group(0)!r}"
     if hits:
@@ -99,7 +118,19 @@ def _score(rule: Rule, text: str) -> Candidate | None:
         reason += f"; traceback/log context matches {shown}"
     elif rule.context:
         reason += f"; but none of what usually comes with it ({_in_words(rule.context)}) is in the text"
-    return Candidate(rule, score, reason, match.group(0), _last_frame_before(text, match.start()))
+    cand = Candidate(rule, score, reason, match.group(0), _last_frame_before(text, match.start()))
+    return _Fit(cand, match.span(), sig.weight, found)
+
+
+def _is_guess(fit: _Fit, fits: Sequence[_Fit]) -> bool:
+    """A fit is a guess unless the rule's own context is in the text, or its message is specific to it: weighed
+    as specific, and not matched on the same or a wider stretch of text by another rule's signature."""
+    if fit.context >= SUPPORTING_CONTEXT:
+        return False
+    if fit.weight < SPECIFIC_WEIGHT:
+        return True
+    start, end = fit.span
+    return any(o is not fit and o.span[0] <= start and o.span[1] >= end for o in fits)
 
 
 def _in_words(context: Sequence[Signature], most: int = 8) -> str:
@@ -111,15 +142,22 @@ def _in_words(context: Sequence[Signature], most: int = 8) -> str:
     return ", ".join(words[:most]) + (", ..." if len(words) > most else "")
 
 
-def explain(text: str, *, limit: int | None = 5, weak: bool = False) -> list[Candidate]:
+def explain(text: str, *, limit: int | None = 5, weak: bool = False, rules: Sequence[Rule] | None = None) -> list[Candidate]:
     """Candidate rules for an error text, best first; empty when nothing in the catalog matches. Candidates scoring
-    below `WEAK_SHARE` of the best fit worse than it and are left out unless `weak`."""
-    scored = [c for rule in catalog() if "explain" in rule.detectors if (c := _score(rule, text)) is not None]
+    below `WEAK_SHARE` of the best fit worse than it and are left out unless `weak`. `rules`: the rules to consider
+    (default: the catalog)."""
+    pool = catalog() if rules is None else rules
+    fits = [f for rule in pool if "explain" in rule.detectors if (f := _score(rule, text)) is not None]
+    scored = [_as_guess(f.candidate) if _is_guess(f, fits) else f.candidate for f in fits]
     scored = [c for c in scored if c.score >= MIN_SCORE]
     scored.sort(key=lambda c: (-c.score, c.rule.id))
     if scored and not weak:
         scored = [c for c in scored if c.score >= WEAK_SHARE * scored[0].score]
     return scored[:limit]
+
+
+def _as_guess(cand: Candidate) -> Candidate:
+    return replace(cand, guess=True, reason=f"a guess: {cand.reason}")
 
 
 def explain_findings(text: str, *, limit: int = 3, location: Location | None = None) -> list[Finding]:

@@ -30,6 +30,8 @@ def write_candidates(candidates: Sequence[Candidate], stream: IO[str], *, color:
         return
     for rank, cand in enumerate(candidates, 1):
         head = Text(f"{rank}. ", style="bold")
+        if cand.guess:
+            head.append("a guess: ", style="bold")
         head.append(f"{cand.rule.id} {cand.rule.name}", style="bold red" if rank == 1 else "bold yellow")
         head.append(f"  (score {cand.score:.2f})", style="dim")
         console.print(head)

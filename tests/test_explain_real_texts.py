@@ -1,0 +1,78 @@
+"""explain on error texts exactly as public issue trackers show them (machine messages, trimmed to the lines that
+matter; bench/explain/corpus.yaml has their sources). Each must name its rule first, and say it with confidence."""
+
+import pytest
+
+from ampdoctor.explain import explain
+
+REAL = [
+    # AMP004: the GradScaler's unscale kernel reached with bf16 gradients, through accelerate's clipping.
+    ("AMP004", '.venv/lib/python3.11/site-packages/accelerate/accelerator.py:2946: in unscale_gradients\n'
+               '    self.scaler.unscale_(opt)\n'
+               'NotImplementedError: "_amp_foreach_non_finite_check_and_unscale_cuda" not implemented for \'BFloat16\''),
+    # AMP105: the same unscale on fp16 parameters, with the typo one project prints.
+    ("AMP105", "ValueError : Attemting to unscale fp16 Gradients"),
+    ("AMP105", '  File "torch/cuda/amp/grad_scaler.py", line 210, in _unscale_grads_\n'
+               '    raise ValueError("Attempting to unscale FP16 gradients.")\nValueError: Attempting to unscale FP16 gradients.'),
+    # AMP108: the deprecation quoted in double backticks.
+    ("AMP108", '``torch.cuda.amp.GradScaler(args...)`` is deprecated. Please use ``torch.amp.GradScaler("cuda", args...)`` instead.'),
+    # AMP110: a C++ extension's backward called as ext.op(...).
+    ("AMP110", 'DCNv4/functions/dcnv4_func.py", line 125, in backward\next.dcnv4_backward(*args)\n'
+               "RuntimeError: expected scalar type Float but found BFloat16"),
+    # AMP111 / AMP112: flash-attn with fp32 q/k/v; FA2 requested for an fp32 model.
+    ("AMP111", '    out, softmax_lse, S_dmask, rng_state = flash_attn_gpu.fwd(\n'
+               "RuntimeError: [address=0.0.0.0:37093, pid=1304] FlashAttention only support fp16 and bf16 data type"),
+    ("AMP112", "Flash Attention 2.0 only supports torch.float16 and torch.bfloat16 dtypes, but the current dype in Qwen2ForCausalLM is torch.float32."),
+    # AMP113: bf16 on a pre-Ampere GPU, from vLLM and from TrainingArguments.
+    ("AMP113", "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5."),
+    ("AMP113", "ValueError: Your setup doesn't support bf16/gpu."),
+    # AMP120: an optimizer's lerp_ between bf16 and fp32 state, `end` unquoted.
+    ("AMP120", "RuntimeError: expected dtype float for end but got dtype c10::BFloat16.\nsecond_momentum.lerp_(v_mean, 1 - beta2)"),
+    # AMP121: two half types, without the c10:: prefix, and in a matmul.
+    ("AMP121", "Input type (BFloat16) and bias type (Half) should be the same."),
+    ("AMP121", "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: struct c10::Half != struct c10::BFloat16"),
+    # AMP122: an fp32 additive mask against bf16 queries in SDPA.
+    ("AMP122", "x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_bias)\nRuntimeError: Expected attn_mask dtype to be bool "
+               "or to match query dtype, but got attn_mask.dtype: float and  query.dtype: struct c10::BFloat16 instead."),
+    # AMP125: index_put in a loss's backward, destination bf16.
+    ("AMP125", '    loss_dict = criterion(outputs, new_targets)\nRuntimeError: Index put requires the source and destination dtypes '
+               "match, got BFloat16 for the destination and Float for the source."),
+    # AMP127: a LoRA layer's F.linear.
+    ("AMP127", "--lora_enable True --bf16 True\nresult = F.linear(x, transpose(self.weight, self.fan_in_fan_out), bias=self.bias)\n"
+               "RuntimeError: expected scalar type Float but found BFloat16"),
+    # AMP129 / AMP130: bf16 to NumPy; a half kernel missing on CPU.
+    ("AMP129", "    fcsts = torch.vstack(fcsts).numpy()\nTypeError: Got unsupported ScalarType BFloat16"),
+    ("AMP130", 'RuntimeError: "erfinv_vml_cpu" not implemented for \'Half\''),
+    # AMP131: an fp32 batch into a bf16 conv.
+    ("AMP131", "RuntimeError: Input type (float) and bias type (c10::BFloat16) should be the same"),
+    # AMP209: a float dtype difference on the same collective.
+    ("AMP209", "Collectives differ in the following aspects:   Tensor Tensor dtypes: BFloat16vs Float"),
+    # AMP212: DeepSpeed's scaler at its floor.
+    ("AMP212", "{'loss': 1.6747, 'learning_rate': 0.0001956, 'epoch': 0.1}\n"
+               "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run."),
+]
+
+
+@pytest.mark.parametrize("rule, text", REAL, ids=[f"{r}-{i}" for i, (r, _) in enumerate(REAL)])
+def test_real_texts_name_their_rule_first_with_confidence(rule, text):
+    cands = explain(text)
+    assert cands and cands[0].rule.id == rule, [c.rule.id for c in cands]
+    assert not cands[0].guess, cands[0].reason
+
+
+def test_a_bare_matmul_message_keeps_the_layer_input_rule_among_the_candidates_but_only_guesses():
+    cands = explain("expected mat1 and mat2 to have the same dtype, but got: float!= c10::Half")
+    assert "AMP131" in [c.rule.id for c in cands[:3]]
+    assert cands[0].guess
+
+
+def test_a_collective_of_another_op_type_is_not_a_dtype_mismatch():
+    text = ("RuntimeError: Detected mismatch between collectives on ranks. ... Collectives differ in the following aspects:"
+            "   Op type: ALLREDUCEvs BROADCAST  Tensor Tensor shapes: 25vs 1  Tensor Tensor dtypes: Floatvs Long")
+    assert "AMP209" not in [c.rule.id for c in explain(text)]
+
+
+def test_no_gpu_for_fp16_is_no_precision_rule():
+    text = '    raise ValueError(err.format(mode="fp16", requirement="a GPU"))\nValueError: fp16 mixed precision requires a GPU'
+    assert explain(text) == []
+
