@@ -5,6 +5,7 @@ non-fatal `ReportError` for that file and never stops the run."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import importlib.util
 import os
@@ -18,6 +19,8 @@ from ampdoctor.core.catalog import finding
 from ampdoctor.core.model import Finding, Location
 from ampdoctor.core.registry import detectors
 from ampdoctor.lint.python.context import Context
+from ampdoctor.lint.python.embedded import applies as holds_python_config
+from ampdoctor.lint.python.embedded import embedded_findings
 from ampdoctor.lint.python.source import SourceFile
 from ampdoctor.lint.python.suppress import is_suppressed, parse_suppressions
 from ampdoctor.report import ErrorKind, Report, ReportError
@@ -31,8 +34,9 @@ FileResult = tuple[str, list[Finding], "ReportError | None"]
 def lint_source(text: str, path: str = "<string>") -> tuple[list[Finding], ReportError | None]:
     """Findings for one source text (unsuppressed), or the error that kept it from being checked."""
     checks = [d for d in detectors("code") if d.applies(text)]
+    configs = holds_python_config(text)
     try:
-        if not checks:
+        if not checks and not configs:
             SourceFile.syntax_check(path, text)
             return [], None
         src = SourceFile.parse(path, text)
@@ -59,7 +63,25 @@ def lint_source(text: str, path: str = "<string>") -> tuple[list[Finding], Repor
                     findings.append(found)
         except RecursionError:
             return findings, ReportError(path, f"too deeply nested to check for {check.rule_id}", fatal=False)
+    if configs:
+        findings.extend(_config_findings(ctx, findings, suppressions))
     return findings, None
+
+
+@functools.lru_cache(maxsize=1)
+def _code_judged() -> frozenset[str]:
+    """Rules with a code detector of their own: they judge Python (an FSDP `MixedPrecision(...)` too) themselves."""
+    return frozenset(d.rule_id for d in detectors("code"))
+
+
+def _config_findings(ctx: Context, found: list[Finding], suppressions) -> list[Finding]:
+    """The policy rules' findings over the configs written in this file's Python (`lint.python.embedded`)."""
+    seen = {(f.rule_id, f.location.line) for f in found}
+    try:
+        extra = embedded_findings(ctx, _code_judged())
+    except RecursionError:
+        return []
+    return [f for f in extra if (f.rule_id, f.location.line) not in seen and not is_suppressed(f, suppressions)]
 
 
 # The message of a file this interpreter cannot parse because it uses newer Python syntax (ErrorKind.NEWER_SYNTAX): a note, not an input
