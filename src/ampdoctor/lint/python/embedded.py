@@ -261,6 +261,8 @@ def _call_config(ctx: Context, call: ast.Call, reader: Reader, what: str) -> Emb
         data = values.mapping(ast.Call(func=ast.Name(id="dict"), args=[], keywords=call.keywords), (), scope, 0)
         if reader is lightning.READER and isinstance(data, dict):
             data = _lightning_document(ctx, call, data, values)
+        elif reader is accelerate.READER and isinstance(data, dict):
+            data = _accelerate_document(ctx, call, data, values)
     if not isinstance(data, dict) or not data:
         return None
     return _embedded(data, values, reader, call, f"{what}(...)")
@@ -278,6 +280,22 @@ def _lightning_document(ctx: Context, call: ast.Call, data: dict, values: _Value
     values.locations = {("trainer", *path): loc for path, loc in values.locations.items() if path[:1] != ("trainer",)} | {
         path: loc for path, loc in values.locations.items() if path[:1] == ("trainer",)}
     return {"trainer": trainer}
+
+
+def _accelerate_document(ctx: Context, call: ast.Call, data: dict, values: _Values) -> dict:
+    """``Accelerator(deepspeed_plugin=DeepSpeedPlugin(...))`` as accelerate's config file spells it (``distributed_type:
+    DEEPSPEED`` and a ``deepspeed_config`` section holding the plugin's keywords)."""
+    plugin = next((kw.value for kw in call.keywords if kw.arg == "deepspeed_plugin"), None)
+    if not (isinstance(plugin, ast.Call) and (ctx.qualname(plugin.func) or "").endswith("DeepSpeedPlugin")):
+        return data
+    section = values.mapping(ast.Call(func=ast.Name(id="dict"), args=[], keywords=plugin.keywords), ("deepspeed_config",), ctx.src.scope(call), 0)
+    if isinstance(section, dict) and section.get("hf_ds_config") is UNKNOWN:
+        given = next((kw.value for kw in plugin.keywords if kw.arg == "hf_ds_config"), None)
+        if given is not None:
+            section["hf_ds_config"] = values.mapping_named(given, ("deepspeed_config", "hf_ds_config"), ctx.src.scope(call))
+    values.locations[("distributed_type",)] = values.at(plugin)
+    data.pop("deepspeed_plugin", None)
+    return {**data, "distributed_type": "DEEPSPEED", "deepspeed_config": section}
 
 
 def _embedded(data: dict, values: _Values, reader: Reader, node: ast.AST, what: str) -> EmbeddedConfig:
