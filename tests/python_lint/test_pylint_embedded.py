@@ -114,3 +114,20 @@ def test_python_configs_are_linted_in_worker_processes(tmp_path: Path):
     report = lint_paths([tmp_path], LintSettings(jobs=2))
     assert sorted((Path(f.location.file).name, f.rule_id, f.location.line) for f in report.findings) == sorted(
         (f"train_{i}.py", "AMP115", 2) for i in range(30))
+
+
+def test_an_accelerator_without_mixed_precision_leaves_it_to_the_launcher():
+    (config,) = embedded_configs(context("""
+    from accelerate import Accelerator
+    accelerator = Accelerator(gradient_accumulation_steps=4)
+    """))
+    assert list(config.unknown) == [("mixed_precision",)]
+    assert embedded_configs(context("from accelerate import Accelerator\nAccelerator()  # half\n")) == []
+
+
+def test_a_branch_that_never_runs_holds_no_config():
+    assert embedded_configs(context("""
+    from transformers import TrainingArguments
+    if False:
+        TrainingArguments(output_dir="o", fp16=True, bf16=True)
+    """)) == []

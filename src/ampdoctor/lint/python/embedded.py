@@ -222,11 +222,15 @@ def _is_test_file(path: str) -> bool:
 
 
 def _not_run(ctx: Context, node: ast.AST) -> bool:
-    """Code that does not configure a run: under ``if TYPE_CHECKING:``, in a block written to raise, in a test."""
+    """Code that does not configure a run: under ``if TYPE_CHECKING:`` or ``if False:``, in a block written to raise,
+    in a test function."""
+    child = node
     for parent in ctx.src.ancestors(node):
-        if isinstance(parent, ast.If) and (ctx.qualname(parent.test) == "typing.TYPE_CHECKING" or
-                                           (isinstance(parent.test, ast.Name) and parent.test.id == "TYPE_CHECKING")):
+        if isinstance(parent, ast.If) and child in parent.body and (
+                ctx.qualname(parent.test) == "typing.TYPE_CHECKING" or (isinstance(parent.test, ast.Name) and parent.test.id == "TYPE_CHECKING")
+                or (isinstance(parent.test, ast.Constant) and not parent.test.value)):
             return True
+        child = parent
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and parent.name.startswith("test"):
             return True
     return ctx.facts.expects_error(node)
@@ -263,6 +267,8 @@ def _call_config(ctx: Context, call: ast.Call, reader: Reader, what: str) -> Emb
             data = _lightning_document(ctx, call, data, values)
         elif reader is accelerate.READER and isinstance(data, dict):
             data = _accelerate_document(ctx, call, data, values)
+            # Left out, the precision is the launcher's (`accelerate launch`, ACCELERATE_MIXED_PRECISION), not "no".
+            data.setdefault("mixed_precision", UNKNOWN)
     if not isinstance(data, dict) or not data:
         return None
     return _embedded(data, values, reader, call, f"{what}(...)")
@@ -298,9 +304,12 @@ def _accelerate_document(ctx: Context, call: ast.Call, data: dict, values: _Valu
     return {**data, "distributed_type": "DEEPSPEED", "deepspeed_config": section}
 
 
-def _embedded(data: dict, values: _Values, reader: Reader, node: ast.AST, what: str) -> EmbeddedConfig:
+def _embedded(data: dict, values: _Values, reader: Reader, node: ast.AST, what: str) -> EmbeddedConfig | None:
+    """The config, or None when the code fixes none of its values."""
     unknown: dict[KeyPath, Location] = {}
     _strip_unknown(data, (), values.locations, unknown, values.at(node))
+    if not data or data == {"trainer": {}}:
+        return None
     doc = Document(values.file, "python", data, dict(values.locations))
     return EmbeddedConfig(doc, reader, unknown, node, what)
 
@@ -338,7 +347,9 @@ def _dataclass_configs(ctx: Context, local_hf: frozenset[str]) -> Iterator[Embed
             continue
         reader = hf.READER if hf_based else reader_for(Document(ctx.src.path, "python", {k: None for k in data}))
         if reader is hf.READER or (reader is accelerate.READER and "mixed_precision" in data):
-            yield _embedded(data, values, reader, cls, f"class {cls.name}")
+            config = _embedded(data, values, reader, cls, f"class {cls.name}")
+            if config is not None:
+                yield config
 
 
 def _field_default(value: ast.expr | None) -> ast.expr | None:
