@@ -119,7 +119,7 @@ def test_python_configs_are_linted_in_worker_processes(tmp_path: Path):
 def test_an_accelerator_without_mixed_precision_leaves_it_to_the_launcher():
     (config,) = embedded_configs(context("""
     from accelerate import Accelerator
-    accelerator = Accelerator(gradient_accumulation_steps=4)
+    accelerator = Accelerator(gradient_accumulation_steps=4)  # bf16 from the launcher
     """))
     assert list(config.unknown) == [("mixed_precision",)]
     assert embedded_configs(context("from accelerate import Accelerator\nAccelerator()  # half\n")) == []
