@@ -131,3 +131,20 @@ def test_a_branch_that_never_runs_holds_no_config():
     if False:
         TrainingArguments(output_dir="o", fp16=True, bf16=True)
     """)) == []
+
+
+def test_a_dataclass_is_hf_arguments_only_with_keys_of_hf_alone():
+    code = """
+    from dataclasses import dataclass
+    @dataclass
+    class CommonOptions:
+        seed: int = 1
+        fp16: bool = True
+        bf16: bool = True
+        tf32: bool = False
+        max_steps: int = 10
+        {extra}
+    """
+    assert embedded_configs(context(code.replace("{extra}", ""))) == []
+    (config,) = embedded_configs(context(code.replace("{extra}", "per_device_train_batch_size: int = 8")))
+    assert config.reader.name == "hf-trainer" and config.what == "class CommonOptions"

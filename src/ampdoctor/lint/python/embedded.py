@@ -57,6 +57,7 @@ LIGHTNING_CLASSES = frozenset({"lightning.Trainer", "lightning.pytorch.Trainer",
 LIGHTNING_KEYS = ("precision", "strategy", "devices", "num_nodes", "accumulate_grad_batches")
 DEEPSPEED_CALLS = frozenset({"deepspeed.initialize"})
 FSDP_CLASSES = frozenset({"torch.distributed.fsdp.MixedPrecision", "torch.distributed.fsdp.MixedPrecisionPolicy"})
+_HF_ONLY_FIELDS = frozenset({"per_device_train_batch_size", "output_dir", "deepspeed", "bf16_full_eval", "half_precision_backend"})
 FSDP_KEYS = ("param_dtype", "reduce_dtype", "buffer_dtype", "output_dtype")
 
 # The values an unknown key could take, by key name: a finding must hold for each (keys not named here are left out).
@@ -346,6 +347,9 @@ def _dataclass_configs(ctx: Context, local_hf: frozenset[str]) -> Iterator[Embed
         if not any(k in data for k in ("bf16", "fp16", "mixed_precision", "precision")):
             continue
         reader = hf.READER if hf_based else reader_for(Document(ctx.src.path, "python", {k: None for k in data}))
+        # A plain dataclass is HF's arguments only with a key no other trainer's options use (fairseq's also have fp16).
+        if reader is hf.READER and not hf_based and not _HF_ONLY_FIELDS & set(data):
+            continue
         if reader is hf.READER or (reader is accelerate.READER and "mixed_precision" in data):
             config = _embedded(data, values, reader, cls, f"class {cls.name}")
             if config is not None:
