@@ -42,9 +42,14 @@ class _Unknown:
 UNKNOWN: Any = _Unknown()
 _ABSENT: Any = object()  # in a domain: the key left out
 
-# A file can hold a Python config only if it names a precision and a constructor that takes one.
+# A file can hold a Python config only if it names a constructor that takes one (or declares a precision field) and a
+# precision. The constructor words are the rarer: they are looked for first.
+# Each word costs a scan of every file that holds none of them (most): the list is kept short ("16:" is "bf16:" and "fp16:").
+CONSTRUCTOR_WORDS = ("TrainingArguments", "Trainer(", "Accelerator(", "Fabric(", "deepspeed", "MixedPrecision", "trl", "16:", "precision:")
 PRECISION_WORDS = ("bf16", "fp16", "bfloat16", "float16", "precision", "half")
-CONSTRUCTOR_WORDS = ("TrainingArguments", "Config", "Accelerator", "Trainer", "Fabric", "deepspeed", "MixedPrecision", "dataclass")
+# The last identifier of the callees `_reader_of_call` knows: calls named otherwise are not resolved at all.
+_CALLEE_NAMES = frozenset({"TrainingArguments", "Seq2SeqTrainingArguments", "Accelerator", "Trainer", "Fabric", "initialize",
+                           "MixedPrecision", "MixedPrecisionPolicy"})
 
 HF_CLASSES = frozenset({"transformers.TrainingArguments", "transformers.Seq2SeqTrainingArguments",
                         "transformers.training_args.TrainingArguments", "transformers.training_args_seq2seq.Seq2SeqTrainingArguments"})
@@ -87,7 +92,7 @@ class EmbeddedConfig:
 
 
 def applies(text: str) -> bool:
-    return any(w in text for w in PRECISION_WORDS) and any(w in text for w in CONSTRUCTOR_WORDS)
+    return any(w in text for w in CONSTRUCTOR_WORDS) and any(w in text for w in PRECISION_WORDS)
 
 
 # --- values ------------------------------------------------------------------------------------------
@@ -238,7 +243,11 @@ def _not_run(ctx: Context, node: ast.AST) -> bool:
 
 
 def _reader_of_call(ctx: Context, call: ast.Call, local_hf: frozenset[str]) -> tuple[Reader, str] | None:
-    name = ctx.qualname(call.func)
+    func = call.func
+    last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if last not in _CALLEE_NAMES and last not in local_hf and not last.endswith("Config"):
+        return None
+    name = ctx.qualname(func)
     if name is None:
         local = call.func.id if isinstance(call.func, ast.Name) else None
         return (hf.READER, local) if local in local_hf else None
