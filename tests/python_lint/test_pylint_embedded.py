@@ -148,3 +148,15 @@ def test_a_dataclass_is_hf_arguments_only_with_keys_of_hf_alone():
     assert embedded_configs(context(code.replace("{extra}", ""))) == []
     (config,) = embedded_configs(context(code.replace("{extra}", "per_device_train_batch_size: int = 8")))
     assert config.reader.name == "hf-trainer" and config.what == "class CommonOptions"
+
+
+def test_a_parameter_default_or_an_assignment_under_a_branch_is_not_the_value():
+    ctx = context("""
+    from transformers import TrainingArguments
+    def build(cli, bf16=True):
+        if cli.fast:
+            cli.fp16 = True
+        return TrainingArguments(output_dir="o", bf16=bf16, fp16=cli.fp16)
+    """)
+    (config,) = embedded_configs(ctx)
+    assert sorted(config.unknown) == [("bf16",), ("fp16",)]

@@ -25,26 +25,16 @@ from ampdoctor.frameworks import accelerate, deepspeed, fsdp, hf, lightning, rea
 from ampdoctor.frameworks.base import Reading
 from ampdoctor.frameworks.document import Document, KeyPath
 from ampdoctor.frameworks.reader import READ_ERRORS, Reader
-from ampdoctor.lint.python.dataflow import TORCH_DTYPES
+from ampdoctor.lint.python.literal import UNKNOWN, Values
 from ampdoctor.lint.python.resolve import last_identifier
 
 if TYPE_CHECKING:
     from ampdoctor.lint.python.context import Context
 
-
-class _Unknown:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "UNKNOWN"
-
-
-UNKNOWN: Any = _Unknown()
 _ABSENT: Any = object()  # in a domain: the key left out
 
 # A file can hold a Python config only if it names a constructor that takes one (or declares a precision field) and a
-# precision. The constructor words are the rarer: they are looked for first.
-# Each word costs a scan of every file that holds none of them (most): the list is kept short ("16:" is "bf16:" and "fp16:").
+# precision. The constructor words are the rarer: they are looked for first. Each word costs a scan of every file that holds none of them (most): the list is kept short ("16:" is "bf16:" and "fp16:").
 CONSTRUCTOR_WORDS = ("TrainingArguments", "Trainer(", "Accelerator(", "Fabric(", "deepspeed", "MixedPrecision", "trl", "16:", "precision:")
 PRECISION_WORDS = ("bf16", "fp16", "bfloat16", "float16", "precision", "half")
 # The last identifier of the callees `_reader_of_call` knows: calls named otherwise are not resolved at all.
@@ -98,126 +88,6 @@ def applies(text: str) -> bool:
 # --- values ------------------------------------------------------------------------------------------
 
 
-class _Values:
-    """Plain data from expressions, with each dict key's location; names resolve through single assignments."""
-
-    def __init__(self, ctx: Context, file: str) -> None:
-        self.ctx, self.file = ctx, file
-        self.locations: dict[KeyPath, Location] = {}
-
-    def at(self, node: ast.AST) -> Location:
-        return Location(file=self.file, line=getattr(node, "lineno", None), column=getattr(node, "col_offset", -1) + 1)
-
-    def value(self, expr: ast.AST | None, path: KeyPath, scope: ast.AST, depth: int = 0) -> Any:
-        if expr is None or depth > 8:
-            return UNKNOWN
-        if isinstance(expr, ast.Constant):
-            return expr.value
-        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub) and isinstance(expr.operand, ast.Constant):
-            value = expr.operand.value
-            return -value if isinstance(value, (int, float)) and not isinstance(value, bool) else UNKNOWN
-        if isinstance(expr, (ast.Dict, ast.Call)):
-            return self.mapping(expr, path, scope, depth)
-        if isinstance(expr, (ast.List, ast.Tuple)):
-            return [self.value(e, (*path, i), scope, depth + 1) for i, e in enumerate(expr.elts)]
-        if isinstance(expr, (ast.Name, ast.Attribute)):
-            return self.named(expr, path, scope, depth)
-        return UNKNOWN
-
-    def named(self, expr: ast.Name | ast.Attribute, path: KeyPath, scope: ast.AST, depth: int) -> Any:
-        dtype = TORCH_DTYPES.get(self.ctx.qualname(expr) or "")
-        if dtype is not None:
-            return next(iter(dtype))
-        bindings = self.ctx.src.bindings(expr, scope)
-        if len(bindings) != 1 or bindings[0][1] is None or bindings[0][1] is expr:
-            return UNKNOWN
-        value = bindings[0][1]
-        if not isinstance(value, (ast.Constant, ast.Attribute, ast.Name, ast.UnaryOp)):
-            return UNKNOWN  # a dict or list bound to a name may be changed in place: only `mapping_named` reads one
-        return self.value(value, path, scope, depth + 1)
-
-    def mapping(self, expr: ast.Dict | ast.Call, path: KeyPath, scope: ast.AST, depth: int) -> Any:
-        """A dict literal or ``dict(a=1)`` with literal keys; anything else (``**other`` that does not resolve) is unknown."""
-        out: dict[Any, Any] = {}
-        if isinstance(expr, ast.Call):
-            if not (isinstance(expr.func, ast.Name) and expr.func.id == "dict") or expr.args:
-                return UNKNOWN
-            pairs = [(kw.arg, kw, kw.value) for kw in expr.keywords]
-        else:
-            pairs = [(k.value if isinstance(k, ast.Constant) else UNKNOWN, k, v) if k is not None else (None, v, v)
-                     for k, v in zip(expr.keys, expr.values)]
-        for key, where, value in pairs:
-            if key is None:  # ``**other``
-                merged = self.mapping_named(value, path, scope, depth + 1)
-                if not isinstance(merged, dict):
-                    return UNKNOWN
-                out.update(merged)
-                continue
-            if key is UNKNOWN or isinstance(key, _Unknown):
-                return UNKNOWN
-            self.locations[(*path, key)] = self.at(where)
-            out[key] = self.value(value, (*path, key), scope, depth + 1)
-        return out
-
-    def mapping_named(self, expr: ast.AST, path: KeyPath, scope: ast.AST, depth: int = 0) -> Any:
-        """A dict given by name: its one assignment in scope, with the plain key assignments made to it before
-        `expr` at the same level of its block (``ds_config["bf16"] = {...}``); one under a branch makes the key unknown."""
-        if isinstance(expr, (ast.Dict, ast.Call)):
-            return self.mapping(expr, path, scope, depth)
-        if not isinstance(expr, ast.Name):
-            return UNKNOWN
-        bindings = self.ctx.src.bindings(expr, scope)
-        if len(bindings) != 1 or not isinstance(bindings[0][1], (ast.Dict, ast.Call)):
-            return UNKNOWN
-        data = self.mapping(bindings[0][1], path, scope, depth + 1)
-        if isinstance(data, dict):
-            self._apply_updates(data, expr, path, scope, bindings[0][0])
-        return data
-
-    def _apply_updates(self, data: dict, use: ast.Name, path: KeyPath, scope: ast.AST, bound_at: int) -> None:
-        for node in self.ctx.src.assigns:
-            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and bound_at < node.lineno < use.lineno):
-                continue
-            keys = _subscript_keys(node.targets[0], use.id)
-            if not keys or self.ctx.src.scope(node) is not scope:
-                continue
-            node_scope = scope
-            conditional = _under_branch(self.ctx, node, node_scope)
-            target = data
-            for key in keys[:-1]:
-                target = target.setdefault(key, {}) if isinstance(target, dict) else None
-                if not isinstance(target, dict):
-                    break
-            if isinstance(target, dict):
-                full = (*path, *keys)
-                self.locations[full] = self.at(node.targets[0])
-                target[keys[-1]] = UNKNOWN if conditional else self.value(node.value, full, scope)
-
-
-def _subscript_keys(target: ast.AST, name: str) -> list[Any] | None:
-    """``cfg["bf16"]["enabled"]`` on `name` -> ["bf16", "enabled"]; None for anything else."""
-    keys: list[Any] = []
-    while isinstance(target, ast.Subscript):
-        if not isinstance(target.slice, ast.Constant):
-            return None
-        keys.append(target.slice.value)
-        target = target.value
-    return keys[::-1] if isinstance(target, ast.Name) and target.id == name and keys else None
-
-
-_BRANCHES = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.IfExp, ast.Match) if hasattr(ast, "Match") else (
-    ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.IfExp)
-
-
-def _under_branch(ctx: Context, node: ast.AST, scope: ast.AST) -> bool:
-    for parent in ctx.src.ancestors(node):
-        if parent is scope:
-            return False
-        if isinstance(parent, _BRANCHES):
-            return True
-    return False
-
-
 # --- where configs are written ----------------------------------------------------------------------------
 
 
@@ -267,7 +137,7 @@ def _reader_of_call(ctx: Context, call: ast.Call, local_hf: frozenset[str]) -> t
 
 def _call_config(ctx: Context, call: ast.Call, reader: Reader, what: str) -> EmbeddedConfig | None:
     scope = ctx.src.scope(call)
-    values = _Values(ctx, ctx.src.path)
+    values = Values(ctx, ctx.src.path)
     if reader is deepspeed.READER:
         given = next((kw.value for kw in call.keywords if kw.arg in ("config", "config_params")), None)
         data = values.mapping_named(given, (), scope) if given is not None else UNKNOWN
@@ -284,7 +154,7 @@ def _call_config(ctx: Context, call: ast.Call, reader: Reader, what: str) -> Emb
     return _embedded(data, values, reader, call, f"{what}(...)")
 
 
-def _lightning_document(ctx: Context, call: ast.Call, data: dict, values: _Values) -> dict:
+def _lightning_document(ctx: Context, call: ast.Call, data: dict, values: Values) -> dict:
     """Lightning's keywords as its YAML spells them (under ``trainer:``); a strategy object as ``class_path``/``init_args``."""
     trainer = {k: v for k, v in data.items() if k in LIGHTNING_KEYS}
     strategy = next((kw.value for kw in call.keywords if kw.arg == "strategy"), None)
@@ -298,7 +168,7 @@ def _lightning_document(ctx: Context, call: ast.Call, data: dict, values: _Value
     return {"trainer": trainer}
 
 
-def _accelerate_document(ctx: Context, call: ast.Call, data: dict, values: _Values) -> dict:
+def _accelerate_document(ctx: Context, call: ast.Call, data: dict, values: Values) -> dict:
     """``Accelerator(deepspeed_plugin=DeepSpeedPlugin(...))`` as accelerate's config file spells it (``distributed_type:
     DEEPSPEED`` and a ``deepspeed_config`` section holding the plugin's keywords)."""
     plugin = next((kw.value for kw in call.keywords if kw.arg == "deepspeed_plugin"), None)
@@ -314,7 +184,7 @@ def _accelerate_document(ctx: Context, call: ast.Call, data: dict, values: _Valu
     return {**data, "distributed_type": "DEEPSPEED", "deepspeed_config": section}
 
 
-def _embedded(data: dict, values: _Values, reader: Reader, node: ast.AST, what: str) -> EmbeddedConfig | None:
+def _embedded(data: dict, values: Values, reader: Reader, node: ast.AST, what: str) -> EmbeddedConfig | None:
     """The config, or None when the code fixes none of its values."""
     unknown: dict[KeyPath, Location] = {}
     _strip_unknown(data, (), values.locations, unknown, values.at(node))
@@ -347,22 +217,34 @@ def _dataclass_configs(ctx: Context, local_hf: frozenset[str]) -> Iterator[Embed
             continue
         if _not_run(ctx, cls):
             continue
-        values = _Values(ctx, ctx.src.path)
-        data: dict[str, Any] = {}
-        for stmt in cls.body:
-            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                values.locations[(stmt.target.id,)] = values.at(stmt)
-                data[stmt.target.id] = values.value(_field_default(stmt.value), (stmt.target.id,), cls)
-        if not any(k in data for k in ("bf16", "fp16", "mixed_precision", "precision")):
-            continue
-        reader = hf.READER if hf_based else reader_for(Document(ctx.src.path, "python", {k: None for k in data}))
-        # A plain dataclass is HF's arguments only with a key no other trainer's options use (fairseq's also have fp16).
-        if reader is hf.READER and not hf_based and not _HF_ONLY_FIELDS & set(data):
-            continue
-        if reader is hf.READER or (reader is accelerate.READER and "mixed_precision" in data):
-            config = _embedded(data, values, reader, cls, f"class {cls.name}")
-            if config is not None:
-                yield config
+        values = Values(ctx, ctx.src.path)
+        data = _field_defaults(cls, values)
+        reader = _reader_of_fields(ctx, data, hf_based)
+        config = _embedded(data, values, reader, cls, f"class {cls.name}") if reader is not None else None
+        if config is not None:
+            yield config
+
+
+def _field_defaults(cls: ast.ClassDef, values: Values) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for stmt in cls.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            values.locations[(stmt.target.id,)] = values.at(stmt)
+            data[stmt.target.id] = values.value(_field_default(stmt.value), (stmt.target.id,), cls)
+    return data
+
+
+def _reader_of_fields(ctx: Context, data: dict[str, Any], hf_based: bool) -> Reader | None:
+    """HF for a TrainingArguments subclass; for a plain dataclass with a precision field, the reader that recognises its
+    field names (HF only with a field no other trainer's options use: fairseq's have fp16 and bf16 too)."""
+    if not any(k in data for k in ("bf16", "fp16", "mixed_precision", "precision")):
+        return None
+    if hf_based:
+        return hf.READER
+    reader = reader_for(Document(ctx.src.path, "python", {k: None for k in data}))
+    if reader is hf.READER and _HF_ONLY_FIELDS & set(data):
+        return reader
+    return reader if reader is accelerate.READER and "mixed_precision" in data else None
 
 
 def _field_default(value: ast.expr | None) -> ast.expr | None:
