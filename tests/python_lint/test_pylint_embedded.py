@@ -160,3 +160,17 @@ def test_a_parameter_default_or_an_assignment_under_a_branch_is_not_the_value():
     """)
     (config,) = embedded_configs(ctx)
     assert sorted(config.unknown) == [("bf16",), ("fp16",)]
+
+
+def test_a_dict_changed_otherwise_than_key_by_key_is_not_read():
+    code = """
+    import deepspeed
+    ds_config = {"gradient_accumulation_steps": 8, "bf16": {"enabled": True}, "zero_optimization": {"stage": 1}}
+    {change}
+    print(ds_config.get("bf16"))
+    deepspeed.initialize(model=None, config=ds_config)
+    """
+    assert hits(code.replace("{change}", "")) == [("bf16-grad-accumulation", 2)]
+    for change in ('ds_config.update(data_types={"grad_accum_dtype": "fp32"})', "add_fp32_accumulation(ds_config)",
+                   'ds_config[key] = {"grad_accum_dtype": "fp32"}', 'ds_config["bf16"].pop("enabled")'):
+        assert hits(code.replace("{change}", change)) == [], change

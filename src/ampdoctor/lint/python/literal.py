@@ -93,10 +93,32 @@ class Values:
         value = self.sole_value(expr, scope)
         if not isinstance(value, (ast.Dict, ast.Call)):
             return UNKNOWN
+        if self._handed_on(expr, scope, value.lineno):
+            return UNKNOWN
         data = self.mapping(value, path, scope, depth + 1)
         if isinstance(data, dict):
             self._apply_updates(data, expr, path, scope, value.lineno)
         return data
+
+    def _handed_on(self, use: ast.Name, scope: ast.AST, bound_at: int) -> bool:
+        """Whether the dict may have been changed otherwise than key by key before `use`: a method called on it
+        (``cfg.update(...)``, ``cfg["bf16"].pop(...)``), it or a part of it passed to a call, a key that is no literal."""
+        consumer = self.ctx.src.parents.get(use)
+        if isinstance(consumer, ast.keyword):
+            consumer = self.ctx.src.parents.get(consumer)
+        for call in self.ctx.src.calls:
+            if not (bound_at <= call.lineno <= use.lineno) or call is consumer or self.ctx.src.scope(call) is not scope:
+                continue
+            func = call.func
+            receiver = func.value if isinstance(func, ast.Attribute) and func.attr not in _READING_METHODS else None
+            operands = [receiver, *call.args, *(kw.value for kw in call.keywords)]
+            if any(_rooted_at(o, use.id) for o in operands if o is not None):
+                return True
+        for node in self.ctx.src.assigns:
+            if isinstance(node, ast.Assign) and bound_at < node.lineno < use.lineno and any(
+                    _rooted_at(t, use.id) and isinstance(t, ast.Subscript) and _subscript_keys(t, use.id) is None for t in node.targets):
+                return True
+        return False
 
     def sole_value(self, expr: ast.Name | ast.Attribute, scope: ast.AST) -> ast.expr | None:
         """The one value ever assigned to a name or attribute, when that assignment always runs: not a parameter's
@@ -128,6 +150,16 @@ class Values:
                 full = (*path, *keys)
                 self.locations[full] = self.at(node.targets[0])
                 target[keys[-1]] = UNKNOWN if conditional else self.value(node.value, full, scope)
+
+
+_READING_METHODS = frozenset({"get", "keys", "items", "values", "copy"})
+
+
+def _rooted_at(expr: ast.AST, name: str) -> bool:
+    """``cfg``, ``cfg["bf16"]``, ``cfg.get`` rooted at the name `name`."""
+    while isinstance(expr, (ast.Subscript, ast.Attribute, ast.Starred)):
+        expr = expr.value
+    return isinstance(expr, ast.Name) and expr.id == name
 
 
 def _subscript_keys(target: ast.AST, name: str) -> list[Any] | None:
