@@ -7,6 +7,9 @@ and negative (good) cases for each detector the rule has; the expected findings 
 - ``code/bad*.py`` and ``code/good*.py``: Python files; a line ending in ``# ampdoctor: expect[AMP004]`` must be
   reported, and no other line may be; ``expect[AMP004:warning]`` also pins the finding's severity (where a rule's
   severity depends on the situation, as the catalog entry says).
+- ``python-config/bad*.py`` and ``python-config/good*.py``: the policy detector over a config written in Python
+  (``TrainingArguments(...)``, a DeepSpeed dict passed to ``deepspeed.initialize``), linted and marked as code
+  fixtures are; a rule with a policy detector may have this folder, and then needs both cases.
 - ``runtime/bad*.py`` and ``runtime/good*.py``: scripts run under the audit like `ampdoctor run` does; lines are
   marked as in code fixtures, and ``# ampdoctor: expect-anywhere[AMP004]`` asks for a finding without a file line
   (a module or a parameter). ``# ampdoctor: policy=<policy>`` in a script gives the audit a policy.
@@ -37,6 +40,8 @@ from ampdoctor.lint.python import lint_source
 from ampdoctor.core import catalog
 
 HERE = Path(__file__).parent
+# Fixture folders of a detector kind fed another input: the policy detector over configs written in Python.
+INPUT_FORMS = {"python-config": "policy"}
 RULES = {r.id: r for r in catalog()}
 FOLDERS = {p.name.split("-", 1)[0]: p for p in HERE.iterdir() if p.is_dir() and re.match(r"AMP\d{3}-", p.name)}
 EXPECT = re.compile(r"#\s*ampdoctor:\s*expect\[(?P<ids>[^\]]+)\]")
@@ -86,7 +91,8 @@ def test_every_rule_has_a_fixture_folder_with_both_cases_for_each_detector():
         if folder is None or folder.name != f"{rule.id}-{rule.name}":
             missing.append(f"{rule.id}-{rule.name}/")
             continue
-        for kind in rule.detectors:
+        forms = [form for form, kind in INPUT_FORMS.items() if kind in rule.detectors and (folder / form).is_dir()]
+        for kind in (*rule.detectors, *forms):
             base = folder / kind
             if kind == "policy":
                 sides = {side for side in ("bad", "good") if base.is_dir() and any(p.is_dir() for p in (base / side).glob("*"))}
@@ -98,7 +104,7 @@ def test_every_rule_has_a_fixture_folder_with_both_cases_for_each_detector():
 
 def test_no_fixture_for_a_detector_the_rule_does_not_have():
     stray = [f"{folder.name}/{kind.name}" for rule_id, folder in FOLDERS.items() for kind in folder.iterdir()
-             if kind.is_dir() and kind.name not in RULES[rule_id].detectors]
+             if kind.is_dir() and INPUT_FORMS.get(kind.name, kind.name) not in RULES[rule_id].detectors]
     assert stray == []
 
 
@@ -119,7 +125,7 @@ def test_policy_fixture(rule_id, case):
         assert got == []
 
 
-@pytest.mark.parametrize("rule_id, case", cases("code"))
+@pytest.mark.parametrize("rule_id, case", cases("code") + cases("python-config"))
 def test_code_fixture(rule_id, case):
     if case.is_dir():
         return check_project_case(rule_id, case)

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ampdoctor.core.model import Location
@@ -48,8 +49,12 @@ def _deepspeed(doc: Document, cfg: Reading, mp: str, mp_at: Location) -> None:
     gas = as_int(ds.get("gradient_accumulation_steps"))
     gas_at = doc.at("deepspeed_config", "gradient_accumulation_steps")
     file_value = as_path_value(ds.get("deepspeed_config_file"))
+    # `DeepSpeedPlugin(hf_ds_config=...)` in code: a path, or the DeepSpeed config itself as a dict.
+    given = ds.get("hf_ds_config")
+    inline_key = "hf_ds_config" if isinstance(given, dict) else None
+    file_value = file_value or as_path_value(given)
     explicit = doc.has("mixed_precision")
-    if file_value is not None:
+    if file_value is not None or inline_key is not None:
         # accelerate fills the file's "auto" keys from mixed_precision; left unset, the file decides the precision
         # (accelerate's state reads fp16/bf16 from it), so only an explicit value can disagree with the file.
         fills: dict[tuple[str, ...], tuple[Any, Location]] = {}
@@ -58,8 +63,10 @@ def _deepspeed(doc: Document, cfg: Reading, mp: str, mp_at: Location) -> None:
             fills[("fp16", "enabled")] = (mp == "fp16", mp_at)
         if gas is not None:
             fills[("gradient_accumulation_steps",)] = (gas, gas_at)
-        cfg.references.append(Reference(first_file(resolve_path(doc.file, file_value)), doc.at("deepspeed_config", "deepspeed_config_file"),
-                                        fills, Setting(mp, mp_at) if explicit else None, NAME))
+        where = doc.at("deepspeed_config", inline_key or ("deepspeed_config_file" if doc.has("deepspeed_config", "deepspeed_config_file") else "hf_ds_config"))
+        inline = doc.sub("deepspeed_config", inline_key) if inline_key else None
+        path = Path(doc.file) if inline is not None else first_file(resolve_path(doc.file, file_value or ""))
+        cfg.references.append(Reference(path, where, fills, Setting(mp, mp_at) if explicit else None, NAME, inline=inline))
         return
     inline: dict[str, Any] = {"bf16": {"enabled": mp == "bf16"}, "fp16": {"enabled": mp == "fp16"}}
     locs: dict[tuple[Any, ...], Location] = {("bf16",): mp_at, ("bf16", "enabled"): mp_at, ("fp16",): mp_at, ("fp16", "enabled"): mp_at}

@@ -5,7 +5,8 @@ Defaults modelled (deepspeed/runtime/engine.py `get_data_types`, config.py):
   and old DeeperSpeed/NeoX configs spell bf16 as `"fp16": {"enabled": true, "type": "bfloat16"}`;
 - the model is cast to the enabled half dtype, the optimizer keeps an fp32 master copy (unless
   `bf16_master_weights_and_grads`) and fp32 state (unless `bf16_optimizer_states`);
-- gradients accumulate in `data_types.grad_accum_dtype`, which defaults to the model dtype;
+- gradients accumulate in `data_types.grad_accum_dtype`, which defaults to the model dtype, except for bf16
+  without ZeRO (stage 0), whose BF16_Optimizer accumulates in fp32;
 - collectives run in `communication_data_type`, which follows the model dtype when unset;
 - fp16 uses dynamic loss scaling when `loss_scale` is 0 or absent, a static scale otherwise;
   the `loss_scale*` keys of a bf16 block are ignored (bf16 has no loss scaling);
@@ -124,6 +125,10 @@ def _half_engine(doc: Document, b: PolicyBuilder, mode: Mode, reduce_fp32: tuple
     b.set("grads", params, mode.location)
     accum_raw = doc.get("data_types", "grad_accum_dtype")
     accum = FP32 if mode.name == "amp" else as_dtype(accum_raw)  # apex amp keeps fp32 params, so .grad is fp32
+    if accum is None and mode.name == "bf16" and as_int(doc.get("zero_optimization", "stage", default=0)) == 0:
+        # Without ZeRO the bf16 engine runs BF16_Optimizer, which accumulates in fp32 (engine.py `get_data_types`:
+        # an unset grad_accum_dtype is fp32 for bf16 without ZeRO; older versions refused bf16 accumulation there).
+        accum = FP32
     b.set("grad_accum", accum or half, doc.at("data_types", "grad_accum_dtype") if accum_raw is not None else mode.location)
     _communication(doc, b, mode, half, reduce_fp32)
     opt_half = mode.name == "bf16" and bool(as_bool(doc.get(block, "bf16_optimizer_states", default=False)))

@@ -10,7 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from ampdoctor import dtypes
+from ampdoctor.core.model import Location
 from ampdoctor.dtypes import FP32
+from ampdoctor.frameworks.base import Reading, as_dtype
+from ampdoctor.frameworks.document import Document
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
 
@@ -46,6 +49,27 @@ def from_fsdp(mp: Any, params: Any = FP32) -> Policy:
                          grads=params, grad_accum=params, optimizer_state=params)
 
 
+def read(doc: Document) -> Reading:
+    """An FSDP mixed-precision object given as its keyword arguments (written in Python: `MixedPrecision(param_dtype=...)`).
+    The sharded weights keep the dtype the model was built in, which the object does not say: fp32, as FSDP's
+    mixed precision is meant to be used; a loss scaler is code (`ShardedGradScaler`), not part of the object, so the
+    loss scaling is left as the policy derives it."""
+    cfg = Reading(NAME, doc.file)
+    given = {key: as_dtype(doc.get(key)) for key in ("param_dtype", "reduce_dtype", "output_dtype") if doc.get(key) is not None}
+    first = next(iter(doc.locations.values()), Location(file=doc.file))
+    compute = given.get("param_dtype") or FP32
+    at = doc.at("param_dtype") if "param_dtype" in given else first
+    fields = {"params": FP32, "compute": compute, "output": given.get("output_dtype") or compute,
+              "reduce": given.get("reduce_dtype") or compute, "grads": FP32, "grad_accum": FP32, "optimizer_state": FP32}
+    cfg.policy = Policy.derive(**fields)
+    cfg.sources = {name: doc.at(f"{name}_dtype") if f"{name}_dtype" in given else at for name in fields}
+    cfg.sources["reduce"] = doc.at("reduce_dtype") if "reduce_dtype" in given else at
+    cfg.sources["compute"] = at
+    cfg.set("strategy", "fsdp", first)
+    cfg.set("autocast", False, at)
+    return cfg
+
+
 def export(policy: Policy) -> tuple[str, list[str]]:
     """Python source that builds the FSDP2 policy, and what FSDP cannot express."""
     notes: list[str] = []
@@ -72,4 +96,4 @@ def export(policy: Policy) -> tuple[str, list[str]]:
     return "\n".join(lines) + "\n", notes
 
 
-READER = Reader(NAME, export=export, syntax="python", label="FSDP", build=to_fsdp, policy_of=from_fsdp)
+READER = Reader(NAME, read=read, export=export, syntax="python", label="FSDP", build=to_fsdp, policy_of=from_fsdp)

@@ -27,6 +27,20 @@ def _always_scaled(ctx: Context) -> ast.Call | None:
     return None
 
 
+def _bf16_in_function(ctx: Context, call: ast.Call) -> ast.AST | None:
+    """bf16 named in the function that enters autocast (a ``dtype=torch.bfloat16`` parameter it never passes on):
+    the autocast was meant to run in it, a GradScaler beside it notwithstanding."""
+    fn = ctx.src.enclosing_function(call)
+    if fn is None:
+        return None
+    return next((e for e in ctx.facts.bf16_places() if ctx.src.enclosing_function(e) is fn or e in _defaults(fn)), None)
+
+
+def _defaults(fn: ast.AST) -> list[ast.AST]:
+    args = fn.args  # type: ignore[attr-defined]
+    return [n for d in (*args.defaults, *args.kw_defaults) if d is not None for n in ast.walk(d)]
+
+
 def _bf16_said(ctx: Context) -> str | None:
     """Where the file or its project says bf16: only then is autocast's fp16 default a surprise."""
     local = ctx.facts.bf16_evidence
@@ -56,6 +70,10 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
             values = [device.body, device.orelse] if isinstance(device, ast.IfExp) else [device]
             if all(isinstance(v, ast.Constant) and v.value != "cuda" for v in values):
                 continue  # CPU/XPU autocast defaults to bf16
+        near = _bf16_in_function(ctx, call)
+        if near is not None:
+            yield call, f"autocast without `dtype=` runs in float16 on CUDA, while this function uses bf16 (line {near.lineno})"
+            continue
         if said is None:
             said = _bf16_said(ctx) or ""
             if said and _always_scaled(ctx) is not None:

@@ -5,6 +5,7 @@ non-fatal `ReportError` for that file and never stops the run."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import importlib.util
 import os
@@ -20,6 +21,8 @@ from ampdoctor.core.model import Finding, Location, Severity
 from ampdoctor.core.registry import detectors
 from ampdoctor.lint.pins import torch_floor
 from ampdoctor.lint.python.context import Context
+from ampdoctor.lint.python.embedded import applies as holds_python_config
+from ampdoctor.lint.python.embedded import embedded_findings
 from ampdoctor.lint.python.kind import CodeKind, Kind, file_kind, site_kind
 from ampdoctor.lint.python.project import PRECISION_WORDS, Evidence, ProjectContext, ProjectModel, Summary, project_words
 from ampdoctor.lint.python.project import summarize as summarize_file
@@ -49,8 +52,9 @@ def _lint(text: str, path: str, kind_path: str | None, project: ProjectContext |
     kind = file_kind(rel, text)
     checks = [d for d in detectors("code") if d.applies(text + project_words(project))] if check else []
     trains = kind.kind is CodeKind.TRAINING and any(w in text for w in PRECISION_WORDS)
+    configs = check and holds_python_config(text)
     try:
-        if not checks and not (summarize and trains):
+        if not checks and not configs and not (summarize and trains):
             SourceFile.syntax_check(path, text)
             return [], None, summarize_file(rel, text, None, False) if summarize else None
         src = SourceFile.parse(path, text)
@@ -67,6 +71,8 @@ def _lint(text: str, path: str, kind_path: str | None, project: ProjectContext |
     findings, error = _check(ctx, checks, kind, text)
     if error is not None:
         return findings, error, None
+    if configs:
+        findings += [judged_by_kind(f, kind) for f in _config_findings(ctx, findings, parse_suppressions(text))]
     return findings, None, summarize_file(rel, text, ctx, trains) if summarize else None
 
 
@@ -102,6 +108,22 @@ def judged_by_kind(found: Finding, kind: Kind) -> Finding:
         return found
     return replace(found, severity=Severity.INFO, message=found.message + note,
                    details={**found.details, "code_kind": kind.kind.value})
+
+
+@functools.lru_cache(maxsize=1)
+def _code_judged() -> frozenset[str]:
+    """Rules with a code detector of their own: they judge Python (an FSDP `MixedPrecision(...)` too) themselves."""
+    return frozenset(d.rule_id for d in detectors("code"))
+
+
+def _config_findings(ctx: Context, found: list[Finding], suppressions) -> list[Finding]:
+    """The policy rules' findings over the configs written in this file's Python (`lint.python.embedded`)."""
+    seen = {(f.rule_id, f.location.line) for f in found}
+    try:
+        extra = embedded_findings(ctx, _code_judged())
+    except RecursionError:
+        return []
+    return [f for f in extra if (f.rule_id, f.location.line) not in seen and not is_suppressed(f, suppressions)]
 
 
 # The message of a file this interpreter cannot parse because it uses newer Python syntax (ErrorKind.NEWER_SYNTAX): a note, not an input
