@@ -65,6 +65,17 @@ def _initial_dtypes(ctx: Context, target: ast.AST, loop: ast.AST) -> tuple[froze
     return ctx.flow.tensor_dtype(value, scope), value
 
 
+def _model_output(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> bool:
+    """What a half-cast model returned: the dataflow calls it half, but a model that computes its own loss often
+    upcasts the logits first (``F.cross_entropy(logits.float(), ...)``), so its loss is fp32."""
+    if isinstance(expr, ast.Call):
+        return isinstance(expr.func, ast.Name) and expr.func.id in ctx.flow.half_models
+    if isinstance(expr, ast.Name) and depth < 3:
+        before = [v for line, v in ctx.src.bindings(expr, scope) if line <= getattr(expr, "lineno", 0) and v is not None]
+        return bool(before) and _model_output(ctx, before[-1], scope, depth + 1)
+    return False
+
+
 @code_check("AMP137", triggers=HALF_WORDS, also=(("+=", "add_(", "+ "),))
 def low_precision_accumulator(ctx: Context) -> Iterator[CodeHit]:
     # transformers PR #8561: a bf16 `tr_loss` stopped growing once its increments fell below half an ulp.
@@ -81,7 +92,7 @@ def low_precision_accumulator(ctx: Context) -> Iterator[CodeHit]:
         if made is not None and isinstance(made, ast.Constant) and increment is not None:
             # `total = 0.0` then `total += loss`: the sum becomes a tensor of the increment's dtype
             dtypes = ctx.flow.tensor_dtype(increment, ctx.src.scope(stmt))
-            if dtypes and dtypes <= HALF:
+            if dtypes and dtypes <= HALF and not _model_output(ctx, increment, ctx.src.scope(stmt)):
                 seen.add(name)
                 yield stmt, (f"`{name}` starts as a Python number and sums {describe(dtypes)} tensors, so it becomes a "
                              f"{describe(dtypes)} tensor that stops growing; add `.item()` or `.float()`")

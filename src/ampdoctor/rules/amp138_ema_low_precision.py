@@ -10,7 +10,7 @@ from typing import Iterator
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.dataflow import FP32, FP64, HALF, describe
-from ampdoctor.lint.python.resolve import dotted, last_identifier, tokens
+from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, tokens
 
 EMA_WORDS = frozenset({"ema", "shadow", "averaged", "swa", "polyak"})
 # Wrappers that keep a moving average of the parameters they are given (diffusers, timm, torch, ema-pytorch).
@@ -79,9 +79,14 @@ def ema_low_precision(ctx: Context) -> Iterator[CodeHit]:
                 if name and not _made_float_later(ctx, name, call.lineno):
                     hit = f"the EMA copy `{name}` is cast to {describe(dtypes)}"
         elif ctx.qualname(func) in COPIES or last_identifier(func) in EMA_CLASSES:
-            dtypes = _half_source(ctx, call)
             name = _stored_as(ctx, call)
-            if dtypes and name and _is_ema(ast.parse(name, mode="eval").body) and not _made_float_later(ctx, name, call.lineno):
+            if not name or not _is_ema(ast.parse(name, mode="eval").body) or _made_float_later(ctx, name, call.lineno):
+                continue
+            asked = keyword(call, "dtype")
+            if asked is not None:  # `EMAModel(unet, dtype=...)` stores the average in the dtype it is given
+                dtypes = ctx.flow.dtype_of(asked, ctx.src.scope(call))
+                hit = f"the EMA copy `{name}` is kept in {describe(dtypes & HALF)}" if dtypes and dtypes & HALF else None
+            elif dtypes := _half_source(ctx, call):
                 hit = f"the EMA copy `{name}` is made from a model cast to {describe(dtypes)}"
         if hit:
             yield call, (f"{hit}: with a decay of 0.999 or more its updates (1 - decay) * (param - ema) round to zero; "

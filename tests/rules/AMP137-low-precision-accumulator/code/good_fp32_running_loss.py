@@ -26,3 +26,12 @@ def once(loss):
     running_loss = torch.zeros((), dtype=torch.bfloat16)
     running_loss += loss
     return running_loss
+
+
+def validate(model, loader):
+    # a model that returns its own loss computes it from upcast logits: the sum is fp32
+    model = model.bfloat16()
+    val_loss = 0.0
+    for x, y in loader:
+        val_loss += model(x, y)
+    return val_loss

@@ -26,3 +26,8 @@ def shadow_copy(model, loader, optimizer):
         with torch.no_grad():
             for e, p in zip(ema_model.parameters(), model.parameters()):
                 e.lerp_(p, 1 - 0.999)
+
+
+def wrapped(unet, accelerator, weight_dtype=torch.bfloat16):
+    ema = EMAModel(unet, device=accelerator.device, dtype=weight_dtype)  # ampdoctor: expect[AMP138]
+    ema.step(unet.parameters())

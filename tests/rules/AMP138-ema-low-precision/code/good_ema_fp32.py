@@ -26,3 +26,9 @@ def shadow_copy(model, loader):
 def export(model):
     ema_export = copy.deepcopy(model).to(torch.float16)
     return ema_export
+
+
+def wrapped(unet, accelerator):
+    unet = unet.to(torch.bfloat16)
+    ema = EMAModel(unet, device=accelerator.device, dtype=torch.float32)
+    ema.step(unet.parameters())
