@@ -63,6 +63,28 @@ def _stored_as(ctx: Context, call: ast.Call) -> str | None:
     return None
 
 
+def _half_ema(ctx: Context, call: ast.Call) -> str | None:
+    """What makes this call's EMA copy half precision, if it does."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in ("to", "half", "bfloat16") and _is_ema(func.value) and ctx.qualname(func) is None:
+        dtypes = ctx.flow.cast_dtype(call)
+        name = dotted(func.value)
+        if dtypes and dtypes & HALF and name and not _made_float_later(ctx, name, call.lineno):
+            return f"the EMA copy `{name}` is cast to {describe(dtypes)}"
+        return None
+    if ctx.qualname(func) not in COPIES and last_identifier(func) not in EMA_CLASSES:
+        return None
+    name = _stored_as(ctx, call)
+    if not name or not _is_ema(ast.parse(name, mode="eval").body) or _made_float_later(ctx, name, call.lineno):
+        return None
+    asked = keyword(call, "dtype")
+    if asked is not None:  # `EMAModel(unet, dtype=...)` stores the average in the dtype it is given
+        dtypes = ctx.flow.dtype_of(asked, ctx.src.scope(call))
+        return f"the EMA copy `{name}` is kept in {describe(dtypes & HALF)}" if dtypes and dtypes & HALF else None
+    dtypes = _half_source(ctx, call)
+    return f"the EMA copy `{name}` is made from a model cast to {describe(dtypes)}" if dtypes else None
+
+
 @code_check("AMP138", triggers=("ema", "EMA", "shadow", "Averaged"), also=(("bfloat16", "float16", "half", "dtype"),))
 def ema_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # sd_dreambooth_extension PR #1415: `ema_model.to(device, dtype=weight_dtype)` with weight_dtype fp16/bf16 left
@@ -70,24 +92,7 @@ def ema_low_precision(ctx: Context) -> Iterator[CodeHit]:
     if not _updated(ctx):
         return
     for call in ctx.src.calls:
-        func = call.func
-        hit = None
-        if isinstance(func, ast.Attribute) and func.attr in ("to", "half", "bfloat16") and _is_ema(func.value) and ctx.qualname(func) is None:
-            dtypes = ctx.flow.cast_dtype(call)
-            if dtypes and dtypes & HALF:
-                name = dotted(func.value)
-                if name and not _made_float_later(ctx, name, call.lineno):
-                    hit = f"the EMA copy `{name}` is cast to {describe(dtypes)}"
-        elif ctx.qualname(func) in COPIES or last_identifier(func) in EMA_CLASSES:
-            name = _stored_as(ctx, call)
-            if not name or not _is_ema(ast.parse(name, mode="eval").body) or _made_float_later(ctx, name, call.lineno):
-                continue
-            asked = keyword(call, "dtype")
-            if asked is not None:  # `EMAModel(unet, dtype=...)` stores the average in the dtype it is given
-                dtypes = ctx.flow.dtype_of(asked, ctx.src.scope(call))
-                hit = f"the EMA copy `{name}` is kept in {describe(dtypes & HALF)}" if dtypes and dtypes & HALF else None
-            elif dtypes := _half_source(ctx, call):
-                hit = f"the EMA copy `{name}` is made from a model cast to {describe(dtypes)}"
+        hit = _half_ema(ctx, call)
         if hit:
             yield call, (f"{hit}: with a decay of 0.999 or more its updates (1 - decay) * (param - ema) round to zero; "
                          f"keep the EMA weights in fp32")
