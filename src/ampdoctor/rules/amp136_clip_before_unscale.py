@@ -35,26 +35,36 @@ def _is_scaler(ctx: Context, receiver: ast.AST, scope: ast.AST) -> bool:
     return "scaler" in tokens(last_identifier(receiver) or "")
 
 
-def _scaled_steps(ctx: Context, body: ast.AST) -> Iterator[tuple[str, int, int]]:
-    """(scaler, line of `scaler.scale(...)`, line of the `scaler.step(...)` after it) in one function."""
-    scales: dict[str, int] = {}
-    steps: dict[str, list[int]] = {}
-    scope = body
-    for node in _own_calls(ctx, body):
+def _scaler_calls(ctx: Context, calls: list[ast.Call], attr: str, scope: ast.AST) -> dict[str, list[int]]:
+    """{scaler: lines} of ``scaler.<attr>(...)`` among `calls`."""
+    out: dict[str, list[int]] = {}
+    for node in calls:
         func = node.func
-        if not isinstance(func, ast.Attribute) or func.attr not in ("scale", "step") or ctx.qualname(func) is not None:
-            continue
-        name = dotted(func.value)
-        if name is None or not _is_scaler(ctx, func.value, scope):
-            continue
-        if func.attr == "scale" and node.args:
-            scales[name] = min(scales.get(name, node.lineno), node.lineno)
-        elif func.attr == "step" and node.args:
-            steps.setdefault(name, []).append(node.lineno)
-    for name, scaled in scales.items():
-        after = [line for line in steps.get(name, ()) if line > scaled]
-        if after:
-            yield name, scaled, max(after)
+        if isinstance(func, ast.Attribute) and func.attr == attr and node.args and ctx.qualname(func) is None:
+            name = dotted(func.value)
+            if name is not None and _is_scaler(ctx, func.value, scope):
+                out.setdefault(name, []).append(node.lineno)
+    return out
+
+
+def _scaled_steps(ctx: Context, body: ast.AST, calls: list[ast.Call]) -> Iterator[tuple[str, int, int, bool]]:
+    """(scaler, line of `scaler.scale(...)`, line of the `scaler.step(...)`, scaled in this function) for the steps
+    of one function: scaled before them in the same function, or, for a scaler kept on an object (`self.scaler`),
+    in another method of a file that never unscales."""
+    scales = _scaler_calls(ctx, calls, "scale", body)
+    for name, steps in _scaler_calls(ctx, calls, "step", body).items():
+        if name in scales:
+            after = [line for line in steps if line > min(scales[name])]
+            if after:
+                yield name, min(scales[name]), max(after), True
+        elif "." in name and not _unscales(ctx, ctx.src.calls):
+            elsewhere = _scaler_calls(ctx, ctx.src.calls, "scale", body).get(name)
+            if elsewhere:
+                yield name, min(elsewhere), max(steps), False
+
+
+def _unscales(ctx: Context, calls: list[ast.Call]) -> list[int]:
+    return [c.lineno for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr in UNSCALES]
 
 
 def _own_calls(ctx: Context, body: ast.AST) -> list[ast.Call]:
@@ -77,10 +87,10 @@ def clip_before_unscale(ctx: Context) -> Iterator[CodeHit]:
     for body in bodies:
         calls = _own_calls(ctx, body)
         clips = [c for c in calls if ctx.qualname(c.func) in CLIPS and not _no_clipping(c)]
-        unscaled = [c.lineno for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr in UNSCALES]
-        for scaler, scaled, stepped in _scaled_steps(ctx, body):
+        unscaled = _unscales(ctx, calls)
+        for scaler, scaled, stepped, here in _scaled_steps(ctx, body, calls):
             for clip in clips:
-                if scaled < clip.lineno < stepped and not any(line < clip.lineno for line in unscaled):
+                if (scaled < clip.lineno or not here) and clip.lineno < stepped and not any(line < clip.lineno for line in unscaled):
                     yield clip, (f"`{last_identifier(clip.func)}` clips gradients that `{scaler}` scaled (line {scaled}) and has not "
                                  f"unscaled yet; call `{scaler}.unscale_(optimizer)` before clipping")
 
