@@ -113,6 +113,40 @@ def _trig(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> 
     return None
 
 
+# Significant bits (with the implicit one): the spacing of values in [2**(e-1), 2**e) is 2**(e - bits).
+_SIGNIFICANT_BITS = {torch.bfloat16: 8, torch.float16: 11}
+_AVERAGE_SAMPLE = 1 << 12
+
+
+def _rounded_away(dst: torch.Tensor, end: torch.Tensor, weight: float, budget: int) -> tuple[int, int]:
+    """(updates below half an ulp, nonzero updates) of ``dst.lerp_(end, weight)`` on a strided sample of `dst` as it
+    is now: the next update of the same size rounds to nothing where ``|weight * (end - dst)| < ulp(dst) / 2``."""
+    if no_values(dst) or no_values(end) or dst.numel() == 0 or end.shape != dst.shape:
+        return 0, 0
+    stride = max(1, dst.numel() // budget)
+    a = dst.detach().reshape(-1)[::stride][:budget].float()
+    b = end.detach().reshape(-1)[::stride][:budget].float()
+    step = (b - a) * weight
+    _, exponent = torch.frexp(a)
+    half_ulp = torch.ldexp(torch.full_like(a, 0.5), exponent - _SIGNIFICANT_BITS[dst.dtype])
+    moving = (step != 0) & (a != 0)
+    return int(((step.abs() < half_ulp) & moving).sum()), int(moving.sum())
+
+
+def _lerp(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
+    # AMP138: an EMA kept in half precision moves by (1 - decay) * (param - ema), mostly below half an ulp.
+    # Inside optimizer.step a lerp_ is the optimizer's own state (Adam's exp_avg), which other rules judge.
+    if r.in_optimizer or len(args) < 3 or not isinstance(args[2], (int, float)):
+        return None
+    dsts, ends = (args[0], args[1]) if isinstance(args[0], (list, tuple)) else ([args[0]], [args[1]])
+    lost = considered = 0
+    for dst, end in zip(dsts, ends):
+        if isinstance(dst, torch.Tensor) and isinstance(end, torch.Tensor) and dst.dtype in _HALF and considered < _AVERAGE_SAMPLE:
+            below, moved = _rounded_away(dst, end, float(args[2]), _AVERAGE_SAMPLE - considered)
+            lost, considered = lost + below, considered + moved
+    return (Tag.AVERAGE, lost, considered) if considered else None
+
+
 def _overloads(packet: Any) -> list:
     return [getattr(packet, name) for name in packet.overloads()]
 
@@ -146,6 +180,8 @@ def _build() -> tuple[dict[int, Callable[..., Any]], frozenset[int]]:
     add(aten.ones_like.default, _ones_like)
     for op in (aten.cos.default, aten.sin.default):
         add(op, _trig)
+    for op in (aten.lerp_.Scalar, aten._foreach_lerp_.Scalar):
+        add(op, _lerp)
     return table, frozenset(matmuls)
 
 

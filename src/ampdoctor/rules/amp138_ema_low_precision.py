@@ -5,12 +5,16 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.core.registry import code_check
+from ampdoctor.audit.evidence import Tag
+from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.dataflow import FP32, FP64, HALF, describe
 from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, tokens
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
 
 EMA_WORDS = frozenset({"ema", "shadow", "averaged", "swa", "polyak"})
 # Wrappers that keep a moving average of the parameters they are given (diffusers, timm, torch, ema-pytorch).
@@ -96,3 +100,26 @@ def ema_low_precision(ctx: Context) -> Iterator[CodeHit]:
         if hit:
             yield call, (f"{hit}: with a decay of 0.999 or more its updates (1 - decay) * (param - ema) round to zero; "
                          f"keep the EMA weights in fp32")
+
+
+# A moving average is reported when most of its sampled updates are below half an ulp (they round to nothing).
+LOST_SHARE = 0.5
+
+
+@runtime_check("AMP138")
+def average_rounded_away(ctx: RuntimeContext) -> Iterator[Hit]:
+    """A `lerp_` into half-precision weights outside the optimizer step (an EMA update) whose steps, measured on a
+    sample, are mostly smaller than half a unit in the last place of the weights they move."""
+    t = ctx.trace
+    by_place: dict[tuple, list[int]] = {}
+    for op in t.tagged(Tag.AVERAGE):
+        _, lost, considered = op.extra
+        where = t.location(op.seq)
+        entry = by_place.setdefault((where.file, where.line), [op.seq, 0, 0])
+        entry[1] += lost
+        entry[2] += considered
+    for seq, lost, considered in by_place.values():
+        if considered and lost / considered >= LOST_SHARE:
+            yield Hit(f"{lost} of {considered} sampled moving-average updates of half-precision weights are below half a "
+                      f"unit in their last place and round to nothing: the average stays where it started",
+                      t.location(seq), details={"rounded_away": lost, "sampled_updates": considered})
