@@ -47,6 +47,9 @@ class Tag(str, enum.Enum):
     # an in-place lerp_ into a half tensor outside optimizer.step (a moving average of weights):
     # (AVERAGE, sampled updates smaller than half a unit in the last place of the value they move, updates sampled)
     AVERAGE = "average"
+    # an in-place add into a small half tensor outside modules, backward and optimizer.step (a running sum):
+    # (RUNNING_SUM, increments smaller than half a unit in the last place of the sum, increments sampled)
+    RUNNING_SUM = "running_sum"
 
 
 class When(str, enum.Enum):

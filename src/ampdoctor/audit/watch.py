@@ -118,19 +118,25 @@ _SIGNIFICANT_BITS = {torch.bfloat16: 8, torch.float16: 11}
 _AVERAGE_SAMPLE = 1 << 12
 
 
-def _rounded_away(dst: torch.Tensor, end: torch.Tensor, weight: float, budget: int) -> tuple[int, int]:
-    """(updates below half an ulp, nonzero updates) of ``dst.lerp_(end, weight)`` on a strided sample of `dst` as it
-    is now: the next update of the same size rounds to nothing where ``|weight * (end - dst)| < ulp(dst) / 2``."""
+def _sample(t: torch.Tensor, budget: int) -> torch.Tensor:
+    return t.detach().reshape(-1)[::max(1, t.numel() // budget)][:budget].float()
+
+
+def _rounded_away(dst: torch.Tensor, step: torch.Tensor, dtype: Any) -> tuple[int, int]:
+    """(steps below half an ulp of the value they move, nonzero steps), over float32 samples of a `dtype` tensor as it
+    is now and of the steps added to it: the next step of that size rounds to nothing where ``|step| < ulp(dst) / 2``."""
+    _, exponent = torch.frexp(dst)
+    half_ulp = torch.ldexp(torch.full_like(dst, 0.5), exponent - _SIGNIFICANT_BITS[dtype])
+    moving = (step != 0) & (dst != 0)
+    return int(((step.abs() < half_ulp) & moving).sum()), int(moving.sum())
+
+
+def _lerp_rounded_away(dst: torch.Tensor, end: torch.Tensor, weight: float, budget: int) -> tuple[int, int]:
+    """The same for ``dst.lerp_(end, weight)``, whose step is ``weight * (end - dst)``."""
     if no_values(dst) or no_values(end) or dst.numel() == 0 or end.shape != dst.shape:
         return 0, 0
-    stride = max(1, dst.numel() // budget)
-    a = dst.detach().reshape(-1)[::stride][:budget].float()
-    b = end.detach().reshape(-1)[::stride][:budget].float()
-    step = (b - a) * weight
-    _, exponent = torch.frexp(a)
-    half_ulp = torch.ldexp(torch.full_like(a, 0.5), exponent - _SIGNIFICANT_BITS[dst.dtype])
-    moving = (step != 0) & (a != 0)
-    return int(((step.abs() < half_ulp) & moving).sum()), int(moving.sum())
+    a = _sample(dst, budget)
+    return _rounded_away(a, (_sample(end, budget) - a) * weight, dst.dtype)
 
 
 def _lerp(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
@@ -142,9 +148,37 @@ def _lerp(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> 
     lost = considered = 0
     for dst, end in zip(dsts, ends):
         if isinstance(dst, torch.Tensor) and isinstance(end, torch.Tensor) and dst.dtype in _HALF and considered < _AVERAGE_SAMPLE:
-            below, moved = _rounded_away(dst, end, float(args[2]), _AVERAGE_SAMPLE - considered)
+            below, moved = _lerp_rounded_away(dst, end, float(args[2]), _AVERAGE_SAMPLE - considered)
             lost, considered = lost + below, considered + moved
     return (Tag.AVERAGE, lost, considered) if considered else None
+
+
+# Running sums are small (a loss, a count, a metric per class); larger in-place adds are activations or weights.
+_RUNNING_SUM_NUMEL = 1 << 12
+
+
+def _add_(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
+    # AMP137: `total += loss` into a small bf16/fp16 tensor outside any module, backward and optimizer step: a running
+    # sum of losses or metrics, whose increments stop counting once they are below half its ulp.
+    if r.in_optimizer or r.stack or _current_node() is not None or len(args) < 2:
+        return None
+    dst, inc = args[0], args[1]
+    if not isinstance(dst, torch.Tensor) or dst.dtype not in _HALF or dst.numel() > _RUNNING_SUM_NUMEL or no_values(dst):
+        return None
+    if isinstance(inc, torch.Tensor):
+        if no_values(inc) or inc.numel() not in (1, dst.numel()):
+            return None
+        step = inc.detach().float().expand(dst.shape) if inc.numel() == 1 else inc.detach().float().reshape(dst.shape)
+    elif isinstance(inc, (int, float)):
+        step = torch.full(dst.shape, float(inc), device=dst.device)
+    else:
+        return None
+    step = step * float(kwargs.get("alpha", args[2] if len(args) > 2 else 1))
+    lost, considered = _rounded_away(dst.detach().float(), step, dst.dtype)
+    return (Tag.RUNNING_SUM, lost, considered) if considered else None
+
+
+_current_node = torch._C._current_autograd_node
 
 
 def _overloads(packet: Any) -> list:
@@ -182,6 +216,8 @@ def _build() -> tuple[dict[int, Callable[..., Any]], frozenset[int]]:
         add(op, _trig)
     for op in (aten.lerp_.Scalar, aten._foreach_lerp_.Scalar):
         add(op, _lerp)
+    for op in (aten.add_.Tensor, aten.add_.Scalar):
+        add(op, _add_)
     return table, frozenset(matmuls)
 
 

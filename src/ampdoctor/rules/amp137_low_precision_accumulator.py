@@ -5,12 +5,16 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.core.registry import code_check
+from ampdoctor.audit.evidence import Tag
+from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.lint.python.context import HALF_WORDS, CodeHit, Context
 from ampdoctor.lint.python.dataflow import HALF, describe
 from ampdoctor.lint.python.resolve import dotted, last_identifier, tokens
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
 
 # What a running sum of losses or metrics is called; a residual stream or an expert mixture summed in a model's
 # forward is not a logged total and is left alone.
@@ -102,3 +106,26 @@ def low_precision_accumulator(ctx: Context) -> Iterator[CodeHit]:
         seen.add(name)
         yield stmt, (f"`{name}` is a {describe(dtypes & HALF)} accumulator (line {made.lineno}) summed across iterations; "
                      f"once the increments are below half its resolution the sum stops growing; keep it in fp32")
+
+
+# A running sum is reported when this share of its increments, measured as they were added, counted for nothing.
+LOST_SHARE = 0.1
+
+
+@runtime_check("AMP137")
+def running_sum_stopped(ctx: RuntimeContext) -> Iterator[Hit]:
+    """In-place adds into a small half-precision tensor outside the model, backward and optimizer step (a running
+    loss or metric) whose increments were below half a unit in the last place of the sum: they were dropped."""
+    t = ctx.trace
+    by_place: dict[tuple, list[int]] = {}
+    for op in t.tagged(Tag.RUNNING_SUM):
+        _, lost, considered = op.extra
+        where = t.location(op.seq)
+        entry = by_place.setdefault((where.file, where.line), [op.seq, 0, 0])
+        entry[1] += lost
+        entry[2] += considered
+    for seq, lost, considered in by_place.values():
+        if considered and lost / considered >= LOST_SHARE:
+            yield Hit(f"{lost} of {considered} increments of a half-precision running sum were below half a unit in its "
+                      f"last place and were dropped: the sum stopped growing", t.location(seq),
+                      details={"dropped_increments": lost, "increments": considered})
