@@ -165,7 +165,7 @@ class RecordingMode(TorchDispatchMode):
         if values is not None and (out_dt or out is None):
             values.output(seq, fid, func, args, kwargs, outs, phase == OPTIMIZER)
         watch = r.watch.get(fid)
-        if watch is not None:
+        if watch is not None and extra is None:  # an AccumulateGrad add_ keeps its ACCUMULATE tag
             extra = watch(r, func, args, kwargs, out, ins)
         r.records.append((seq, fid, in_dt, in_prod, tuple(out_dt), mod, phase, code, lasti, inner, autocast, extra))
         return out

@@ -44,6 +44,12 @@ class Tag(str, enum.Enum):
     ACCUMULATE = "accumulate"  # autograd's AccumulateGrad adding into a `.grad`: (ACCUMULATE, id of the parameter)
     FLOPS = "flops"  # a matmul: (FLOPS, formula, shapes...) for `RuntimeContext.matmul_flops`
     LOSS = "loss"  # a loss function: (LOSS, producer of its input, the input's dtype)
+    # an in-place lerp_ into a half tensor outside optimizer.step (a moving average of weights):
+    # (AVERAGE, sampled updates smaller than half a unit in the last place of the value they move, updates sampled)
+    AVERAGE = "average"
+    # an in-place add into a small half tensor outside modules, backward and optimizer.step (a running sum):
+    # (RUNNING_SUM, increments smaller than half a unit in the last place of the sum, increments sampled)
+    RUNNING_SUM = "running_sum"
 
 
 class When(str, enum.Enum):

@@ -113,6 +113,74 @@ def _trig(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> 
     return None
 
 
+# Significant bits (with the implicit one): the spacing of values in [2**(e-1), 2**e) is 2**(e - bits).
+_SIGNIFICANT_BITS = {torch.bfloat16: 8, torch.float16: 11}
+_AVERAGE_SAMPLE = 1 << 12
+
+
+def _sample(t: torch.Tensor, budget: int) -> torch.Tensor:
+    return t.detach().reshape(-1)[::max(1, t.numel() // budget)][:budget].float()
+
+
+def _rounded_away(dst: torch.Tensor, step: torch.Tensor, dtype: Any) -> tuple[int, int]:
+    """(steps below half an ulp of the value they move, nonzero steps), over float32 samples of a `dtype` tensor as it
+    is now and of the steps added to it: the next step of that size rounds to nothing where ``|step| < ulp(dst) / 2``."""
+    _, exponent = torch.frexp(dst)
+    half_ulp = torch.ldexp(torch.full_like(dst, 0.5), exponent - _SIGNIFICANT_BITS[dtype])
+    moving = (step != 0) & (dst != 0)
+    return int(((step.abs() < half_ulp) & moving).sum()), int(moving.sum())
+
+
+def _lerp_rounded_away(dst: torch.Tensor, end: torch.Tensor, weight: float, budget: int) -> tuple[int, int]:
+    """The same for ``dst.lerp_(end, weight)``, whose step is ``weight * (end - dst)``."""
+    if no_values(dst) or no_values(end) or dst.numel() == 0 or end.shape != dst.shape:
+        return 0, 0
+    a = _sample(dst, budget)
+    return _rounded_away(a, (_sample(end, budget) - a) * weight, dst.dtype)
+
+
+def _lerp(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
+    # AMP138: an EMA kept in half precision moves by (1 - decay) * (param - ema), mostly below half an ulp.
+    # Inside optimizer.step a lerp_ is the optimizer's own state (Adam's exp_avg), which other rules judge.
+    if r.in_optimizer or len(args) < 3 or not isinstance(args[2], (int, float)):
+        return None
+    dsts, ends = (args[0], args[1]) if isinstance(args[0], (list, tuple)) else ([args[0]], [args[1]])
+    lost = considered = 0
+    for dst, end in zip(dsts, ends):
+        if isinstance(dst, torch.Tensor) and isinstance(end, torch.Tensor) and dst.dtype in _HALF and considered < _AVERAGE_SAMPLE:
+            below, moved = _lerp_rounded_away(dst, end, float(args[2]), _AVERAGE_SAMPLE - considered)
+            lost, considered = lost + below, considered + moved
+    return (Tag.AVERAGE, lost, considered) if considered else None
+
+
+# Running sums are small (a loss, a count, a metric per class); larger in-place adds are activations or weights.
+_RUNNING_SUM_NUMEL = 1 << 12
+
+
+def _add_(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
+    # AMP137: `total += loss` into a small bf16/fp16 tensor outside any module, backward and optimizer step: a running
+    # sum of losses or metrics, whose increments stop counting once they are below half its ulp.
+    if r.in_optimizer or r.stack or _current_node() is not None or len(args) < 2:
+        return None
+    dst, inc = args[0], args[1]
+    if not isinstance(dst, torch.Tensor) or dst.dtype not in _HALF or dst.numel() > _RUNNING_SUM_NUMEL or no_values(dst):
+        return None
+    if isinstance(inc, torch.Tensor):
+        if no_values(inc) or inc.numel() not in (1, dst.numel()):
+            return None
+        step = inc.detach().float().expand(dst.shape) if inc.numel() == 1 else inc.detach().float().reshape(dst.shape)
+    elif isinstance(inc, (int, float)):
+        step = torch.full(dst.shape, float(inc), device=dst.device)
+    else:
+        return None
+    step = step * float(kwargs.get("alpha", args[2] if len(args) > 2 else 1))
+    lost, considered = _rounded_away(dst.detach().float(), step, dst.dtype)
+    return (Tag.RUNNING_SUM, lost, considered) if considered else None
+
+
+_current_node = torch._C._current_autograd_node
+
+
 def _overloads(packet: Any) -> list:
     return [getattr(packet, name) for name in packet.overloads()]
 
@@ -146,6 +214,10 @@ def _build() -> tuple[dict[int, Callable[..., Any]], frozenset[int]]:
     add(aten.ones_like.default, _ones_like)
     for op in (aten.cos.default, aten.sin.default):
         add(op, _trig)
+    for op in (aten.lerp_.Scalar, aten._foreach_lerp_.Scalar):
+        add(op, _lerp)
+    for op in (aten.add_.Tensor, aten.add_.Scalar):
+        add(op, _add_)
     return table, frozenset(matmuls)
 
 

@@ -1,0 +1,140 @@
+"""AMP136 clip-before-unscale: Gradients are clipped while a GradScaler still has them multiplied by the loss scale.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP136`)."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Iterator
+
+from ampdoctor.audit.evidence import Phase
+from ampdoctor.core.registry import Hit, code_check, runtime_check
+from ampdoctor.lint.python.context import CodeHit, Context
+from ampdoctor.lint.python.resolve import argument, dotted, keyword, last_identifier, tokens
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
+
+# torch's clipping functions; a trainer's own `clip_grad_norm_` method (accelerate's, Lightning's) unscales first.
+CLIPS = frozenset({
+    "torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_", "torch.nn.utils.clip_grad_norm",
+    "torch.nn.utils.clip_grad.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_value_",
+    "torch.nn.utils.clip_grad.clip_grad_norm",
+})
+# `scaler.unscale_(opt)`, accelerate's `accelerator.unscale_gradients()`.
+UNSCALES = frozenset({"unscale_", "unscale_gradients"})
+
+
+def _is_scaler(ctx: Context, receiver: ast.AST, scope: ast.AST) -> bool:
+    """A GradScaler by name (`scaler`, `self.grad_scaler`) or by what it was made from, and not one built disabled."""
+    made = [v for _, v in ctx.src.bindings(receiver, scope)] if isinstance(receiver, (ast.Name, ast.Attribute)) else []
+    for value in made:
+        if isinstance(value, ast.Call) and (last_identifier(value.func) or "").endswith("GradScaler"):
+            enabled = keyword(value, "enabled")
+            return not (isinstance(enabled, ast.Constant) and enabled.value is False)
+    return "scaler" in tokens(last_identifier(receiver) or "")
+
+
+def _scaler_calls(ctx: Context, calls: list[ast.Call], attr: str, scope: ast.AST) -> dict[str, list[int]]:
+    """{scaler: lines} of ``scaler.<attr>(...)`` among `calls`."""
+    out: dict[str, list[int]] = {}
+    for node in calls:
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == attr and node.args and ctx.qualname(func) is None:
+            name = dotted(func.value)
+            if name is not None and _is_scaler(ctx, func.value, scope):
+                out.setdefault(name, []).append(node.lineno)
+    return out
+
+
+def _scaled_steps(ctx: Context, body: ast.AST, calls: list[ast.Call]) -> Iterator[tuple[str, int, int, bool]]:
+    """(scaler, line of `scaler.scale(...)`, line of the `scaler.step(...)`, scaled in this function) for the steps
+    of one function: scaled before them in the same function, or, for a scaler kept on an object (`self.scaler`),
+    in another method of a file that never unscales."""
+    scales = _scaler_calls(ctx, calls, "scale", body)
+    for name, steps in _scaler_calls(ctx, calls, "step", body).items():
+        if name in scales:
+            after = [line for line in steps if line > min(scales[name])]
+            if after:
+                yield name, min(scales[name]), max(after), True
+        elif "." in name and not _unscales(ctx, ctx.src.calls):
+            elsewhere = _scaler_calls(ctx, ctx.src.calls, "scale", body).get(name)
+            if elsewhere:
+                yield name, min(elsewhere), max(steps), False
+
+
+def _unscales(ctx: Context, calls: list[ast.Call]) -> list[int]:
+    return [c.lineno for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr in UNSCALES]
+
+
+def _own_calls(ctx: Context, body: ast.AST) -> list[ast.Call]:
+    """The calls of a function or module body, not those of functions nested in it."""
+    return [c for c in ctx.src.calls if ctx.src.enclosing_function(c) is (body if not isinstance(body, ast.Module) else None)]
+
+
+def _no_clipping(call: ast.Call) -> bool:
+    """`clip_grad_norm_(params, float("inf"))`: a norm for logging, nothing is clipped."""
+    limit = argument(call, 1, "max_norm") or argument(call, 1, "clip_value")
+    text = ast.unparse(limit) if limit is not None else ""
+    return "inf" in text
+
+
+@code_check("AMP136", triggers=("clip_grad",), also=((".scale(",), (".step(",)))
+def clip_before_unscale(ctx: Context) -> Iterator[CodeHit]:
+    # Lightning #9599, pytorch/examples #1196: `clip_grad_norm_` between `scaler.scale(loss).backward()` and
+    # `scaler.step(opt)` with no `scaler.unscale_(opt)` first compares the scaled norm with the threshold.
+    bodies = {ctx.src.enclosing_function(c) or ctx.src.tree for c in ctx.src.calls if ctx.qualname(c.func) in CLIPS}
+    for body in bodies:
+        calls = _own_calls(ctx, body)
+        clips = [c for c in calls if ctx.qualname(c.func) in CLIPS and not _no_clipping(c)]
+        unscaled = _unscales(ctx, calls)
+        for scaler, scaled, stepped, here in _scaled_steps(ctx, body, calls):
+            for clip in clips:
+                if (scaled < clip.lineno or not here) and clip.lineno < stepped and not any(line < clip.lineno for line in unscaled):
+                    yield clip, (f"`{last_identifier(clip.func)}` clips gradients that `{scaler}` scaled (line {scaled}) and has not "
+                                 f"unscaled yet; call `{scaler}.unscale_(optimizer)` before clipping")
+
+
+NORMS = frozenset({"aten::linalg_vector_norm", "aten::_foreach_norm", "aten::norm"})
+CLAMPS = frozenset({"aten::clamp_", "aten::_foreach_clamp_min_", "aten::_foreach_clamp_max_", "aten::clamp"})
+SCALES = frozenset({"aten::mul_", "aten::_foreach_mul_"})
+UNSCALE_OP = "aten::_amp_foreach_non_finite_check_and_unscale_"
+
+
+@runtime_check("AMP136")
+def clipped_while_scaled(ctx: RuntimeContext) -> Iterator[Hit]:
+    """After a backward, gradients are measured and rescaled in place (a norm, then `mul_`), or clamped, before the
+    scaler's unscale kernel ran: the clip saw gradients still multiplied by the loss scale."""
+    t = ctx.trace
+    ops = list(t.ops())
+    if not any(t.op(op.seq) == UNSCALE_OP for op in ops):
+        return  # no GradScaler unscaled anything in this step
+    norm = None
+    for op in ops:
+        name = t.op(op.seq)
+        if op.phase != Phase.OPTIMIZER:
+            norm = None
+            continue
+        if name == UNSCALE_OP:
+            norm = None
+            continue
+        from_backward = any(p is not None and p >= 0 and t.op_at(p).phase == Phase.BACKWARD for p in op.producers)
+        if name in NORMS and from_backward:
+            norm = op if norm is None else norm
+        elif (name in SCALES and norm is not None) or (name in CLAMPS and from_backward):
+            if _unscaled_later(t, ops, op.seq):
+                yield Hit("gradients are clipped before the GradScaler unscaled them: the clip threshold is compared with "
+                          "gradients multiplied by the loss scale", t.location((norm or op).seq))
+                return
+
+
+def _unscaled_later(t, ops: list, seq: int) -> bool:
+    """The scaler's unscale kernel runs after `seq` and before the next forward: this step's gradients were scaled."""
+    for op in ops:
+        if op.seq <= seq:
+            continue
+        if op.phase == Phase.FORWARD:
+            return False
+        if t.op(op.seq) == UNSCALE_OP:
+            return True
+    return False
