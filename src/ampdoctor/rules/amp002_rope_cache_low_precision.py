@@ -42,6 +42,56 @@ def rope_cache_low_precision(ctx: Context) -> Iterator[CodeHit]:
         yield call, f"{table_kind(ctx)} {what} is cast to {describe(dtypes)}; keep cos/sin/inv_freq in float32"
 
 
+@code_check("AMP002", triggers=("register_buffer",), also=(ROPE_TRIGGERS,))
+def rope_buffer_cast_with_model(ctx: Context) -> Iterator[CodeHit]:
+    # `model.half()` / `model.to(torch.bfloat16)` casts every floating buffer, persistent or not: an fp32 `inv_freq`
+    # registered in __init__ becomes half, and angles computed from it (`type_as(inv_freq)`, `inv_freq @ pos`) are
+    # half too, whatever __init__ wrote.
+    cast = _model_cast(ctx)
+    if cast is None:
+        return
+    for cls in ctx.src.classes:
+        for name, node in _table_buffers(ctx, cls):
+            if not _upcast_where_used(ctx, cls, name):
+                yield node, (f"{table_kind(ctx)} buffer `{name}` is cast with the model to {cast}, and what is computed "
+                             f"from it runs in that dtype; use `self.{name}.float()` where it is read, or rebuild it after the cast")
+
+
+def _model_cast(ctx: Context) -> str | None:
+    """How this file's modules come to be cast to half: a cast in the file of a model whose class it defines, or a
+    training file of the project that casts the model built from its classes."""
+    local = next((c for c in ctx.facts.model_casts if c.local_class), None)
+    if local is not None:
+        return f"{describe(local.dtypes)} (line {local.node.lineno})"
+    project = ctx.project.half_model
+    return f"{describe(project.dtypes)}: {project.describe()}" if project is not None else None
+
+
+def _table_buffers(ctx: Context, cls: ast.ClassDef) -> Iterator[tuple[str, ast.Call]]:
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer" \
+                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            name = node.args[0].value
+            if is_table(tokens(name)):
+                yield name, node
+
+
+def _upcast_where_used(ctx: Context, cls: ast.ClassDef, name: str) -> bool:
+    """The class reads the buffer through an fp32 cast (``self.inv_freq.float()``), or overwrites it after init."""
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Attribute) and node.attr == name:
+            parent = ctx.src.parents.get(node)
+            if isinstance(parent, ast.Attribute) and parent.attr in ("float", "double", "to"):
+                call = ctx.src.parents.get(parent)
+                if isinstance(call, ast.Call) and ((ctx.flow.cast_dtype(call) or frozenset()) & {"fp32", "fp64"}):
+                    return True
+            if isinstance(node.ctx, ast.Store):
+                fn = ctx.src.enclosing_function(node)
+                if fn is not None and fn.name != "__init__":
+                    return True
+    return False
+
+
 def table_kind(ctx: Context) -> str:
     """"RoPE table" only where the file shows rotary embeddings; a cos/sin table elsewhere may be a sinusoidal
     position or frequency table, and the message says no more than that."""
