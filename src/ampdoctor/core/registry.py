@@ -51,6 +51,9 @@ class Detector:
     fn: Callable[..., Iterable[Any]]
     # code detectors only: groups of words, one of each must occur in a file for the check to run.
     triggers: tuple[tuple[str, ...], ...] = ()
+    # code detectors only: does it judge the configs a file writes in Python (an FSDP `MixedPrecision(...)`) itself?
+    # Then the rule's policy check is not asked again over those configs (`lint.python.embedded`).
+    reads_configs: bool = True
 
     @property
     def file(self) -> str:
@@ -70,12 +73,13 @@ class Detector:
 _REGISTERED: list[Detector] = []
 
 
-def _register(rule_id: str, kind: str, triggers: tuple[tuple[str, ...], ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _register(rule_id: str, kind: str, triggers: tuple[tuple[str, ...], ...] = (),
+              reads_configs: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     if kind not in KINDS:
         raise ValueError(f"unknown detector kind {kind!r}")
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        _REGISTERED.append(Detector(rule_id, kind, fn, triggers))
+        _REGISTERED.append(Detector(rule_id, kind, fn, triggers, reads_configs))
         return fn
 
     return decorate
@@ -86,10 +90,12 @@ def policy_check(rule_id: str) -> Callable[[Callable[..., Any]], Callable[..., A
     return _register(rule_id, "policy")
 
 
-def code_check(rule_id: str, *, triggers: tuple[str, ...], also: tuple[tuple[str, ...], ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def code_check(rule_id: str, *, triggers: tuple[str, ...], also: tuple[tuple[str, ...], ...] = (),
+               reads_configs: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn(ctx: Context) -> Iterable[(ast node, message)]``; it runs only on files containing one
-    word of `triggers` and one of each group in `also`."""
-    return _register(rule_id, "code", (triggers, *also))
+    word of `triggers` and one of each group in `also`. `reads_configs=False`: it judges something other than the
+    configs a file writes in Python, so those are still judged by the rule's policy check."""
+    return _register(rule_id, "code", (triggers, *also), reads_configs)
 
 
 def runtime_check(rule_id: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -4,18 +4,65 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 
 from __future__ import annotations
 
+import ast
 from collections import Counter
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Location, Severity
-from ampdoctor.core.registry import Hit, policy_check, runtime_check
+from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
 from ampdoctor.dtypes import BF16, FP16, FP32, name_of
 from ampdoctor.facts import RunFacts
+from ampdoctor.lint.python.context import CodeHit, Context
+from ampdoctor.lint.python.resolve import tokens
 from ampdoctor.policy import Policy
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
+
+# Parameter names that carry the caller's precision choice.
+_PRECISION_PARAMS = frozenset({"precision", "dtype", "mixed_precision", "torch_dtype", "amp_dtype", "compute_dtype", "param_dtype"})
+
+
+@code_check("AMP001", triggers=("precision", "dtype"), reads_configs=False)
+def precision_argument_overwritten(ctx: Context) -> Iterator[CodeHit]:
+    # litgpt PR #1802: `precision = "32-true"` after the `if precision is None:` default, so whatever the caller asked
+    # for, the model ran in fp32. An unconditional constant assignment to the parameter, before anything but a
+    # None-check reads it, throws the caller's choice away.
+    for fn in (n for n in ast.walk(ctx.src.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+        for stmt in fn.body:
+            name = _constant_assignment(stmt, params)
+            if name is None:
+                if _reads_beyond_a_default(stmt, params):
+                    break
+                continue
+            # a warning: the constant may be the safer precision (fp32 rotary), but the caller is not told
+            yield stmt, (f"`{name}` is overwritten with `{ast.unparse(stmt.value)[:30]}` before it is used: whatever precision "
+                         f"the caller of `{fn.name}` passes is ignored"), Severity.WARNING
+
+
+def _constant_assignment(stmt: ast.stmt, params: set[str]) -> str | None:
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        name = stmt.targets[0].id
+        value = stmt.value
+        is_constant = (isinstance(value, ast.Constant) and isinstance(value.value, str)) or \
+                      (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "torch")
+        if name in params and tokens(name) & _PRECISION_PARAMS | ({name} & _PRECISION_PARAMS) and is_constant:
+            return name
+    return None
+
+
+def _reads_beyond_a_default(stmt: ast.stmt, params: set[str]) -> bool:
+    """Does `stmt` use a precision parameter other than to fill in its default (``if precision is None: ...``)?"""
+    if isinstance(stmt, ast.If) and isinstance(stmt.test, ast.Compare) and isinstance(stmt.test.left, ast.Name) \
+            and isinstance(stmt.test.ops[0], ast.Is) and all(isinstance(s, ast.Assign) for s in stmt.body) and not stmt.orelse:
+        return False
+    if isinstance(stmt, (ast.Expr,)) and isinstance(stmt.value, ast.Constant):
+        return False  # a docstring
+    return any(isinstance(n, ast.Name) and n.id in params and isinstance(n.ctx, ast.Load)
+               and (tokens(n.id) & _PRECISION_PARAMS or n.id in _PRECISION_PARAMS) for n in ast.walk(stmt))
+
 
 # DeepSpeed engine mode -> what a launcher asks for to get it.
 _ASKED_FOR = {"bf16": "bf16", "fp16": "fp16", "amp": "fp16", "fp32": "no"}

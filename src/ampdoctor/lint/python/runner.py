@@ -113,7 +113,7 @@ def judged_by_kind(found: Finding, kind: Kind) -> Finding:
 @functools.lru_cache(maxsize=1)
 def _code_judged() -> frozenset[str]:
     """Rules with a code detector of their own: they judge Python (an FSDP `MixedPrecision(...)` too) themselves."""
-    return frozenset(d.rule_id for d in detectors("code"))
+    return frozenset(d.rule_id for d in detectors("code") if d.reads_configs)
 
 
 def _config_findings(ctx: Context, found: list[Finding], suppressions) -> list[Finding]:
