@@ -7,10 +7,40 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.core.engine import Places
-from ampdoctor.core.registry import Hit, policy_check, runtime_check
+from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
 from ampdoctor.dtypes import FP16, HALF
 from ampdoctor.facts import RunFacts
+from ampdoctor.lint.python.context import CodeHit, Context, calls_named
+from ampdoctor.lint.python.dataflow import autocast_argument, describe
+from ampdoctor.lint.python.facts import AUTOCASTS
+from ampdoctor.lint.python.resolve import keyword
 from ampdoctor.policy import Policy
+
+FSDP_POLICIES = frozenset({"torch.distributed.fsdp.MixedPrecision", "torch.distributed.fsdp.MixedPrecisionPolicy",
+                           "torch.distributed.fsdp.fully_sharded_data_parallel.MixedPrecision",
+                           "torch.distributed._composable.fsdp.MixedPrecisionPolicy"})
+
+
+@code_check("AMP121", triggers=("MixedPrecision",), also=(("autocast",),))
+def autocast_against_fsdp_param_dtype(ctx: Context) -> Iterator[CodeHit]:
+    # FSDP casts the sharded weights to `param_dtype` for compute; an autocast of the other half dtype in the same
+    # file then feeds bf16 weights with fp16 activations (or the reverse): one graph, two half types.
+    policies = []
+    for call, _ in calls_named(ctx, FSDP_POLICIES):
+        found = ctx.flow.dtype_of(keyword(call, "param_dtype"), ctx.src.scope(call))
+        if found and len(found) == 1 and found <= HALF:
+            policies.append((call, found))
+    if not policies:
+        return
+    for call, name in calls_named(ctx, AUTOCASTS):
+        dtype = ctx.flow.dtype_of(autocast_argument(call, name, "dtype"), ctx.src.scope(call))
+        if not dtype or len(dtype) != 1 or not dtype <= HALF:
+            continue
+        for fsdp, param in policies:
+            if param != dtype and not ctx.src.exclusive(call, fsdp):
+                yield call, (f"autocast computes in {describe(dtype)} while FSDP's `param_dtype` casts the weights to "
+                             f"{describe(param)} (line {fsdp.lineno}): bf16 and fp16 meet in one graph")
+                break
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
