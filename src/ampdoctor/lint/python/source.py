@@ -153,13 +153,35 @@ class SourceFile:
                 bind(target, node.value, node.lineno, scope)
         # Parameters bind in their function: to their default (what a call that omits them gets), else to an
         # unknown value, so that a parameter never resolves to a same-named global it shadows.
+        # A parameter every caller in this file gives a literal (``Attention(dim, torch_dtype=torch.bfloat16)``) is
+        # bound to what they give: `self.torch_dtype` then resolves to bf16 in the callee.
+        sites = self._call_sites()
         for fn in ast.walk(self.tree):
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                for arg, default in _parameters(fn.args):
-                    names.setdefault((fn, arg.arg), []).append((fn.lineno, default))
+                calls = sites.get(fn, [])
+                for index, (arg, default) in enumerate(_parameters(fn.args)):
+                    passed = _passed(calls, arg.arg, index - _bound_first(fn), default)
+                    for value in passed or [default]:
+                        names.setdefault((fn, arg.arg), []).append((fn.lineno, value))
         for bindings in (*names.values(), *attrs.values()):
             bindings.sort(key=lambda b: b[0])
         self._names, self._attrs = names, attrs
+
+    def _call_sites(self) -> dict[ast.AST, list[ast.Call]]:
+        """Calls of this file's functions and classes by plain name (``f(...)``, ``Cls(...)`` -> its __init__)."""
+        targets: dict[str, ast.AST] = {}
+        for node in self.tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                targets[node.name] = node
+            elif isinstance(node, ast.ClassDef):
+                init = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+                if init is not None:
+                    targets[node.name] = init
+        out: dict[ast.AST, list[ast.Call]] = {}
+        for call in self.calls:
+            if isinstance(call.func, ast.Name) and call.func.id in targets:
+                out.setdefault(targets[call.func.id], []).append(call)
+        return out
 
     def bindings(self, expr: ast.expr, scope: ast.AST) -> list[Binding]:
         """Every assignment to the name or attribute chain `expr`: Names in `scope` or, if never assigned
@@ -189,6 +211,40 @@ def _opposite(a: ast.AST, b: ast.AST) -> bool:
         if isinstance(y, ast.UnaryOp) and isinstance(y.op, ast.Not) and ast.dump(y.operand) == ast.dump(x):
             return True
     return False
+
+
+def _bound_first(fn: ast.AST) -> int:
+    """1 for a method (its first parameter is bound by the call, not passed), else 0."""
+    return 1 if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == "__init__" else 0
+
+
+def _passed(calls: list[ast.Call], name: str, position: int, default: ast.expr | None) -> list[ast.expr] | None:
+    """What every call passes for one parameter, when each passes a literal (a string, a number, ``torch.X``) or
+    leaves the default; None when there is no call, or one passes anything else (a variable of the caller's scope
+    means nothing in the callee's)."""
+    if not calls or position < 0:
+        return None
+    out: list[ast.expr] = []
+    for call in calls:
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(kw.arg is None for kw in call.keywords):
+            return None
+        value = next((kw.value for kw in call.keywords if kw.arg == name), None)
+        if value is None and position < len(call.args):
+            value = call.args[position]
+        if value is None:
+            if default is None:
+                return None
+            value = default
+        if not _literal(value):
+            return None
+        out.append(value)
+    return out
+
+
+def _literal(value: ast.expr) -> bool:
+    if isinstance(value, ast.Constant):
+        return True
+    return isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "torch"
 
 
 def _parameters(args: ast.arguments) -> list[tuple[ast.arg, ast.expr | None]]:
