@@ -45,6 +45,8 @@ def rope_under_autocast(ctx: Context) -> Iterator[CodeHit]:
         evidence = f"this file runs under autocast: it turns it off or to fp32 around other code (line {facts.autocast_disabled[0].lineno})"
     elif ctx.project.autocast is not None:
         evidence = f"this file's code runs under {ctx.project.autocast.describe()}"
+    elif ctx.project.guarded is not None:
+        evidence = f"its project's models are written to run under autocast: {ctx.project.guarded.describe()}"
     else:
         return
     rotary = None

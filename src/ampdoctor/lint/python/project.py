@@ -56,9 +56,12 @@ class ProjectContext:
     # A training config somewhere in the project trains in bf16: the project's runs include bf16 ones, whether or
     # not this file is reached from them (weaker than `half`; said as such).
     trains_bf16: Evidence | None = None
+    # Other modules of the project turn autocast off around their own math: the project's models are written to run
+    # under autocast (weaker than `autocast`; said as such).
+    guarded: Evidence | None = None
 
     def __bool__(self) -> bool:
-        return any((self.autocast, self.half_model, self.half))
+        return any((self.autocast, self.half_model, self.half, self.guarded))
 
     def digest(self) -> str:
         return hashlib.sha256(repr(self).encode()).hexdigest()[:16]
@@ -76,6 +79,8 @@ class Summary:
     model_class: str | None = None  # ... a model built by this class (a cast reaches only the module defining it)
     configs: tuple[tuple[str, int], ...] = ()  # config file names this training file mentions, with the line
     half: Evidence | None = None  # set by the model: a training config this file names trains in half
+    guards: int | None = None  # a line where this (library) file turns autocast off around its own math
+    angles: bool = False  # the file may compute rotary angles (a matmul of frequencies): a guard elsewhere concerns it
 
 
 _FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+\(?([^#\n]*)", re.M)
@@ -184,10 +189,14 @@ class ProjectModel:
         autocast = self._spread("autocast")
         half_model = self._spread("half_model")
         half = self._spread("half")
+        guards = [(p, s.guards) for p, s in sorted(self.summaries.items()) if s.guards is not None]
         out: dict[str, ProjectContext] = {}
         for path, summary in self.summaries.items():
+            other = next(((p, line) for p, line in guards if p != path), None) if summary.angles else None
+            guarded = Evidence("autocast turned off around its own math in another module of this project", frozenset(),
+                               other[0], other[1]) if other is not None else None
             ctx = ProjectContext(autocast.get(path), None if path in autocast else half_model.get(path),
-                                 summary.half or half.get(path), self.torch_floor, self.trains_bf16)
+                                 summary.half or half.get(path), self.torch_floor, self.trains_bf16, guarded)
             if ctx:
                 out[path] = ctx
         return out
@@ -257,7 +266,8 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool) -> 
     module = module_name(rel_path)
     imports = imports_of(text, module, rel_path.endswith("__init__.py"))
     if ctx is None or not trains:
-        return Summary(rel_path, module, imports, configs=_config_names(ctx) if ctx is not None and trains else ())
+        guard = ctx.facts.autocast_disabled[0].lineno if ctx is not None and ctx.facts.autocast_disabled else None
+        return Summary(rel_path, module, imports, guards=guard, angles=_may_compute_angles(text))
     facts = ctx.facts
     autocast = half_model = None
     node = facts.half_autocast
@@ -272,7 +282,11 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool) -> 
         half_model = Evidence(f"a model cast to {_names(cast.dtypes)} without autocast", frozenset(cast.dtypes), rel_path, cast.node.lineno)
         func = cast.node.func
         model_class = facts.class_of(func.value) if isinstance(func, ast.Attribute) else None
-    return Summary(rel_path, module, imports, autocast, half_model, model_class, _config_names(ctx))
+    return Summary(rel_path, module, imports, autocast, half_model, model_class, _config_names(ctx), angles=_may_compute_angles(text))
+
+
+def _may_compute_angles(text: str) -> bool:
+    return "freq" in text and any(w in text for w in ("@", "matmul", "einsum", "mm("))
 
 
 _CONFIG_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
@@ -313,7 +327,7 @@ def project_words(project: ProjectContext | None) -> str:
     if not project:
         return ""
     words = []
-    if project.autocast is not None:
+    if project.autocast is not None or project.guarded is not None:
         words.append(" autocast mixed_precision")
     if project.autocast is not None or project.half_model is not None or project.half is not None:
         words.append(" bfloat16 float16 .half() bf16\" fp16\"")
