@@ -32,6 +32,7 @@ class Candidate:
     reason: str
     matched: str
     location: Location | None
+    context_matched: bool = True  # what usually comes with the error (the rule's context) is in the text too
 
     @property
     def confirm(self) -> str:
@@ -99,7 +100,7 @@ def _score(rule: Rule, text: str) -> Candidate | None:
         reason += f"; traceback/log context matches {shown}"
     elif rule.context:
         reason += f"; but none of what usually comes with it ({_in_words(rule.context)}) is in the text"
-    return Candidate(rule, score, reason, match.group(0), _last_frame_before(text, match.start()))
+    return Candidate(rule, score, reason, match.group(0), _last_frame_before(text, match.start()), bool(hits) or not rule.context)
 
 
 def _in_words(context: Sequence[Signature], most: int = 8) -> str:
@@ -133,6 +134,7 @@ def explain_findings(text: str, *, limit: int = 3, location: Location | None = N
                 f"{cand.reason} (score {cand.score:.2f})",
                 location or cand.location,
                 severity=Severity.ERROR if rank == 0 else Severity.INFO,
+                details={"context_matched": cand.context_matched},
             )
         )
     return out

@@ -25,8 +25,10 @@ class ModuleInfo:
     inputs: set = field(default_factory=set)
     outputs: set = field(default_factory=set)
     calls: int = 0
-    # (code, line) of the user frame that called this module first.
+    # (code, line) of the frame that called this module first (a library's line when a library called it).
     caller: tuple | None = None
+    # (code, line) of the first frame of the user's own code on that call's stack (the user's `model(...)`).
+    user_call: tuple | None = None
 
 
 class ModuleTracking:
@@ -81,6 +83,7 @@ class ModuleTracking:
         code, lasti, _ = self.frames(call)
         if info.caller is None:
             info.caller = (code, line_of(code, lasti) if code is not None else 0)
+            info.user_call = self.user_frame(call)
         if idx not in self._scanned:
             self._scanned.add(idx)
             self.scan_module(idx, "before")
