@@ -338,6 +338,8 @@ def module_table(trace: Trace) -> Table:
     order = sorted(set(range(len(trace.rec.modules))) | {k for k in ops if k >= 0}, key=lambda i: trace.names[i] or "")
     for idx in order:
         info = trace.rec.modules[idx]
+        if trace.records and not info.calls and idx not in ops:
+            continue  # scanned at the step's start (its buffers), never run: nothing to show in a table of what ran
         rows.append((
             trace.names[idx] or "<root>", joined(params[idx]), joined(buffers[idx]), joined(dtypes.name_of(d) for d in info.inputs),
             joined(dtypes.name_of(d) for d in info.outputs), joined(grads[idx]),

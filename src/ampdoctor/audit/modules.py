@@ -75,6 +75,7 @@ class ModuleTracking:
             if self.in_optimizer and self._step_depth and not self._in_closure:
                 self._step_raised()  # an optimizer step raised out of torch's step() (no post-hook came) and was caught
             self._micro_batch_boundary()
+            self.scan_tree(m)
         idx = self.module_index(m)
         info = self.modules[idx]
         info.calls += 1
@@ -111,6 +112,19 @@ class ModuleTracking:
             except Exception:  # an exotic output container: dtypes are a nicety, never a failure
                 pass
         self.modules[idx].outputs.update(t.dtype for t in outs if t.dtype in _FLOATS)
+
+    def scan_tree(self, root: torch.nn.Module) -> None:
+        """Scan every module under `root` not scanned yet, at the start of a step: a module whose forward never runs
+        (a LightningModule whose `training_step` computes without calling `self(...)`) still holds buffers the step
+        reads. Once per root object: later steps cost one set lookup."""
+        if id(root) in self._expanded:
+            return
+        self._expanded.add(id(root))
+        for m in root.modules():
+            idx = self.module_index(m)
+            if idx not in self._scanned:
+                self._scanned.add(idx)
+                self.scan_module(idx, "before")
 
     def scan_module(self, idx: int, when: str) -> None:
         """Buffers and tensor attributes (the rotary caches of AMP002 live in both), for rope-cache checks."""
