@@ -127,9 +127,10 @@ def test_a_failing_run_opens_with_its_root_cause_in_text_and_html(incident, line
     assert chain[0].startswith(f"1. failed at: {path}:{bmm}, module blocks.0.attn, op aten::bmm")
     assert chain[1].startswith(f"2. origin: {path}:{mul}, module blocks.0.attn, op aten::mul")
     assert chain[2].startswith(f"3. from: {path}:{cos}, module blocks.0.attn.pos_enc, op aten::cos")
-    assert text[start + 5].strip().startswith("fix: Cast the stray operand")
+    assert text[start + 5].strip().startswith("on the same chain (folded into it): AMP005 rope-dtype-mismatch at ")
+    assert text[start + 6].strip().startswith("fix: Cast the stray operand")
     # everything else comes after it, and the root cause is not listed twice
-    assert text.index("other findings") > start + 5 and sum("error AMP201" in line for line in text) == 1
+    assert text.index("other findings") > start + 6 and sum("error AMP201" in line for line in text) == 1
     page = render_html(report)
     cause, rest = page.index('<section class="root-cause">'), page.index("<h2>Other findings")
     assert cause < page.index('<dl class="info">') < rest

@@ -211,10 +211,8 @@ def _with_explanation(found: list[Finding], exc: BaseException, ctx: RuntimeCont
     site = ctx.failure
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     where = site.where if site is not None else None
-    mixed = site is not None and len({d for d, _ in site.inputs}) > 1
     known = {g.rule_id for g in found}
-    explained = [e for e in explain_findings(text, location=where) if mixed or e.details.get("context_matched", True)]
-    explained = [replace(e, details={k: v for k, v in e.details.items() if k != "context_matched"}) for e in explained]
+    explained = _corroborated(explain_findings(text, location=where), site)
     at_failure = [f for f in found if f.severity is Severity.ERROR and _same_place(f.location, where)] if where is not None else []
     new = [e for e in explained if e.rule_id not in known]
     root = _root_cause(found, explained, at_failure, new)
@@ -225,6 +223,14 @@ def _with_explanation(found: list[Finding], exc: BaseException, ctx: RuntimeCont
     root = next(f for f in rooted if f.details.get("root_cause"))
     places = chain_places(ctx.trace, site.inputs, ctx.policy.compute_dtype) if site is not None else set()
     return _unique_per_place(folded_into(root, rooted, places))
+
+
+def _corroborated(explained: list[Finding], site: FailureSite | None) -> list[Finding]:
+    """Explain's readings of the error text that the run bears out: operands of two float dtypes met at the failure,
+    or what usually comes with the error is in the text too."""
+    mixed = site is not None and len({d for d, _ in site.inputs}) > 1
+    return [replace(e, details={k: v for k, v in e.details.items() if k != "context_matched"})
+            for e in explained if mixed or e.details.get("context_matched", True)]
 
 
 def _rooted(findings: list[Finding], root: Finding, symptoms: set[int], explained: list[Finding]) -> list[Finding]:

@@ -71,8 +71,15 @@ def folded_into(root: Finding, findings: list[Finding], places: set[tuple]) -> l
     return [merged if f is root else f for f in kept]
 
 
+def _occurrence(f: Finding) -> tuple:
+    """The order occurrences of one finding are told in: forward before backward, then by module (layers by number)."""
+    module = f.location.module or ""
+    return (f.location.phase != "forward", tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in module.split(".")))
+
+
 def one_per_place(findings: list[Finding]) -> list[Finding]:
-    """A finding repeated at one line (the same rule, severity and op, on other layers or other steps) is one finding
+    """A finding repeated at one line (the same rule and severity, on other layers, other steps, or in the backward of
+    that line's ops) is one finding
     with a count (details `count`, `modules`, and `each`: every one's details); findings with no line are left as they are."""
     groups: dict[tuple, list[Finding]] = {}
     order: list[Any] = []
@@ -81,7 +88,8 @@ def one_per_place(findings: list[Finding]) -> list[Finding]:
         if place is None or f.details.get("root_cause"):
             order.append(f)
             continue
-        key = (f.rule_id, f.severity, f.library, f.location.phase, *place)
+        # a forward op and the ops of its backward (other ops) share the forward's line
+        key = (f.rule_id, f.severity, f.library, place[0], place[1])
         if key not in groups:
             groups[key] = []
             order.append(key)
@@ -91,7 +99,7 @@ def one_per_place(findings: list[Finding]) -> list[Finding]:
         if isinstance(item, Finding):
             out.append(item)
             continue
-        same = groups[item]
+        same = sorted(groups[item], key=_occurrence)
         first = same[0]
         if len(same) == 1:
             out.append(first)
