@@ -129,3 +129,22 @@ def test_a_module_whose_forward_never_runs_has_its_buffers_scanned():
     assert [(f.location.module, "inv_freq" in f.message) for f in found] == [("", True)]
     # the module table still lists only modules that ran
     assert [row[0] for row in a.report.tables[0].rows] == ["proj", "<outside modules>"]
+
+
+def test_audit_of_a_config_places_findings_in_the_library_never_in_whatever_called_ampdoctor(tmp_path):
+    # `ampdoctor audit --hf-config` runs the step (and its backward) from ampdoctor's own code: the code that called
+    # ampdoctor (its console script; here, this test) is nobody's line for an op.
+    pytest.importorskip("transformers")
+    import json
+
+    from ampdoctor.cli import main
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64, "vocab_size": 256,
+                               "bos_token_id": 1, "eos_token_id": 2}))
+    out = tmp_path / "report.json"
+    assert main(["audit", "--hf-config", str(cfg), "--seq-len", "16", "--batch-size", "2", "--format", "json", "-o", str(out)]) == 0
+    findings = json.loads(out.read_text())["findings"]
+    assert findings and all(f["library"] == "transformers" and f["severity"] == "info" for f in findings)
+    places = [loc["file"] for f in findings for loc in (f["location"], *f["related"]) if loc["file"]]
+    assert places and all("site-packages" in p and "transformers" in p for p in places), places

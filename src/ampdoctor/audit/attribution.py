@@ -38,7 +38,8 @@ def attributed(f: Finding, trace: Trace) -> Finding:
     if user is not None and user not in related:
         related = (*related, user)
     severity = f.severity if f.details.get("root_cause") else LIBRARY_SEVERITY
-    return replace(f, message=f"inside {lib}'s {os.path.basename(src.file)}: {f.message}", severity=severity, related=related,
+    owner = f"{lib}'" if lib.endswith("s") else f"{lib}'s"
+    return replace(f, message=f"inside {owner} {os.path.basename(src.file)}: {f.message}", severity=severity, related=related,
                    library=lib, details={**f.details, "rule_severity": f.severity.value})
 
 
