@@ -39,6 +39,10 @@ _AUDIT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _MODE_FILES = (_AUDIT_DIR, os.path.join(_TORCH_DIR, "utils", "_python_dispatch.py"), os.path.join(_TORCH_DIR, "_dynamo"), os.path.join(_TORCH_DIR, "_compile.py"))
 
 
+_ENGINE_RUN = getattr(getattr(torch.autograd, "graph", None), "_engine_run_backward", None)
+_ENGINE_CODE = getattr(_ENGINE_RUN, "__code__", None)
+
+
 def mode_stack() -> list:
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
@@ -142,7 +146,13 @@ class RecordingMode(TorchDispatchMode):
         values = r.values
         in_dt, in_prod = _inputs(r, ins)
         phase, mod, extra = _phase_and_module(r, values)
-        code, lasti, inner = r.frames()
+        if phase == BACKWARD and values is not None and r.engine_issued():
+            # An op the autograd engine runs has only the `.backward()` call on its Python stack: the report places
+            # it at the forward line that built its node (`Trace.location`, through the value watch's sequence
+            # numbers). Ops of Python run inside backward (hooks, a Function's backward) keep their own line.
+            code, lasti, inner = None, 0, None
+        else:
+            code, lasti, inner = r.frames()
         autocast = r.autocast_on
         seq = len(r.records)
         fid = id(func)
@@ -236,6 +246,20 @@ class FrameWalk:
                 return None, 0, inner
             f = f.f_back
         return None, 0, inner
+
+    def engine_issued(self) -> bool:
+        """The op was called by the autograd engine itself: no Python frame but the mode's own between the op and the
+        engine's entry (or none at all, in an engine device thread)."""
+        f = sys._getframe(2)
+        cache = self._internal
+        while f is not None:
+            c = f.f_code
+            if c is _ENGINE_CODE:
+                return True
+            if not (cache.get(id(c)) or self._classify(c))[0]:
+                return False
+            f = f.f_back
+        return True
 
     def user_frame(self, f: Any = None) -> tuple[Any, int]:
         """(code, line) of the first frame of the user's own code above the caller (installed libraries skipped:

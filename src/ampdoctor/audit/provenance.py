@@ -57,6 +57,7 @@ class Trace:
                 self.named_seq[entry[1]] = name
         self._trig: dict[int, bool] = {}
         self._op_names: dict[int, str] = {}  # op id (a record's FUNC) -> name
+        self._views: dict[str | None, list[Op]] | None = None  # `ops()`: all, and by phase
         nrs = rec.values.forward_nrs if rec.values is not None else []
         self._fwd_seqs = [s for s, _ in nrs]
         self._fwd_nrs = [n for _, n in nrs]
@@ -65,9 +66,13 @@ class Trace:
 
     def ops(self, phase: str | None = None) -> Iterator[Op]:
         """Every recorded op, in order, as a named view; only those of one phase (fields.FORWARD, ...) if given."""
-        for r in self.records:
-            if phase is None or r[PHASE] == phase:
-                yield Op(r)
+        views = self._views
+        if views is None:
+            # Made once (the recording has ended): every rule walks the ops, some of them several times.
+            views = self._views = {None: [Op(r) for r in self.records]}
+            for op in views[None]:
+                views.setdefault(op.record[PHASE], []).append(op)
+        return iter(views.get(phase, ()))
 
     def op_at(self, seq: int) -> Op:
         return Op(self.records[seq])
