@@ -5,7 +5,8 @@
   call into the library as a related place, and is a note (info) whatever the rule's severity in the user's code.
 - A failing step is one finding: other findings whose place lies on the root cause's chain (the failing op, the
   ops that carried the stray dtype to it, where it entered) fold into the root cause.
-- The same finding at one line seen again (on other layers, on other steps) is one finding with a count.
+- The same finding at one line seen again (on other layers, on other steps, in the backward) is one finding with a
+  count.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import replace
 from typing import Any, Iterable
 
 from ampdoctor.audit.dispatch import is_library_path, library_name
+from ampdoctor.audit.fields import BACKWARD
 from ampdoctor.audit.provenance import Trace, _walk_back
 from ampdoctor.core.model import Finding, Location, Severity
 
@@ -78,10 +80,8 @@ def _occurrence(f: Finding) -> tuple:
     return (f.location.phase != "forward", tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in module.split(".")))
 
 
-def one_per_place(findings: list[Finding]) -> list[Finding]:
-    """A finding repeated at one line (the same rule and severity, on other layers, other steps, or in the backward of
-    that line's ops) is one finding
-    with a count (details `count`, `modules`, and `each`: every one's details); findings with no line are left as they are."""
+def _grouped(findings: list[Finding]) -> tuple[list[Any], dict[tuple, list[Finding]]]:
+    """The findings in order, those at one line (of one rule, severity and op) as one group under its key."""
     groups: dict[tuple, list[Finding]] = {}
     order: list[Any] = []
     for f in findings:
@@ -89,12 +89,25 @@ def one_per_place(findings: list[Finding]) -> list[Finding]:
         if place is None or f.details.get("root_cause"):
             order.append(f)
             continue
-        # a forward op and the ops of its backward (other ops) share the forward's line
-        key = (f.rule_id, f.severity, f.library, place[0], place[1])
+        # other ops at one line are other findings; the backward's ops (placed at the forward's line) are not
+        key = (f.rule_id, f.severity, f.library, *place[:2], None if f.location.phase == BACKWARD else place[2])
         if key not in groups:
             groups[key] = []
             order.append(key)
         groups[key].append(f)
+    for key in [k for k in order if isinstance(k, tuple) and k[-1] is None]:
+        forward = next((k for k in order if isinstance(k, tuple) and k[:-1] == key[:-1] and k[-1] is not None), None)
+        if forward is not None:
+            groups[forward] += groups.pop(key)
+            order.remove(key)
+    return order, groups
+
+
+def one_per_place(findings: list[Finding]) -> list[Finding]:
+    """A finding repeated at one line (the same rule, severity and op, on other layers or other steps, and in the
+    backward of that line's op) is one finding with a count (details `count`, `modules`, and `each`: every one's
+    details); findings with no line are left as they are."""
+    order, groups = _grouped(findings)
     out = []
     for item in order:
         if isinstance(item, Finding):
