@@ -148,3 +148,38 @@ def test_audit_of_a_config_places_findings_in_the_library_never_in_whatever_call
     assert findings and all(f["library"] == "transformers" and f["severity"] == "info" for f in findings)
     places = [loc["file"] for f in findings for loc in (f["location"], *f["related"]) if loc["file"]]
     assert places and all("site-packages" in p and "transformers" in p for p in places), places
+
+
+def test_a_crash_inside_a_library_stays_the_users_error_with_the_users_call(tmp_path):
+    pkg = tmp_path / "lib" / "python3" / "site-packages" / "crashlib"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "attn.py").write_text(textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+
+        class Attention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.qkv = nn.Linear(8, 24)
+
+            def forward(self, x, scale):
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                scores = torch.bmm(q, k.transpose(1, 2)) * scale
+                return torch.bmm(scores.softmax(dim=-1), v)
+    '''))
+    sys.path.insert(0, str(pkg.parent))
+    try:
+        sys.modules.pop("crashlib", None)
+        sys.modules.pop("crashlib.attn", None)
+        attn = importlib.import_module("crashlib.attn")
+    finally:
+        sys.path.remove(str(pkg.parent))
+    model = attn.Attention().to(torch.bfloat16)
+    with pytest.raises(RuntimeError):
+        with audit("bf16-true") as a:
+            model(torch.randn(2, 4, 8, dtype=torch.bfloat16), torch.full((1, 4, 4), 0.5))  # the user's fp32 scale
+    [root] = [f for f in a.report.findings if f.severity is not Severity.INFO]
+    assert root.library is None and root.details["root_cause"] is True and root.location.file.endswith("crashlib/attn.py")
+    assert [r.file.endswith("test_audit_attribution.py") for r in root.related if r.label == "called from your code here"] == [True]

@@ -30,7 +30,7 @@ def _place(loc: Location | None) -> tuple | None:
 
 def attributed(f: Finding, trace: Trace) -> Finding:
     """`f` attributed to the installed library whose line did it; unchanged when that line is the user's. The root
-    cause of a failure keeps its severity: a crash is the user's to fix wherever it surfaced."""
+    cause of a failure is not attributed (only the user's call is added beside it)."""
     src = f.origin if f.origin is not None else f.location
     if not src.file or not is_library_path(os.path.abspath(src.file)) or f.library is not None:
         return f
@@ -39,9 +39,12 @@ def attributed(f: Finding, trace: Trace) -> Finding:
     user = trace.user_call(f.location.module)
     if user is not None and user not in related:
         related = (*related, user)
-    severity = f.severity if f.details.get("root_cause") else LIBRARY_SEVERITY
+    if f.details.get("root_cause"):
+        # A crash is the user's to fix wherever it surfaced (a stray dtype made upstream, often by the user's own
+        # cast): it keeps its severity and stays with the user's findings, with the user's call beside the chain.
+        return replace(f, related=related)
     owner = f"{lib}'" if lib.endswith("s") else f"{lib}'s"
-    return replace(f, message=f"inside {owner} {os.path.basename(src.file)}: {f.message}", severity=severity, related=related,
+    return replace(f, message=f"inside {owner} {os.path.basename(src.file)}: {f.message}", severity=LIBRARY_SEVERITY, related=related,
                    library=lib, details={**f.details, "rule_severity": f.severity.value})
 
 
