@@ -7,6 +7,7 @@ FakeTensorMode forward + backward of the same model instead, for comparison.
     .venv/bin/python bench/audit_fake70b.py                      # 7B, 70B, 405B; updates docs/benchmarks.md
     .venv/bin/python bench/audit_fake70b.py --configs 70b --bare
     .venv/bin/python bench/audit_fake70b.py --quick              # a 2-layer config in this process, seconds
+    .venv/bin/python bench/audit_fake70b.py --side-by-side 4     # 70B: bare build + step vs audit, alternating, warm
 """
 
 from __future__ import annotations
@@ -43,6 +44,43 @@ def bare(path: str, seq_len: int) -> float:
             loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
         return time.perf_counter() - start
+
+
+def side_by_side(path: str, seq_len: int, repeats: int) -> str:
+    """The bare FakeTensorMode build + forward + backward against the whole fake audit (build, step, analysis), in one
+    warm process, alternating, after one warm-up of each: the medians and their ratio."""
+    import statistics
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from ampdoctor.audit.hf import audit_hf_config, build_model, load_config
+    from ampdoctor.policy import Policy
+
+    config = load_config(path)
+
+    def bare_build_and_step() -> float:
+        start = time.perf_counter()
+        with FakeTensorMode():
+            torch.manual_seed(0)
+            model = build_model(config, Policy.parse("bf16-mixed"))
+            ids = torch.randint(0, config.vocab_size, (1, seq_len))
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+        return time.perf_counter() - start
+
+    def audited() -> float:
+        start = time.perf_counter()
+        audit_hf_config(path, fake=True, seq_len=seq_len, policy="bf16-mixed")
+        return time.perf_counter() - start
+
+    bare_build_and_step(), audited()
+    b, a = [], []
+    for _ in range(repeats):
+        b.append(bare_build_and_step())
+        a.append(audited())
+    mb, ma = statistics.median(b), statistics.median(a)
+    return f"bare {mb:.2f} s, audited {ma:.2f} s, ratio {ma / mb:.2f} (median of {repeats})"
 
 
 def measure(path: str, seq_len: int, bare_step: bool) -> dict:
@@ -88,7 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bare", action="store_true", help="time a bare FakeTensorMode step instead of the audit")
     parser.add_argument("--quick", action="store_true", help="a 2-layer config in this process; no docs")
     parser.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
+    parser.add_argument("--side-by-side", type=int, metavar="N", help="70B: bare build + step vs the audit, N alternating repeats")
     args = parser.parse_args(argv)
+    if args.side_by_side:
+        print(side_by_side(CONFIG, args.seq_len or 2048, args.side_by_side))
+        return 0
     if args.quick:
         results = [measure(TINY, args.seq_len or 64, args.bare)]
     else:

@@ -36,13 +36,13 @@ def test_counts_and_threshold():
 def test_json_schema():
     data = json.loads(render_json(sample()))
     assert data["version"] == 1 and data["tool"] == "ampdoctor"
-    assert data["summary"] == {"error": 2, "warning": 1, "info": 0, "total": 3, "checked": 2, "input_errors": 0}
+    assert data["summary"] == {"error": 2, "warning": 1, "info": 0, "total": 3, "in_libraries": 0, "checked": 2, "input_errors": 0}
     f = data["findings"][0]
     assert f == {
         "id": "AMP001", "name": "precision-config-mismatch", "severity": "error", "message": "bf16 block but precision unset",
         "fix": f["fix"], "location": {**NULL_LOCATION, "file": "neox.yml", "line": 3, "column": 1},
         "origin": {**NULL_LOCATION, "module": "blocks.0.attn.pos_enc", "op": "aten::cos"},
-        "related": [{**NULL_LOCATION, "file": "ds.json", "line": 7}], "details": {},
+        "related": [{**NULL_LOCATION, "file": "ds.json", "line": 7}], "details": {}, "library": None,
     }
     # every location has the same keys, absent ones null
     assert {tuple(x["location"]) for x in data["findings"]} == {tuple(NULL_LOCATION)}

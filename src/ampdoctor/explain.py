@@ -42,6 +42,7 @@ class Candidate:
     location: Location | None
     # The text supports this rule only weakly (a generic message, nothing rule-specific around it): a guess.
     guess: bool = False
+    context_matched: bool = True  # what usually comes with the error (the rule's context) is in the text too
 
     @property
     def confirm(self) -> str:
@@ -118,7 +119,8 @@ def _score(rule: Rule, text: str) -> _Fit | None:
         reason += f"; traceback/log context matches {shown}"
     elif rule.context:
         reason += f"; but none of what usually comes with it ({_in_words(rule.context)}) is in the text"
-    cand = Candidate(rule, score, reason, match.group(0), _last_frame_before(text, match.start()))
+    cand = Candidate(rule, score, reason, match.group(0), _last_frame_before(text, match.start()),
+                     context_matched=bool(hits) or not rule.context)
     return _Fit(cand, match.span(), sig.weight, found)
 
 
@@ -171,6 +173,7 @@ def explain_findings(text: str, *, limit: int = 3, location: Location | None = N
                 f"{cand.reason} (score {cand.score:.2f})",
                 location or cand.location,
                 severity=Severity.ERROR if rank == 0 else Severity.INFO,
+                details={"context_matched": cand.context_matched},
             )
         )
     return out

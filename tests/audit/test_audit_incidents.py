@@ -24,14 +24,15 @@ def test_incident1_bmm_failure_is_traced_back_to_the_rotary_promotion(incident, 
     assert f.origin.line == line_of(path, "q = q * cos + rotate_half(q) * sin")
     assert [(r.module, r.op) for r in f.related] == [("blocks.0.attn.pos_enc", "aten::cos")]
     assert f.related[0].line == line_of(path, "self.cos_cached = emb.cos()")
-    # One failure, one root cause: the chain leads the report as its only error; explain's diagnosis of the text
-    # (the incident's own rule) is named on it and kept below it as a note.
+    # One failure, one finding: the chain leads the report as its only error; explain's diagnosis of the text
+    # (the incident's own rule) is named on it, and the findings about ops on its chain (the rotary mul, the fp32
+    # bmm it fed) are folded into it.
     errors = [x for x in result.report.findings if x.severity is Severity.ERROR]
     assert errors == [f] and result.report.findings[0] is f
     assert f.details["root_cause"] is True and "AMP001" in f.details["also_matches"]
-    assert [x.severity for x in by_name(result.report, "precision-config-mismatch")] == [Severity.INFO]
-    rope = by_name(result.report, "rope-dtype-mismatch")
-    assert [(x.location.module, x.location.op, x.origin.module) for x in rope] == [("blocks.0.attn", "aten::mul", "blocks.0.attn.pos_enc")]
+    assert by_name(result.report, "precision-config-mismatch") == [] and by_name(result.report, "rope-dtype-mismatch") == []
+    assert [x.split(" at ")[0] for x in f.details["folded"]] == ["AMP005 rope-dtype-mismatch", "AMP201 implicit-dtype-promotion",
+                                                               "AMP203 fp32-matmul-in-bf16-policy"]
 
 
 def test_incident3_fp32_grad_of_bf16_params_is_found_from_grad_dtypes(incident, line_of):
@@ -100,16 +101,13 @@ def test_correct_script_judged_by_cuda_autocast_flags_only_sensitive_ops(inciden
 
 def test_incident1_failing_op_reports_each_rule_once(incident, line_of):
     # explain on the exception text also ranks implicit-dtype-promotion; the chain's finding (with
-    # origin and related) is the one that stays.
+    # origin and related) is the one that stays, and nothing else is reported at the failing op.
     path = incident("incident1_neox_rotary.py")
     result = run(path, policy="bf16-true", max_steps=None)
     line = line_of(path, "context = torch.bmm(probs, v)")
     at_failure = [f for f in result.report.findings if (f.location.line, f.location.op) == (line, "aten::bmm")]
-    names = [f.name for f in at_failure]
-    assert "implicit-dtype-promotion" in names and "precision-config-mismatch" in names
-    assert len(names) == len(set(names)), names
-    promotion = next(f for f in at_failure if f.name == "implicit-dtype-promotion")
-    assert promotion.severity is Severity.ERROR and promotion.origin is not None
+    assert [f.name for f in at_failure] == ["implicit-dtype-promotion"]
+    assert at_failure[0].severity is Severity.ERROR and at_failure[0].origin is not None
 
 
 def test_a_failing_run_opens_with_its_root_cause_in_text_and_html(incident, line_of):
@@ -129,9 +127,10 @@ def test_a_failing_run_opens_with_its_root_cause_in_text_and_html(incident, line
     assert chain[0].startswith(f"1. failed at: {path}:{bmm}, module blocks.0.attn, op aten::bmm")
     assert chain[1].startswith(f"2. origin: {path}:{mul}, module blocks.0.attn, op aten::mul")
     assert chain[2].startswith(f"3. from: {path}:{cos}, module blocks.0.attn.pos_enc, op aten::cos")
-    assert text[start + 5].strip().startswith("fix: Cast the stray operand")
+    assert text[start + 5].strip().startswith("on the same chain (folded into it): AMP005 rope-dtype-mismatch at ")
+    assert text[start + 6].strip().startswith("fix: Cast the stray operand")
     # everything else comes after it, and the root cause is not listed twice
-    assert text.index("other findings") > start + 5 and sum("error AMP201" in line for line in text) == 1
+    assert text.index("other findings") > start + 6 and sum("error AMP201" in line for line in text) == 1
     page = render_html(report)
     cause, rest = page.index('<section class="root-cause">'), page.index("<h2>Other findings")
     assert cause < page.index('<dl class="info">') < rest

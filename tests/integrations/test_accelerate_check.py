@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -44,3 +46,12 @@ def test_a_scaler_held_under_bf16_is_found_by_check_and_by_the_step(accelerator)
     report, _ = one_step(accelerator)
     in_step = [f for f in report.findings if f.rule_id == "AMP004" and f.location.op]
     assert [f.location.op for f in in_step] == ["aten::_amp_foreach_non_finite_check_and_unscale_"]
+
+
+def test_a_step_that_raises_writes_its_report_and_the_exception_goes_on(accelerator, tmp_path):
+    model, optimizer = accelerator.prepare(torch.nn.Linear(8, 1), torch.optim.AdamW(torch.nn.Linear(8, 1).parameters()))
+    with pytest.raises(IndexError) as raised:
+        audit_step(accelerator, model, (torch.randn(4, 8),), optimizer, loss_fn=lambda out, batch: out[:, 5].sum(), output_dir=tmp_path)
+    report = raised.value.ampdoctor_report
+    assert report.info.script_failed is True and report.info.exception.startswith("IndexError: index 5 is out of bounds")
+    assert json.loads((tmp_path / "ampdoctor-report.json").read_text())["info"]["script_failed"] is True

@@ -68,3 +68,40 @@ def test_fail_on_warning_stops_fit_in_setup(tmp_path):
     from torch.utils._python_dispatch import _get_current_dispatch_mode
 
     assert _get_current_dispatch_mode() is None
+
+
+class OwnRotary(Regressor):
+    """The rotary table is a buffer of the LightningModule itself, and `training_step` never calls `self(...)`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("inv_freq", torch.rand(4).to(torch.bfloat16))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        angle = torch.outer(torch.arange(4).float(), self.inv_freq.float()).cos().sum()
+        return torch.nn.functional.mse_loss(self.net(x).float(), y) + 0 * angle
+
+
+def test_a_buffer_of_the_lightning_module_itself_is_scanned(tmp_path):
+    doctor = AmpDoctor()
+    fit(tmp_path, doctor, "bf16-mixed", OwnRotary())
+    found = [f for f in doctor.report.findings if f.rule_id == "AMP002"]
+    assert [(f.location.module, f.location.label) for f in found] == [("", "inv_freq")]
+
+
+class Broken(Regressor):
+    def training_step(self, batch, batch_idx):
+        x, _ = batch
+        return self.net(x)[:, 5].sum()  # one output column: index 5 is out of range
+
+
+def test_a_step_that_raises_writes_its_report_and_the_exception_goes_on(tmp_path):
+    doctor = AmpDoctor()
+    with pytest.raises(IndexError):
+        fit(tmp_path, doctor, "bf16-mixed", Broken())
+    written = json.loads((tmp_path / "ampdoctor-report.json").read_text())
+    assert written["info"]["script_failed"] is True and written["info"]["exception"].startswith("IndexError: index 5 is out of bounds")
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    assert _get_current_dispatch_mode() is None

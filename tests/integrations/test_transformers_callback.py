@@ -123,3 +123,22 @@ def test_fail_on_stops_training_before_the_first_step(tmp_path):
 def test_fail_on_is_checked_when_built():
     with pytest.raises(ValueError, match="fail_on"):
         AmpDoctorCallback(fail_on="fatal")
+
+
+def test_a_step_that_raises_writes_its_report_and_the_exception_goes_on(tmp_path):
+    model = tiny_llama()
+
+    def broken(module, args):
+        raise ValueError("a shape the layer cannot take")
+
+    model.model.layers[1].register_forward_pre_hook(broken)
+    doctor = AmpDoctorCallback(output_dir=tmp_path / "report")
+    trainer = train(tmp_path, model, [doctor], steps=1)
+    with pytest.raises(ValueError, match="a shape the layer cannot take"):
+        trainer.train()
+    written = json.loads((tmp_path / "report" / "ampdoctor-report.json").read_text())
+    assert written["info"]["script_failed"] is True and written["info"]["exception"] == "ValueError: a shape the layer cannot take"
+    assert doctor.report.info.script_failed is True and "training_step" not in vars(trainer)
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    assert _get_current_dispatch_mode() is None  # the audit ended with the step

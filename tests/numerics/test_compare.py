@@ -110,3 +110,16 @@ def test_compare_command_json_and_bad_input(tmp_path, monkeypatch, capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("ampdoctor: error:") and message in err[0]
+
+
+def test_compare_of_a_model_whose_step_fails_writes_a_report_and_exits_1(tmp_path, monkeypatch, capsys):
+    (tmp_path / "brokennet.py").write_text(
+        "import torch\nfrom torch import nn\n\n\nclass Broken(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.proj = nn.Linear(8, 8)\n\n    def forward(self, x):\n        return self.proj(x)[:, 99]\n\n\n"
+        "def factory():\n    return Broken(), (torch.randn(2, 8),)\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["compare", "brokennet:factory", "--format", "json"]) == 1
+    out = capsys.readouterr()
+    data = json.loads(out.out)
+    assert data["info"]["script_failed"] is True and data["info"]["exception"].startswith("IndexError: index 99 is out of bounds")
+    assert "Traceback" not in out.err

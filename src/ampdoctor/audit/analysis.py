@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator
 
 from ampdoctor import dtypes
+from ampdoctor.audit.attribution import attributed, chain_places, folded_into, one_per_place
 from ampdoctor.audit.failure import FailureSite, failure_site, is_rope_failure
 from ampdoctor.audit.fields import AUTOCAST, BACKWARD, FORWARD, IN_DT, IN_PROD, INNER, MOD, OPTIMIZER, OUT_DT, PHASE
 from ampdoctor.audit.names import relpath
@@ -161,7 +162,8 @@ def analyze(rec: Any, policy: Policy | None, *, target_device: str, model: Any, 
     if judge_policy:
         found += _policy_findings(observed, {f.rule_id for f in found})
     if exc is not None:
-        found = _with_explanation(found, exc, ctx.failure)
+        found = _with_explanation(found, exc, ctx)
+    found = one_per_place([attributed(f, trace) for f in found])
     info = ReportInfo(policy=str(judged), policy_source="given" if policy is not None else ("inferred" if observed.policy else "default"))
     if judge_policy:
         info = replace(info, **coverage_notes(rec))
@@ -198,25 +200,37 @@ def coverage_notes(rec: Any) -> dict[str, list[str]]:
             "summary_caveats": ["no optimizer step was seen"]}
 
 
-def _with_explanation(found: list[Finding], exc: BaseException, site: FailureSite | None) -> list[Finding]:
-    """One failure, one root cause. The recorded chain to the failing op (a runtime detector's error at the failure)
+def _with_explanation(found: list[Finding], exc: BaseException, ctx: RuntimeContext) -> list[Finding]:
+    """One failure, one finding. The recorded chain to the failing op (a runtime detector's error at the failure)
     is the root cause when there is one; otherwise explain's best candidate for the exception text is, placed at
-    the failure. Everything else about the same failure (explain's other candidates, a rule the chain already
-    names, an error at the failing op) is kept below it at a lower severity, and no rule is reported twice at
-    one place."""
+    the failure, when the run corroborates it (operands of two float dtypes met at the failure, or what usually
+    comes with the error is in the text). Explain's other candidates are named on the root cause, not listed; the
+    findings whose place lies on the root cause's chain fold into it; no rule is reported twice at one place."""
     import traceback
 
+    site = ctx.failure
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     where = site.where if site is not None else None
     known = {g.rule_id for g in found}
-    explained = explain_findings(text, location=where)
+    explained = _corroborated(explain_findings(text, location=where), site)
     at_failure = [f for f in found if f.severity is Severity.ERROR and _same_place(f.location, where)] if where is not None else []
     new = [e for e in explained if e.rule_id not in known]
     root = _root_cause(found, explained, at_failure, new)
     if root is None:
-        return _unique_per_place(found + new)
-    symptoms = {id(f) for f in at_failure} | {id(e) for e in explained}
-    return _unique_per_place(_rooted(found + new, root, symptoms, explained))
+        return _unique_per_place(found)
+    symptoms = {id(f) for f in at_failure}
+    rooted = _rooted(found + ([root] if any(root is e for e in new) else []), root, symptoms, explained)
+    root = next(f for f in rooted if f.details.get("root_cause"))
+    places = chain_places(ctx.trace, site.inputs, ctx.policy.compute_dtype) if site is not None else set()
+    return _unique_per_place(folded_into(root, rooted, places))
+
+
+def _corroborated(explained: list[Finding], site: FailureSite | None) -> list[Finding]:
+    """Explain's readings of the error text that the run bears out: operands of two float dtypes met at the failure,
+    or what usually comes with the error is in the text too."""
+    mixed = site is not None and len({d for d, _ in site.inputs}) > 1
+    return [replace(e, details={k: v for k, v in e.details.items() if k != "context_matched"})
+            for e in explained if mixed or e.details.get("context_matched", True)]
 
 
 def _rooted(findings: list[Finding], root: Finding, symptoms: set[int], explained: list[Finding]) -> list[Finding]:
@@ -330,6 +344,8 @@ def module_table(trace: Trace) -> Table:
     order = sorted(set(range(len(trace.rec.modules))) | {k for k in ops if k >= 0}, key=lambda i: trace.names[i] or "")
     for idx in order:
         info = trace.rec.modules[idx]
+        if trace.records and not info.calls and idx not in ops:
+            continue  # scanned at the step's start (its buffers), never run: nothing to show in a table of what ran
         rows.append((
             trace.names[idx] or "<root>", joined(params[idx]), joined(buffers[idx]), joined(dtypes.name_of(d) for d in info.inputs),
             joined(dtypes.name_of(d) for d in info.outputs), joined(grads[idx]),

@@ -29,9 +29,18 @@ _HALF = frozenset(to_torch(n) for n in HALF)
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _AMPDOCTOR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _STDLIB_DIRS = tuple({os.path.abspath(p) + os.sep for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])})
+# Installed libraries: in a virtual environment `platstdlib` holds site-packages, which are not the standard library.
+_LIBRARY_MARKS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+# ampdoctor's own entry points (its CLI): an op whose walk reaches them first was issued by ampdoctor on the user's
+# behalf (`audit --hf-config` runs the backward), and what lies beyond (the console script) is nobody's code.
+_BOUNDARY_FILES = (os.path.join(_AMPDOCTOR_DIR, "cli") + os.sep, os.path.join(_AMPDOCTOR_DIR, "__main__.py"))
 _AUDIT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # Frames between an op call and `__torch_dispatch__` that belong to the mode machinery itself.
 _MODE_FILES = (_AUDIT_DIR, os.path.join(_TORCH_DIR, "utils", "_python_dispatch.py"), os.path.join(_TORCH_DIR, "_dynamo"), os.path.join(_TORCH_DIR, "_compile.py"))
+
+
+_ENGINE_RUN = getattr(getattr(torch.autograd, "graph", None), "_engine_run_backward", None)
+_ENGINE_CODE = getattr(_ENGINE_RUN, "__code__", None)
 
 
 def mode_stack() -> list:
@@ -137,7 +146,13 @@ class RecordingMode(TorchDispatchMode):
         values = r.values
         in_dt, in_prod = _inputs(r, ins)
         phase, mod, extra = _phase_and_module(r, values)
-        code, lasti, inner = r.frames()
+        if phase == BACKWARD and values is not None and r.engine_issued():
+            # An op the autograd engine runs has only the `.backward()` call on its Python stack: the report places
+            # it at the forward line that built its node (`Trace.location`, through the value watch's sequence
+            # numbers). Ops of Python run inside backward (hooks, a Function's backward) keep their own line.
+            code, lasti, inner = None, 0, None
+        else:
+            code, lasti, inner = r.frames()
         autocast = r.autocast_on
         seq = len(r.records)
         fid = id(func)
@@ -171,19 +186,39 @@ class RecordingMode(TorchDispatchMode):
         return out
 
 
-class FrameWalk:
-    """Which user line called an op: the first frame outside torch, ampdoctor and the standard library, with the
-    frames of the module running now reused (its forward's caller is on the stack for as long as it runs)."""
+def is_library_path(path: str) -> bool:
+    """A file of an installed library (under site-packages or dist-packages), not the user's own code."""
+    return any(mark in path for mark in _LIBRARY_MARKS)
 
-    _internal: dict[int, tuple[bool, bool, Any]]
+
+def library_name(path: str) -> str | None:
+    """The top-level package of an installed library's file (`transformers` for .../site-packages/transformers/...)."""
+    for mark in _LIBRARY_MARKS:
+        _, found, rest = path.rpartition(mark)
+        if found:
+            top = rest.split(os.sep, 1)[0]
+            return top[:-3] if top.endswith(".py") else top
+    return None
+
+
+class FrameWalk:
+    """Which line called an op: the first frame outside torch, ampdoctor and the standard library (a line of an
+    installed library when the library made the call, else the user's), with the frames of the module running now
+    reused (its forward's caller is on the stack for as long as it runs)."""
+
+    # id(code) -> (mode machinery?, internal?, code, library?, boundary?)
+    _internal: dict[int, tuple[bool, bool, Any, bool, bool]]
     _calls: list[tuple[Any, Any, int]]
 
-    def _classify(self, code: Any) -> tuple[bool, bool, Any]:
+    def _classify(self, code: Any) -> tuple[bool, bool, Any, bool, bool]:
         name = code.co_filename
         path = os.path.abspath(name) if not name.startswith("<") else name
         mode = path.startswith(_MODE_FILES)
-        internal = mode or path.startswith(_TORCH_DIR) or path.startswith(_AMPDOCTOR_DIR) or path.startswith(_STDLIB_DIRS) or name.startswith("<frozen")
-        out = (mode, internal, code)
+        library = is_library_path(path) and not path.startswith((_TORCH_DIR, _AMPDOCTOR_DIR))
+        boundary = path.startswith(_BOUNDARY_FILES)
+        internal = mode or boundary or (not library and (path.startswith((_TORCH_DIR, _AMPDOCTOR_DIR)) or path.startswith(_STDLIB_DIRS)
+                                                         or name.startswith("<frozen")))
+        out = (mode, internal, code, library, boundary)
         self._internal[id(code)] = out
         return out
 
@@ -207,10 +242,36 @@ class FrameWalk:
                 inner = (id(c), f.f_lasti)
             if not kind[1]:
                 return c, f.f_lasti, inner
+            if kind[4]:
+                return None, 0, inner
             f = f.f_back
         return None, 0, inner
 
-    def user_frame(self) -> tuple[Any, int]:
-        """(code, line) of the first user frame above the caller."""
-        code, lasti, _ = self.frames(sys._getframe(1))
-        return code, line_of(code, lasti) if code is not None else 0
+    def engine_issued(self) -> bool:
+        """The op was called by the autograd engine itself: no Python frame but the mode's own between the op and the
+        engine's entry (or none at all, in an engine device thread)."""
+        f = sys._getframe(2)
+        cache = self._internal
+        while f is not None:
+            c = f.f_code
+            if c is _ENGINE_CODE:
+                return True
+            if not (cache.get(id(c)) or self._classify(c))[0]:
+                return False
+            f = f.f_back
+        return True
+
+    def user_frame(self, f: Any = None) -> tuple[Any, int]:
+        """(code, line) of the first frame of the user's own code above the caller (installed libraries skipped:
+        the Trainer's `optimizer.step()` is the user's `trainer.train()`), (None, 0) when there is none."""
+        f = sys._getframe(1) if f is None else f
+        cache = self._internal
+        while f is not None:
+            c = f.f_code
+            kind = cache.get(id(c)) or self._classify(c)
+            if kind[4]:
+                break
+            if not kind[1] and not kind[3]:
+                return c, f.f_lineno
+            f = f.f_back
+        return None, 0

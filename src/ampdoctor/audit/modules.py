@@ -25,8 +25,10 @@ class ModuleInfo:
     inputs: set = field(default_factory=set)
     outputs: set = field(default_factory=set)
     calls: int = 0
-    # (code, line) of the user frame that called this module first.
+    # (code, line) of the frame that called this module first (a library's line when a library called it).
     caller: tuple | None = None
+    # (code, line) of the first frame of the user's own code on that call's stack (the user's `model(...)`).
+    user_call: tuple | None = None
 
 
 class ModuleTracking:
@@ -73,6 +75,7 @@ class ModuleTracking:
             if self.in_optimizer and self._step_depth and not self._in_closure:
                 self._step_raised()  # an optimizer step raised out of torch's step() (no post-hook came) and was caught
             self._micro_batch_boundary()
+            self.scan_tree(m)
         idx = self.module_index(m)
         info = self.modules[idx]
         info.calls += 1
@@ -81,6 +84,7 @@ class ModuleTracking:
         code, lasti, _ = self.frames(call)
         if info.caller is None:
             info.caller = (code, line_of(code, lasti) if code is not None else 0)
+            info.user_call = self.user_frame(call)
         if idx not in self._scanned:
             self._scanned.add(idx)
             self.scan_module(idx, "before")
@@ -108,6 +112,19 @@ class ModuleTracking:
             except Exception:  # an exotic output container: dtypes are a nicety, never a failure
                 pass
         self.modules[idx].outputs.update(t.dtype for t in outs if t.dtype in _FLOATS)
+
+    def scan_tree(self, root: torch.nn.Module) -> None:
+        """Scan every module under `root` not scanned yet, at the start of a step: a module whose forward never runs
+        (a LightningModule whose `training_step` computes without calling `self(...)`) still holds buffers the step
+        reads. Once per root object: later steps cost one set lookup."""
+        if id(root) in self._expanded:
+            return
+        self._expanded.add(id(root))
+        for m in root.modules():
+            idx = self.module_index(m)
+            if idx not in self._scanned:
+                self._scanned.add(idx)
+                self.scan_module(idx, "before")
 
     def scan_module(self, idx: int, when: str) -> None:
         """Buffers and tensor attributes (the rotary caches of AMP002 live in both), for rope-cache checks."""

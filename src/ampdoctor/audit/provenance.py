@@ -5,6 +5,7 @@ left the policy."""
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import deque
 from typing import Any, Callable, Iterable, Iterator
 
@@ -12,7 +13,7 @@ import torch
 
 from ampdoctor import dtypes
 from ampdoctor.audit.evidence import BufferScan, GradSnapshot, Op, OptimizerStep, Tag
-from ampdoctor.audit.fields import CODE, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE
+from ampdoctor.audit.fields import BACKWARD, CODE, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE
 from ampdoctor.audit.names import module_label, op_name, relpath
 from ampdoctor.audit.recorder import Recorder, line_of
 from ampdoctor.core import Location
@@ -56,14 +57,22 @@ class Trace:
                 self.named_seq[entry[1]] = name
         self._trig: dict[int, bool] = {}
         self._op_names: dict[int, str] = {}  # op id (a record's FUNC) -> name
+        self._views: dict[str | None, list[Op]] | None = None  # `ops()`: all, and by phase
+        nrs = rec.values.forward_nrs if rec.values is not None else []
+        self._fwd_seqs = [s for s, _ in nrs]
+        self._fwd_nrs = [n for _, n in nrs]
 
     # --- typed views: what runtime rules read (they never touch the recorder) -----------------------
 
     def ops(self, phase: str | None = None) -> Iterator[Op]:
         """Every recorded op, in order, as a named view; only those of one phase (fields.FORWARD, ...) if given."""
-        for r in self.records:
-            if phase is None or r[PHASE] == phase:
-                yield Op(r)
+        views = self._views
+        if views is None:
+            # Made once (the recording has ended): every rule walks the ops, some of them several times.
+            views = self._views = {None: [Op(r) for r in self.records]}
+            for op in views[None]:
+                views.setdefault(op.record[PHASE], []).append(op)
+        return iter(views.get(phase, ()))
 
     def op_at(self, seq: int) -> Op:
         return Op(self.records[seq])
@@ -156,17 +165,44 @@ class Trace:
         r = self.records[seq]
         return line_of(r[CODE], r[LASTI]) if r[CODE] is not None else 0
 
+    def forward_of(self, seq: int) -> int | None:
+        """For a backward op: the forward op whose autograd node it runs (the line detect_anomaly would print)."""
+        watch = self.rec.values
+        nr = watch.backward_nrs.get(seq) if watch is not None else None
+        if nr is None:
+            return None
+        # Autograd numbers an op's node before the op reaches the dispatch mode, so inside the mode the counter
+        # already reads one past it: the op that made node `nr` is the first whose reading is above `nr`.
+        i = bisect_right(self._fwd_nrs, nr)
+        return self._fwd_seqs[i] if i < len(self._fwd_seqs) else None
+
     def location(self, seq: int, label: str | None = None) -> Location:
+        """Where op `seq` ran: the line that called it (an installed library's line when the library did), a backward
+        op at the forward line that built its node (the Python stack of a backward op is only the `.backward()` call)."""
         r = self.records[seq]
-        code = r[CODE]
+        at = seq
+        if r[PHASE] == BACKWARD:
+            fwd = self.forward_of(seq)
+            if fwd is not None and self.records[fwd][CODE] is not None:
+                at = fwd
+        code = self.records[at][CODE]
         return Location(
             file=relpath(code.co_filename) if code is not None else None,
-            line=self.line(seq) or None,
+            line=self.line(at) or None,
             module=self.module(r[MOD]),
             op=self.op(seq),
             phase=r[PHASE],
             label=label,
         )
+
+    def user_call(self, module: str | None) -> Location | None:
+        """The line of the user's own code that called into module `module` (by name), where it was found."""
+        if module is None or module not in self.names:
+            return None
+        code, line = self.rec.modules[self.names.index(module)].user_call or (None, 0)
+        if code is None:
+            return None
+        return Location(file=relpath(code.co_filename), line=line or None, label="called from your code here")
 
     def leaf_location(self, leaf_id: int, dtype: Any) -> Location:
         name = self.leaf_names.get(leaf_id)

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import functools
 import math
-from bisect import bisect_right
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ampdoctor import dtypes
-from ampdoctor.audit.fields import BACKWARD, FORWARD, MOD, OPTIMIZER, OUT_DT, PHASE
+from ampdoctor.audit.fields import BACKWARD, CODE, FORWARD, MOD, OPTIMIZER, OUT_DT, PHASE
 from ampdoctor.audit.provenance import Trace
 from ampdoctor.audit.values import ValueStats
 from ampdoctor.core.model import Location
@@ -71,9 +70,6 @@ class ValueFlow:
         watch = trace.rec.values
         self.watch = watch
         self.stats: dict[int, ValueStats] = watch.stats if watch is not None else {}
-        nrs = watch.forward_nrs if watch is not None else []
-        self._fwd_seqs = [s for s, _ in nrs]
-        self._fwd_nrs = [n for _, n in nrs]
 
     @property
     def enabled(self) -> bool:
@@ -143,31 +139,16 @@ class ValueFlow:
     # --- where -----------------------------------------------------------------------------------
 
     def forward_of(self, seq: int) -> int | None:
-        """For a backward op: the forward op whose autograd node it runs (the line detect_anomaly would print)."""
-        if self.watch is None:
-            return None
-        nr = self.watch.backward_nrs.get(seq)
-        if nr is None:
-            return None
-        # Autograd numbers an op's node before the op reaches the dispatch mode, so inside the mode the counter
-        # already reads one past it: the op that made node `nr` is the first whose reading is above `nr`.
-        i = bisect_right(self._fwd_nrs, nr)
-        return self._fwd_seqs[i] if i < len(self._fwd_seqs) else None
+        return self.trace.forward_of(seq)
 
     def location(self, seq: int, label: str | None = None) -> Location:
         """Where op `seq` ran; a backward op is placed at the forward line that built its node."""
         t = self.trace
         here = t.location(seq, label)
-        if t.records[seq][PHASE] != BACKWARD:
+        fwd = self.forward_of(seq) if t.records[seq][PHASE] == BACKWARD else None
+        if fwd is None or here.label is not None or t.records[fwd][CODE] is None:
             return here
-        fwd = self.forward_of(seq)
-        if fwd is None:
-            return here
-        there = t.location(fwd)
-        if there.file is None:
-            return here
-        return replace(here, file=there.file, line=there.line,
-                       label=label or f"backward of {there.op} called here")
+        return replace(here, label=f"backward of {t.op(fwd)} called here")
 
     def out_dtype_name(self, seq: int) -> str | None:
         out = self.trace.records[seq][OUT_DT]

@@ -88,9 +88,10 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Samp
         self.params: dict[int, Any] = {}  # id -> weakref of parameters of modules seen
         self.module_scans: list[BufferScan] = []
         self._scanned: set[int] = set()
-        # id(code) -> (mode machinery?, internal?, code); holding the code keeps its id unique.
+        self._expanded: set[int] = set()  # ids of the roots whose whole tree was scanned (`scan_tree`)
+        # id(code) -> (mode machinery?, internal?, code, library?, boundary?); holding the code keeps its id unique.
         # Keyed by id because hashing a code object hashes its bytecode and constants.
-        self._internal: dict[int, tuple[bool, bool, Any]] = {}
+        self._internal: dict[int, tuple[bool, bool, Any, bool, bool]] = {}
         self._handles: list[Any] = []  # every hook installed
         self._module_handles: list[Any] = []  # of them, the module forward hooks (removed when recording stops)
         self._mode: RecordingMode | None = None

@@ -71,6 +71,12 @@ class Audit:
 
     def __enter__(self) -> "Audit":
         self.recorder.__enter__()
+        if self.model is not None:
+            try:
+                self.recorder.scan_tree(self.model)
+            except BaseException:
+                self.recorder.__exit__(None, None, None)
+                raise
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:

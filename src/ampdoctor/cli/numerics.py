@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ampdoctor._requires import require_torch
 from ampdoctor.cli.common import UsageError, add_output_options, emit, emit_document, load_factory, parse_policy
-from ampdoctor.report import DOCUMENT, MEASUREMENTS, exit_code, formats, write_report
+from ampdoctor.report import DOCUMENT, MEASUREMENTS, Report, ReportInfo, exit_code, formats, write_report
 
 
 def add_compare(sub: argparse._SubParsersAction) -> None:
@@ -46,8 +46,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         model, inputs = load_factory(args.factory)
     try:
         result = compare(model, inputs, policy=policy, reference=args.reference)
-    except (ValueError, TypeError, RuntimeError) as exc:
-        raise UsageError(f"compare: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from None
+    except Exception as exc:  # noqa: BLE001 - the model's step failed: a report that says so, exit 1 (as `run` does)
+        report = Report(checked=("model",), info=ReportInfo(command="compare", policy=str(policy), policy_source="given", script_failed=True,
+                                                          exception=f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"))
+        emit(report, args)
+        return exit_code(report, Severity.parse(args.fail_on), program_code=1)
     emit(result.report, args)
     return exit_code(result.report, Severity.parse(args.fail_on))
 

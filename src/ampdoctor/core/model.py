@@ -155,6 +155,8 @@ def _text(data: dict[str, Any], key: str, what: str) -> str:
 
 _RULE_ID = re.compile(r"^AMP\d{3}$")
 _FINDING_KEYS = ("id", "name", "severity", "message", "fix", "location", "origin", "related", "details")
+# Written by this version; optional when read, so reports of earlier versions still read.
+_FINDING_OPTIONAL = ("library",)
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,9 @@ class Finding:
     origin: Location | None = None
     related: tuple[Location, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
+    # The installed library (its top-level package, "transformers") whose code did what the finding reports; None
+    # for the user's own code. Library findings are kept apart from the user's and default to info.
+    library: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -180,6 +185,7 @@ class Finding:
             "origin": self.origin.to_dict() if self.origin is not None else None,
             "related": [loc.to_dict() for loc in self.related],
             "details": dict(self.details),
+            "library": self.library,
         }
         return out
 
@@ -187,12 +193,15 @@ class Finding:
     def from_dict(cls, data: Any) -> "Finding":
         """The inverse of `to_dict`, strict: every key `to_dict` writes, of the type it writes, and nothing else.
         Reports that cross a process boundary are data; anything else in them is an error, never code."""
-        d = json_object(data, _FINDING_KEYS, "finding", _FINDING_KEYS)
+        d = json_object(data, _FINDING_KEYS + _FINDING_OPTIONAL, "finding", _FINDING_KEYS)
         rule_id = _text(d, "id", "finding")
         if not _RULE_ID.match(rule_id):
             raise ValueError(f"finding.id {rule_id!r} is not a rule id (AMPnnn)")
         if not isinstance(d["related"], list) or not isinstance(d["details"], dict):
             raise ValueError("finding.related must be a list and finding.details an object")
+        library = d.get("library")
+        if library is not None and not isinstance(library, str):
+            raise ValueError("finding.library must be a string or null")
         return cls(
             rule_id=rule_id,
             name=_text(d, "name", "finding"),
@@ -203,4 +212,5 @@ class Finding:
             origin=Location.from_dict(d["origin"]) if d["origin"] is not None else None,
             related=tuple(Location.from_dict(loc) for loc in d["related"]),
             details=d["details"],
+            library=library,
         )

@@ -9,12 +9,14 @@ asks. `audit_step` runs one training step through the accelerator under `ampdoct
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any, Callable
 
 from ampdoctor.core.model import Location
 from ampdoctor.frameworks import accelerate as accelerate_reader
 from ampdoctor.frameworks import deepspeed as deepspeed_reader
 from ampdoctor.frameworks.located import Document
+from ampdoctor.integrations.outcome import failed, write_report_files
 from ampdoctor.policy import Policy
 from ampdoctor.report import Report
 
@@ -62,16 +64,33 @@ def audit_step(
     optimizer: Any,
     loss_fn: Callable[[Any, Any], Any] | None = None,
     policy: Policy | str | None = None,
+    output_dir: str | Path | None = None,
 ) -> tuple[Report, Any]:
     """One step through `accelerator` (prepared `model` and `optimizer`: forward, loss, ``accelerator.backward``,
-    step, zero_grad) under `ampdoctor.audit`; returns `check(accelerator)` merged with the step's report, and the loss."""
+    step, zero_grad) under `ampdoctor.audit`; returns `check(accelerator)` merged with the step's report, and the loss,
+    and with `output_dir` writes it there (on the main process). A step that raises is diagnosed: its report says the
+    step failed, is written, and rides on the exception (``err.ampdoctor_report``), which goes on unchanged."""
     from ampdoctor.audit.session import Audit, _default_loss
 
-    with Audit(policy, model=accelerator.unwrap_model(model), device_type=accelerator.device.type, max_steps=1,
-               checked=(f"one step of {type(accelerator.unwrap_model(model)).__name__} through accelerate",)) as audit:
-        output = model(**batch) if isinstance(batch, dict) else model(*batch) if isinstance(batch, (list, tuple)) else model(batch)
-        loss = (loss_fn or _default_loss)(output, batch)
-        accelerator.backward(loss)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    return check(accelerator).merge(audit.report), loss
+    audit = Audit(policy, model=accelerator.unwrap_model(model), device_type=accelerator.device.type, max_steps=1,
+                  checked=(f"one step of {type(accelerator.unwrap_model(model)).__name__} through accelerate",))
+    try:
+        with audit:
+            output = model(**batch) if isinstance(batch, dict) else model(*batch) if isinstance(batch, (list, tuple)) else model(batch)
+            loss = (loss_fn or _default_loss)(output, batch)
+            accelerator.backward(loss)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    except Exception as exc:
+        report = failed(check(accelerator).merge(audit.report), exc)
+        exc.ampdoctor_report = report  # type: ignore[attr-defined]
+        _write(accelerator, report, output_dir)
+        raise
+    report = check(accelerator).merge(audit.report)
+    _write(accelerator, report, output_dir)
+    return report, loss
+
+
+def _write(accelerator: Any, report: Report, output_dir: str | Path | None) -> None:
+    if output_dir is not None and getattr(accelerator, "is_main_process", True):
+        write_report_files(report, output_dir)

@@ -24,7 +24,7 @@ from typing_extensions import override
 from ampdoctor.audit.evidence import When
 from ampdoctor.frameworks import lightning as lightning_reader
 from ampdoctor.frameworks.located import Document
-from ampdoctor.integrations.outcome import AmpDoctorError, check_fail_on, fail_severity, metrics, summary, write_report_files
+from ampdoctor.integrations.outcome import AmpDoctorError, check_fail_on, fail_severity, failed, metrics, summary, write_report_files
 from ampdoctor.policy import Policy
 from ampdoctor.report import Report
 
@@ -82,14 +82,15 @@ class AmpDoctor(Callback):
     def _add(self, report: Report) -> None:
         self.report = report if self.report is None else self.report.merge(report)
 
-    def _publish(self, trainer: Any, where: str) -> None:
+    def _publish(self, trainer: Any, where: str, stop: bool = True) -> None:
         assert self.report is not None
         if trainer.is_global_zero:
             folder = self.output_dir if self.output_dir is not None else trainer.default_root_dir
             self.written = write_report_files(self.report, folder)
             rank_zero_info(f"ampdoctor ({where}):\n{summary(replace(self.report, tables=()))}"
                            + "".join(f"\nreport written to {p}" for p in self.written))
-        check_fail_on(self.report, self.fail_on, where)
+        if stop:
+            check_fail_on(self.report, self.fail_on, where)
 
     @override
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
@@ -137,8 +138,14 @@ class AmpDoctor(Callback):
 
     @override
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
-        # A step that raised leaves the audit entered: end it, so the failure is diagnosed in `report`.
+        # A step that raised leaves the audit entered: end it, so the failure is diagnosed in `report`, and write that
+        # report; Lightning then raises the exception on, unchanged.
+        if self._audit is None or isinstance(exception, AmpDoctorError):
+            return
         self.close(exception)
+        assert self.report is not None
+        self.report = failed(self.report, exception)
+        self._publish(trainer, "first training step (failed)", stop=False)
 
     @override
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:

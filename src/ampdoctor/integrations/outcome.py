@@ -40,6 +40,12 @@ def check_fail_on(report: Report, fail_on: Severity | None, where: str) -> None:
                          + "\n".join(lines) + more + "\n(see `ampdoctor rules ID` for each rule, or pass fail_on=None to only report)", report)
 
 
+def failed(report: Report, exc: BaseException) -> Report:
+    """`report` of a step that raised `exc`: it says so, as the CLI's report of a failing script does."""
+    text = " ".join(str(exc).split())
+    return report.with_info(script_failed=True, exception=f"{type(exc).__name__}: {text[:500]}")
+
+
 def metrics(report: Report, prefix: str = "ampdoctor/") -> dict[str, float]:
     """Counts per severity, as numbers a metrics logger (W&B, TensorBoard) takes."""
     return {f"{prefix}{name}": float(n) for name, n in report.counts().items()}

@@ -11,8 +11,9 @@
   (W&B, TensorBoard) as ``ampdoctor/error``, ``ampdoctor/warning``, ``ampdoctor/info``.
 - `fail_on="error"` (or ``"warning"``) raises `AmpDoctorError`, which stops training with the findings in its message.
 
-An exception raised inside the audited step leaves the audit entered (the Trainer calls no callback on failure):
-call `callback.close()` in your own ``except``/``finally`` if the process goes on after a failed ``train()``.
+- a step that raises inside the Trainer's `training_step` (forward, loss, backward) ends the audit there: the
+  report, which says the step failed and diagnoses why, is written and logged, and the exception goes on unchanged
+  (the Trainer calls no callback on failure, so the callback wraps that one method of the Trainer while it audits).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ampdoctor import dtypes
 from ampdoctor.audit.evidence import When
 from ampdoctor.frameworks import hf
 from ampdoctor.frameworks.located import Document
-from ampdoctor.integrations.outcome import AmpDoctorError, check_fail_on, fail_severity, metrics, summary, write_report_files
+from ampdoctor.integrations.outcome import AmpDoctorError, check_fail_on, fail_severity, failed, metrics, summary, write_report_files
 from ampdoctor.policy import Policy
 from ampdoctor.report import Report
 
@@ -113,13 +114,14 @@ class AmpDoctorCallback(TrainerCallback):
         self._audit: Any = None
         self._audited = False
         self._unlogged = False
+        self._guarded: Any = None  # the Trainer whose training_step is wrapped while the step is audited
 
     # --- the report ------------------------------------------------------------------------------
 
     def _add(self, report: Report) -> None:
         self.report = _unique(report if self.report is None else self.report.merge(report))
 
-    def _publish(self, args: Any, state: Any, where: str) -> None:
+    def _publish(self, args: Any, state: Any, where: str, stop: bool = True) -> None:
         """Write and log on the main process, then stop training if `fail_on` says so (on every process)."""
         assert self.report is not None
         if state.is_world_process_zero:
@@ -129,7 +131,8 @@ class AmpDoctorCallback(TrainerCallback):
             logger.warning("ampdoctor (%s):\n%s%s", where, summary(replace(self.report, tables=())),
                            "".join(f"\nreport written to {p}" for p in self.written))
             self._unlogged = True
-        check_fail_on(self.report, self.fail_on, where)
+        if stop:
+            check_fail_on(self.report, self.fail_on, where)
 
     # --- Trainer events ------------------------------------------------------------------------
 
@@ -159,6 +162,34 @@ class AmpDoctorCallback(TrainerCallback):
         self._audit = Audit(self.policy, model=model, device_type=args.device.type, max_steps=1,
                             checked=(f"first optimizer step of {type(model).__name__} under the HF Trainer",))
         self._audit.__enter__()
+        self._guard(_trainer_of(sys._getframe(1)), args, state)
+
+    def _guard(self, trainer: Any, args: Any, state: Any) -> None:
+        """While the step is audited, a `training_step` that raises ends the audit with the failure diagnosed and the
+        report written; the exception then goes on to the Trainer's caller unchanged."""
+        if trainer is None or "training_step" in vars(trainer):
+            return
+        original = trainer.training_step
+        callback = self
+
+        def training_step(*a: Any, **k: Any) -> Any:
+            try:
+                return original(*a, **k)
+            except Exception as exc:
+                callback._unguard()
+                callback.close(exc)
+                assert callback.report is not None
+                callback.report = failed(callback.report, exc)
+                callback._publish(args, state, "first optimizer step (failed)", stop=False)
+                raise
+
+        trainer.training_step = training_step
+        self._guarded = trainer
+
+    def _unguard(self) -> None:
+        trainer, self._guarded = self._guarded, None
+        if trainer is not None:
+            vars(trainer).pop("training_step", None)
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._audit is not None:
@@ -180,13 +211,29 @@ class AmpDoctorCallback(TrainerCallback):
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.close()
 
-    def close(self) -> None:
+    def close(self, exception: BaseException | None = None) -> None:
         """End the audit if one is running (removes every hook and mode); its findings join `report`."""
+        self._unguard()
         audit, self._audit = self._audit, None
         if audit is None:
             return
         self._audited = True
-        audit.__exit__(None, None, None)
+        audit.__exit__(type(exception) if exception is not None else None, exception, None)
         self._add(audit.report)
+
+
+def _trainer_of(frame: Any) -> Any:
+    """The Trainer whose loop called this event: the `self` of a calling frame (the `CallbackHandler` keeps no
+    reference to it)."""
+    from transformers import Trainer
+
+    for _ in range(4):
+        if frame is None:
+            return None
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, Trainer):
+            return owner
+        frame = frame.f_back
+    return None
 
 

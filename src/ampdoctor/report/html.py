@@ -245,7 +245,10 @@ def render_html(report: Report) -> str:
     charts = list(report.charts) + [c for t in report.tables for c in table_charts(t)]
     parts += [render_chart(c) for c in charts]
     if report.findings or not report.tables:
-        parts.append(_findings([f for f in report.findings if f is not root], "Other findings" if root is not None else "Findings"))
+        parts.append(_findings([f for f in report.user_findings if f is not root], "Other findings" if root is not None else "Findings"))
+    inside = [f for f in report.library_findings if f is not root]
+    if inside:
+        parts.append(_findings(inside, "Inside installed libraries (not your code)"))
     parts += [_table(t.title, t.columns, t.rows) for t in report.tables]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n" + "\n".join(parts) + f"\n<script>{SCRIPT}</script>\n</body></html>\n")

@@ -175,6 +175,16 @@ class Report:
         """This report with the named `ReportInfo` fields set (an unknown name is a TypeError)."""
         return replace(self, info=replace(self.info, **info))
 
+    @property
+    def user_findings(self) -> tuple[Finding, ...]:
+        """The findings about the user's own code (and configs): what the user can act on."""
+        return tuple(f for f in self.findings if f.library is None)
+
+    @property
+    def library_findings(self) -> tuple[Finding, ...]:
+        """The findings about what an installed library's code does (`Finding.library`), kept apart from the user's."""
+        return tuple(f for f in self.findings if f.library is not None)
+
     def counts(self) -> dict[str, int]:
         counted = Counter(f.severity.value for f in self.findings)
         return {s.value: counted.get(s.value, 0) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)}
@@ -183,7 +193,8 @@ class Report:
         return tuple(f for f in self.findings if f.severity.rank >= severity.rank)
 
     def summary(self) -> dict[str, Any]:
-        return {**self.counts(), "total": len(self.findings), "checked": len(self.checked), "input_errors": len(self.errors)}
+        return {**self.counts(), "total": len(self.findings), "in_libraries": len(self.library_findings), "checked": len(self.checked),
+                "input_errors": len(self.errors)}
 
 
 def distinct_findings(findings: Iterable[Finding]) -> tuple[Finding, ...]:
@@ -214,23 +225,26 @@ def cause_chain(f: Finding) -> list[tuple[str, Location]]:
 
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """The root cause of a failure first; then file, line, module; within a place, the most severe first."""
+    """The root cause of a failure first; then the user's findings before those inside installed libraries; then file,
+    line, module; within a place, the most severe first."""
 
     def key(f: Finding) -> tuple[Any, ...]:
         loc = f.location
-        return (not f.details.get("root_cause", False), loc.file is None, loc.file or "", loc.line or 0, loc.column or 0,
+        return (not f.details.get("root_cause", False), f.library is not None, loc.file is None, loc.file or "", loc.line or 0, loc.column or 0,
                 loc.module or "", -f.severity.rank, f.rule_id)
 
     return sorted(findings, key=key)
 
 
 def summary_line(counts: dict[str, int], checked: Sequence[str] = (), unreadable: int = 0, *, clean: str = "no findings",
-                 caveats: Sequence[str] = ()) -> str:
+                 caveats: Sequence[str] = (), in_libraries: int = 0) -> str:
     """`2 errors in 5 checked`; inputs that could not be read are counted, so "no findings" never reads as a
     clean bill for files that were not looked at. `clean` replaces "no findings" where those words would say
     less than what was checked (`env`); `caveats` say what was not checked ("no optimizer step was seen")."""
     parts = [f"{n} {name}{'s' if n != 1 else ''}" for name, n in counts.items() if n]
     found = ", ".join(parts) if parts else clean
+    if in_libraries:
+        found += f" ({in_libraries} of them inside installed libraries)"
     line = f"{found}" + (f" in {len(checked)} checked" if checked else "")
     if unreadable:
         line += f"; {unreadable} input{'s' if unreadable != 1 else ''} with errors (see above)"
@@ -244,7 +258,7 @@ def report_summary(report: Report) -> str:
     the words of a report with no findings, `summary_caveats` for what was not checked (see `notes`)."""
     return summary_line(report.counts(), report.checked, len({e.file for e in report.errors}),
                         clean="no findings" if report.info.summary_when_clean is None else report.info.summary_when_clean,
-                        caveats=report.info.summary_caveats)
+                        caveats=report.info.summary_caveats, in_libraries=len(report.library_findings))
 
 
 def exit_code(report: Report, fail_on: Severity = Severity.ERROR, *, program_code: int = 0) -> int:

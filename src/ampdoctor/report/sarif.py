@@ -112,6 +112,8 @@ def report_to_sarif(report: Report, root: Path | None = None) -> dict[str, Any]:
             "locations": [_location(f.location, root, _anchor(f, report))],
             "partialFingerprints": {"ampdoctorFinding/v1": _fingerprint(f)},
         }
+        if f.library is not None:  # about an installed library's code, not the user's: kept apart by consumers
+            result["properties"] = {"library": f.library}
         related = ([_location(f.origin, root, message="origin: " + str(f.origin))] if f.origin else []) + [_location(r, root) for r in f.related]
         related = [loc for loc in related if "physicalLocation" in loc or "logicalLocations" in loc]
         if related:

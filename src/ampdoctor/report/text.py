@@ -98,10 +98,21 @@ def write_text(report: Report, stream: IO[str], *, color: bool | None = None, wi
     root = root_cause(report)
     if root is not None:
         _write_root_cause(console, root, indented)
-    rest = [f for f in report.findings if f is not root]
+    rest = [f for f in report.findings if f is not root and f.library is None]
     if root is not None and rest:
         console.print(Text("other findings", style="bold"))
-    for group, items in groupby(rest, key=_group):
+    _write_findings(console, rest, indented)
+    inside = [f for f in report.findings if f is not root and f.library is not None]
+    if inside:
+        console.print(Text("inside installed libraries (not your code; notes about what the library does)", style="bold"))
+        _write_findings(console, inside, indented)
+    for table in report.tables:
+        _write_table(console, table, full)
+    console.print(Text(report_summary(report), style="bold"))
+
+
+def _write_findings(console: Console, findings: list[Finding], indented: Any) -> None:
+    for group, items in groupby(findings, key=_group):
         console.print(Text(group, style="bold underline"))
         for f in items:
             line = Text()
@@ -117,9 +128,6 @@ def write_text(report: Report, stream: IO[str], *, color: bool | None = None, wi
             for rel in f.related:
                 indented(Text(f"related: {rel}", style="dim"), 6)
             indented(Text(f"fix: {f.fix}", style="green"), 6)
-    for table in report.tables:
-        _write_table(console, table, full)
-    console.print(Text(report_summary(report), style="bold"))
 
 
 def _write_root_cause(console: Console, f: Finding, indented: Any) -> None:
@@ -132,6 +140,8 @@ def _write_root_cause(console: Console, f: Finding, indented: Any) -> None:
     indented(Text(f.message), 2)
     for n, (step, loc) in enumerate(cause_chain(f), 1):
         indented(Text(f"{n}. {step}: {loc}", style="magenta" if step == "origin" else ""), 2)
+    if f.details.get("folded"):
+        indented(Text(f"on the same chain (folded into it): {'; '.join(f.details['folded'])}", style="dim"), 2)
     indented(Text(f"fix: {f.fix}", style="green"), 2)
 
 

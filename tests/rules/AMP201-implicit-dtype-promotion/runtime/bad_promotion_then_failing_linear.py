@@ -1,6 +1,6 @@
 # EleutherAI/gpt-neox#1305's shape: the fp32 product of a promotion reaches a bf16 Linear two lines later, which
-# fails with "mat1 and mat2 must have the same dtype"; the audit reports the promotion and, at the failure, the
-# chain back to it.
+# fails with "mat1 and mat2 must have the same dtype"; the audit reports one finding, at the failure, with the
+# chain back to the promotion (its origin: the promotion's own finding folds into it).
 import torch
 from torch import nn
 
@@ -13,7 +13,7 @@ class ScaledMLP(nn.Module):
         self.scale = torch.full((dim,), 0.5)  # plain attribute: stays fp32
 
     def forward(self, x):
-        h = self.up(x) * self.scale  # ampdoctor: expect[AMP201]
+        h = self.up(x) * self.scale
         return self.down(h)  # ampdoctor: expect[AMP201]
 
 

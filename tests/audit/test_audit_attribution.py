@@ -1,0 +1,185 @@
+"""Where a runtime finding happened and whose code it is about: the line that did it (an installed library's when
+the library did it), findings inside libraries kept apart as notes, one finding per crash, one per repeated line,
+and buffers scanned in modules whose forward never runs."""
+
+import importlib
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn as nn
+
+from ampdoctor.audit import audit
+from ampdoctor.core import Severity
+from ampdoctor.report import render_json, render_text
+from ampdoctor.report.sarif import report_to_sarif
+
+LAYER = '''
+import torch
+import torch.nn as nn
+
+
+class Mixer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(16, 16))
+
+    def forward(self, x):
+        return torch.mm(x, self.weight)  # the matmul line
+'''
+
+
+def _package(root, name):
+    """A package `name` with the module `layer.py` (LAYER) under `root`, imported fresh."""
+    pkg = root / name
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "layer.py").write_text(textwrap.dedent(LAYER))
+    sys.path.insert(0, str(root))
+    try:
+        sys.modules.pop(name, None)
+        sys.modules.pop(f"{name}.layer", None)
+        return importlib.import_module(f"{name}.layer")
+    finally:
+        sys.path.remove(str(root))
+
+
+def _line(text):
+    with open(__file__, encoding="utf-8") as fh:
+        return next(n for n, line in enumerate(fh, 1) if text in line and "_line(" not in line)
+
+
+def _fp32_matmuls(layer):
+    model = nn.Sequential(layer.Mixer(), layer.Mixer())
+    with audit("bf16-mixed") as a:  # no autocast: the matmuls run in fp32
+        model(torch.randn(4, 16)).sum().backward()  # the user's call
+    return a.report, [f for f in a.report.findings if f.rule_id == "AMP203"]
+
+
+def test_a_finding_inside_an_installed_library_is_a_note_at_the_library_line(tmp_path):
+    layer = _package(tmp_path / "lib" / "python3" / "site-packages", "fakelib")
+    report, [f] = _fp32_matmuls(layer)
+    assert f.library == "fakelib" and f.severity is Severity.INFO and f.details["rule_severity"] == "warning"
+    assert f.location.file.endswith("fakelib/layer.py") and f.location.line == 12  # forward and backward: the mm line
+    assert f.message.startswith("inside fakelib's layer.py: ")
+    # both layers, forward and backward (placed at the line that built the backward's node): one finding
+    assert f.details["count"] == 4 and f.details["modules"] == ["0", "1"]
+    user = [r for r in f.related if r.label == "called from your code here"]
+    assert len(user) == 1 and user[0].file.endswith("test_audit_attribution.py") and user[0].line == _line("# the user's call")
+    assert report.user_findings == () and report.library_findings == (f,)
+    # kept apart in every format
+    text = render_text(report, width=1000)
+    assert "inside installed libraries" in text and "(1 of them inside installed libraries)" in text
+    assert '"library": "fakelib"' in render_json(report)
+    [result] = [r for r in report_to_sarif(report)["runs"][0]["results"] if r["ruleId"] == "AMP203"]
+    assert (result["properties"], result["level"]) == ({"library": "fakelib"}, "note")
+
+
+def test_the_same_code_in_the_users_tree_keeps_its_severity(tmp_path):
+    layer = _package(tmp_path / "project", "mymodel")
+    _, [f] = _fp32_matmuls(layer)
+    assert f.library is None and f.severity is Severity.WARNING and f.location.file.endswith("mymodel/layer.py")
+
+
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        scores = torch.bmm(q, k.transpose(1, 2)) * self.scale  # the fp32 scale drags the scores to fp32
+        return torch.bmm(scores.softmax(dim=-1), v)  # fp32 probs meet bf16 v: the step fails here
+
+
+def test_a_crash_is_one_finding_with_its_chain():
+    model = Attention().to(torch.bfloat16)
+    model.scale = torch.full((1, 4, 4), 0.5)  # fp32, set after the cast
+    with pytest.raises(RuntimeError):
+        with audit("bf16-true") as a:
+            model(torch.randn(2, 4, 8, dtype=torch.bfloat16)).float().sum().backward()
+    serious = [f for f in a.report.findings if f.severity is not Severity.INFO]
+    assert len(serious) == 1, [(f.rule_id, f.severity, str(f.location)) for f in a.report.findings]
+    [root] = serious
+    assert root.details["root_cause"] is True and root.location.op == "aten::bmm" and root.origin.op == "aten::mul"
+    assert any(x.startswith("AMP201 implicit-dtype-promotion at ") for x in root.details["folded"])
+    # explain's readings of the error text are named on the root cause, not listed as notes of their own
+    assert [f for f in a.report.findings if "none of what usually comes with it" in f.message] == []
+
+
+class BufferOnly(nn.Module):
+    """A LightningModule-like model: the step uses its buffer and a child, never `self(...)`."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.register_buffer("inv_freq", (1.0 / 10000 ** (torch.arange(0, 8, 2).float() / 8)).to(torch.bfloat16), persistent=False)
+
+    def training_step(self, x):
+        angles = torch.outer(torch.arange(4).float(), self.inv_freq.float())
+        return (self.proj(x) * angles.cos().repeat(1, 2)).sum()
+
+
+def test_a_module_whose_forward_never_runs_has_its_buffers_scanned():
+    model = BufferOnly()
+    with audit("bf16-mixed", model=model) as a:
+        model.training_step(torch.randn(4, 8)).backward()
+    found = [f for f in a.report.findings if f.rule_id == "AMP002"]
+    assert [(f.location.module, "inv_freq" in f.message) for f in found] == [("", True)]
+    # the module table still lists only modules that ran
+    assert [row[0] for row in a.report.tables[0].rows] == ["proj", "<outside modules>"]
+
+
+def test_audit_of_a_config_places_findings_in_the_library_never_in_whatever_called_ampdoctor(tmp_path):
+    # `ampdoctor audit --hf-config` runs the step (and its backward) from ampdoctor's own code: the code that called
+    # ampdoctor (its console script; here, this test) is nobody's line for an op.
+    pytest.importorskip("transformers")
+    import json
+
+    from ampdoctor.cli import main
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64, "vocab_size": 256,
+                               "bos_token_id": 1, "eos_token_id": 2}))
+    out = tmp_path / "report.json"
+    assert main(["audit", "--hf-config", str(cfg), "--seq-len", "16", "--batch-size", "2", "--format", "json", "-o", str(out)]) == 0
+    findings = json.loads(out.read_text())["findings"]
+    assert findings and all(f["library"] == "transformers" and f["severity"] == "info" for f in findings)
+    places = [loc["file"] for f in findings for loc in (f["location"], *f["related"]) if loc["file"]]
+    assert places and all("site-packages" in p and "transformers" in p for p in places), places
+
+
+def test_a_crash_inside_a_library_stays_the_users_error_with_the_users_call(tmp_path):
+    pkg = tmp_path / "lib" / "python3" / "site-packages" / "crashlib"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "attn.py").write_text(textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+
+        class Attention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.qkv = nn.Linear(8, 24)
+
+            def forward(self, x, scale):
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                scores = torch.bmm(q, k.transpose(1, 2)) * scale
+                return torch.bmm(scores.softmax(dim=-1), v)
+    '''))
+    sys.path.insert(0, str(pkg.parent))
+    try:
+        sys.modules.pop("crashlib", None)
+        sys.modules.pop("crashlib.attn", None)
+        attn = importlib.import_module("crashlib.attn")
+    finally:
+        sys.path.remove(str(pkg.parent))
+    model = attn.Attention().to(torch.bfloat16)
+    with pytest.raises(RuntimeError):
+        with audit("bf16-true") as a:
+            model(torch.randn(2, 4, 8, dtype=torch.bfloat16), torch.full((1, 4, 4), 0.5))  # the user's fp32 scale
+    [root] = [f for f in a.report.findings if f.severity is not Severity.INFO]
+    assert root.library is None and root.details["root_cause"] is True and root.location.file.endswith("crashlib/attn.py")
+    assert [r.file.endswith("test_audit_attribution.py") for r in root.related if r.label == "called from your code here"] == [True]
