@@ -44,6 +44,7 @@ class Tag(str, enum.Enum):
     ACCUMULATE = "accumulate"  # autograd's AccumulateGrad adding into a `.grad`: (ACCUMULATE, id of the parameter)
     FLOPS = "flops"  # a matmul: (FLOPS, formula, shapes...) for `RuntimeContext.matmul_flops`
     LOSS = "loss"  # a loss function: (LOSS, producer of its input, the input's dtype)
+    FILL = "fill"  # a finite Python number made into a half tensor that holds inf: (FILL, the number, the dtype)
 
 
 class When(str, enum.Enum):

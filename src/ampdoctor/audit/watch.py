@@ -113,6 +113,18 @@ def _trig(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> 
     return None
 
 
+# From this magnitude a number rounds to inf: the largest finite value plus half an ulp (AMP133).
+_INF_AT = {torch.float16: 65520.0, torch.bfloat16: 2.0 ** 128 * (1 - 2.0 ** -9)}
+
+
+def _scalar_tensor(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
+    # `torch.where(mask, -1e9, scores)` wraps the number in the scores' half dtype: no error, an inf fill.
+    value = args[0] if args else None
+    if out.dtype in _HALF and isinstance(value, (int, float)) and math.isfinite(value) and abs(value) >= _INF_AT[out.dtype]:
+        return (Tag.FILL, float(value), out.dtype)
+    return None
+
+
 def _overloads(packet: Any) -> list:
     return [getattr(packet, name) for name in packet.overloads()]
 
@@ -144,6 +156,7 @@ def _build() -> tuple[dict[int, Callable[..., Any]], frozenset[int]]:
         add(op, _arange)
     add(aten._to_copy.default, _to_copy)
     add(aten.ones_like.default, _ones_like)
+    add(aten.scalar_tensor.default, _scalar_tensor)
     for op in (aten.cos.default, aten.sin.default):
         add(op, _trig)
     return table, frozenset(matmuls)
