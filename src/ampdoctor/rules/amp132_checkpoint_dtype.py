@@ -29,10 +29,14 @@ def _half_default_dtype(ctx: Context, scope: ast.AST, line: int) -> tuple[ast.Ca
 def _intended_half(ctx: Context, model: str, load: ast.Call) -> tuple[ast.Call, frozenset] | None:
     """Where the model was made half before the load: a cast of it in the same scope, or a half default dtype."""
     scope = ctx.src.scope(load)
-    for cast in ctx.facts.model_casts:
+    receiver = load.func.value if isinstance(load.func, ast.Attribute) else load
+    rebound = [line for line, _ in ctx.src.bindings(receiver, scope) if line < load.lineno]
+    for cast in reversed(ctx.facts.model_casts):
         if cast.node.lineno < load.lineno and cast.name == model and ctx.src.scope(cast.node) is scope:
-            return cast.node, cast.dtypes
-    return _half_default_dtype(ctx, scope, load.lineno)
+            # a model built anew after the cast (`model = Net(config)` on meta) is not the cast one
+            return (cast.node, cast.dtypes) if all(line <= cast.node.lineno for line in rebound) else None
+    made = _half_default_dtype(ctx, scope, load.lineno)
+    return made if made is not None and all(line > made[0].lineno for line in rebound) else None
 
 
 def _cast_after(ctx: Context, model: str, load: ast.Call) -> bool:

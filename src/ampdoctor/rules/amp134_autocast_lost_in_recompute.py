@@ -42,7 +42,7 @@ def _mentions(fn: ast.FunctionDef, words: tuple[str, ...]) -> bool:
 def _under_autocast(ctx: Context, call: ast.Call, backward: ast.FunctionDef) -> bool:
     """The recompute call sits in a ``with <...autocast...>(...)`` block of the backward, or the backward is decorated
     with one (``custom_bwd`` runs it under the forward's autocast state)."""
-    if any("autocast" in ast.unparse(d) or ast.unparse(d).endswith("custom_bwd") for d in backward.decorator_list):
+    if any("autocast" in ast.unparse(d) or "custom_bwd" in ast.unparse(d) for d in backward.decorator_list):
         return True
     for parent in ctx.src.ancestors(call):
         if parent is backward:

@@ -40,16 +40,18 @@ def bnb_compute_dtype_config(policy: Policy | None, facts: RunFacts, at: Places)
 
 def _run_dtype(ctx: Context, config: ast.Call) -> tuple[frozenset | None, ast.AST | None]:
     """The dtype the quantized model runs in: `torch_dtype=`/`dtype=` of the call loading it with this config, else the
-    one half mode the file turns on (``TrainingArguments(bf16=True)``)."""
+    one half mode turned on in the same scope (``TrainingArguments(bf16=True)``)."""
     name = assigned_name(ctx, config)
-    for call in ctx.src.calls:
+    scope = ctx.src.scope(config)
+    calls = [c for c in ctx.src.calls if ctx.src.scope(c) is scope]  # a name like `bnb_config` means another object elsewhere
+    for call in calls:
         given = keyword(call, "quantization_config")
         if given is config or (name is not None and given is not None and last_identifier(given) == name):
             dtype = keyword(call, "torch_dtype") or keyword(call, "dtype")
             found = ctx.flow.dtype_of(dtype, ctx.src.scope(call)) if dtype is not None else None
             if found:
                 return found, dtype
-    modes = {(kw.arg, call) for call in ctx.src.calls for kw in call.keywords
+    modes = {(kw.arg, call) for call in calls for kw in call.keywords
              if kw.arg in ("bf16", "fp16") and isinstance(kw.value, ast.Constant) and kw.value.value is True}
     if len({mode for mode, _ in modes}) == 1:
         mode, call = modes.pop()

@@ -34,3 +34,25 @@ class ScaledSoftmax(Function):
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
         return (g - (g * y).sum(-1, keepdim=True)) * y * ctx.scale, None
+
+
+class OffloadedCheckpoint(torch.autograd.Function):
+    """custom_fwd/custom_bwd: the backward runs under the autocast state the forward ran under."""
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda")
+    def forward(ctx, forward_function, hidden):
+        ctx.forward_function = forward_function
+        ctx.save_for_backward(hidden.to("cpu"))
+        with torch.no_grad():
+            return forward_function(hidden)
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
+    def backward(ctx, grad):
+        (hidden,) = ctx.saved_tensors
+        hidden = hidden.cuda().detach().requires_grad_(True)
+        with torch.enable_grad():
+            out = ctx.forward_function(hidden)
+        torch.autograd.backward(out, grad)
+        return None, hidden.grad

@@ -13,3 +13,14 @@ fp32_model = AutoModelForCausalLM.from_pretrained(
     torch_dtype=torch.float32,
 )
 args = TrainingArguments(output_dir="out", bf16=True)
+
+
+def fp16_case():
+    bnb_config = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.float16)
+    return AutoModelForCausalLM.from_pretrained("facebook/opt-125m", quantization_config=bnb_config, torch_dtype=torch.float16)
+
+
+def bf16_case():
+    # the same name in another function is another config
+    bnb_config = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16)
+    return AutoModelForCausalLM.from_pretrained("facebook/opt-125m", quantization_config=bnb_config, torch_dtype=torch.bfloat16)
