@@ -11,9 +11,9 @@ from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.resolve import tokens
 
-# Reading any of these in the forward means the autocast state is recorded, to be restored in the backward.
-_STATE_READERS = ("is_autocast_enabled", "get_autocast_gpu_dtype", "get_autocast_dtype", "get_autocast_cpu_dtype",
-                  "is_autocast_cpu_enabled", "_get_autocast_kwargs")
+# Identifier words by which code handles autocast state (`is_autocast_enabled`, `_get_active_autocast_contexts`,
+# `ctx.torch_gpu_amp_ctx`): a forward or backward naming one records or restores it.
+_AUTOCAST_WORDS = frozenset({"autocast", "amp"})
 
 
 def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
@@ -34,20 +34,20 @@ def _stored_functions(forward: ast.FunctionDef) -> set[str]:
     return out
 
 
-def _mentions(fn: ast.FunctionDef, words: tuple[str, ...]) -> bool:
-    return any(isinstance(n, (ast.Attribute, ast.Name)) and (n.attr if isinstance(n, ast.Attribute) else n.id) in words
-               for n in ast.walk(fn))
+def _handles_autocast(node: ast.AST) -> bool:
+    return any(isinstance(n, (ast.Attribute, ast.Name)) and tokens(n.attr if isinstance(n, ast.Attribute) else n.id) & _AUTOCAST_WORDS
+               for n in ast.walk(node))
 
 
 def _under_autocast(ctx: Context, call: ast.Call, backward: ast.FunctionDef) -> bool:
     """The recompute call sits in a ``with <...autocast...>(...)`` block of the backward, or the backward is decorated
     with one (``custom_bwd`` runs it under the forward's autocast state)."""
-    if any("autocast" in ast.unparse(d) or "custom_bwd" in ast.unparse(d) for d in backward.decorator_list):
+    if any(_handles_autocast(d) or "custom_bwd" in ast.unparse(d) for d in backward.decorator_list):
         return True
     for parent in ctx.src.ancestors(call):
         if parent is backward:
             return False
-        if isinstance(parent, ast.With) and any("autocast" in ast.unparse(i.context_expr) for i in parent.items):
+        if isinstance(parent, ast.With) and any(_handles_autocast(i.context_expr) for i in parent.items):
             return True
     return False
 
@@ -62,7 +62,7 @@ def recompute_without_autocast(ctx: Context) -> Iterator[CodeHit]:
         if forward is None or backward is None or not backward.args.args:
             continue
         stored = _stored_functions(forward)
-        if not stored or _mentions(forward, _STATE_READERS) or _mentions(backward, _STATE_READERS):
+        if not stored or _handles_autocast(forward):
             continue
         ctx_name = backward.args.args[0].arg
         for call in (n for n in ast.walk(backward) if isinstance(n, ast.Call)):

@@ -56,3 +56,28 @@ class OffloadedCheckpoint(torch.autograd.Function):
             out = ctx.forward_function(hidden)
         torch.autograd.backward(out, grad)
         return None, hidden.grad
+
+
+def _active_autocast_context():
+    return torch.autocast("cuda", dtype=torch.get_autocast_dtype("cuda"), enabled=torch.is_autocast_enabled("cuda"))
+
+
+class ContextCheckpoint(torch.autograd.Function):
+    """The state is captured by a helper in forward and re-entered from the ctx in backward (TransformerEngine PR #791)."""
+
+    @staticmethod
+    def forward(ctx, run_function, x):
+        ctx.run_function = run_function
+        ctx.gpu_amp_ctx = _active_autocast_context()
+        ctx.save_for_backward(x)
+        with torch.no_grad():
+            return run_function(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        x = x.detach().requires_grad_(True)
+        with torch.enable_grad(), ctx.gpu_amp_ctx:
+            out = ctx.run_function(x)
+        torch.autograd.backward(out, grad)
+        return None, x.grad
