@@ -37,20 +37,28 @@ def constant_value(ctx: Context, expr: ast.AST | None, depth: int = 0) -> float 
     if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
         inner = constant_value(ctx, expr.operand, depth + 1)
         return None if inner is None else -inner
-    if isinstance(expr, ast.Attribute) and expr.attr in ("min", "max") and isinstance(expr.value, ast.Call):
-        finfo = expr.value
-        if ctx.qualname(finfo.func) == "torch.finfo" and finfo.args:
-            wide = ctx.flow.dtype_of(finfo.args[0], ctx.src.scope(expr))
-            if wide == FP32:
-                return -3.4028234663852886e38 if expr.attr == "min" else 3.4028234663852886e38
-            if wide == FP64:
-                return float("-inf") if expr.attr == "min" else float("inf")  # beyond every float32 and half: inf after any cast
+    if isinstance(expr, ast.Attribute):
+        return _wide_finfo_bound(ctx, expr)
     if isinstance(expr, ast.Name):
         bound = ctx.src.bindings(expr, ctx.src.scope(expr))
         values = {constant_value(ctx, v, depth + 1) for _, v in bound if v is not None}
         if len(bound) == 1 and len(values) == 1:
             return values.pop()
     return None
+
+
+def _wide_finfo_bound(ctx: Context, expr: ast.Attribute) -> float | None:
+    """``torch.finfo(torch.float32).min`` -> -3.4e38 (and float64's bounds): numbers beyond every half dtype."""
+    if expr.attr not in ("min", "max") or not isinstance(expr.value, ast.Call):
+        return None
+    finfo = expr.value
+    if ctx.qualname(finfo.func) != "torch.finfo" or not finfo.args:
+        return None
+    wide = ctx.flow.dtype_of(finfo.args[0], ctx.src.scope(expr))
+    bound = {FP32: 3.4028234663852886e38, FP64: 1.7976931348623157e308}.get(wide) if wide and len(wide) == 1 else None
+    if bound is None:
+        return None
+    return -bound if expr.attr == "min" else bound
 
 
 def _fill_sites(ctx: Context) -> Iterator[tuple[ast.Call, ast.AST, ast.AST | None, str]]:
