@@ -44,7 +44,9 @@ class Tag(str, enum.Enum):
     ACCUMULATE = "accumulate"  # autograd's AccumulateGrad adding into a `.grad`: (ACCUMULATE, id of the parameter)
     FLOPS = "flops"  # a matmul: (FLOPS, formula, shapes...) for `RuntimeContext.matmul_flops`
     LOSS = "loss"  # a loss function: (LOSS, producer of its input, the input's dtype)
-    FILL = "fill"  # a finite Python number made into a half tensor that holds inf: (FILL, the number, the dtype)
+    # a finite constant that became inf in a half tensor: (FILL, the number, the dtype, "fill" for a Python number
+    # made into the tensor, "cast" for an fp32 tensor holding it, such as a mask filled with float32's min, cast to half)
+    FILL = "fill"
 
 
 class When(str, enum.Enum):

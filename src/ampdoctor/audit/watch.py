@@ -17,6 +17,8 @@ from ampdoctor.audit.evidence import Tag
 _HALF = (torch.bfloat16, torch.float16)
 # Largest integer up to which every integer is exact (AMP103: bf16 256, fp16 2048).
 EXACT_INT = {torch.bfloat16: 256, torch.float16: 2048}
+# From this magnitude a number rounds to inf: the largest finite value plus half an ulp (AMP133).
+_INF_AT = {torch.float16: 65520.0, torch.bfloat16: 2.0 ** 128 * (1 - 2.0 ** -9)}
 _INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
@@ -89,6 +91,10 @@ def _to_copy(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) 
     elif src.dtype in (torch.float32, torch.float64) and src.numel() <= 1 << 16:
         s = src.detach()
         top = float(s.abs().max())
+        if math.isfinite(top) and top >= _INF_AT[out.dtype]:
+            big = s[s.abs() >= _INF_AT[out.dtype]]
+            if bool((big == big[0]).all()):  # one fill constant (a mask's float32 min), not overflowing activations
+                return (Tag.FILL, float(big[0]), out.dtype, "cast")
         if top > EXACT_INT[out.dtype] and bool((s == s.round()).all()):
             return (Tag.POSITIONS, top, "cast")
     return None
@@ -113,15 +119,11 @@ def _trig(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> 
     return None
 
 
-# From this magnitude a number rounds to inf: the largest finite value plus half an ulp (AMP133).
-_INF_AT = {torch.float16: 65520.0, torch.bfloat16: 2.0 ** 128 * (1 - 2.0 ** -9)}
-
-
 def _scalar_tensor(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
     # `torch.where(mask, -1e9, scores)` wraps the number in the scores' half dtype: no error, an inf fill.
     value = args[0] if args else None
     if out.dtype in _HALF and isinstance(value, (int, float)) and math.isfinite(value) and abs(value) >= _INF_AT[out.dtype]:
-        return (Tag.FILL, float(value), out.dtype)
+        return (Tag.FILL, float(value), out.dtype, "fill")
     return None
 
 

@@ -118,10 +118,12 @@ def mask_fill_overflow(ctx: Context) -> Iterator[CodeHit]:
 
 @runtime_check("AMP133")
 def fill_became_inf(ctx: RuntimeContext) -> Iterator[Hit]:
-    """A finite Python number made into a half tensor (``torch.where(mask, -1e9, scores)``) that came out infinite."""
+    """A finite constant that came out infinite in a half tensor: a Python number (``torch.where(mask, -1e9, scores)``)
+    or an fp32 mask filled with float32's min, cast to half."""
     t = ctx.trace
     for op in t.tagged(Tag.FILL):
-        value, dtype = op.extra[1], op.extra[2]
-        yield Hit(f"the constant {value:g} is written into a {name_of(dtype)} tensor, where it becomes {'-' if value < 0 else ''}inf "
+        value, dtype, how = op.extra[1], op.extra[2], op.extra[3]
+        what = "is written into" if how == "fill" else "is cast, in a float32 tensor, to"
+        yield Hit(f"the constant {value:g} {what} {name_of(dtype)}, where it becomes {'-' if value < 0 else ''}inf "
                   "(a fully masked row then gives NaN in softmax)", t.location(op.seq))
         return
