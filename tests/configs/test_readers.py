@@ -107,3 +107,19 @@ def test_torchtitan_export_is_valid_toml_that_reads_back(preset, text, tmp_path)
     assert result.syntax == "toml" and text in result.text and result.cannot_express == ()
     path = toml(tmp_path, result.text)
     assert from_config("torchtitan", path) == PRESETS[preset]
+
+
+@pytest.mark.parametrize("written, line", [
+    ("bnb_4bit_compute_dtype: float16\n", 5),
+    ("quantization_config:\n  load_in_4bit: true\n  bnb_4bit_compute_dtype: torch.float32\n", 7),
+    ("bnb_config_kwargs:\n  bnb_4bit_compute_dtype: bf16\n", 6),
+])
+def test_hf_reader_reads_the_4bit_compute_dtype_where_a_config_writes_it(written, line, tmp_path):
+    path = tmp_path / "sft.yaml"
+    path.write_text("model_name_or_path: m\ntorch_dtype: bfloat16\noutput_dir: out\nper_device_train_batch_size: 2\n" + written)
+    docs, error = load_documents(path)
+    assert error is None and reader_for(docs[0]) is reader_named("hf")
+    reading = reader_named("hf").read(docs[0])
+    expected = {"float16": "fp16", "torch.float32": "fp32", "bf16": "bf16"}[written.split(": ")[-1].strip()]
+    assert reading.fact("quant_compute_dtype") == expected
+    assert reading.locate()("quant_compute_dtype").line == line
