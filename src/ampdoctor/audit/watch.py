@@ -93,8 +93,11 @@ def _to_copy(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) 
         top = float(s.abs().max())
         if math.isfinite(top) and top >= _INF_AT[out.dtype]:
             big = s[s.abs() >= _INF_AT[out.dtype]]
-            if bool((big == big[0]).all()):  # one fill constant (a mask's float32 min), not overflowing activations
-                return (Tag.FILL, float(big[0]), out.dtype, "cast")
+            if s.dim() and big.numel() > 1 and bool((big == big[0]).all()):
+                # One fill constant (a mask's float32 min): not positions, not overflowing activations. A problem only
+                # with a row of nothing else, which softmax turns into NaN once it is -inf (a causal mask's -inf
+                # beside finite scores is harmless).
+                return (Tag.FILL, float(big[0]), out.dtype, "cast") if bool((s == big[0]).all(dim=-1).any()) else None
         if top > EXACT_INT[out.dtype] and bool((s == s.round()).all()):
             return (Tag.POSITIONS, top, "cast")
     return None

@@ -8,6 +8,7 @@ import ast
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.evidence import Tag
+from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import BF16, FP16, name_of
 from ampdoctor.lint.python.context import CodeHit, Context, in_half_module
@@ -119,11 +120,12 @@ def mask_fill_overflow(ctx: Context) -> Iterator[CodeHit]:
 @runtime_check("AMP133")
 def fill_became_inf(ctx: RuntimeContext) -> Iterator[Hit]:
     """A finite constant that came out infinite in a half tensor: a Python number (``torch.where(mask, -1e9, scores)``)
-    or an fp32 mask filled with float32's min, cast to half."""
+    or an fp32 mask filled with float32's min, with a fully masked row, cast to half. A warning: the step runs on, and
+    only fully masked rows turn NaN (the crash of masked_fill is the error the catalog names)."""
     t = ctx.trace
     for op in t.tagged(Tag.FILL):
         value, dtype, how = op.extra[1], op.extra[2], op.extra[3]
         what = "is written into" if how == "fill" else "is cast, in a float32 tensor, to"
         yield Hit(f"the constant {value:g} {what} {name_of(dtype)}, where it becomes {'-' if value < 0 else ''}inf "
-                  "(a fully masked row then gives NaN in softmax)", t.location(op.seq))
+                  "(a fully masked row then gives NaN in softmax)", t.location(op.seq), severity=Severity.WARNING)
         return

@@ -7,5 +7,5 @@ keep = torch.ones(2, 4, dtype=torch.bool)
 keep[1] = False  # a padding-only sequence
 bias = torch.zeros(2, 4).masked_fill(~keep, torch.finfo(torch.float32).min)[:, None, None, :]
 q = torch.randn(2, 1, 4, 8, dtype=torch.bfloat16)
-mask = bias.to(torch.bfloat16)  # ampdoctor: expect[AMP133]
+mask = bias.to(torch.bfloat16)  # ampdoctor: expect[AMP133:warning]
 out = torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask)
