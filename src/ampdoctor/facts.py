@@ -80,6 +80,7 @@ class RunFacts:
     # "version-dependent" (some versions drop it and the version is unknown); None: no such request or quirk.
     grads_request: str | None = None
     model_name: str | None = None
+    quant_compute_dtype: str | None = None  # the dtype 4-bit quantized layers compute in, where the config writes it
     attn_implementation: str | None = None
     eval_dtype: str | None = None  # the dtype the whole model is cast to for evaluation (HF *_full_eval)
     rotary_table_dtype: str | None = None

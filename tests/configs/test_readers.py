@@ -119,3 +119,18 @@ def test_deepspeed_world_size_only_from_a_written_accumulation(tmp_path):
     path.write_text('{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 16, "gradient_accumulation_steps": 2, "bf16": {"enabled": true}}')
     docs, _ = load_documents(path)
     assert reader_named("deepspeed").read(docs[0]).fact("world_size") == 2
+
+@pytest.mark.parametrize("written, line", [
+    ("bnb_4bit_compute_dtype: float16\n", 5),
+    ("quantization_config:\n  load_in_4bit: true\n  bnb_4bit_compute_dtype: torch.float32\n", 7),
+    ("bnb_config_kwargs:\n  bnb_4bit_compute_dtype: bf16\n", 6),
+])
+def test_hf_reader_reads_the_4bit_compute_dtype_where_a_config_writes_it(written, line, tmp_path):
+    path = tmp_path / "sft.yaml"
+    path.write_text("model_name_or_path: m\ntorch_dtype: bfloat16\noutput_dir: out\nper_device_train_batch_size: 2\n" + written)
+    docs, error = load_documents(path)
+    assert error is None and reader_for(docs[0]) is reader_named("hf")
+    reading = reader_named("hf").read(docs[0])
+    expected = {"float16": "fp16", "torch.float32": "fp32", "bf16": "bf16"}[written.split(": ")[-1].strip()]
+    assert reading.fact("quant_compute_dtype") == expected
+    assert reading.locate()("quant_compute_dtype").line == line

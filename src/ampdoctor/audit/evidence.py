@@ -51,6 +51,10 @@ class Tag(str, enum.Enum):
     # (RUNNING_SUM, increments smaller than half a unit in the last place of the sum, increments sampled)
     RUNNING_SUM = "running_sum"
 
+    # a finite constant that became inf in a half tensor: (FILL, the number, the dtype, "fill" for a Python number
+    # made into the tensor, "cast" for an fp32 tensor holding it, such as a mask filled with float32's min, cast to half)
+    FILL = "fill"
+
 
 class When(str, enum.Enum):
     """When the dtypes of `.grad` were looked at."""

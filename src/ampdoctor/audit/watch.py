@@ -17,6 +17,8 @@ from ampdoctor.audit.evidence import Tag
 _HALF = (torch.bfloat16, torch.float16)
 # Largest integer up to which every integer is exact (AMP103: bf16 256, fp16 2048).
 EXACT_INT = {torch.bfloat16: 256, torch.float16: 2048}
+# From this magnitude a number rounds to inf: the largest finite value plus half an ulp (AMP133).
+_INF_AT = {torch.float16: 65520.0, torch.bfloat16: 2.0 ** 128 * (1 - 2.0 ** -9)}
 _INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
@@ -89,6 +91,13 @@ def _to_copy(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) 
     elif src.dtype in (torch.float32, torch.float64) and src.numel() <= 1 << 16:
         s = src.detach()
         top = float(s.abs().max())
+        if math.isfinite(top) and top >= _INF_AT[out.dtype]:
+            big = s[s.abs() >= _INF_AT[out.dtype]]
+            if s.dim() and big.numel() > 1 and bool((big == big[0]).all()):
+                # One fill constant (a mask's float32 min): not positions, not overflowing activations. A problem only
+                # with a row of nothing else, which softmax turns into NaN once it is -inf (a causal mask's -inf
+                # beside finite scores is harmless).
+                return (Tag.FILL, float(big[0]), out.dtype, "cast") if bool((s == big[0]).all(dim=-1).any()) else None
         if top > EXACT_INT[out.dtype] and bool((s == s.round()).all()):
             return (Tag.POSITIONS, top, "cast")
     return None
@@ -180,6 +189,13 @@ def _add_(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> 
 
 _current_node = torch._C._current_autograd_node
 
+def _scalar_tensor(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
+    # `torch.where(mask, -1e9, scores)` wraps the number in the scores' half dtype: no error, an inf fill.
+    value = args[0] if args else None
+    if out.dtype in _HALF and isinstance(value, (int, float)) and math.isfinite(value) and abs(value) >= _INF_AT[out.dtype]:
+        return (Tag.FILL, float(value), out.dtype, "fill")
+    return None
+
 
 def _overloads(packet: Any) -> list:
     return [getattr(packet, name) for name in packet.overloads()]
@@ -212,6 +228,7 @@ def _build() -> tuple[dict[int, Callable[..., Any]], frozenset[int]]:
         add(op, _arange)
     add(aten._to_copy.default, _to_copy)
     add(aten.ones_like.default, _ones_like)
+    add(aten.scalar_tensor.default, _scalar_tensor)
     for op in (aten.cos.default, aten.sin.default):
         add(op, _trig)
     for op in (aten.lerp_.Scalar, aten._foreach_lerp_.Scalar):

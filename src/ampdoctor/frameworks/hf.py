@@ -106,10 +106,26 @@ def _model_facts(doc: Document, cfg: Reading) -> tuple[str | None, Any, Location
         cfg.set("attn_implementation", attn, doc.at("attn_implementation"))
     elif as_bool(doc.get("flash_attention")):
         cfg.set("attn_implementation", "flash_attention_2", doc.at("flash_attention"))
+    _quant_compute(doc, cfg)
     name = doc.get("model_name_or_path") or doc.get("base_model")
     if isinstance(name, str):
         cfg.set("model_name", name, doc.at("model_name_or_path") if doc.has("model_name_or_path") else doc.at("base_model"))
     return model_dtype, model_raw, model_at
+
+
+# Where a config writes the compute dtype of bitsandbytes 4-bit layers: top level, an inline quantization_config,
+# or axolotl's `bnb_config_kwargs` (which overrides the torch_dtype axolotl passes by default).
+_QUANT_COMPUTE_PATHS = (("bnb_4bit_compute_dtype",), ("quantization_config", "bnb_4bit_compute_dtype"),
+                        ("bnb_config_kwargs", "bnb_4bit_compute_dtype"))
+
+
+def _quant_compute(doc: Document, cfg: Reading) -> None:
+    for path in _QUANT_COMPUTE_PATHS:
+        if doc.has(*path):
+            dtype = as_dtype(doc.get(*path))
+            if dtype is not None:
+                cfg.set("quant_compute_dtype", dtype, doc.at(*path))
+            return
 
 
 def _training_facts(doc: Document, cfg: Reading, bf16: bool | None, fp16: bool | None) -> int | None:

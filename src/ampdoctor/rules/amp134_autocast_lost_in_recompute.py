@@ -1,0 +1,76 @@
+"""AMP134 autocast-lost-in-recompute: An activation-checkpointing recompute runs without the forward's autocast state.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP134`)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from ampdoctor.core.registry import code_check
+from ampdoctor.lint.python.context import CodeHit, Context
+from ampdoctor.lint.python.resolve import tokens
+
+# Identifier words by which code handles autocast state (`is_autocast_enabled`, `_get_active_autocast_contexts`,
+# `ctx.torch_gpu_amp_ctx`): a forward or backward naming one records or restores it.
+_AUTOCAST_WORDS = frozenset({"autocast", "amp"})
+
+
+def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+    return next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == name), None)
+
+
+def _stored_functions(forward: ast.FunctionDef) -> set[str]:
+    """Attributes of the autograd ctx that the forward sets from a parameter: ``ctx.run_function = run_function``."""
+    params = {a.arg for a in forward.args.args[1:]}
+    ctx_name = forward.args.args[0].arg if forward.args.args else "ctx"
+    out = set()
+    for node in ast.walk(forward):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in params:
+            for target in node.targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == ctx_name:
+                    if tokens(target.attr) & {"function", "fn", "func", "forward", "run", "module"}:
+                        out.add(target.attr)
+    return out
+
+
+def _handles_autocast(node: ast.AST) -> bool:
+    return any(isinstance(n, (ast.Attribute, ast.Name)) and tokens(n.attr if isinstance(n, ast.Attribute) else n.id) & _AUTOCAST_WORDS
+               for n in ast.walk(node))
+
+
+def _under_autocast(ctx: Context, call: ast.Call, backward: ast.FunctionDef) -> bool:
+    """The recompute call sits in a ``with <...autocast...>(...)`` block of the backward, or the backward is decorated
+    with one (``custom_bwd`` runs it under the forward's autocast state)."""
+    if any(_handles_autocast(d) or "custom_bwd" in ast.unparse(d) for d in backward.decorator_list):
+        return True
+    for parent in ctx.src.ancestors(call):
+        if parent is backward:
+            return False
+        if isinstance(parent, ast.With) and any(_handles_autocast(i.context_expr) for i in parent.items):
+            return True
+    return False
+
+
+@code_check("AMP134", triggers=("autograd.Function", "Function)"), also=(("backward",),))
+def recompute_without_autocast(ctx: Context) -> Iterator[CodeHit]:
+    # pytorch #71124, TransformerEngine #787: a checkpoint that recomputes in backward outside the forward's autocast.
+    for cls in ctx.src.classes:
+        if not any(ctx.qualname(b) == "torch.autograd.Function" for b in cls.bases):
+            continue
+        forward, backward = _method(cls, "forward"), _method(cls, "backward")
+        if forward is None or backward is None or not backward.args.args:
+            continue
+        stored = _stored_functions(forward)
+        if not stored or _handles_autocast(forward):
+            continue
+        ctx_name = backward.args.args[0].arg
+        for call in (n for n in ast.walk(backward) if isinstance(n, ast.Call)):
+            func = call.func
+            if isinstance(func, ast.Attribute) and func.attr in stored and isinstance(func.value, ast.Name) and func.value.id == ctx_name:
+                if not _under_autocast(ctx, call, backward):
+                    yield call, (f"`{cls.name}.backward` recomputes the forward (`{ast.unparse(func)}`) without the autocast "
+                                 "state the forward ran under: the recompute runs in fp32 (or mixes dtypes) when the forward was "
+                                 "autocast; record `torch.get_autocast_dtype`/`is_autocast_enabled` in forward and re-enter "
+                                 "`torch.autocast` around the recompute")
+                break

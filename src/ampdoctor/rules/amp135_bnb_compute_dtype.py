@@ -1,0 +1,76 @@
+"""AMP135 bnb-compute-dtype: bitsandbytes 4-bit layers compute in another dtype than the run.
+
+Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP135`)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from ampdoctor.core.engine import Places
+from ampdoctor.core.registry import Hit, code_check, policy_check
+from ampdoctor.dtypes import BF16, FP16, FP32, HALF
+from ampdoctor.facts import RunFacts
+from ampdoctor.lint.python.context import CodeHit, Context, assigned_name
+from ampdoctor.lint.python.dataflow import describe
+from ampdoctor.lint.python.resolve import keyword, last_identifier
+from ampdoctor.policy import Policy
+
+
+def consequence(compute: str, run: str) -> str:
+    """What a 4-bit layer computing in `compute` does to activations of a run in `run`."""
+    if compute == FP32:
+        return "every 4-bit layer upcasts its half input to fp32 and dequantizes to fp32: slow, and no more accurate"
+    if compute == FP16 and run == BF16:
+        return "every 4-bit layer casts the bf16 activations to fp16, where values beyond 65504 overflow to inf"
+    return f"every 4-bit layer rounds the {run} activations to {compute} and back"
+
+
+@policy_check("AMP135")
+def bnb_compute_dtype_config(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
+    # bitsandbytes #650, #1515: a compute dtype that is not the run's dtype.
+    compute = facts.quant_compute_dtype
+    run = policy.compute if policy is not None and policy.compute in HALF else facts.model_dtype
+    if compute is None or run not in HALF or compute == run:
+        return
+    here = at("quant_compute_dtype")
+    yield Hit(f"bnb_4bit_compute_dtype is {compute} in a {run} run: {consequence(compute, run)}", here,
+              related=at.others(here, "compute", "model_dtype"))
+
+
+def _run_dtype(ctx: Context, config: ast.Call) -> tuple[frozenset | None, ast.AST | None]:
+    """The dtype the quantized model runs in: `torch_dtype=`/`dtype=` of the call loading it with this config, else the
+    one half mode turned on in the same scope (``TrainingArguments(bf16=True)``)."""
+    name = assigned_name(ctx, config)
+    scope = ctx.src.scope(config)
+    calls = [c for c in ctx.src.calls if ctx.src.scope(c) is scope]  # a name like `bnb_config` means another object elsewhere
+    for call in calls:
+        given = keyword(call, "quantization_config")
+        if given is config or (name is not None and given is not None and last_identifier(given) == name):
+            dtype = keyword(call, "torch_dtype") or keyword(call, "dtype")
+            found = ctx.flow.dtype_of(dtype, ctx.src.scope(call)) if dtype is not None else None
+            if found:
+                return found, dtype
+    modes = {(kw.arg, call) for call in calls for kw in call.keywords
+             if kw.arg in ("bf16", "fp16") and isinstance(kw.value, ast.Constant) and kw.value.value is True}
+    if len({mode for mode, _ in modes}) == 1:
+        mode, call = modes.pop()
+        return frozenset({mode}), call
+    return None, None
+
+
+@code_check("AMP135", triggers=("BitsAndBytesConfig",), also=(("load_in_4bit", "bnb_4bit_compute_dtype"),))
+def bnb_compute_dtype_code(ctx: Context) -> Iterator[CodeHit]:
+    for call in ctx.src.calls:
+        if last_identifier(call.func) != "BitsAndBytesConfig":
+            continue
+        given = keyword(call, "bnb_4bit_compute_dtype")
+        if given is None:
+            continue  # the default (fp32) is left to the runtime warning: the model's own dtype is often set elsewhere
+        compute = ctx.flow.dtype_of(given, ctx.src.scope(call))
+        run, where = _run_dtype(ctx, call)
+        if not compute or not run or len(compute) != 1 or len(run) != 1 or not run <= HALF or compute == run:
+            continue
+        (c,), (r,) = compute, run
+        yield given, (f"bnb_4bit_compute_dtype is {describe(compute)} but the model runs in {describe(run)} (line {where.lineno}): "
+                      f"{consequence(c, r)}; pass the model's dtype")
