@@ -28,6 +28,8 @@ def add_lint(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--statistics", action="store_true", help="print how many findings each rule has instead of the findings")
     p.add_argument("--baseline", metavar="FILE", help="report only findings not in FILE; when FILE does not exist, record today's findings in it")
     p.add_argument("--jobs", "-j", type=int, help="worker processes for Python files (default: one per core)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the cache of per-file results "
+                   "(default: .ampdoctor_cache in the current folder, or $AMPDOCTOR_CACHE_DIR)")
     p.add_argument("--project", metavar="DIR", help="judge the paths named inside this project: its training scripts and configs "
                    "say what precision the named files run under (for a pre-commit hook or CI that lints changed files only)")
     p.add_argument("--config", metavar="PYPROJECT", help="read [tool.ampdoctor] from this file instead of the nearest pyproject.toml")
@@ -62,6 +64,7 @@ def _lint_settings(args: argparse.Namespace) -> "LintSettings":
             fail_on=Severity.parse(args.fail_on) if args.fail_on else None,
             jobs=args.jobs,
             project=_project(args.project),
+            cache=None if args.no_cache else Path(os.environ.get("AMPDOCTOR_CACHE_DIR") or ".ampdoctor_cache"),
         )
     except SettingsError as exc:
         raise UsageError(str(exc)) from None

@@ -54,6 +54,9 @@ class Detector:
     # code detectors only: does it judge the configs a file writes in Python (an FSDP `MixedPrecision(...)`) itself?
     # Then the rule's policy check is not asked again over those configs (`lint.python.embedded`).
     reads_configs: bool = True
+    # code detectors only: does it read the project context (`ctx.project`)? Only those run again when the
+    # project's precision reaches a file (`lint.python.project`).
+    project: bool = False
 
     @property
     def file(self) -> str:
@@ -74,12 +77,12 @@ _REGISTERED: list[Detector] = []
 
 
 def _register(rule_id: str, kind: str, triggers: tuple[tuple[str, ...], ...] = (),
-              reads_configs: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+              reads_configs: bool = True, project: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     if kind not in KINDS:
         raise ValueError(f"unknown detector kind {kind!r}")
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        _REGISTERED.append(Detector(rule_id, kind, fn, triggers, reads_configs))
+        _REGISTERED.append(Detector(rule_id, kind, fn, triggers, reads_configs, project))
         return fn
 
     return decorate
@@ -91,11 +94,12 @@ def policy_check(rule_id: str) -> Callable[[Callable[..., Any]], Callable[..., A
 
 
 def code_check(rule_id: str, *, triggers: tuple[str, ...], also: tuple[tuple[str, ...], ...] = (),
-               reads_configs: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+               reads_configs: bool = True, project: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn(ctx: Context) -> Iterable[(ast node, message)]``; it runs only on files containing one
     word of `triggers` and one of each group in `also`. `reads_configs=False`: it judges something other than the
-    configs a file writes in Python, so those are still judged by the rule's policy check."""
-    return _register(rule_id, "code", (triggers, *also), reads_configs)
+    configs a file writes in Python, so those are still judged by the rule's policy check. `project=True`: it reads
+    `ctx.project`, and runs again on the files a project's precision reaches."""
+    return _register(rule_id, "code", (triggers, *also), reads_configs, project)
 
 
 def runtime_check(rule_id: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

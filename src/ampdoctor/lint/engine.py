@@ -108,7 +108,8 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
         half += half_configs(read_configs([c for c in context_configs if c not in set(configs)])[0])
         folders.append(settings.project)
     if python:
-        report = report.merge(lint_python_files(python, jobs=settings.jobs, roots=folders, config_half=half, context_files=context))
+        report = report.merge(lint_python_files(python, jobs=settings.jobs, roots=folders, config_half=half, context_files=context,
+                                                cache=settings.cache))
     report = _with_unrecognised([Path(p) for p in paths], report)
     return replace(report, findings=tuple(f for f in report.findings if settings.enabled(f)))
 

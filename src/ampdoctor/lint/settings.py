@@ -58,6 +58,7 @@ class LintSettings:
     jobs: int = 0  # 0: one worker per core
     root: Path | None = None  # the folder of the pyproject.toml the settings came from: patterns are relative to it
     project: Path | None = None  # lint the paths named inside this project (`--project`): its files give precision context
+    cache: Path | None = None  # per-file results by content hash (`lint.cache`); the CLI keeps one unless `--no-cache`
 
     def selected(self, rule_id: str) -> bool:
         chosen = default_rule_ids() if self.select is None else self.select

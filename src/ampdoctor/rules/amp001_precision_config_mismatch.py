@@ -24,22 +24,23 @@ if TYPE_CHECKING:
 _PRECISION_PARAMS = frozenset({"precision", "dtype", "mixed_precision", "torch_dtype", "amp_dtype", "compute_dtype", "param_dtype"})
 
 
-@code_check("AMP001", triggers=("precision", "dtype"), reads_configs=False)
+@code_check("AMP001", triggers=("precision = ", "dtype = torch.", 'dtype = "', "dtype = '"), reads_configs=False)
 def precision_argument_overwritten(ctx: Context) -> Iterator[CodeHit]:
     # litgpt PR #1802: `precision = "32-true"` after the `if precision is None:` default, so whatever the caller asked
     # for, the model ran in fp32. An unconditional constant assignment to the parameter, before anything but a
     # None-check reads it, throws the caller's choice away.
-    for fn in (n for n in ast.walk(ctx.src.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+    # Start from the (indexed) assignments, so that a file with no such statement costs nothing more.
+    for stmt in ctx.src.assigns:
+        fn = ctx.src.parents.get(stmt)
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or stmt not in fn.body:
+            continue
         params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
-        for stmt in fn.body:
-            name = _constant_assignment(stmt, params)
-            if name is None:
-                if _reads_beyond_a_default(stmt, params):
-                    break
-                continue
-            # a warning: the constant may be the safer precision (fp32 rotary), but the caller is not told
-            yield stmt, (f"`{name}` is overwritten with `{ast.unparse(stmt.value)[:30]}` before it is used: whatever precision "
-                         f"the caller of `{fn.name}` passes is ignored"), Severity.WARNING
+        name = _constant_assignment(stmt, params)
+        if name is None or any(_reads_beyond_a_default(s, {name}) for s in fn.body[: fn.body.index(stmt)]):
+            continue
+        # a warning: the constant may be the safer precision (fp32 rotary), but the caller is not told
+        yield stmt, (f"`{name}` is overwritten with `{ast.unparse(stmt.value)[:30]}` before it is used: whatever precision "
+                     f"the caller of `{fn.name}` passes is ignored"), Severity.WARNING
 
 
 def _constant_assignment(stmt: ast.stmt, params: set[str]) -> str | None:

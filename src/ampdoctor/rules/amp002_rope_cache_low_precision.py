@@ -42,7 +42,7 @@ def rope_cache_low_precision(ctx: Context) -> Iterator[CodeHit]:
         yield call, f"{table_kind(ctx)} {what} is cast to {describe(dtypes)}; keep cos/sin/inv_freq in float32"
 
 
-@code_check("AMP002", triggers=("register_buffer",), also=(ROPE_TRIGGERS,))
+@code_check("AMP002", triggers=("register_buffer",), also=(ROPE_TRIGGERS,), project=True)
 def rope_buffer_cast_with_model(ctx: Context) -> Iterator[CodeHit]:
     # `model.half()` / `model.to(torch.bfloat16)` casts every floating buffer, persistent or not: an fp32 `inv_freq`
     # registered in __init__ becomes half, and angles computed from it (`type_as(inv_freq)`, `inv_freq @ pos`) are

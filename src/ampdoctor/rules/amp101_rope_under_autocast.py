@@ -31,7 +31,7 @@ def rotary_said(ctx: Context) -> bool:
     return any(w in text for w in ("rotary", "rope", "rotate_half", "apply_rotary", "freqs_cis"))
 
 
-@code_check("AMP101", triggers=("freq",), also=(("@", "matmul", "mm(", "einsum"), ("autocast", "mixed_precision", "precision=", "bf16=", "fp16=")))
+@code_check("AMP101", triggers=("freq",), also=(("@", "matmul", "mm(", "einsum"), ("autocast", "mixed_precision", "precision=", "bf16=", "fp16=")), project=True)
 def rope_under_autocast(ctx: Context) -> Iterator[CodeHit]:
     # transformers PR #29285, diffusers PR #13922. Autocast's lower-precision list has matmul/mm/bmm and, on
     # CUDA, einsum: `.float()` on both operands does not help, the product is still bf16. An elementwise product

@@ -54,7 +54,7 @@ def _bf16_said(ctx: Context) -> str | None:
     return None
 
 
-@code_check("AMP107", triggers=("autocast",))
+@code_check("AMP107", triggers=("autocast",), project=True)
 def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
     # Without bf16 anywhere in view, fp16 is what the author asked for, and paired with an unconditional GradScaler
     # it is deliberate fp16 AMP; saying "whatever the run is configured for" there would state a guess.

@@ -12,7 +12,7 @@ from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.facts import disables_autocast
 
 
-@code_check("AMP109", triggers=("custom_bwd",), also=(("bfloat16", "bf16"),))
+@code_check("AMP109", triggers=("custom_bwd",), also=(("bfloat16", "bf16"),), project=True)
 def custom_bwd_dtype(ctx: Context) -> Iterator[CodeHit]:
     # pytorch #87979, fixed by PR #88029 in torch 2.0: the old `torch.cuda.amp.custom_bwd` re-entered autocast
     # with its default dtype, fp16, so a bf16 forward got an fp16 backward. With `custom_fwd(cast_inputs=...)` the

@@ -25,7 +25,7 @@ def _disables_autocast(fn: ast.FunctionDef, ctx: Context) -> bool:
     return any(isinstance(node, ast.Call) and disables_autocast(node, ctx.src) for node in ast.walk(fn))
 
 
-@code_check("AMP110", triggers=("Function",), also=(("autocast", "mixed_precision", "precision=", "bf16=", "fp16="),))
+@code_check("AMP110", triggers=("Function",), also=(("autocast", "mixed_precision", "precision=", "bf16=", "fp16="),), project=True)
 def custom_function_without_custom_fwd(ctx: Context) -> Iterator[CodeHit]:
     # pytorch #38487: autocast does not reach inside a custom Function, so its kernels see mixed dtypes.
     local = ctx.facts.half_autocast

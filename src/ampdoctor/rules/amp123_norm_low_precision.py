@@ -128,7 +128,7 @@ def _chosen_dtype(expr: ast.AST, ctx: Context, depth: int = 0) -> bool:
     return False
 
 
-@code_check("AMP123", triggers=HALF_WORDS, also=(("mean(", "var(", "var_mean("),))
+@code_check("AMP123", triggers=HALF_WORDS, also=(("mean(", "var(", "var_mean("),), project=True)
 def norm_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # sglang PR #27540: Gemma RMSNorm variance in bf16 -> cosine 0.51 at layer 58; transformers PR #25421.
     # An upcast anywhere in the norm's class counts (Gemma: `self._norm(x.float())`), so only norms that never

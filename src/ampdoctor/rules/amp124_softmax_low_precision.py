@@ -52,7 +52,7 @@ def _softmax_input(ctx: Context, call: ast.Call) -> tuple[ast.AST | None, ast.AS
     return None, None
 
 
-@code_check("AMP124", triggers=HALF_WORDS, also=(("softmax",),))
+@code_check("AMP124", triggers=HALF_WORDS, also=(("softmax",),), project=True)
 def softmax_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # transformers PR #18057: attention softmax of a half model, no autocast to run it in fp32.
     project = ctx.project.half_model

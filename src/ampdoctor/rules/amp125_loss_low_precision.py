@@ -26,7 +26,7 @@ LOSS_FUNCTIONS = frozenset({
 LOSS_CLASSES = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss", "torch.nn.BCEWithLogitsLoss", "torch.nn.KLDivLoss"})
 
 
-@code_check("AMP125", triggers=HALF_WORDS, also=(("cross_entropy", "nll_loss", "Loss", "kl_div", "binary_cross_entropy"),))
+@code_check("AMP125", triggers=HALF_WORDS, also=(("cross_entropy", "nll_loss", "Loss", "kl_div", "binary_cross_entropy"),), project=True)
 def loss_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # Modalities PR #464: the loss of a half model without `.float()` is quantized to the bf16 grid.
     if ctx.facts.mixed_precision or ctx.project.autocast is not None:

@@ -97,7 +97,10 @@ def _written_dtypes(ctx: Context, call: ast.Call, target: ast.AST | None, how: s
     return None, ""
 
 
-@code_check("AMP133", triggers=("masked_fill", "fill_", "full", "where"), also=(("e9", "e10", "e5", "e6", "e38", "finfo", "e4"),))
+# Triggers: a constant beyond fp16's 65504 (1e5 and up) or float32's own bounds; `finfo(dtype).min` of the tensor's
+# own dtype is the correct fill and, alone, is no reason to parse a file.
+@code_check("AMP133", triggers=("masked_fill", "fill_", "full", "where"),
+            also=(("e9", "e10", "e5", "e6", "e7", "e8", "e38", "finfo(torch.float", "finfo(float", "float32).m", "MIN", "MAX", "NEG"),))
 def mask_fill_overflow(ctx: Context) -> Iterator[CodeHit]:
     # transformers PR #17306, fairseq #3575: -1e9 / finfo(float32).min written into fp16 attention scores.
     flagged: set[ast.Call] = set()

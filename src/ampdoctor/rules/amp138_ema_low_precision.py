@@ -89,7 +89,9 @@ def _half_ema(ctx: Context, call: ast.Call) -> str | None:
     return f"the EMA copy `{name}` is made from a model cast to {describe(dtypes)}" if dtypes else None
 
 
-@code_check("AMP138", triggers=("ema", "EMA", "shadow", "Averaged"), also=(("bfloat16", "float16", "half", "dtype"),))
+# "ema" alone is in gemma, schema and remaining: the triggers ask for it as a word piece.
+@code_check("AMP138", triggers=("ema_", "_ema", "ema.", "ema(", "ema =", "EMA", "shadow", "Averaged"),
+            also=(("bfloat16", "float16", "half", "dtype"),))
 def ema_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # sd_dreambooth_extension PR #1415: `ema_model.to(device, dtype=weight_dtype)` with weight_dtype fp16/bf16 left
     # the EMA model at its initial weights, every (1 - decay) * (param - ema) rounded to zero.

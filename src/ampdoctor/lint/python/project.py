@@ -15,7 +15,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from ampdoctor.lint.python.dataflow import HALF, autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS
@@ -81,6 +81,7 @@ class Summary:
     half: Evidence | None = None  # set by the model: a training config this file names trains in half
     guards: int | None = None  # a line where this (library) file turns autocast off around its own math
     angles: bool = False  # the file may compute rotary angles (a matmul of frequencies): a guard elsewhere concerns it
+    sensitive: bool = True  # a project context could change the file's findings (a detector that reads it would run)
 
 
 _FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+\(?([^#\n]*)", re.M)
@@ -151,9 +152,13 @@ def _absolute(base: str, package: str) -> str:
 class ProjectModel:
     summaries: dict[str, Summary]
     config_half: Sequence[Evidence] = ()  # the project's training configs that run in a half dtype
+    # rel path -> its text, for the imports of the files the propagation reaches (read only then: most files of a
+    # big tree are never reached, and reading the imports of all of them would cost a regex pass each)
+    text_of: Callable[[str], str | None] | None = None
     torch_floor: tuple[tuple[int, int], str] | None = None
     trains_bf16: Evidence | None = None
     _index: dict[str, list[str]] = field(default_factory=dict)
+    _imports: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for path, summary in self.summaries.items():
@@ -171,8 +176,17 @@ class ProjectModel:
         path = self._lookup(importer, owner)
         if path is None or not path.endswith("__init__.py"):
             return path
-        again = next((d for d, _ in self.summaries[path].imports if d.rpartition(".")[2] == name), None)
+        again = next((d for d, _ in self.imports(path) if d.rpartition(".")[2] == name), None)
         return (self.resolve(path, again, depth + 1) or path) if again else path
+
+    def imports(self, path: str) -> tuple[tuple[str, int], ...]:
+        summary = self.summaries[path]
+        if summary.imports or self.text_of is None:
+            return summary.imports
+        if path not in self._imports:
+            text = self.text_of(path)
+            self._imports[path] = imports_of(text, summary.module, path.endswith("__init__.py")) if text else ()
+        return self._imports[path]
 
     def _lookup(self, importer: str, dotted: str) -> str | None:
         found = self._index.get(dotted)
@@ -192,6 +206,8 @@ class ProjectModel:
         guards = [(p, s.guards) for p, s in sorted(self.summaries.items()) if s.guards is not None]
         out: dict[str, ProjectContext] = {}
         for path, summary in self.summaries.items():
+            if not summary.sensitive:
+                continue  # nothing of its findings can change: not linted again
             other = next(((p, line) for p, line in guards if p != path), None) if summary.angles else None
             guarded = Evidence("autocast turned off around its own math in another module of this project", frozenset(),
                                other[0], other[1]) if other is not None else None
@@ -227,7 +243,7 @@ class ProjectModel:
             if hops >= MAX_HOPS:
                 continue
             summary = self.summaries[path]
-            for dotted, line in summary.imports:
+            for dotted, line in self.imports(path):
                 if hops == 0 and kind == "half_model" and not (summary.model_class and dotted.endswith("." + summary.model_class)):
                     continue  # a cast reaches the module of the model it casts, not every class the script builds
                 target = self.resolve(path, dotted)
@@ -261,13 +277,15 @@ def _short(path: str) -> str:
 PRECISION_WORDS = ("autocast", "bfloat16", "float16", "bf16", "fp16", "half()", "mixed_precision", "precision=")
 
 
-def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool) -> Summary:
+def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sensitive: bool = True) -> Summary:
     """The file's summary; `ctx` (the parsed file) is needed only for a training file that names a precision."""
     module = module_name(rel_path)
-    imports = imports_of(text, module, rel_path.endswith("__init__.py"))
+    # A training file's imports are where its precision goes: read now. Any other file's are read by the model
+    # only when the propagation reaches it (`ProjectModel.text_of`).
+    imports = imports_of(text, module, rel_path.endswith("__init__.py")) if trains else ()
     if ctx is None or not trains:
         guard = ctx.facts.autocast_disabled[0].lineno if ctx is not None and ctx.facts.autocast_disabled else None
-        return Summary(rel_path, module, imports, guards=guard, angles=_may_compute_angles(text))
+        return Summary(rel_path, module, imports, guards=guard, angles=_may_compute_angles(text), sensitive=sensitive)
     facts = ctx.facts
     autocast = half_model = None
     node = facts.half_autocast
@@ -282,7 +300,8 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool) -> 
         half_model = Evidence(f"a model cast to {_names(cast.dtypes)} without autocast", frozenset(cast.dtypes), rel_path, cast.node.lineno)
         func = cast.node.func
         model_class = facts.class_of(func.value) if isinstance(func, ast.Attribute) else None
-    return Summary(rel_path, module, imports, autocast, half_model, model_class, _config_names(ctx), angles=_may_compute_angles(text))
+    return Summary(rel_path, module, imports, autocast, half_model, model_class, _config_names(ctx),
+                   angles=_may_compute_angles(text), sensitive=sensitive)
 
 
 def _may_compute_angles(text: str) -> bool:

@@ -19,6 +19,7 @@ from typing import Sequence
 from ampdoctor.core.catalog import documented_rule, finding
 from ampdoctor.core.model import Finding, Location, Severity
 from ampdoctor.core.registry import detectors
+from ampdoctor.lint import cache as lint_cache
 from ampdoctor.lint.pins import torch_floor
 from ampdoctor.lint.python.context import Context
 from ampdoctor.lint.python.embedded import applies as holds_python_config
@@ -47,16 +48,20 @@ def lint_source(text: str, path: str = "<string>", kind_path: str | None = None,
 
 
 def _lint(text: str, path: str, kind_path: str | None, project: ProjectContext | None,
-          summarize: bool, check: bool = True) -> tuple[list[Finding], ReportError | None, Summary | None]:
+          summarize: bool, check: bool | str = True) -> tuple[list[Finding], ReportError | None, Summary | None]:
     rel = kind_path or path
     kind = file_kind(rel, text)
-    checks = [d for d in detectors("code") if d.applies(text + project_words(project))] if check else []
+    # check: "all", "none" (a file summarised for context only), or "project" (again, under the project's context:
+    # only the rules that read it; the others' findings of the first pass stand)
+    mode = "all" if check is True else "none" if check is False else check
+    pool = [d for d in detectors("code") if mode == "all" or (mode == "project" and d.rule_id in project_rules())]
+    checks = [d for d in pool if d.applies(text + project_words(project))]
     trains = kind.kind is CodeKind.TRAINING and any(w in text for w in PRECISION_WORDS)
-    configs = check and holds_python_config(text)
+    configs = mode == "all" and holds_python_config(text)
     try:
         if not checks and not configs and not (summarize and trains):
             SourceFile.syntax_check(path, text)
-            return [], None, summarize_file(rel, text, None, False) if summarize else None
+            return [], None, summarize_file(rel, text, None, False, sensitive(text)) if summarize else None
         src = SourceFile.parse(path, text)
     except SyntaxError as exc:
         newer = newer_syntax(exc, text)
@@ -73,7 +78,23 @@ def _lint(text: str, path: str, kind_path: str | None, project: ProjectContext |
         return findings, error, None
     if configs:
         findings += [judged_by_kind(f, kind) for f in _config_findings(ctx, findings, parse_suppressions(text))]
-    return findings, None, summarize_file(rel, text, ctx, trains) if summarize else None
+    return findings, None, summarize_file(rel, text, ctx, trains, sensitive(text)) if summarize else None
+
+
+@functools.lru_cache(maxsize=1)
+def project_rules() -> frozenset[str]:
+    """Rules with a detector that reads the project context: the ones judged again where it reaches."""
+    return frozenset(d.rule_id for d in detectors("code") if d.project)
+
+
+def sensitive(text: str) -> bool:
+    """Could a project context change this file's findings: would a detector that reads it run, given every word
+    a context stands in for?"""
+    words = text + project_words(ProjectContext(autocast=_ANY, half_model=_ANY, half=_ANY, guarded=_ANY))
+    return any(d.project and d.applies(words) for d in detectors("code"))
+
+
+_ANY = Evidence("any", frozenset({"bf16"}), "", 0)
 
 
 def _check(ctx: Context, checks: list, kind: Kind, text: str) -> tuple[list[Finding], ReportError | None]:
@@ -161,12 +182,22 @@ def _opens_a_field(rest: str) -> bool:
 
 
 def lint_file(path: str, kind_path: str | None = None, project: ProjectContext | None = None,
-              summarize: bool = False, check: bool = True) -> FileResult:
+              summarize: bool = False, check: bool | str = True, cache: str | None = None) -> FileResult:
+    """Lint one file; with `cache` (a folder), a result stored for the same content, path below the project and
+    project context is taken instead (`lint.cache`)."""
     try:
-        text = importlib.util.decode_source(Path(path).read_bytes())
+        raw = Path(path).read_bytes()
+        text = importlib.util.decode_source(raw)
     except (OSError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
         return path, [], ReportError(path, f"cannot read: {exc}", fatal=False, kind=ErrorKind.UNREADABLE), None
+    entry = lint_cache.key(raw, kind_path or path, project, summarize, check) if cache else None
+    if cache and entry:
+        hit = lint_cache.load(Path(cache), entry, path)
+        if hit is not None:
+            return (path, *hit)
     findings, error, summary = _lint(text, path, kind_path, project, summarize, check)
+    if cache and entry:
+        lint_cache.store(Path(cache), entry, findings, error, summary)
     return path, findings, error, summary
 
 
@@ -184,7 +215,8 @@ def _cycle_collector_paused():
             gc.enable()
 
 
-Task = tuple[str, "str | None", "ProjectContext | None", bool, bool]  # path, kind_path, project context, summarize, check
+# path, kind_path, project context, summarize, check (True, False or "project"), cache folder
+Task = tuple[str, "str | None", "ProjectContext | None", bool, "bool | str", "str | None"]
 
 
 def _lint_chunk(tasks: list[Task]) -> list[FileResult]:
@@ -204,14 +236,16 @@ def _run(tasks: list[Task], jobs: int) -> list[FileResult]:
 
 
 def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequence[Path | str] = (),
-                      config_half: Sequence[Evidence] = (), context_files: Sequence[Path | str] = ()) -> Report:
+                      config_half: Sequence[Evidence] = (), context_files: Sequence[Path | str] = (),
+                      cache: Path | None = None) -> Report:
     """Lint `files` with `jobs` worker processes (0: one per core). Every file read is listed in `checked`. A file
     below one of the folders `roots` is judged by its path below that folder (`lint_source`'s `kind_path`).
 
     The files below one root are one project (files named alone, another): each file is summarised in the first
     pass, the precision of the training files, and of the first training config in `config_half` that lies in the
     project, follows their imports (`lint.python.project`), and the files it reaches are linted again under it.
-    `context_files` are summarised for that but not reported."""
+    `context_files` are summarised for that but not reported. With `cache` (a folder), unchanged files are not
+    parsed again (`lint.cache`)."""
     named = [str(f) for f in files]
     wanted = set(named)
     extra = [str(f) for f in context_files if str(f) not in wanted]
@@ -222,23 +256,40 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     def start(p: str) -> ProjectContext | None:
         return next((ctx for r, ctx in base.items() if _inside(p, r)), None)
 
-    first = _run([(p, _below(Path(p), roots), start(p), True, True) for p in named]
-                 + [(p, _below(Path(p), roots), None, True, False) for p in extra], jobs)
+    folder = str(cache) if cache is not None else None
+    first = _run([(p, _below(Path(p), roots), start(p), True, True, folder) for p in named]
+                 + [(p, _below(Path(p), roots), None, True, False, folder) for p in extra], jobs)
     again = [task for root, results in _projects(first, roots).items()
              for task in _again(results, roots, base.get(root) if root is not None else None,
-                                [e for e in config_half if root is None or _inside(e.file, root)], wanted)]
+                                [e for e in config_half if root is None or _inside(e.file, root)], wanted, folder)]
     redone = {r[0]: r for r in _run(again, jobs)} if again else {}
-    return _report([redone.get(r[0], r) for r in first if r[0] in wanted])
+    return _report([_merged(r, redone.get(r[0])) for r in first if r[0] in wanted])
+
+
+def _merged(first: FileResult, again: FileResult | None) -> FileResult:
+    """The first pass's findings of the rules that do not read the project context, and the second pass's of those
+    that do (its error, if it had one)."""
+    if again is None:
+        return first
+    kept = [f for f in first[1] if f.rule_id not in project_rules()]
+    return first[0], kept + again[1], again[2] or first[2], first[3]
 
 
 def _again(results: list[FileResult], roots: Sequence[Path | str], known: ProjectContext | None,
-           half: list[Evidence], wanted: set[str]) -> list[Task]:
+           half: list[Evidence], wanted: set[str], cache: str | None) -> list[Task]:
     """The files of one project that its precision reaches, each to be linted again under its context."""
     summaries = {r[3].path: r[3] for r in results if r[3] is not None}
     by_rel = {r[3].path: r[0] for r in results if r[3] is not None}
+
+    def text_of(rel: str) -> str | None:
+        try:
+            return importlib.util.decode_source(Path(by_rel[rel]).read_bytes())
+        except (OSError, UnicodeDecodeError, SyntaxError, LookupError, KeyError):
+            return None
+
     model = ProjectModel(summaries, half, torch_floor=known.torch_floor if known else None,
-                         trains_bf16=known.trains_bf16 if known else None)
-    return [(by_rel[rel], _below(Path(by_rel[rel]), roots), ctx, False, True) for rel, ctx in model.contexts().items()
+                         trains_bf16=known.trains_bf16 if known else None, text_of=text_of)
+    return [(by_rel[rel], _below(Path(by_rel[rel]), roots), ctx, False, "project", cache) for rel, ctx in model.contexts().items()
             if by_rel[rel] in wanted]
 
 
