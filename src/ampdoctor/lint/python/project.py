@@ -208,7 +208,10 @@ class ProjectModel:
         for path, summary in self.summaries.items():
             if not summary.sensitive:
                 continue  # nothing of its findings can change: not linted again
-            other = next(((p, line) for p, line in guards if p != path), None) if summary.angles else None
+            # the nearest such module (its own package before an example or a test) is the one cited
+            others = [(p, line) for p, line in guards if p != path] if summary.angles else []
+            here = PurePosixPath(path).parent.parts
+            other = max(others, key=lambda g: (_common(PurePosixPath(g[0]).parent.parts, here), -len(g[0]))) if others else None
             guarded = Evidence("autocast turned off around its own math in another module of this project", frozenset(),
                                other[0], other[1]) if other is not None else None
             ctx = ProjectContext(autocast.get(path), None if path in autocast else half_model.get(path),
@@ -284,8 +287,7 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
     # only when the propagation reaches it (`ProjectModel.text_of`).
     imports = imports_of(text, module, rel_path.endswith("__init__.py")) if trains else ()
     if ctx is None or not trains:
-        guard = ctx.facts.autocast_disabled[0].lineno if ctx is not None and ctx.facts.autocast_disabled else None
-        return Summary(rel_path, module, imports, guards=guard, angles=_may_compute_angles(text), sensitive=sensitive)
+        return Summary(rel_path, module, imports, guards=_autocast_guard(text), angles=_may_compute_angles(text), sensitive=sensitive)
     facts = ctx.facts
     autocast = half_model = None
     node = facts.half_autocast
@@ -302,6 +304,18 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
         model_class = facts.class_of(func.value) if isinstance(func, ast.Attribute) else None
     return Summary(rel_path, module, imports, autocast, half_model, model_class, _config_names(ctx),
                    angles=_may_compute_angles(text), sensitive=sensitive)
+
+
+# `torch.autocast(device_type, enabled=False)` (any spelling of autocast): read from the text, so that a file only
+# summarised for context (`--project`) counts as well as one linted.
+_GUARD = re.compile(r"autocast\([^()]*(?:\([^()]*\)[^()]*)*enabled\s*=\s*False")
+
+
+def _autocast_guard(text: str) -> int | None:
+    if "enabled" not in text:
+        return None
+    m = _GUARD.search(text)
+    return text.count("\n", 0, m.start()) + 1 if m else None
 
 
 def _may_compute_angles(text: str) -> bool:
