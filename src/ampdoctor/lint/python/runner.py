@@ -51,13 +51,9 @@ def _lint(text: str, path: str, kind_path: str | None, project: ProjectContext |
           summarize: bool, check: bool | str = True) -> tuple[list[Finding], ReportError | None, Summary | None]:
     rel = kind_path or path
     kind = file_kind(rel, text)
-    # check: "all", "none" (a file summarised for context only), or "project" (again, under the project's context:
-    # only the rules that read it; the others' findings of the first pass stand)
-    mode = "all" if check is True else "none" if check is False else check
-    pool = [d for d in detectors("code") if mode == "all" or (mode == "project" and d.rule_id in project_rules())]
-    checks = [d for d in pool if d.applies(text + project_words(project))]
+    checks = _checks(text, project, check)
     trains = kind.kind is CodeKind.TRAINING and any(w in text for w in PRECISION_WORDS)
-    configs = mode == "all" and holds_python_config(text)
+    configs = check is True and holds_python_config(text)
     try:
         if not checks and not configs and not (summarize and trains):
             SourceFile.syntax_check(path, text)
@@ -79,6 +75,15 @@ def _lint(text: str, path: str, kind_path: str | None, project: ProjectContext |
     if configs:
         findings += [judged_by_kind(f, kind) for f in _config_findings(ctx, findings, parse_suppressions(text))]
     return findings, None, summarize_file(rel, text, ctx, trains, sensitive(text)) if summarize else None
+
+
+def _checks(text: str, project: ProjectContext | None, check: bool | str) -> list:
+    """The code detectors to run. `check`: True (all), False (none: a file summarised for context only), or
+    "project" (again, under the project's context: only the rules that read it; the others' findings stand)."""
+    if check is False:
+        return []
+    words = text + project_words(project)
+    return [d for d in detectors("code") if (check is True or d.rule_id in project_rules()) and d.applies(words)]
 
 
 @functools.lru_cache(maxsize=1)
