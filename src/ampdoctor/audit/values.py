@@ -54,6 +54,15 @@ class ValueStats:
     le: tuple[int, ...] = ()  # cumulative counts of |x| <= each bound, in `_BOUND_NAMES` order
     intentional: bool = False  # a non-finite scalar argument (`masked_fill(-inf)`, `full(-inf)`) made them on purpose
     exact: bool = True  # amax read from every element (else from the sample: an isolated inf may be missed)
+    # the sample's squared L2 norm, and the part of it carried by values that flush to zero in bf16 and in fp16: what
+    # a flush loses is mass, and fp32 denormals flushed by bf16 carry none of it
+    mass: tuple[float, float, float] = ()
+
+    def lost_mass(self, dtype: str) -> float | None:
+        """The share of the sample's squared L2 norm that flushes to zero in `dtype` ("fp16"/"bf16"); None unknown."""
+        if not self.mass or not self.mass[0] or not math.isfinite(self.mass[0]):
+            return None
+        return self.mass[1 if dtype == "bf16" else 2] / self.mass[0]
 
     @property
     def has_nan(self) -> bool:
@@ -170,7 +179,7 @@ class ValueWatch:
             else:  # one fused kernel on accelerators
                 hi = torch.stack(torch._foreach_norm(floats, math.inf)).max()
                 lo = hi
-            self._pending.append((key, lo, hi, None, 0, int(intentional)))
+            self._pending.append((key, lo, hi, None, 0, int(intentional), None))
         else:
             n = t.numel()
             sample = None
@@ -187,8 +196,15 @@ class ValueWatch:
                 bounds = self._bounds.get(t.device)
                 if bounds is None:
                     bounds = self._bounds[t.device] = torch.tensor(self._bound_values, dtype=torch.float32, device=t.device)
-                le = (sample.abs().unsqueeze(-1) <= bounds).sum(0)
-            self._pending.append((key, lo, hi, le, sample.numel() if sample is not None else 0, int(intentional) | (0 if exact else 2)))
+                below = sample.abs().unsqueeze(-1) <= bounds
+                le = below.sum(0)
+                # squares relative to the largest value, in float32 (every device has it): a share of the mass is
+                # what counts, and a value that small against the largest carries none of it anyway
+                a = sample.float().abs()
+                sq = (a / a.max().clamp_min(1e-38)).square()
+                mass = torch.stack((sq.sum(), (sq * below[:, 1]).sum(), (sq * below[:, 2]).sum()))
+            self._pending.append((key, lo, hi, le, sample.numel() if sample is not None else 0, int(intentional) | (0 if exact else 2),
+                                  mass if sample is not None else None))
         if len(self._pending) >= FLUSH_EVERY:
             self.flush()
 
@@ -216,9 +232,12 @@ class ValueWatch:
             extremes = zip(torch.stack([p[1] for p in items]).tolist(), torch.stack([p[2] for p in items]).tolist())
             counted = [p[3] for p in items if p[3] is not None]
             les = iter(torch.stack(counted).tolist() if counted else ())
-            for (key, _, _, le, n, flags), (lo, hi) in zip(items, extremes):
+            weighed = [p[6] for p in items if p[6] is not None]
+            masses = iter(torch.stack(weighed).tolist() if weighed else ())
+            for (key, _, _, le, n, flags, mass), (lo, hi) in zip(items, extremes):
                 amax = math.nan if math.isnan(lo) or math.isnan(hi) else max(-lo, hi)
-                stats = ValueStats(amax, n, tuple(next(les)) if le is not None else (), flags & 1 == 1, flags & 2 == 0)
+                stats = ValueStats(amax, n, tuple(next(les)) if le is not None else (), flags & 1 == 1, flags & 2 == 0,
+                                   tuple(next(masses)) if mass is not None else ())
                 if isinstance(key, tuple):
                     self.leaf_stats.setdefault(key[1], []).append((key[2], stats))
                 else:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.evidence import Tag
+from ampdoctor.audit.evidence import Phase, Tag
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import EXACT_INT, ROPE_WORDS, name_of
 from ampdoctor.lint.python.context import HALF_WORDS, POSITION_FACTORIES, POSITION_TOKENS, CodeHit, Context, chain_words, half_casts
@@ -54,7 +54,9 @@ def low_precision_positions(ctx: Context) -> Iterator[CodeHit]:
 @runtime_check("AMP103")
 def half_positions(ctx: RuntimeContext) -> Iterator[Hit]:
     t = ctx.trace
-    hits = [op.seq for op in t.ops() if op.extra and op.extra[0] == Tag.POSITIONS]
+    # Positions exist in the forward pass only: integer-valued tensors cast in backward are scaled gradients
+    # (a GradScaler's 65536), and in the optimizer step counters.
+    hits = [op.seq for op in t.ops(phase=Phase.FORWARD) if op.extra and op.extra[0] == Tag.POSITIONS]
     for _, seqs in ctx.grouped(hits, lambda s: (t.op_at(s).module, t.line(s))).items():
         first = seqs[0]
         _, top, kind = t.op_at(first).extra

@@ -14,8 +14,9 @@ from ampdoctor.dtypes import name_of
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
 
-# A cast that zeroes at least this share of the nonzero gradient values it receives is reported.
-MIN_FLUSHED = 0.01
+# A cast is reported when the gradient values it zeroes carry at least this share of the gradient's squared L2
+# norm (its mass). Counting values instead would report fp32 denormals that bf16 flushes, which weigh nothing.
+MIN_LOST_MASS = 1e-3
 _FLOOR = {"fp16": 2.0**-25, "bf16": 2.0**-134}
 
 
@@ -34,17 +35,19 @@ def gradients_flushed_to_zero(ctx: RuntimeContext) -> Iterator[Hit]:
                 continue
             nonzero = s.sampled - s.count("zero", dt)
             flushed = s.count("flush", dt)
-            if not nonzero or flushed / nonzero < MIN_FLUSHED:
+            lost = s.lost_mass(dt)
+            if not nonzero or not flushed or lost is None or lost < MIN_LOST_MASS:
                 continue
             seen.add(op.module)
             module = t.module(op.module)
             scaled = "" if ctx.loss_scaled else ", and no loss scaler ran"
             yield Hit(
-                f"{flushed / nonzero:.1%} of the nonzero {name_of(d)} gradient values cast to {dt} by {t.op(op.seq)} in the "
-                f"backward of {module_label(module)} are at most {_FLOOR[dt]:.3g} and flush to zero{scaled}",
+                f"{lost:.1%} of the {name_of(d)} gradient's L2 mass ({flushed / nonzero:.1%} of its nonzero values) cast to {dt} "
+                f"by {t.op(op.seq)} in the backward of {module_label(module)} is in values of at most {_FLOOR[dt]:.3g}, "
+                f"which flush to zero{scaled}",
                 flow.location(op.seq),
                 related=(ctx.operand_location(p, d, f"gradient made here (max |g| {s.amax:.3g})"),),
-                details={"dtype": dt, "module": module, "flushed_fraction": flushed / nonzero, "sampled": s.sampled,
+                details={"dtype": dt, "module": module, "flushed_fraction": flushed / nonzero, "lost_mass": lost, "sampled": s.sampled,
                          "loss_scaled": ctx.loss_scaled},
             )
             break
