@@ -81,6 +81,18 @@ class Trace:
         """The ops whose record carries evidence `tag` (angles of a rotary table, positions cast to a float...)."""
         return (op for op in self.ops() if op.tagged(tag))
 
+    def tallied(self, tag: Tag) -> list[tuple[int, int, int]]:
+        """For a tag whose evidence is ``(tag, lost, considered)`` (updates rounded away, of those sampled): per line of
+        code, the first op there and the sums over all its ops, in the order the lines first ran."""
+        by_place: dict[tuple, list[int]] = {}
+        for op in self.tagged(tag):
+            _, lost, considered = op.extra
+            where = self.location(op.seq)
+            entry = by_place.setdefault((where.file, where.line), [op.seq, 0, 0])
+            entry[1] += lost
+            entry[2] += considered
+        return [(seq, lost, considered) for seq, lost, considered in by_place.values()]
+
     @property
     def optimizer_steps(self) -> list[OptimizerStep]:
         return self.rec.opt_events

@@ -117,14 +117,7 @@ def running_sum_stopped(ctx: RuntimeContext) -> Iterator[Hit]:
     """In-place adds into a small half-precision tensor outside the model, backward and optimizer step (a running
     loss or metric) whose increments were below half a unit in the last place of the sum: they were dropped."""
     t = ctx.trace
-    by_place: dict[tuple, list[int]] = {}
-    for op in t.tagged(Tag.RUNNING_SUM):
-        _, lost, considered = op.extra
-        where = t.location(op.seq)
-        entry = by_place.setdefault((where.file, where.line), [op.seq, 0, 0])
-        entry[1] += lost
-        entry[2] += considered
-    for seq, lost, considered in by_place.values():
+    for seq, lost, considered in t.tallied(Tag.RUNNING_SUM):
         if considered and lost / considered >= LOST_SHARE:
             yield Hit(f"{lost} of {considered} increments of a half-precision running sum were below half a unit in its "
                       f"last place and were dropped: the sum stopped growing", t.location(seq),

@@ -113,14 +113,7 @@ def average_rounded_away(ctx: RuntimeContext) -> Iterator[Hit]:
     """A `lerp_` into half-precision weights outside the optimizer step (an EMA update) whose steps, measured on a
     sample, are mostly smaller than half a unit in the last place of the weights they move."""
     t = ctx.trace
-    by_place: dict[tuple, list[int]] = {}
-    for op in t.tagged(Tag.AVERAGE):
-        _, lost, considered = op.extra
-        where = t.location(op.seq)
-        entry = by_place.setdefault((where.file, where.line), [op.seq, 0, 0])
-        entry[1] += lost
-        entry[2] += considered
-    for seq, lost, considered in by_place.values():
+    for seq, lost, considered in t.tallied(Tag.AVERAGE):
         if considered and lost / considered >= LOST_SHARE:
             yield Hit(f"{lost} of {considered} sampled moving-average updates of half-precision weights are below half a "
                       f"unit in their last place and round to nothing: the average stays where it started",
