@@ -28,6 +28,10 @@ def add_lint(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--statistics", action="store_true", help="print how many findings each rule has instead of the findings")
     p.add_argument("--baseline", metavar="FILE", help="report only findings not in FILE; when FILE does not exist, record today's findings in it")
     p.add_argument("--jobs", "-j", type=int, help="worker processes for Python files (default: one per core)")
+    p.add_argument("--fix", action="store_true", help="apply the safe, mechanical rewrites of the findings that have one, then "
+                   "report what remains")
+    p.add_argument("--diff", action="store_true", help="print the rewrites --fix would make as a unified diff and change nothing "
+                   "(exit 1 when there is one)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the cache of per-file results "
                    "(default: .ampdoctor_cache in the current folder, or $AMPDOCTOR_CACHE_DIR)")
     p.add_argument("--project", metavar="DIR", help="judge the paths named inside this project: its training scripts and configs "
@@ -70,6 +74,22 @@ def _lint_settings(args: argparse.Namespace) -> "LintSettings":
         raise UsageError(str(exc)) from None
 
 
+def _rewrite(report: Report, args: argparse.Namespace) -> int:
+    """Print (--diff) or apply (--fix) the registered rewrites of the report's findings; the number of files."""
+    try:
+        from ampdoctor.lint.rewrite import apply, rewrites
+        found = rewrites(report.findings)
+    except ImportError as exc:
+        raise UsageError(f"--fix/--diff need LibCST ({exc.name}), which is not installed: pip install libcst") from None
+    for rw in found:
+        if args.diff:
+            sys.stdout.write(rw.diff())
+        else:
+            apply(rw)
+            print(f"ampdoctor: fixed {', '.join(rw.rules)} in {rw.path}", file=sys.stderr)
+    return len(found)
+
+
 def _project(value: str | None) -> Path | None:
     if value is None:
         return None
@@ -108,6 +128,12 @@ def _cmd_lint(args: argparse.Namespace) -> int:
         report = filtered.report
         if filtered.known:
             print(f"ampdoctor: {filtered.known} finding(s) already in the baseline {path} are not shown", file=sys.stderr)
+    if args.fix or args.diff:
+        done = _rewrite(report, args)
+        if args.diff:
+            return 1 if done else 0
+        if done:
+            report = lint_paths(args.paths, settings)  # what remains
     if args.statistics:
         _emit_statistics(report, args)
     else:

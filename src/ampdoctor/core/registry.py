@@ -115,6 +115,25 @@ def numerics_check(rule_id: str) -> Callable[[Callable[..., Any]], Callable[...,
     return _register(rule_id, "numerics")
 
 
+_FIXES: dict[str, Callable[..., Any]] = {}
+
+
+def code_fix(rule_id: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn(module: libcst.Module, lines: set[int]) -> libcst.Module``: the safe, mechanical rewrite of a
+    rule's findings at `lines` (`ampdoctor lint --fix`). It lives with the rule's detectors, in its module."""
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        _FIXES[rule_id] = fn
+        return fn
+
+    return decorate
+
+
+def fixes() -> dict[str, Callable[..., Any]]:
+    """The registered rewrites by rule id (the rule modules loaded first)."""
+    _load()
+    return dict(_FIXES)
+
+
 # The one edge from the core up to the rules: the loader imports the rule modules by name, so that the core
 # never imports a rule (and a rule is found by its file name alone, with no list to keep).
 RULES_PACKAGE = "ampdoctor.rules"
