@@ -1,4 +1,5 @@
 import torch
+from accelerate.utils import is_torch_version
 
 
 def train(model, loader, optimizer, use_amp):
