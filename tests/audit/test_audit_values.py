@@ -211,3 +211,31 @@ def test_large_tensors_are_sampled_but_a_single_inf_is_never_missed():
     watch.flush()
     stats = watch.stats[0]
     assert stats.amax == math.inf and stats.sampled <= 1 << 12
+
+
+class _RelativeBuckets(nn.Module):
+    """T5-style relative-position bucketing: log of a distance that can be 0 gives -inf, which `where` then drops."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x, rel):
+        large = torch.log(rel.float() / 4) * 2 + 4  # -inf where rel == 0
+        buckets = torch.where(rel < 4, rel.float(), large)
+        return self.proj(x) + buckets.mean()
+
+
+def test_a_non_finite_value_every_reader_discards_is_a_note_and_one_that_reaches_the_loss_an_error():
+    model = _RelativeBuckets()
+    x, rel = torch.randn(4, 8), torch.arange(8).repeat(4, 1)
+    with audit(model=model) as a:
+        model(x, rel).sum().backward()
+    [first] = [f for f in a.report.findings if f.rule_id == "AMP214"]
+    assert first.severity.value == "info" and first.details["discarded"] is True
+    assert "discarded" in first.message and "aten::" in first.message
+    # the same -inf, read by an op that keeps it, reaches the loss: an error
+    with audit(model=model) as a:
+        (model(x, rel) + torch.log(rel.float()).mean()).sum().backward()
+    [first] = [f for f in a.report.findings if f.rule_id == "AMP214"]
+    assert first.severity.value == "error" and first.details["discarded"] is False
