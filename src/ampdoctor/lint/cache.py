@@ -98,9 +98,7 @@ def _evidence(data: dict | None) -> Evidence | None:
 
 
 def _summary(data: dict) -> Summary:
-    return Summary(
-        path=str(data["path"]), module=str(data["module"]), imports=tuple((str(d), int(n)) for d, n in data["imports"]),
-        autocast=_evidence(data["autocast"]), half_model=_evidence(data["half_model"]), model_class=data["model_class"],
-        configs=tuple((str(n), int(line)) for n, line in data["configs"]), half=_evidence(data["half"]),
-        guards=data["guards"], angles=bool(data["angles"]), sensitive=bool(data["sensitive"]),
-    )
+    # JSON has no tuples: the pairs and the evidence are rebuilt, every other field is stored as it is
+    evidence = {k: _evidence(data[k]) for k in ("autocast", "half_model", "half")}
+    pairs = {k: tuple((str(a), int(b)) for a, b in data[k]) for k in ("imports", "configs")}
+    return Summary(**{**data, **evidence, **pairs})

@@ -13,7 +13,17 @@ from ampdoctor.core.model import Location, Severity
 from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
 from ampdoctor.dtypes import EXACT_INT, HALF, ROPE_TABLE_NAME, name_of
 from ampdoctor.facts import RunFacts
-from ampdoctor.lint.python.context import HALF_WORDS, ROPE_TRIGGERS, CodeHit, Context, assigned_name, chain_words, half_casts, is_table
+from ampdoctor.lint.python.context import (
+    HALF_WORDS,
+    ROPE_TRIGGERS,
+    CodeHit,
+    Context,
+    assigned_name,
+    chain_words,
+    half_casts,
+    is_table,
+    rotary_said,
+)
 from ampdoctor.lint.python.dataflow import describe
 from ampdoctor.lint.python.resolve import tokens
 from ampdoctor.policy import Policy
@@ -93,10 +103,7 @@ def _upcast_where_used(ctx: Context, cls: ast.ClassDef, name: str) -> bool:
 
 
 def table_kind(ctx: Context) -> str:
-    """"RoPE table" only where the file shows rotary embeddings; a cos/sin table elsewhere may be a sinusoidal
-    position or frequency table, and the message says no more than that."""
-    text = ctx.src.text.lower()
-    return "RoPE table" if any(w in text for w in ("rotary", "rope", "rotate_half", "apply_rotary", "freqs_cis")) else "cos/sin table"
+    return "RoPE table" if rotary_said(ctx) else "cos/sin table"
 
 
 # Factories of random values: `cos = torch.randn(B, S, D, dtype=torch.bfloat16)` feeds a fused-RoPE kernel test

@@ -12,13 +12,10 @@ from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, policy_check
 from ampdoctor.dtypes import BF16
 from ampdoctor.facts import RunFacts
-from ampdoctor.lint.python.context import CodeHit, Context, calls_named
+from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, calls_named
 from ampdoctor.lint.python.dataflow import name_polarity
 from ampdoctor.lint.python.resolve import argument, has_star_kwargs, last_identifier, tokens
 from ampdoctor.policy import Policy
-
-SCALERS = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.distributed.fsdp.ShardedGradScaler"})
-
 
 TERMINATORS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
@@ -125,7 +122,7 @@ def _early_exit_unless_fp16(ctx: Context, parent: ast.AST, child: ast.AST, scope
 @code_check("AMP004", triggers=("GradScaler",))
 def grad_scaler_with_bf16(ctx: Context) -> Iterator[CodeHit]:
     # Incident 4 (h2o-llmstudio #628): GradScaler() built unconditionally, then run on bf16 grads.
-    for call, name in calls_named(ctx, SCALERS):
+    for call, name in calls_named(ctx, GRAD_SCALERS):
         sign, gate = gate_sign(ctx, call, name)
         if sign == -1 and gate is not None:
             where = "enabled only for bf16" if isinstance(gate, ast.expr) else f"created in a branch only bf16 runs take (line {gate.lineno})"

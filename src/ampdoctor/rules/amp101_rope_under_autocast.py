@@ -8,7 +8,7 @@ import ast
 from typing import Iterator
 
 from ampdoctor.core.registry import code_check
-from ampdoctor.lint.python.context import TRIG, CodeHit, Context, angle_matmuls
+from ampdoctor.lint.python.context import TRIG, CodeHit, Context, angle_matmuls, rotary_said
 from ampdoctor.lint.python.resolve import tokens
 
 
@@ -24,11 +24,6 @@ def _rotary_functions(ctx: Context) -> set[ast.AST]:
         if tokens(cls.name) & {"rotary", "rope"} or "RoPE" in cls.name:
             found.update(s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
     return found
-
-
-def rotary_said(ctx: Context) -> bool:
-    text = ctx.src.text.lower()
-    return any(w in text for w in ("rotary", "rope", "rotate_half", "apply_rotary", "freqs_cis"))
 
 
 @code_check("AMP101", triggers=("freq",), also=(("@", "matmul", "mm(", "einsum"), ("autocast", "mixed_precision", "precision=", "bf16=", "fp16=")), project=True)

@@ -8,18 +8,16 @@ import ast
 from typing import Iterator
 
 from ampdoctor.core.registry import code_check
-from ampdoctor.lint.python.context import CodeHit, Context, calls_named
+from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, calls_named
 from ampdoctor.lint.python.dataflow import autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS
 from ampdoctor.lint.python.resolve import has_star_kwargs
-
-SCALERS = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"})
 
 
 def _always_scaled(ctx: Context) -> ast.Call | None:
     """A GradScaler created unconditionally (no ``enabled=``, in no branch): the script does fp16 AMP on purpose,
     and autocast's fp16 default is what it wants."""
-    for call, _ in calls_named(ctx, SCALERS):
+    for call, _ in calls_named(ctx, GRAD_SCALERS):
         if any(kw.arg == "enabled" for kw in call.keywords) or len(call.args) > 1:
             continue
         if not any(isinstance(a, (ast.If, ast.IfExp)) for a in ctx.src.ancestors(call)):

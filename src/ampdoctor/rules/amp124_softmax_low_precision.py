@@ -8,7 +8,7 @@ import ast
 from typing import Iterator
 
 from ampdoctor.core.registry import code_check
-from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, chain_words, in_half_module
+from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, chain_words, in_class, in_half_module
 from ampdoctor.lint.python.dataflow import describe
 from ampdoctor.lint.python.resolve import keyword
 
@@ -68,7 +68,7 @@ def softmax_low_precision(ctx: Context) -> Iterator[CodeHit]:
         if cast is not None:
             yield call, (f"attention softmax runs in {describe(cast.dtypes)}: the model is cast (line {cast.node.lineno}) and no autocast "
                          "runs softmax in fp32; pass `dtype=torch.float32`")
-        elif project is not None and any(isinstance(a, ast.ClassDef) for a in ctx.src.ancestors(call)):
+        elif project is not None and in_class(ctx, call):
             yield call, (f"attention softmax runs in {describe(project.dtypes)}: the project runs this model as {project.describe()}, "
                          "and no autocast runs softmax in fp32; pass `dtype=torch.float32`")
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Iterator
 from ampdoctor.audit.evidence import Tag
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
-from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_half_module
+from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_class, in_half_module
 from ampdoctor.lint.python.dataflow import HALF, describe
 from ampdoctor.lint.python.resolve import dotted, keyword
 
@@ -70,13 +70,9 @@ def _half_logits(ctx: Context, call: ast.Call, logits: ast.AST) -> str | None:
     if (cast := in_half_module(ctx, call)) is not None and ctx.facts.fp32_head is None:
         return f"the loss is computed from logits of a model cast to {describe(cast.dtypes)} (line {cast.node.lineno}) without autocast"
     project = ctx.project.half_model
-    if project is not None and _in_class(ctx, call) and not _upcast_logits(ctx, logits):
+    if project is not None and in_class(ctx, call) and not _upcast_logits(ctx, logits):
         return f"the loss is computed from logits of this model, which the project runs as {project.describe()}"
     return None
-
-
-def _in_class(ctx: Context, node: ast.AST) -> bool:
-    return any(isinstance(a, ast.ClassDef) for a in ctx.src.ancestors(node))
 
 
 def _upcast_logits(ctx: Context, logits: ast.AST) -> bool:

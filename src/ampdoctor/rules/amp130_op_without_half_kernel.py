@@ -51,7 +51,7 @@ def _from_weights(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int) -> bo
     if depth > 3:
         return False
     if isinstance(expr, ast.Call):
-        if (ctx.flow.cast_dtype(expr, scope) or frozenset()) & FLOAT_UP or _upcast_call(expr):
+        if (ctx.flow.cast_dtype(expr, scope) or frozenset()) & FLOAT_UP:
             return False
         func = expr.func
         base = func.value if isinstance(func, ast.Attribute) else None
@@ -68,7 +68,3 @@ def _from_weights(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int) -> bo
             return False
         return _from_weights(ctx, before[-1][1], scope, depth + 1)
     return False
-
-
-def _upcast_call(call: ast.Call) -> bool:
-    return isinstance(call.func, ast.Attribute) and call.func.attr in ("float", "double")

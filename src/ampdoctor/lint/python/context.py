@@ -51,6 +51,8 @@ HALF_WORDS = ("bfloat16", "float16", ".half()", "torch.half", "bf16\"", "bf16'",
 # Without one of these a file has no rotary table.
 ROPE_TRIGGERS = ("cos", "sin", "freq", "rope", "rotary", "Rotary", "cis", "theta")
 FLOAT_UP = frozenset({"fp32", "fp64"})
+# Loss scalers by their canonical names (resolve.py maps the module paths they are also imported from).
+GRAD_SCALERS = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.distributed.fsdp.ShardedGradScaler"})
 
 POSITION_TOKENS = frozenset({"pos", "position", "positions", "timestep", "timesteps", "ids"})
 NOT_ROPE = frozenset({"sim", "similarity", "loss", "cossim", "dist", "distance", "schedule", "scheduler", "lr"})
@@ -157,10 +159,23 @@ def angle_matmuls(ctx: Context) -> Iterator[ast.AST]:
 
 
 
+def in_class(ctx: Context, node: ast.AST) -> bool:
+    """`node` sits in a class body: a model's code, which a model cast or the project's precision reaches."""
+    return any(isinstance(a, ast.ClassDef) for a in ctx.src.ancestors(node))
+
+
 def in_half_module(ctx: Context, node: ast.AST) -> ModelCast | None:
     """The local model cast, if `node` sits in a class of the file that casts its own model to half."""
     cast = ctx.facts.local_half_model
-    if cast is None:
-        return None
-    return cast if any(isinstance(a, ast.ClassDef) for a in ctx.src.ancestors(node)) else None
+    return cast if cast is not None and in_class(ctx, node) else None
+
+
+# Words only rotary code uses: a cos/sin table in a file without them may be a sinusoidal position or frequency
+# table, and messages then say no more than "cos/sin table".
+_ROTARY_SAID = ("rotary", "rope", "rotate_half", "apply_rotary", "freqs_cis")
+
+
+def rotary_said(ctx: Context) -> bool:
+    text = ctx.src.text.lower()
+    return any(w in text for w in _ROTARY_SAID)
 

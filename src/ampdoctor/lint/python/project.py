@@ -42,7 +42,8 @@ class Evidence:
         return where + (f", {self.through})" if self.through else ")")
 
     def via(self, through: str) -> "Evidence":
-        return Evidence(self.what, self.dtypes, self.file, self.line, through if not self.through else f"{through}, {self.through}")
+        """The same evidence, one step further from where it was set up (steps read in the order they happen)."""
+        return replace(self, through=f"{self.through}, then {through}" if self.through else through)
 
 
 @dataclass(frozen=True)
@@ -192,10 +193,7 @@ class ProjectModel:
         found = self._index.get(dotted)
         if not found:
             return None
-        if len(found) == 1:
-            return found[0]
-        here = PurePosixPath(importer).parent.parts
-        return max(found, key=lambda p: (_common(PurePosixPath(p).parent.parts, here), -len(p)))
+        return found[0] if len(found) == 1 else _nearest(found, importer)
 
     def contexts(self) -> dict[str, ProjectContext]:
         """The context of every file a training file's precision reaches (files reached by none are left out)."""
@@ -209,11 +207,10 @@ class ProjectModel:
             if not summary.sensitive:
                 continue  # nothing of its findings can change: not linted again
             # the nearest such module (its own package before an example or a test) is the one cited
-            others = [(p, line) for p, line in guards if p != path] if summary.angles else []
-            here = PurePosixPath(path).parent.parts
-            other = max(others, key=lambda g: (_common(PurePosixPath(g[0]).parent.parts, here), -len(g[0]))) if others else None
+            others = {p: line for p, line in guards if p != path} if summary.angles else {}
+            other = _nearest(list(others), path) if others else None
             guarded = Evidence("autocast turned off around its own math in another module of this project", frozenset(),
-                               other[0], other[1]) if other is not None else None
+                               other, others[other]) if other is not None else None
             ctx = ProjectContext(autocast.get(path), None if path in autocast else half_model.get(path),
                                  summary.half or half.get(path), self.torch_floor, self.trains_bf16, guarded)
             if ctx:
@@ -254,12 +251,18 @@ class ProjectModel:
                     continue
                 seen_from.add((target, evidence.file))
                 through = f"imported at {_short(path)}:{line}"
-                passed = evidence.via(through) if hops == 0 else Evidence(evidence.what, evidence.dtypes, evidence.file, evidence.line,
-                                                                         f"{evidence.through}, then {through}")
+                passed = evidence.via(through)
                 if target not in reached and getattr(self.summaries[target], kind) is None:
                     reached[target] = passed
                 queue.append((target, passed, hops + 1))
         return reached
+
+
+def _nearest(paths: Sequence[str], to: str) -> str:
+    """The path sharing the longest folder prefix with `to` (its own package before an example or a test), the
+    shortest among equals."""
+    here = PurePosixPath(to).parent.parts
+    return max(paths, key=lambda p: (_common(PurePosixPath(p).parent.parts, here), -len(p)))
 
 
 def _common(a: Iterable[str], b: Iterable[str]) -> int:

@@ -28,7 +28,7 @@ from ampdoctor.lint.python.kind import CodeKind, Kind, file_kind, site_kind
 from ampdoctor.lint.python.project import PRECISION_WORDS, Evidence, ProjectContext, ProjectModel, Summary, project_words
 from ampdoctor.lint.python.project import summarize as summarize_file
 from ampdoctor.lint.python.source import SourceFile
-from ampdoctor.lint.python.suppress import is_suppressed, parse_suppressions
+from ampdoctor.lint.python.suppress import Suppressions, is_suppressed, parse_suppressions
 from ampdoctor.report import ErrorKind, Report, ReportError
 
 # Below this many files a process pool costs more than it saves.
@@ -69,11 +69,12 @@ def _lint(text: str, path: str, kind_path: str | None, project: ProjectContext |
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
         return [], ReportError(path, f"syntax error: {exc}", fatal=False, kind=ErrorKind.SYNTAX), None
     ctx = Context(src, project)
-    findings, error = _check(ctx, checks, kind, text)
+    suppressions = parse_suppressions(text)
+    findings, error = _check(ctx, checks, kind, suppressions)
     if error is not None:
         return findings, error, None
     if configs:
-        findings += [judged_by_kind(f, kind) for f in _config_findings(ctx, findings, parse_suppressions(text))]
+        findings += [judged_by_kind(f, kind) for f in _config_findings(ctx, findings, suppressions)]
     return findings, None, summarize_file(rel, text, ctx, trains, sensitive(text)) if summarize else None
 
 
@@ -95,16 +96,18 @@ def project_rules() -> frozenset[str]:
 def sensitive(text: str) -> bool:
     """Could a project context change this file's findings: would a detector that reads it run, given every word
     a context stands in for?"""
-    words = text + project_words(ProjectContext(autocast=_ANY, half_model=_ANY, half=_ANY, guarded=_ANY))
+    words = text + _any_context_words()
     return any(d.project and d.applies(words) for d in detectors("code"))
 
 
-_ANY = Evidence("any", frozenset({"bf16"}), "", 0)
+@functools.lru_cache(maxsize=1)
+def _any_context_words() -> str:
+    any_ = Evidence("any", frozenset({"bf16"}), "", 0)
+    return project_words(ProjectContext(autocast=any_, half_model=any_, half=any_, guarded=any_))
 
 
-def _check(ctx: Context, checks: list, kind: Kind, text: str) -> tuple[list[Finding], ReportError | None]:
+def _check(ctx: Context, checks: list, kind: Kind, suppressions: Suppressions) -> tuple[list[Finding], ReportError | None]:
     path, src = ctx.src.path, ctx.src
-    suppressions = parse_suppressions(text)
     findings: list[Finding] = []
     for check in checks:
         try:
@@ -259,14 +262,15 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     base = {Path(r): _base_context(Path(r), config_half) for r in roots}
 
     def start(p: str) -> ProjectContext | None:
-        return next((ctx for r, ctx in base.items() if _inside(p, r)), None)
+        root = _root_of(p, roots)
+        return base[Path(root)] if root is not None else None
 
     folder = str(cache) if cache is not None else None
     first = _run([(p, _below(Path(p), roots), start(p), True, True, folder) for p in named]
                  + [(p, _below(Path(p), roots), None, True, False, folder) for p in extra], jobs)
     again = [task for root, results in _projects(first, roots).items()
              for task in _again(results, roots, base.get(root) if root is not None else None,
-                                [e for e in config_half if root is None or _inside(e.file, root)], wanted, folder)]
+                                [e for e in config_half if root is None or _root_of(e.file, [root])], wanted, folder)]
     redone = {r[0]: r for r in _run(again, jobs)} if again else {}
     return _report([_merged(r, redone.get(r[0])) for r in first if r[0] in wanted])
 
@@ -299,7 +303,7 @@ def _again(results: list[FileResult], roots: Sequence[Path | str], known: Projec
 
 
 def _base_context(root: Path, config_half: Sequence[Evidence]) -> ProjectContext:
-    bf16 = next((e for e in config_half if "bf16" in e.dtypes and _inside(e.file, root)), None)
+    bf16 = next((e for e in config_half if "bf16" in e.dtypes and _root_of(e.file, [root])), None)
     if bf16 is not None:
         bf16 = replace(bf16, file=_below(Path(bf16.file), [root]) or bf16.file)
     return ProjectContext(torch_floor=torch_floor(root), trains_bf16=bf16)
@@ -308,17 +312,9 @@ def _base_context(root: Path, config_half: Sequence[Evidence]) -> ProjectContext
 def _projects(results: list[FileResult], roots: Sequence[Path | str]) -> dict[Path | None, list[FileResult]]:
     out: dict[Path | None, list[FileResult]] = {}
     for r in results:
-        root = next((Path(root) for root in roots if _inside(r[0], Path(root))), None)
-        out.setdefault(root, []).append(r)
+        root = _root_of(r[0], roots)
+        out.setdefault(Path(root) if root is not None else None, []).append(r)
     return out
-
-
-def _inside(file: str, root: Path) -> bool:
-    try:
-        Path(file).relative_to(root)
-        return True
-    except ValueError:
-        return False
 
 
 def _report(results: list[FileResult]) -> Report:
@@ -345,10 +341,17 @@ def _report(results: list[FileResult]) -> Report:
     return report
 
 
-def _below(path: Path, roots: Sequence[Path | str]) -> str | None:
+def _root_of(path: Path | str, roots: Sequence[Path | str]) -> Path | str | None:
+    """The first of `roots` that `path` lies below."""
     for root in roots:
         try:
-            return path.relative_to(root).as_posix()
+            Path(path).relative_to(root)
+            return root
         except ValueError:
             continue
     return None
+
+
+def _below(path: Path, roots: Sequence[Path | str]) -> str | None:
+    root = _root_of(path, roots)
+    return path.relative_to(root).as_posix() if root is not None else None
