@@ -34,6 +34,77 @@ def _bf16_in_function(ctx: Context, call: ast.Call) -> ast.AST | None:
     return next((e for e in ctx.facts.bf16_places() if ctx.src.enclosing_function(e) is fn or e in _defaults(fn)), None)
 
 
+def _kwargs_lack_dtype(ctx: Context, call: ast.Call, name: str) -> bool:
+    """`autocast(..., **kw)` where `kw` cannot hold a dtype: a dict literal (or `dict(...)`) bound to it without a
+    "dtype" key, or another autocast of the same function that passes `dtype=` beside the same `**kw` (a dtype in
+    `kw` would make that call a TypeError)."""
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return False
+    stars = [kw.value for kw in call.keywords if kw.arg is None]
+    if len(stars) != 1:
+        return False
+    star = stars[0]
+    fn = ctx.src.enclosing_function(call)
+    for other, other_name in calls_named(ctx, AUTOCASTS):
+        if other is not call and ctx.src.enclosing_function(other) is fn and autocast_argument(other, other_name, "dtype") is not None \
+                and any(kw.arg is None and ast.dump(kw.value) == ast.dump(star) for kw in other.keywords):
+            return True
+    if not isinstance(star, ast.Name):
+        return False
+    bound = [value for _, value in ctx.src.bindings(star, ctx.src.scope(call))]
+    return bool(bound) and all(_dict_without_dtype(v) for v in bound)
+
+
+def _dict_without_dtype(value: ast.AST | None) -> bool:
+    if isinstance(value, ast.Dict):
+        return all(isinstance(k, ast.Constant) and k.value != "dtype" for k in value.keys)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict" and not value.args:
+        return all(kw.arg not in (None, "dtype") for kw in value.keywords)
+    return False
+
+
+def _else_of(ctx: Context, call: ast.Call) -> list[ast.expr]:
+    """The tests of the if/elif chain whose final `else` holds the call (none if it sits in no such `else`)."""
+    child: ast.AST = call
+    for parent in ctx.src.ancestors(call):
+        if isinstance(parent, ast.If) and child in parent.orelse and not (len(parent.orelse) == 1 and isinstance(parent.orelse[0], ast.If)):
+            return _chain(ctx, parent)
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return []
+        child = parent
+    return []
+
+
+def _chain(ctx: Context, last: ast.If) -> list[ast.expr]:
+    """The tests of an if/elif chain, given its last `if`."""
+    tests = [last.test]
+    node: ast.AST = last
+    while isinstance(parent := ctx.src.parents.get(node), ast.If) and parent.orelse == [node]:
+        tests.append(parent.test)
+        node = parent
+    return tests
+
+
+def _conjoined_with_bf16(tests: list[ast.expr]) -> ast.expr | None:
+    """A bf16 test joined with `and` to another condition: a bf16 run where that condition fails goes on to the
+    `else`. Returns that other condition."""
+    for test in tests:
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            bf16 = [v for v in test.values if _says_bf16(v)]
+            others = [v for v in test.values if not _says_bf16(v)]
+            if bf16 and others:
+                return others[0]
+    return None
+
+
+def _says_bf16(test: ast.expr) -> bool:
+    """A test that holds for a bf16 run: `precision == "bf16"`, `mp in ("bf16", ...)`, `dtype == torch.bfloat16`."""
+    if not isinstance(test, ast.Compare) or not all(isinstance(op, (ast.Eq, ast.In)) for op in test.ops):
+        return False
+    return any(isinstance(n, ast.Constant) and n.value in ("bf16", "bfloat16") or isinstance(n, ast.Attribute) and n.attr == "bfloat16"
+               for side in test.comparators for n in ast.walk(side))
+
+
 def _defaults(fn: ast.AST) -> list[ast.AST]:
     args = fn.args  # type: ignore[attr-defined]
     return [n for d in (*args.defaults, *args.kw_defaults) if d is not None for n in ast.walk(d)]
@@ -58,7 +129,10 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
     # it is deliberate fp16 AMP; saying "whatever the run is configured for" there would state a guess.
     said: str | None = None
     for call, name in calls_named(ctx, AUTOCASTS - {"torch.cpu.amp.autocast"}):
-        if has_star_kwargs(call) or autocast_argument(call, name, "dtype") is not None:
+        if autocast_argument(call, name, "dtype") is not None:
+            continue
+        starred = has_star_kwargs(call)
+        if starred and not _kwargs_lack_dtype(ctx, call, name):
             continue
         enabled = autocast_argument(call, name, "enabled")
         if isinstance(enabled, ast.Constant) and enabled.value is False:
@@ -68,6 +142,14 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
             values = [device.body, device.orelse] if isinstance(device, ast.IfExp) else [device]
             if all(isinstance(v, ast.Constant) and v.value != "cuda" for v in values):
                 continue  # CPU/XPU autocast defaults to bf16
+        tests = _else_of(ctx, call)
+        through = _conjoined_with_bf16(tests)
+        if through is not None:
+            yield call, (f"autocast without `dtype=` runs in float16 on CUDA, and bf16 runs reach this `else`: the bf16 branch "
+                         f"(line {through.lineno}) also needs `{ast.unparse(through)[:60]}`")
+            continue
+        if starred or any(_says_bf16(t) for t in tests):
+            continue  # the dtype is passed on where the call is built, or a bf16 run took an earlier branch
         near = _bf16_in_function(ctx, call)
         if near is not None:
             yield call, f"autocast without `dtype=` runs in float16 on CUDA, while this function uses bf16 (line {near.lineno})"

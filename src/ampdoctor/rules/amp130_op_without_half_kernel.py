@@ -46,25 +46,24 @@ def decomposition_of_half_weights(ctx: Context) -> Iterator[CodeHit]:
                          "weights, which are half in a half-precision model (this file handles half dtypes); upcast with `.float()` first"), Severity.WARNING
 
 
-def _from_weights(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int) -> bool:
-    """Is `expr` computed from a module's weights, with no upcast on the way (the last binding of each name)?"""
-    if depth > 3:
-        return False
+def _from_weights(ctx: Context, expr: ast.AST, scope: ast.AST, hops: int) -> bool:
+    """Is `expr` computed from a module's weights, with no upcast on the way (the last binding of each name)?
+    `hops` counts the names followed back to their bindings: the expression's own structure is finite."""
     if isinstance(expr, ast.Call):
         if (ctx.flow.cast_dtype(expr, scope) or frozenset()) & FLOAT_UP:
             return False
         func = expr.func
         base = func.value if isinstance(func, ast.Attribute) else None
-        return any(_from_weights(ctx, a, scope, depth + 1) for a in ([base] if base is not None else []) + list(expr.args[:2]))
+        return any(_from_weights(ctx, a, scope, hops) for a in ([base] if base is not None else []) + list(expr.args[:2]))
     if isinstance(expr, ast.BinOp):
-        return _from_weights(ctx, expr.left, scope, depth + 1) or _from_weights(ctx, expr.right, scope, depth + 1)
+        return _from_weights(ctx, expr.left, scope, hops) or _from_weights(ctx, expr.right, scope, hops)
     if isinstance(expr, ast.Subscript):
-        return _from_weights(ctx, expr.value, scope, depth + 1)
+        return _from_weights(ctx, expr.value, scope, hops)
     if isinstance(expr, ast.Attribute):
-        return bool(tokens(expr.attr) & _WEIGHT_WORDS) or _from_weights(ctx, expr.value, scope, depth + 1)
-    if isinstance(expr, ast.Name):
+        return bool(tokens(expr.attr) & _WEIGHT_WORDS) or _from_weights(ctx, expr.value, scope, hops)
+    if isinstance(expr, ast.Name) and hops < 4:
         before = [b for b in ctx.src.bindings(expr, scope) if b[0] < getattr(expr, "lineno", 0)]
         if not before or before[-1][1] is None:
             return False
-        return _from_weights(ctx, before[-1][1], scope, depth + 1)
+        return _from_weights(ctx, before[-1][1], scope, hops + 1)
     return False
