@@ -183,3 +183,29 @@ def test_a_crash_inside_a_library_stays_the_users_error_with_the_users_call(tmp_
     [root] = [f for f in a.report.findings if f.severity is not Severity.INFO]
     assert root.library is None and root.details["root_cause"] is True and root.location.file.endswith("crashlib/attn.py")
     assert [r.file.endswith("test_audit_attribution.py") for r in root.related if r.label == "called from your code here"] == [True]
+
+
+def _input_not_cast():  # the incidents' "expected scalar type BFloat16 but found Float" at a linear layer
+    nn.Linear(8, 8).to(torch.bfloat16)(torch.randn(2, 8)).sum().backward()
+
+
+def _fp32_grad_on_bf16_param():  # gradients kept in fp32 for bf16 weights ("Expected BFloat16, got Float")
+    m = nn.Linear(8, 8).to(torch.bfloat16)
+    m(torch.randn(2, 8, dtype=torch.bfloat16)).float().sum().backward()
+    for p in m.parameters():
+        p.grad = p.grad.float()
+
+
+def _rotary_input_upcast():  # q upcast to fp32, the table left bf16: the product is fp32 and the next layer fails
+    q = torch.randn(2, 4, 8)
+    cos = torch.randn(4, 8, dtype=torch.bfloat16)
+    nn.Linear(8, 8).to(torch.bfloat16)(q * cos).sum().backward()
+
+
+@pytest.mark.parametrize("step", [_input_not_cast, _fp32_grad_on_bf16_param, _rotary_input_upcast])
+def test_each_kind_of_dtype_crash_is_exactly_one_serious_finding(step):
+    with pytest.raises(RuntimeError):
+        with audit("bf16-true") as a:
+            step()
+    serious = [(f.rule_id, f.severity.value) for f in a.report.findings if f.severity is not Severity.INFO]
+    assert len(serious) == 1 and serious[0][1] == "error", serious
