@@ -18,7 +18,7 @@ from ampdoctor import dtypes
 from ampdoctor.audit.attribution import attributed, chain_places, folded_into, one_per_place
 from ampdoctor.audit.failure import FailureSite, failure_site, is_rope_failure
 from ampdoctor.audit.fields import AUTOCAST, BACKWARD, FORWARD, IN_DT, IN_PROD, INNER, MOD, OPTIMIZER, OUT_DT, PHASE
-from ampdoctor.audit.names import relpath
+from ampdoctor.audit.names import module_label, relpath
 from ampdoctor.audit.observe import Observed, observe
 from ampdoctor.audit.provenance import FLOATS, HALF, Trace
 from ampdoctor.audit.ranges import ValueFlow, value_table
@@ -71,6 +71,37 @@ class RuntimeContext:
     def failure_is_rotary(self) -> bool:
         """The step failed where a cos/sin table met an operand of another dtype (incidents 1 and 5)."""
         return self.failure is not None and is_rope_failure(self.trace, self.failure.inputs)
+
+    def unconverted_input(self) -> tuple[Any, str, Any] | None:
+        """The step failed in a module whose weights are one dtype on an operand of another dtype that never was the
+        weights' dtype inside the model (no promotion or cast made it): the batch entered the model unconverted.
+        Returns (the operand's dtype, the module's name, the weights' dtype)."""
+        site = self.failure
+        if site is None or len({d for d, _ in site.inputs}) != 2 or self.failure_is_rotary():
+            return None
+        t = self.trace
+        index = self._failing_module(site)
+        own = {p.dtype for p in t.modules[index].parameters(recurse=False)} if index >= 0 and t.modules[index] is not None else set()
+        if len(own) != 1 or not own <= {d for d, _ in site.inputs}:
+            return None
+        weight = own.pop()
+        odd = next(d for d, _ in site.inputs if d != weight)
+        origin, _ = t.divergence([p for d, p in site.inputs if d == odd], odd, weight)
+        if origin is not None and self._in_model(origin) and t.out_dtype(origin) == odd and any(d == weight for d, _ in t.float_inputs(origin)):
+            return None  # made inside the model from an activation of the weights' dtype: a promotion (AMP201)
+        return odd, module_label(t.module(index)), weight
+
+    def _failing_module(self, site: FailureSite) -> int:
+        """The failing op's module; a failure before dispatch (a conv's dtype check) names it in its place."""
+        t = self.trace
+        if site.seq is not None:
+            index = t.records[site.seq][MOD]
+            return index if index is not None else -1
+        return t.names.index(site.where.module) if site.where.module in t.names else -1
+
+    def _in_model(self, seq: int) -> bool:
+        index = self.trace.records[seq][MOD]
+        return index is not None and index >= 0
 
     def rounded_updates(self) -> Iterator[tuple[float, Location, dict]]:
         """Measured, not guessed: the share of half-precision parameter elements with a non-zero gradient that the
@@ -213,7 +244,9 @@ def _with_explanation(found: list[Finding], exc: BaseException, ctx: RuntimeCont
     where = site.where if site is not None else None
     known = {g.rule_id for g in found}
     explained = _corroborated(explain_findings(text, location=where), site)
-    at_failure = [f for f in found if f.severity is Severity.ERROR and _same_place(f.location, where)] if where is not None else []
+    # a finding about the failure stands at the failing op, or names it beside the line to change
+    at_failure = [f for f in found if f.severity is Severity.ERROR and any(_same_place(p, where) for p in (f.location, *f.related))] \
+        if where is not None else []
     new = [e for e in explained if e.rule_id not in known]
     root = _root_cause(found, explained, at_failure, new)
     if root is None:

@@ -38,21 +38,27 @@ def _kwargs_lack_dtype(ctx: Context, call: ast.Call, name: str) -> bool:
     """`autocast(..., **kw)` where `kw` cannot hold a dtype: a dict literal (or `dict(...)`) bound to it without a
     "dtype" key, or another autocast of the same function that passes `dtype=` beside the same `**kw` (a dtype in
     `kw` would make that call a TypeError)."""
-    if any(isinstance(a, ast.Starred) for a in call.args):
-        return False
     stars = [kw.value for kw in call.keywords if kw.arg is None]
-    if len(stars) != 1:
+    if any(isinstance(a, ast.Starred) for a in call.args) or len(stars) != 1:
         return False
     star = stars[0]
-    fn = ctx.src.enclosing_function(call)
-    for other, other_name in calls_named(ctx, AUTOCASTS):
-        if other is not call and ctx.src.enclosing_function(other) is fn and autocast_argument(other, other_name, "dtype") is not None \
-                and any(kw.arg is None and ast.dump(kw.value) == ast.dump(star) for kw in other.keywords):
-            return True
+    if _beside_explicit_dtype(ctx, call, star):
+        return True
     if not isinstance(star, ast.Name):
         return False
     bound = [value for _, value in ctx.src.bindings(star, ctx.src.scope(call))]
     return bool(bound) and all(_dict_without_dtype(v) for v in bound)
+
+
+def _beside_explicit_dtype(ctx: Context, call: ast.Call, star: ast.expr) -> bool:
+    fn = ctx.src.enclosing_function(call)
+    same = ast.dump(star)
+    for other, other_name in calls_named(ctx, AUTOCASTS):
+        if other is call or ctx.src.enclosing_function(other) is not fn or autocast_argument(other, other_name, "dtype") is None:
+            continue
+        if any(kw.arg is None and ast.dump(kw.value) == same for kw in other.keywords):
+            return True
+    return False
 
 
 def _dict_without_dtype(value: ast.AST | None) -> bool:
@@ -123,6 +129,18 @@ def _bf16_said(ctx: Context) -> str | None:
     return None
 
 
+def _not_fp16_by_default(call: ast.Call, name: str) -> bool:
+    """Autocast turned off (it needs no dtype), or on a device whose default is bf16 (CPU, XPU)."""
+    enabled = autocast_argument(call, name, "enabled")
+    if isinstance(enabled, ast.Constant) and enabled.value is False:
+        return True
+    if name != "torch.autocast":
+        return False
+    device = autocast_argument(call, name, "device_type")
+    values = [device.body, device.orelse] if isinstance(device, ast.IfExp) else [device]
+    return all(isinstance(v, ast.Constant) and v.value != "cuda" for v in values)
+
+
 @code_check("AMP107", triggers=("autocast",), project=True)
 def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
     # Without bf16 anywhere in view, fp16 is what the author asked for, and paired with an unconditional GradScaler
@@ -134,14 +152,8 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
         starred = has_star_kwargs(call)
         if starred and not _kwargs_lack_dtype(ctx, call, name):
             continue
-        enabled = autocast_argument(call, name, "enabled")
-        if isinstance(enabled, ast.Constant) and enabled.value is False:
-            continue  # disabling autocast needs no dtype
-        if name == "torch.autocast":
-            device = autocast_argument(call, name, "device_type")
-            values = [device.body, device.orelse] if isinstance(device, ast.IfExp) else [device]
-            if all(isinstance(v, ast.Constant) and v.value != "cuda" for v in values):
-                continue  # CPU/XPU autocast defaults to bf16
+        if _not_fp16_by_default(call, name):
+            continue
         tests = _else_of(ctx, call)
         through = _conjoined_with_bf16(tests)
         if through is not None:
