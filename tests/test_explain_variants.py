@@ -1,0 +1,50 @@
+"""explain on the ways an error reaches a tracker other than as printed: a title that lost its closing quote, the
+docs' wording of a warning, a message whose cause is only named by what came with it, a reporter's words."""
+
+from ampdoctor.explain import explain
+
+
+def first(text):
+    cands = explain(text)
+    assert cands, f"no candidate for {text!r}"
+    return cands[0]
+
+
+def test_a_kernel_message_copied_into_a_title_without_its_closing_quote_keeps_its_rule():
+    cand = first("\"_amp_foreach_non_finite_check_and_unscale_cuda\" not implemented for 'BFloat16\nwhile training")
+    assert cand.rule.id == "AMP004" and not cand.guess
+
+
+def test_the_docs_notice_that_cuda_amp_will_be_deprecated_is_the_deprecation_rule():
+    cand = first("torch.cuda.amp.autocast(args...) and torch.cpu.amp.autocast(args...) will be deprecated. "
+                 'Please use torch.autocast("cuda", args...) or torch.autocast("cpu", args...) instead.')
+    assert cand.rule.id == "AMP108" and not cand.guess
+
+
+def test_accelerate_refusing_a_launch_precision_the_deepspeed_config_contradicts_is_a_config_mismatch():
+    cand = first("ValueError: `--mixed_precision` arg cannot be set to `bf16` when `fp16` is set in the DeepSpeed config file.")
+    assert cand.rule.id == "AMP001" and not cand.guess
+
+
+def test_a_half_overflow_is_the_mask_fill_rule_with_confidence_only_where_the_fill_is_in_view():
+    bare = "RuntimeError: value cannot be converted to type at::Half without overflow"
+    assert first(bare).rule.id == "AMP133" and first(bare).guess  # any scalar written into a half tensor says so
+    filled = "    scores = scores.masked_fill(mask == 0, -1e9)\n" + bare
+    assert first(filled).rule.id == "AMP133" and not first(filled).guess
+
+
+def test_a_checkpoint_call_whose_dtype_error_surfaces_in_backward_is_the_recompute_rule():
+    text = ("with torch.autocast('cuda', dtype=torch.bfloat16):\n    out = ckpt.checkpoint(block, x)\nout.sum().backward()\n"
+            "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: c10::BFloat16 != float")
+    cand = first(text)
+    assert cand.rule.id == "AMP134" and not cand.guess
+
+
+def test_a_nan_loss_is_the_overflow_rule_only_in_a_run_said_to_be_fp16_and_below_a_rule_whose_cue_is_in_view():
+    in_fp16 = first("Fine-tuning t5-base with --fp16, the training loss becomes nan after 200 steps.")
+    assert in_fp16.rule.id == "AMP212" and not in_fp16.guess
+    unsaid = explain("Fine-tuning t5-base, the training loss becomes nan after 200 steps.")
+    assert not unsaid or unsaid[0].guess
+    # autocast() without a dtype runs fp16 on CUDA whatever the config says: that rule's own cue is in the text
+    cued = first("with torch.cuda.amp.autocast():\n    loss = model(x)\nstep 100 | loss: nan  (fp16 overflow?)")
+    assert cued.rule.id == "AMP107" and not cued.guess
