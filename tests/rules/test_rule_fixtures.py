@@ -198,7 +198,7 @@ def test_numerics_fixture(rule_id, case):
     spec.loader.exec_module(module)
     model, inputs = module.factory()
     policy = POLICY.search(text)
-    result = compare(model, inputs, policy=policy["policy"] if policy else "bf16-mixed")
+    result = compare(model, inputs, policy=policy["policy"] if policy else "bf16-mixed", compiled="# ampdoctor: compiled" in text)
     mine = [f for f in result.report.findings if f.rule_id == rule_id]
     expected = any(rule_id in m["ids"] for m in EXPECT_ANYWHERE.finditer(text))
     assert expected == is_bad(case), "bad fixtures say expect-anywhere, good fixtures nothing"

@@ -19,6 +19,8 @@ def add_compare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", default="bf16-mixed", help="the precision policy to measure (default: bf16-mixed)")
     p.add_argument("--reference", choices=("fp64", "fp32"), default="fp64", help="the reference dtype (default: fp64)")
     p.add_argument("--seq-len", type=int, default=32, metavar="N", help="sequence length for --hf-config (default 32)")
+    p.add_argument("--compiled", action="store_true",
+                   help="also run each module compiled (torch.compile) and name those whose numbers differ from eager (slow)")
     p.add_argument("--fail-on", choices=("error", "warning", "info"), default="error", help="lowest severity that fails (default: error)")
     add_output_options(p, formats(MEASUREMENTS))
     p.set_defaults(func=_cmd_compare)
@@ -45,7 +47,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     else:
         model, inputs = load_factory(args.factory)
     try:
-        result = compare(model, inputs, policy=policy, reference=args.reference)
+        result = compare(model, inputs, policy=policy, reference=args.reference, compiled=args.compiled)
     except Exception as exc:  # noqa: BLE001 - the model's step failed: a report that says so, exit 1 (as `run` does)
         report = Report(checked=("model",), info=ReportInfo(command="compare", policy=str(policy), policy_source="given", script_failed=True,
                                                           exception=f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"))

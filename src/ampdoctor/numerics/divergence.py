@@ -21,7 +21,7 @@ Both runs use eval mode, so dropout draws no different masks in the two runs.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -54,6 +54,10 @@ class ModuleError:
     local: ErrorStats | None
     grad: ErrorStats | None
     param_grad: ErrorStats | None
+    # With `compare(..., compiled=True)`: the module compiled with torch.compile, run on the same inputs, against the
+    # reference (`compiled`) and against its eager output (`eager_vs_compiled`); None where it was not compiled.
+    compiled: ErrorStats | None = None
+    eager_vs_compiled: ErrorStats | None = None
 
     @property
     def forward_error(self) -> float | None:
@@ -72,7 +76,8 @@ class ModuleError:
         return self.param_grad.rel_l2 if self.param_grad else None
 
     def to_dict(self) -> dict[str, Any]:
-        stats = {k: (getattr(self, k).to_dict() if getattr(self, k) else None) for k in ("forward", "local", "grad", "param_grad")}
+        stats = {k: (getattr(self, k).to_dict() if getattr(self, k) else None)
+                 for k in ("forward", "local", "grad", "param_grad", "compiled", "eager_vs_compiled")}
         return {"name": self.name, "type": self.type, "leaf": self.leaf, "calls": self.calls, "input_dtypes": list(self.input_dtypes), **stats}
 
 
@@ -202,6 +207,40 @@ def _local_error(module: nn.Module, ref: Call, pol: Call, autocast: Any) -> Erro
     return compare_values(out, ref.output)
 
 
+def _compiled_errors(module: nn.Module, ref: Call, pol: Call, autocast: Any) -> tuple[ErrorStats | None, ErrorStats | None]:
+    """The module compiled (inductor fuses elementwise chains and keeps their intermediates in fp32 where eager
+    rounds each one to the compute dtype), run on the reference's inputs as the policy received them: its error
+    against the reference, and its difference from the eager module on the same inputs."""
+    args, kwargs = cast_like(ref.args, pol.args), cast_like(ref.kwargs, pol.kwargs)
+    try:
+        fn = torch.compile(module, dynamic=False)
+        with torch.no_grad(), autocast:
+            eager = module(*args, **kwargs)
+            compiled = fn(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - a module that cannot be compiled or re-run alone is not compared
+        return None, None
+    return compare_values(compiled, ref.output), compare_values(compiled, eager)
+
+
+def _compilable(module: nn.Module) -> bool:
+    """Modules whose own forward has arithmetic to fuse: a torch.nn leaf (Linear, Embedding, LayerNorm, Dropout) is
+    one library kernel either way."""
+    own_code = not type(module).__module__.startswith("torch.nn.")
+    return own_code or any(True for _ in module.children())
+
+
+def _with_compiled(errors: list[ModuleError], ref: _Run, pol: _Run, autocast_of: Callable[[], Any]) -> list[ModuleError]:
+    modules = dict(pol.model.named_modules())
+    out = []
+    for m in errors:
+        module = modules[m.name]
+        if m.local is not None and _compilable(module):
+            compiled, diff = _compiled_errors(module, ref.calls[m.name], pol.calls[m.name], autocast_of())
+            m = replace(m, compiled=compiled, eager_vs_compiled=diff)
+        out.append(m)
+    return out
+
+
 def _param_grad(module: nn.Module) -> torch.Tensor | None:
     grads = [p.grad.reshape(-1).to(torch.float64) for p in module.parameters(recurse=False) if p.grad is not None]
     return torch.cat(grads) if grads else None
@@ -274,10 +313,13 @@ def compare(
     loss_fn: LossFn | None = None,
     *,
     lr: float = 1e-4,
+    compiled: bool = False,
 ) -> CompareResult:
     """Run one step of `model` on `inputs` (a tuple of positional arguments, a dict of keyword arguments, or one
     tensor) under `reference` and under `policy`, and measure where the policy costs accuracy (module docstring).
-    `model` itself is not changed: both runs use copies. ``loss_fn(output) -> scalar`` defaults to `default_loss`."""
+    `model` itself is not changed: both runs use copies. ``loss_fn(output) -> scalar`` defaults to `default_loss`.
+    With `compiled`, each module with arithmetic of its own is also compiled (torch.compile) and run on the same
+    inputs, to name the modules whose compiled numbers differ from eager ones (slow: one compilation each)."""
     pol = policy if isinstance(policy, Policy) else Policy.parse(policy)
     if reference not in REFERENCES:
         raise ValueError(f"unknown reference {reference!r}: expected one of {', '.join(REFERENCES)}")
@@ -292,7 +334,8 @@ def compare(
     ref = _step(ref_model, _cast_inputs(inputs, ref_dtype), torch.autocast(device_type, enabled=False), loss)
     torch.manual_seed(0)
     run = _step(pol_model, inputs, pol.autocast(device_type), loss)
-    modules = tuple(_module_errors(ref, run, lambda: pol.autocast(device_type)))
+    errors = _module_errors(ref, run, lambda: pol.autocast(device_type))
+    modules = tuple(_with_compiled(errors, ref, run, lambda: pol.autocast(device_type)) if compiled else errors)
     updates = tuple(update_underflow(pol_model, pol.param_dtype, lr))
     ctx = NumericsContext(pol, reference, modules, updates, lr)
     from ampdoctor.numerics.views import compare_report
