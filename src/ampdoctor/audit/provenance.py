@@ -253,6 +253,26 @@ class Trace:
         out = self.records[seq][OUT_DT]
         return out[0] if out else None
 
+    def half_copy_of(self, prod: int, depth: int = 16) -> tuple[int, str] | None:
+        """(the cast, the tensor's name) when `prod` holds a named tensor's values (a parameter, buffer or tensor
+        attribute of a module) cast to half on the way, through views, slices, indexing and copies that each have
+        that one float input (`cache[pos][..., :d].to(q.dtype)` holds `cache`)."""
+        cast = None
+        while depth > 0:
+            name = self.leaf_names.get(-prod) if prod < 0 else self.named_seq.get(prod)
+            if name is not None:
+                return (cast, name) if cast is not None else None
+            if prod < 0 or self.op(prod) not in _CARRY:
+                return None
+            ins = self.float_inputs(prod)
+            if len(ins) != 1:
+                return None
+            if self.op(prod) == "aten::_to_copy" and self.out_dtype(prod) in HALF and ins[0][0] not in HALF:
+                cast = prod
+            prod = ins[0][1]
+            depth -= 1
+        return None
+
     def is_promotion(self, seq: int) -> bool:
         """Mixed float inputs with an output wider than a half-precision input."""
         ins = self.float_inputs(seq)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.evidence import Tag
+from ampdoctor.audit.evidence import Phase, Tag
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Location, Severity
 from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
@@ -162,9 +162,32 @@ def half_tables(ctx: RuntimeContext) -> Iterator[Hit]:
         full = f"{mod}.{scan.name}" if mod else scan.name
         yield Hit(f"rotary table {full} {list(scan.shape)} is {name_of(scan.dtype)} ({scan.when} the step): positions and angles lose precision; keep it fp32",
                   Location(module=mod, label=scan.name), details={"tensor": full, "dtype": name_of(scan.dtype), "seen": scan.when})
+    yield from _cast_when_applied(ctx, seen)
     angles = [op.seq for op in t.tagged(Tag.ANGLE) if op.extra[1] > EXACT_INT["bf16"]]
     for _, seqs in ctx.grouped(angles, lambda s: (t.op_at(s).module, t.op(s))).items():
         first = seqs[0]
         top = max(t.op_at(s).extra[1] for s in seqs)
         yield Hit(f"{t.op(first)} computes a rotary table in {name_of(t.op_at(first).in_dtypes[0])} from angles up to {top:g}, beyond exact half precision",
                   t.location(first), details={"max_angle": top})
+
+
+_APPLY = frozenset({"aten::mul", "aten::addcmul"})
+
+
+def _cast_when_applied(ctx: RuntimeContext, seen: set[tuple[int, str]]) -> Iterator[Hit]:
+    """A rotary table kept in fp32 (a buffer or tensor attribute) but cast to half where it is applied
+    (`cos = cache[..., :d].to(q.dtype)`, then `q * cos`): the product rounds the table exactly as a half-precision
+    cache would. Casts that feed a matmul are autocast's business (AMP101); only an elementwise product is this."""
+    t = ctx.trace
+    for op in t.ops(Phase.FORWARD):
+        if t.op(op.seq) not in _APPLY:
+            continue
+        for dtype, prod in t.float_inputs(op.seq):
+            found = t.half_copy_of(prod) if dtype in ctx.HALF and prod >= 0 else None
+            table = found[1] if found is not None else ""
+            if not table or not ROPE_TABLE_NAME.search(table) or (-1, table) in seen:
+                continue
+            seen.add((-1, table))
+            yield Hit(f"rotary table {table} is kept in fp32 but cast to {name_of(dtype)} where it is applied ({t.op(op.seq)}): the "
+                      "product rounds cos/sin as a half-precision cache would; apply it in fp32 (`q.float() * cos`) and cast the result back",
+                      t.location(found[0]), related=(t.location(op.seq, "applied here"),), details={"tensor": table, "dtype": name_of(dtype)})
