@@ -10,6 +10,7 @@ detectors that recognise it (the provenance chain) and by `explain` on the excep
 from __future__ import annotations
 
 import functools
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator
@@ -76,20 +77,46 @@ class RuntimeContext:
         """The step failed in a module whose weights are one dtype on an operand of another dtype that never was the
         weights' dtype inside the model (no promotion or cast made it): the batch entered the model unconverted.
         Returns (the operand's dtype, the module's name, the weights' dtype)."""
+        found = self._failing_weights()
+        if found is None:
+            return None
+        index, weight, odd, origin = found
+        t = self.trace
+        if origin is not None and self._in_model(origin) and t.out_dtype(origin) == odd and any(d == weight for d, _ in t.float_inputs(origin)):
+            return None  # made inside the model from an activation of the weights' dtype: a promotion (AMP201)
+        return odd, module_label(t.module(index)), weight
+
+    def adapter_boundary(self) -> tuple[str, Any, Any, int] | None:
+        """The step failed on a dtype mismatch inside an adapter (a module named as LoRA/adapter layers are) whose
+        other operand got its dtype from a cast or promotion inside the model: (the adapter's name, its weights'
+        dtype, the operand's dtype, the op that gave it that dtype)."""
+        found = self._failing_weights()
+        if found is None:
+            return None
+        index, weight, odd, origin = found
+        name = self.trace.module(index) or ""
+        if not any(ADAPTER_NAME.fullmatch(part) for part in name.split(".")):
+            return None
+        if origin is None or not self._in_model(origin) or self.trace.out_dtype(origin) != odd:
+            return None  # the operand came into the model so (AMP131), or no op of the model gave it that dtype
+        return name, weight, odd, origin
+
+    def _failing_weights(self) -> tuple[int, Any, Any, int | None] | None:
+        """A dtype failure of two float dtypes in a module whose own weights are one of them: (the module, the
+        weights' dtype, the other dtype, the op where an activation of the weights' dtype became the other, if any)."""
         site = self.failure
         if site is None or len({d for d, _ in site.inputs}) != 2 or self.failure_is_rotary():
             return None
         t = self.trace
         index = self._failing_module(site)
-        own = {p.dtype for p in t.modules[index].parameters(recurse=False)} if index >= 0 and t.modules[index] is not None else set()
+        module = t.modules[index] if index >= 0 else None
+        own = {p.dtype for p in module.parameters(recurse=False)} if module is not None else set()
         if len(own) != 1 or not own <= {d for d, _ in site.inputs}:
             return None
         weight = own.pop()
         odd = next(d for d, _ in site.inputs if d != weight)
         origin, _ = t.divergence([p for d, p in site.inputs if d == odd], odd, weight)
-        if origin is not None and self._in_model(origin) and t.out_dtype(origin) == odd and any(d == weight for d, _ in t.float_inputs(origin)):
-            return None  # made inside the model from an activation of the weights' dtype: a promotion (AMP201)
-        return odd, module_label(t.module(index)), weight
+        return index, weight, odd, origin
 
     def _failing_module(self, site: FailureSite) -> int:
         """The failing op's module; a failure before dispatch (a conv's dtype check) names it in its place."""
@@ -315,6 +342,11 @@ def analysis_failed(err: BaseException, checked: tuple[str, ...]) -> Report:
     frame = traceback.extract_tb(err.__traceback__)[-1].name if err.__traceback__ else "?"
     return Report(checked=checked, errors=(ReportError("ampdoctor audit", f"failed to analyse the recording: {type(err).__name__}: {err} ({frame})",
                                                              kind=ErrorKind.INTERNAL),))
+
+
+# Module names of adapters: PEFT's `lora_A`/`lora_B`/`lora_embedding_A`, `lora_down`/`lora_up` of diffusion LoRA code,
+# `adapter`/`adapters`, IA3's and VeRA's vectors.
+ADAPTER_NAME = re.compile(r"(lora|adapter|ia3|vera|dora|lokr|loha)(_?[a-z]*(_[ab])?)?s?(_\w+)?", re.IGNORECASE)
 
 
 # --- the module table -----------------------------------------------------------------------------

@@ -5,12 +5,17 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.core.registry import code_check
+from ampdoctor.core.model import Severity
+from ampdoctor.core.registry import Hit, code_check, runtime_check
+from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.dataflow import HALF, describe
 from ampdoctor.lint.python.resolve import dotted, last_identifier
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
 
 PEFT_FUNCTIONS = frozenset({"peft.get_peft_model", "peft.mapping.get_peft_model", "peft.mapping_func.get_peft_model"})
 
@@ -79,3 +84,20 @@ def _adapter_message(dtypes: frozenset, wrapped: ast.AST | int) -> str:
     return (f"the PEFT model (line {line}) is cast to {describe(dtypes)} after its adapters were added: the trainable adapters "
             f"leave fp32 and the forward runs without autocast; load the base with `torch_dtype=` before `get_peft_model`")
 
+
+@runtime_check("AMP127")
+def adapter_boundary_failure(ctx: RuntimeContext) -> Iterator[Hit]:
+    """The step failed inside an adapter whose input the model cast (or promoted) to another dtype than the
+    adapter's weights, with no autocast to reconcile them: the boundary between base model and adapter."""
+    found = ctx.adapter_boundary()
+    site = ctx.failure
+    if found is None or site is None:
+        return
+    name, weight, odd, origin = found
+    t = ctx.trace
+    made = t.location(origin, f"made {name_of(odd)} here")
+    yield Hit(f"{site.head}: the adapter {name} holds {name_of(weight)} weights and gets its input in {name_of(odd)}, made so by "
+              f"{t.op(origin)} in {made.module or 'the model'}; cast the input to the adapter's dtype where it enters the adapter "
+              f"(`x.to(self.{name.rpartition('.')[2]}.weight.dtype)`), keep adapter and base in one dtype, or run under autocast",
+              site.where, related=(made,), severity=Severity.ERROR,
+              details={"adapter": name, "weight_dtype": name_of(weight), "input_dtype": name_of(odd)})

@@ -73,8 +73,8 @@ def failing_promotion(ctx: RuntimeContext) -> Iterator[Hit]:
     site = ctx.failure
     if site is None or len({d for d, _ in site.inputs}) < 2 or ctx.failure_is_rotary() or not _dtype_mismatch(ctx.exception):
         return
-    if ctx.unconverted_input() is not None:
-        return  # no promotion: the batch entered the model in another dtype than its weights (AMP131)
+    if ctx.unconverted_input() is not None or ctx.adapter_boundary() is not None:
+        return  # the batch entered the model in another dtype than its weights (AMP131), or an adapter's (AMP127)
     t = ctx.trace
     present = {d for d, _ in site.inputs}
     compute = ctx.torch_dtype(ctx.policy.compute)
