@@ -509,3 +509,15 @@ def test_a_referenced_deepspeed_file_is_judged_as_its_launcher_fills_it_not_also
     found = [f for f in lint(ds, args).findings if f.name == "bf16-grad-accumulation"]
     # One verdict, with the launcher's 4 micro-batches; not a second "if gradients are accumulated" note on ds.json alone.
     assert len(found) == 1 and "4 micro-batches" in found[0].message
+
+
+def test_empty_and_template_json_are_notes_not_input_errors(tmp_path):
+    # A launcher's Jinja-templated DeepSpeed config and an empty placeholder are no config that runs: a note each.
+    # A JSON file that is merely broken stays an input error.
+    (tmp_path / "empty.json").write_text("\n")
+    (tmp_path / "ds_template.json").write_text('{\n  "train_micro_batch_size_per_gpu": {{ micro_batch }},\n  "bf16": {"enabled": true}\n}\n')
+    (tmp_path / "broken.json").write_text('{"bf16": {"enabled": true},}\n')
+    report = lint_config_files(sorted(tmp_path.iterdir()))
+    assert [e.file for e in report.errors] == [str(tmp_path / "broken.json")]
+    assert sorted(n.split(":")[0] for n in report.info.notes) == [str(tmp_path / "ds_template.json"), str(tmp_path / "empty.json")]
+    assert str(tmp_path / "empty.json") not in report.checked

@@ -89,9 +89,15 @@ def load_documents(path: Path, text: str | None = None) -> tuple[list[Document],
             return [], error
     assert text is not None
     syntax = syntax_of(path, text)
+    if syntax == "json" and not text.strip():
+        return [], ReportError(str(path), "empty: nothing to check", fatal=False, kind=ErrorKind.NOT_A_CONFIG)
     try:
         if syntax == "json":
-            return load_json(text, str(path))
+            docs, error = load_json(text, str(path))
+            if error is not None and _TEMPLATE.search(text):
+                return [], ReportError(str(path), "a template (its {{ }} / {% %} placeholders are filled in before it is read): not checked",
+                                       error.line, error.column, fatal=False, kind=ErrorKind.NOT_A_CONFIG)
+            return docs, error
         if syntax == "env":
             return load_env(text, str(path))
         if syntax == "toml":
@@ -101,6 +107,10 @@ def load_documents(path: Path, text: str | None = None) -> tuple[list[Document],
         return [], ReportError(str(path), f"{syntax} nested too deeply to read")
     except Exception as exc:  # noqa: BLE001 - a parser bug must become an input error, never a traceback
         return [], ReportError(str(path), f"cannot parse {syntax}: {type(exc).__name__}: {exc}")
+
+
+# Jinja/Go-template markup: a JSON file with it is a template a launcher renders, not the config that runs.
+_TEMPLATE = re.compile(r"\{\{[^{}\n]*\}\}|\{%[^%\n]*%\}")
 
 
 # --- JSON --------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from ampdoctor.frameworks import devices_named_in, reader_for, reader_named
 from ampdoctor.frameworks.base import Reading, Reference
 from ampdoctor.frameworks.located import Document, load_documents
 from ampdoctor.frameworks.reader import Reader
-from ampdoctor.report import Report, ReportError
+from ampdoctor.report import ErrorKind, Report, ReportError
 
 
 def lint_config_files(files: list[Path]) -> Report:
@@ -46,7 +46,13 @@ def lint_readings(readings: list[Reading], checked: tuple[str, ...], errors: lis
     for cfg in readings:
         findings.extend(_name_filled_keys(cfg, check_policy(cfg.policy, cfg.facts, cfg.locate())))
         errors.extend(ReportError(loc.file or cfg.file, message, loc.line, loc.column, fatal=False) for loc, message in cfg.invalid)
-    return Report.of(_unique(findings), checked=checked, errors=tuple(dict.fromkeys(errors)))
+    skipped = [e for e in errors if e.kind is ErrorKind.NOT_A_CONFIG]
+    report = Report.of(_unique(findings), checked=checked, errors=tuple(dict.fromkeys(e for e in errors if e.kind is not ErrorKind.NOT_A_CONFIG)))
+    if not skipped:
+        return report
+    many = len(skipped) != 1
+    return report.with_info(notes=(*report.info.notes, *(f"{e.file}: {e.message}" for e in skipped)),
+                            summary_caveats=(*report.info.summary_caveats, f"{len(skipped)} config file{'s' if many else ''} empty or a template, not checked"))
 
 
 def read_configs(files: list[Path]) -> tuple[list[Reading], tuple[str, ...], list[ReportError]]:
@@ -63,7 +69,8 @@ def read_configs(files: list[Path]) -> tuple[list[Reading], tuple[str, ...], lis
             # Reported, but the rest of the tree still decides the exit code (one upstream JSON with a trailing
             # comma must not fail a 1,500-file lint); a run where nothing could be read exits 2 all the same.
             errors.append(replace(error, fatal=False))
-            unreadable.add(error.file)
+            if error.kind is not ErrorKind.NOT_A_CONFIG:
+                unreadable.add(error.file)
             continue
         for doc in docs:
             found = reader_for(doc)

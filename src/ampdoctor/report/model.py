@@ -98,6 +98,7 @@ class ErrorKind(str, Enum):
     UNREADABLE = "unreadable"  # a file that could not be read at all (missing, no permission, not text)
     SYNTAX = "syntax"  # a source file that does not parse
     NEWER_SYNTAX = "newer-syntax"  # a source file in syntax of a newer Python than this one: fine, but not checked here
+    NOT_A_CONFIG = "not-a-config"  # an empty file or a template whose placeholders are filled in before it is read: a note
     RANK = "rank"  # a rank of a distributed run that sent no (usable) report, or whose script failed
     INTERNAL = "internal"  # ampdoctor itself failed (an analysis that raised)
 
