@@ -209,3 +209,15 @@ def test_each_kind_of_dtype_crash_is_exactly_one_serious_finding(step):
             step()
     serious = [(f.rule_id, f.severity.value) for f in a.report.findings if f.severity is not Severity.INFO]
     assert len(serious) == 1 and serious[0][1] == "error", serious
+
+
+def test_a_shape_error_where_a_rotary_table_meets_queries_is_no_dtype_finding():
+    # A model's own shape bug (a table built for 8 heads, queries of 4) fails where bf16 queries meet the fp32
+    # cos table: the dtypes differ there, but they are not why it failed.
+    q = torch.randn(1, 6, 4, 8, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="must match the size"):
+        with audit("bf16-mixed") as a:
+            angles = torch.outer(torch.arange(6).float(), torch.ones(8))
+            cos = angles.cos().view(1, 6, 1, 8).expand(1, 6, 8, 8)
+            (q * cos).float().sum().backward()
+    assert [f.rule_id for f in a.report.findings if f.severity is not Severity.INFO] == []

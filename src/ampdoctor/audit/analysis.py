@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from ampdoctor import dtypes
 from ampdoctor.audit.attribution import attributed, chain_places, folded_into, one_per_place
-from ampdoctor.audit.failure import FailureSite, failure_site, is_rope_failure
+from ampdoctor.audit.failure import FailureSite, failure_site, is_dtype_mismatch, is_rope_failure
 from ampdoctor.audit.fields import AUTOCAST, BACKWARD, FORWARD, IN_DT, IN_PROD, INNER, MOD, OPTIMIZER, OUT_DT, PHASE
 from ampdoctor.audit.names import module_label, relpath
 from ampdoctor.audit.observe import Observed, observe
@@ -69,6 +69,10 @@ class RuntimeContext:
     def matmul_flops(self, extra: tuple) -> int:
         return matmul_flops(extra)
 
+    def failure_is_dtype_mismatch(self) -> bool:
+        """The step failed because operands' dtypes disagree (not a shape error, a missing kernel...)."""
+        return is_dtype_mismatch(self.exception)
+
     def failure_is_rotary(self) -> bool:
         """The step failed where a cos/sin table met an operand of another dtype (incidents 1 and 5)."""
         return self.failure is not None and is_rope_failure(self.trace, self.failure.inputs)
@@ -105,7 +109,7 @@ class RuntimeContext:
         """A dtype failure of two float dtypes in a module whose own weights are one of them: (the module, the
         weights' dtype, the other dtype, the op where an activation of the weights' dtype became the other, if any)."""
         site = self.failure
-        if site is None or len({d for d, _ in site.inputs}) != 2 or self.failure_is_rotary():
+        if site is None or len({d for d, _ in site.inputs}) != 2 or self.failure_is_rotary() or not self.failure_is_dtype_mismatch():
             return None
         t = self.trace
         index = self._failing_module(site)

@@ -4,6 +4,7 @@ float inputs and walk them back to their origin."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -89,3 +90,13 @@ def is_rope_failure(trace: Trace, inputs: tuple[tuple[Any, int], ...]) -> bool:
     trig = {d for d, p in inputs if trace.is_trig(p)}
     other = {d for d, p in inputs if not trace.is_trig(p)}
     return bool(trig and other and trig != other)
+
+
+# Errors that say two operands' dtypes disagree. An op that failed otherwise (a shape error, a kernel not implemented
+# for bf16, GradScaler's unscale on bf16 gradients) did not fail because of its dtypes, whatever dtypes it received.
+_MISMATCH = re.compile(r"same dtype|same type|scalar type|expected dtype|dtype mismatch|found dtype|type \(.*\) should be the same|"
+                       r"expected (bfloat16|float|half|double)\w*, got (bfloat16|float|half|double)", re.IGNORECASE)
+
+
+def is_dtype_mismatch(exc: BaseException | None) -> bool:
+    return exc is not None and bool(_MISMATCH.search(str(exc)))

@@ -138,7 +138,7 @@ def failing_rotary(ctx: RuntimeContext) -> Iterator[Hit]:
     """The failure is a table and an input of different dtypes meeting (incident 5's assert, incident 1's bmm):
     the chain back to where the table (or the input) got its dtype."""
     site = ctx.failure
-    if site is None or not ctx.failure_is_rotary():
+    if site is None or not ctx.failure_is_rotary() or not ctx.failure_is_dtype_mismatch():
         return
     t = ctx.trace
     tdt, tp = next((d, p) for d, p in site.inputs if t.is_trig(p))

@@ -4,7 +4,6 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ampdoctor.audit.evidence import Phase
@@ -56,22 +55,12 @@ def _promotions_that_matter(ctx: RuntimeContext) -> dict[int, str]:
     return flagged
 
 
-# Errors that say two operands' dtypes disagree. An op that failed otherwise (a kernel not implemented for bf16,
-# GradScaler's unscale on bf16 gradients) did not fail because of a promotion, whatever dtypes it received.
-_MISMATCH = re.compile(r"same dtype|same type|scalar type|expected dtype|dtype mismatch|found dtype|type \(.*\) should be the same|"
-                       r"expected (bfloat16|float|half|double)\w*, got (bfloat16|float|half|double)", re.IGNORECASE)
-
-
-def _dtype_mismatch(exc: BaseException | None) -> bool:
-    return exc is not None and bool(_MISMATCH.search(str(exc)))
-
-
 @runtime_check("AMP201")
 def failing_promotion(ctx: RuntimeContext) -> Iterator[Hit]:
     """The failing op received two float dtypes and no rotary table is involved: walk the odd one back to the op
     where an activation in the compute dtype became it (a promotion or a cast)."""
     site = ctx.failure
-    if site is None or len({d for d, _ in site.inputs}) < 2 or ctx.failure_is_rotary() or not _dtype_mismatch(ctx.exception):
+    if site is None or len({d for d, _ in site.inputs}) < 2 or ctx.failure_is_rotary() or not ctx.failure_is_dtype_mismatch():
         return
     if ctx.unconverted_input() is not None or ctx.adapter_boundary() is not None:
         return  # the batch entered the model in another dtype than its weights (AMP131), or an adapter's (AMP127)
