@@ -374,4 +374,57 @@ def non_finite_activation(model, cfg, batch, step):
     return _embedding_hook(model, step, fn)
 
 
+@injector("AMP131")
+def fp32_embeddings_into_bf16_model(model, cfg, batch, step):
+    """A model cast to bf16 and run without autocast, given its input as embeddings computed in fp32 (a projector
+    or an embedding table kept in fp32 outside the model): nothing casts them to the model's dtype."""
+    import inspect
+
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    if emb is None or "inputs_embeds" not in inspect.signature(model.forward).parameters:
+        return "the model takes no inputs_embeds"
+    with torch.no_grad():
+        embeds = emb(batch["input_ids"]).float()
+    if not embeds.is_floating_point():
+        return "the input embeddings are not float"
+    model.to(torch.bfloat16)
+    batch["inputs_embeds"] = embeds
+    del batch["input_ids"]
+    step.autocast_dtype = None
+    step.policy = "bf16-true"
+    ran = []
+    model.register_forward_hook(lambda *_: ran.append(1))
+    # A model that casts what it is given to its own dtype (T5's norms) has no mismatch to find: not planted.
+    step.check = lambda: "the model casts its input embeddings to its own dtype (the forward ran)" if ran else None
+
+
+class _UpcastingLora(torch.nn.Module):
+    """A LoRA wrapper written for fp32 adapters: it upcasts its input for them."""
+
+    def __init__(self, base, rank=4):
+        super().__init__()
+        self.base = base
+        self.lora_A = torch.nn.Linear(base.in_features, rank, bias=False, dtype=base.weight.dtype)
+        self.lora_B = torch.nn.Linear(rank, base.out_features, bias=False, dtype=base.weight.dtype)
+
+    def forward(self, x):
+        return self.base(x) + self.lora_B(self.lora_A(x.float())).to(x.dtype)
+
+
+@injector("AMP127")
+def adapter_input_upcast(model, cfg, batch, step):
+    """A LoRA layer that upcasts its input for fp32 adapters, in a model (adapters included) cast to bf16 and run
+    without autocast: the fp32 input meets the bf16 adapter weights."""
+    layers = [(n, m) for n, m in model.named_modules() if any(isinstance(c, torch.nn.Linear) for c in m.children())]
+    target = next(((parent, child_name, child) for _, parent in layers for child_name, child in parent.named_children()
+                   if isinstance(child, torch.nn.Linear) and child.in_features > 1), None)
+    if target is None:
+        return "no nn.Linear to adapt"
+    parent, name, linear = target
+    setattr(parent, name, _UpcastingLora(linear))
+    model.to(torch.bfloat16)
+    step.autocast_dtype = None
+    step.policy = "bf16-true"
+
+
 NOT_INJECTABLE = {}

@@ -221,3 +221,25 @@ def test_a_shape_error_where_a_rotary_table_meets_queries_is_no_dtype_finding():
             cos = angles.cos().view(1, 6, 1, 8).expand(1, 6, 8, 8)
             (q * cos).float().sum().backward()
     assert [f.rule_id for f in a.report.findings if f.severity is not Severity.INFO] == []
+
+
+class _UpcastNorm(nn.Module):
+    """A norm that upcasts its own weight and keeps its input's dtype (Gemma's shape)."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6) * (1.0 + self.weight.float())
+
+
+def test_fp32_embeddings_through_a_weight_upcasting_norm_are_the_unconverted_input():
+    # Embeddings from an fp32 projector enter a bf16 model; its norm multiplies them by an upcast weight and the
+    # fp32 product meets the first bf16 projection. The cause is the input, not the norm's weight upcast.
+    model = nn.Sequential(_UpcastNorm(16), nn.Linear(16, 16)).to(torch.bfloat16)
+    embeds = nn.Linear(8, 16)(torch.randn(2, 4, 8)).detach()
+    with pytest.raises(RuntimeError):
+        with audit("bf16-true", model=model) as a:
+            model(embeds).float().sum().backward()
+    assert [(f.rule_id, f.severity.value) for f in a.report.findings if f.severity is not Severity.INFO] == [("AMP131", "error")]

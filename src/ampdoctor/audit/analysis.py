@@ -84,10 +84,11 @@ class RuntimeContext:
         found = self._failing_weights()
         if found is None:
             return None
-        index, weight, odd, origin = found
+        index, weight, odd, _ = found
         t = self.trace
-        if origin is not None and self._in_model(origin) and t.out_dtype(origin) == odd and any(d == weight for d, _ in t.float_inputs(origin)):
-            return None  # made inside the model from an activation of the weights' dtype: a promotion (AMP201)
+        assert self.failure is not None
+        if not t.from_outside([p for d, p in self.failure.inputs if d == odd], odd):
+            return None  # a cast, a constant or a named tensor of the model gave it that dtype (AMP201)
         return odd, module_label(t.module(index)), weight
 
     def adapter_boundary(self) -> tuple[str, Any, Any, int] | None:

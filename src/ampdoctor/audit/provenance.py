@@ -253,6 +253,44 @@ class Trace:
         out = self.records[seq][OUT_DT]
         return out[0] if out else None
 
+    def from_outside(self, prods: Iterable[int], dtype: Any, limit: int = 20000) -> bool:
+        """Do the `dtype` values of these operands come from outside the model: followed back through their
+        `dtype` inputs (a promotion with a weight keeps the activation's dtype), some path ends at an input the
+        step was given (or a tensor made outside any module), and none at a named tensor (a parameter, buffer or
+        attribute: a promotion by it) or at a cast to `dtype` inside the model? (A constant the model makes in
+        the dtype of what it gets, `torch.tensor(scale, dtype=x.dtype)`, decides nothing.)"""
+        outside = False
+        for s, visit in _walk_back(prods, limit):
+            if s in self.named_seq:
+                return False
+            ins = [(d, p) for d, p in self.float_inputs(s) if d == dtype]
+            inside = self.records[s][MOD] is not None and self.records[s][MOD] >= 0
+            if self.op(s) == "aten::_to_copy" and self.float_inputs(s) and self.float_inputs(s)[0][0] != dtype:
+                if inside and not self._named(self.source(self.float_inputs(s)[0][1])):
+                    return False  # the model cast an activation to this dtype itself (a weight upcast decides nothing)
+                outside = outside or not inside
+                continue
+            if not ins:
+                outside = outside or not inside
+                continue
+            for _, p in ins:
+                if p >= 0:
+                    visit(p)
+                elif -p in self.leaf_names:
+                    return False
+                else:
+                    outside = True
+        for p in prods:
+            if p < 0:
+                if -p in self.leaf_names:
+                    return False
+                outside = True
+        return outside
+
+    def _named(self, prod: int) -> bool:
+        """Is this a parameter, buffer or tensor attribute of a module?"""
+        return (-prod in self.leaf_names) if prod < 0 else prod in self.named_seq
+
     def half_copy_of(self, prod: int, depth: int = 16) -> tuple[int, str] | None:
         """(the cast, the tensor's name) when `prod` holds a named tensor's values (a parameter, buffer or tensor
         attribute of a module) cast to half on the way, through views, slices, indexing and copies that each have
