@@ -52,15 +52,14 @@ class Trace:
         # model's `.to(bf16)` is recorded too): their producing op -> their name.
         self.named_seq: dict[int, str] = {}
         for tid, name in self.leaf_names.items():
-            entry = rec.producers.get(tid)
-            if entry is not None and entry[0]() is not None:
-                self.named_seq[entry[1]] = name
+            ref = rec.produced.get(tid)
+            if ref is not None and ref() is not None:
+                self.named_seq[rec.producers[tid]] = name
         self._trig: dict[int, bool] = {}
         self._op_names: dict[int, str] = {}  # op id (a record's FUNC) -> name
         self._views: dict[str | None, list[Op]] | None = None  # `ops()`: all, and by phase
-        nrs = rec.values.forward_nrs if rec.values is not None else []
-        self._fwd_seqs = [s for s, _ in nrs]
-        self._fwd_nrs = [n for _, n in nrs]
+        self._fwd_seqs: list[int] = rec.values.forward_seqs if rec.values is not None else []
+        self._fwd_nrs: list[int] = rec.values.forward_nrs if rec.values is not None else []
 
     # --- typed views: what runtime rules read (they never touch the recorder) -----------------------
 
