@@ -78,10 +78,14 @@ def _flatten(args: Any, out: list) -> None:
                     out.append(b)
 
 
-def _inputs(r: "Recorder", ins: list) -> tuple[tuple, tuple]:
-    """The dtypes of an op's tensor inputs and, for float ones, their producer's seq or minus the id of a leaf
+def _inputs(r: "Recorder", args: tuple, kwargs: dict, seq: int) -> tuple[list, tuple, tuple]:
+    """An op's tensor inputs, their dtypes and, for float ones, their producer's seq or minus the id of a leaf
     (parameter, buffer, input: named later); a leaf's values are measured the first time it is read."""
-    prov = r.producers
+    ins: list = []
+    _flatten(args, ins)
+    if kwargs:
+        _flatten(kwargs.values(), ins)
+    made = r.produced
     values = r.values
     in_dt = []
     in_prod = []
@@ -89,35 +93,59 @@ def _inputs(r: "Recorder", ins: list) -> tuple[tuple, tuple]:
         dt = t.dtype
         in_dt.append(dt)
         if dt in _FLOATS:
-            entry = prov.get(id(t))
-            if entry is not None and entry[0]() is t:
-                in_prod.append(entry[1])
+            ref = made.get(id(t))
+            if ref is not None and ref() is t:
+                in_prod.append(r.producers[id(t)])
             else:
                 in_prod.append(-id(t))
                 if values is not None:
-                    values.leaf(t, len(r.records))
+                    values.leaf(t, seq)
         else:
             in_prod.append(None)
-    return tuple(in_dt), tuple(in_prod)
+    return ins, tuple(in_dt), tuple(in_prod)
 
 
-def _phase_and_module(r: "Recorder", values: Any) -> tuple[str, int, Any]:
+def _phase_and_module(r: "Recorder", values: Any, seq: int) -> tuple[str, int, Any]:
     """The phase an op runs in and the module it belongs to: the running module in forward, the module that made the
     autograd node in backward (an AccumulateGrad node has no sequence number: its parameter is noted instead)."""
     node = _current_autograd_node()
     if node is None:
-        phase = OPTIMIZER if (r.in_optimizer or (r.saw_backward and not r.stack)) else FORWARD
-        if values is not None and phase == FORWARD:
-            values.forward_nrs.append((len(r.records), _peek_sequence_nr()))
-        return phase, r.stack[-1] if r.stack else -1, None
+        stack = r.stack
+        if r.in_optimizer or (r.saw_backward and not stack):
+            return OPTIMIZER, stack[-1] if stack else -1, None
+        if values is not None:
+            values.forward_seqs.append(seq)
+            values.forward_nrs.append(_peek_sequence_nr())
+        return FORWARD, stack[-1] if stack else -1, None
     r.saw_backward = True
     nr = node._sequence_nr()
     if nr == _NO_SEQUENCE_NR:
         var = getattr(node, "variable", None)
         return BACKWARD, -1, (Tag.ACCUMULATE, id(var)) if var is not None else None
     if values is not None:
-        values.backward_nrs[len(r.records)] = nr
+        values.backward_nrs[seq] = nr
     return BACKWARD, r.module_at(nr), None
+
+
+def _outputs(out: Any, r: "Recorder", seq: int) -> tuple[list, list]:
+    """An op's tensor outputs and their dtypes; each float one is noted as made by op `seq`."""
+    outs: list = []
+    if isinstance(out, torch.Tensor):
+        outs.append(out)
+    elif isinstance(out, (list, tuple)):
+        _flatten(out, outs)
+    out_dt = []
+    prov = r.producers
+    made = r.produced
+    for t in outs:
+        dt = t.dtype
+        out_dt.append(dt)
+        if dt in _FLOATS:
+            # No weakref callback: a dead entry is recognised by its dead ref, and one callback
+            # per output costs more than the entries it would drop (`release` clears them).
+            made[id(t)] = weakref.ref(t)
+            prov[id(t)] = seq
+    return outs, out_dt
 
 
 @dataclass
@@ -132,20 +160,30 @@ class RecordingMode(TorchDispatchMode):
     def __init__(self, recorder: "Recorder") -> None:
         super().__init__()
         self.r = recorder
+        # Per op (by id): whether its results can hold values to measure, and its watch. Looked up once per op
+        # kind, not once per call.
+        self._kinds: dict[int, tuple[bool, Any]] = {}
+        # Records hold one shared tuple per distinct dtype list or call site: fewer objects that outlive the op,
+        # so fewer garbage-collector passes during a long recording.
+        self._shared: dict[tuple, tuple] = {}
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: C901 - the hot path, kept flat
+    def _kind(self, fid: int, func: Any) -> tuple[bool, Any]:
+        r = self.r
+        r.ops[fid] = func
+        measured = r.values is not None and r.values.how(fid, func) is not None
+        kind = self._kinds[fid] = (measured, r.watch.get(fid))
+        return kind
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         r = self.r
         if not r.active:
             return func(*args, **kwargs)
-        ins: list = []
-        _flatten(args, ins)
-        if kwargs:
-            _flatten(kwargs.values(), ins)
-        prov = r.producers
+        records = r.records
+        seq = len(records)
         values = r.values
-        in_dt, in_prod = _inputs(r, ins)
-        phase, mod, extra = _phase_and_module(r, values)
+        ins, in_dt, in_prod = _inputs(r, args, kwargs, seq)
+        phase, mod, extra = _phase_and_module(r, values, seq)
         if phase == BACKWARD and values is not None and r.engine_issued():
             # An op the autograd engine runs has only the `.backward()` call on its Python stack: the report places
             # it at the forward line that built its node (`Trace.location`, through the value watch's sequence
@@ -153,36 +191,26 @@ class RecordingMode(TorchDispatchMode):
             code, lasti, inner = None, 0, None
         else:
             code, lasti, inner = r.frames()
+        shared = self._shared
+        in_dt = shared.setdefault(in_dt, in_dt)
+        if inner is not None:
+            inner = shared.setdefault(inner, inner)
         autocast = r.autocast_on
-        seq = len(r.records)
         fid = id(func)
-        if fid not in r.ops:
-            r.ops[fid] = func
+        kind = self._kinds.get(fid) or self._kind(fid, func)
         try:
             out = func(*args, **kwargs)
         except Exception as exc:
-            r.records.append((seq, fid, in_dt, in_prod, None, mod, phase, code, lasti, inner, autocast, extra))
+            records.append((seq, fid, in_dt, in_prod, None, mod, phase, code, lasti, inner, autocast, extra))
             r.failure = Failure(seq, exc)
             raise
-        outs: list = []
-        if isinstance(out, torch.Tensor):
-            outs.append(out)
-        elif isinstance(out, (list, tuple)):
-            _flatten(out, outs)
-        out_dt = []
-        for t in outs:
-            dt = t.dtype
-            out_dt.append(dt)
-            if dt in _FLOATS:
-                # No weakref callback: a dead entry is recognised by its dead ref, and one callback
-                # per output costs more than the entries it would drop (`release` clears them).
-                prov[id(t)] = (weakref.ref(t), seq)
-        if values is not None and (out_dt or out is None):
+        outs, out_dt = _outputs(out, r, seq)
+        if kind[0] and (out_dt or out is None):
             values.output(seq, fid, func, args, kwargs, outs, phase == OPTIMIZER)
-        watch = r.watch.get(fid)
-        if watch is not None and extra is None:  # an AccumulateGrad add_ keeps its ACCUMULATE tag
-            extra = watch(r, func, args, kwargs, out, ins)
-        r.records.append((seq, fid, in_dt, in_prod, tuple(out_dt), mod, phase, code, lasti, inner, autocast, extra))
+        if kind[1] is not None and extra is None:  # an AccumulateGrad add_ keeps its ACCUMULATE tag
+            extra = kind[1](r, func, args, kwargs, out, ins)
+        out_t = tuple(out_dt)
+        records.append((seq, fid, in_dt, in_prod, shared.setdefault(out_t, out_t), mod, phase, code, lasti, inner, autocast, extra))
         return out
 
 

@@ -13,7 +13,7 @@ import torch
 
 from ampdoctor import dtypes
 from ampdoctor.audit.evidence import BufferScan, GradSnapshot, Op, OptimizerStep, Tag
-from ampdoctor.audit.fields import BACKWARD, CODE, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE
+from ampdoctor.audit.fields import BACKWARD, CODE, EXTRA, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE
 from ampdoctor.audit.names import module_label, op_name, relpath
 from ampdoctor.audit.recorder import Recorder, line_of
 from ampdoctor.core import Location
@@ -52,15 +52,15 @@ class Trace:
         # model's `.to(bf16)` is recorded too): their producing op -> their name.
         self.named_seq: dict[int, str] = {}
         for tid, name in self.leaf_names.items():
-            entry = rec.producers.get(tid)
-            if entry is not None and entry[0]() is not None:
-                self.named_seq[entry[1]] = name
+            ref = rec.produced.get(tid)
+            if ref is not None and ref() is not None:
+                self.named_seq[rec.producers[tid]] = name
         self._trig: dict[int, bool] = {}
         self._op_names: dict[int, str] = {}  # op id (a record's FUNC) -> name
         self._views: dict[str | None, list[Op]] | None = None  # `ops()`: all, and by phase
-        nrs = rec.values.forward_nrs if rec.values is not None else []
-        self._fwd_seqs = [s for s, _ in nrs]
-        self._fwd_nrs = [n for _, n in nrs]
+        self._by_tag: dict[Tag, list[Op]] | None = None  # `tagged()`
+        self._fwd_seqs: list[int] = rec.values.forward_seqs if rec.values is not None else []
+        self._fwd_nrs: list[int] = rec.values.forward_nrs if rec.values is not None else []
 
     # --- typed views: what runtime rules read (they never touch the recorder) -----------------------
 
@@ -79,7 +79,12 @@ class Trace:
 
     def tagged(self, tag: Tag) -> Iterator[Op]:
         """The ops whose record carries evidence `tag` (angles of a rotary table, positions cast to a float...)."""
-        return (op for op in self.ops() if op.tagged(tag))
+        if self._by_tag is None:  # one pass for all tags: rules ask for one each, and few of ~10^5 ops carry any
+            self._by_tag = {}
+            for op in self.ops():
+                if op.record[EXTRA] and isinstance(op.record[EXTRA][0], Tag):
+                    self._by_tag.setdefault(op.record[EXTRA][0], []).append(op)
+        return iter(self._by_tag.get(tag, ()))
 
     def tallied(self, tag: Tag) -> list[tuple[int, int, int]]:
         """For a tag whose evidence is ``(tag, lost, considered)`` (updates rounded away, of those sampled): per line of

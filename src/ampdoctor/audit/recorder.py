@@ -52,7 +52,10 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Samp
         self.on_stop = on_stop
         self.records: list[tuple] = []
         self.ops: dict[int, Any] = {}  # id -> the op (OpOverload) of records' FUNC
-        self.producers: dict[int, tuple] = {}
+        # id of a float tensor an op made -> the op's seq, and a weakref that tells that tensor from a later one at
+        # the same id (two dicts, not one of pairs: one object per output that outlives the op, not two)
+        self.producers: dict[int, int] = {}
+        self.produced: dict[int, Any] = {}
         self.modules: list[ModuleInfo] = []
         self._module_index: dict[int, int] = {}
         self.stack: list[int] = []
@@ -115,8 +118,8 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Samp
     # --- provenance housekeeping ---------------------------------------------------------------
 
     def producer_of(self, t: torch.Tensor) -> int:
-        entry = self.producers.get(id(t))
-        return entry[1] if entry is not None and entry[0]() is t else -1
+        ref = self.produced.get(id(t))
+        return self.producers[id(t)] if ref is not None and ref() is t else -1
 
     # --- install / remove ------------------------------------------------------------------------
 
@@ -195,6 +198,7 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Samp
         """Drop everything that keeps the user's objects alive (after the report is built)."""
         self._alive.clear()
         self.producers.clear()
+        self.produced.clear()
         self._internal.clear()
         self.failure = None
         if self.values is not None:

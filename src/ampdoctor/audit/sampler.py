@@ -21,6 +21,7 @@ class Sampler:
         # What unrecorded steps do to a tensor (in-place updates, a cache refilled) is not seen: its producer and
         # value record from this sample would be stale in the next one, so the next sample starts without them.
         self.producers.clear()
+        self.produced.clear()
         self._detach(keep_autocast=True)  # the wrappers follow autocast through the pause (one call per context)
 
     def _resume(self) -> None:

@@ -104,7 +104,9 @@ class ValueWatch:
         self.stats: dict[int, ValueStats] = {}
         self.leaf_stats: dict[int, list[tuple[int, ValueStats]]] = {}  # leaf id -> [(first seq seen, stats)]
         # seq of a forward op -> the autograd sequence number its node got, to map a backward op to its forward line
-        self.forward_nrs: list[tuple[int, int]] = []  # (seq, the sequence number its node would get)
+        # (in two parallel lists: one pair of ints per forward op, no tuple that outlives it)
+        self.forward_seqs: list[int] = []
+        self.forward_nrs: list[int] = []  # the sequence number the node of the op at forward_seqs[i] would get
         self.backward_nrs: dict[int, int] = {}  # seq of a backward op -> the sequence number of its node
         self._leaf_refs: dict[int, Any] = {}
         self._pending: list[tuple] = []

@@ -29,9 +29,10 @@ def no_values(t: torch.Tensor) -> bool:
 
 
 def _shapes(a: Any) -> Any:
-    """Tensors as their shapes and lists as tuples: all a FLOP formula reads, and hashable."""
+    """Tensors as their shapes and lists as tuples: all a FLOP formula reads, and hashable. Plain tuples of ints,
+    not `torch.Size`: the garbage collector stops tracking them, and a recording holds thousands."""
     if isinstance(a, torch.Tensor):
-        return a.shape
+        return tuple(a.shape)
     if isinstance(a, (list, tuple)):
         return tuple(_shapes(b) for b in a)
     return a
