@@ -14,7 +14,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from ampdoctor.core.catalog import documented_rule, finding
 from ampdoctor.core.model import Finding, Location, Severity
@@ -29,6 +29,7 @@ from ampdoctor.lint.python.project import PRECISION_WORDS, Evidence, ProjectCont
 from ampdoctor.lint.python.project import summarize as summarize_file
 from ampdoctor.lint.python.source import SourceFile
 from ampdoctor.lint.python.suppress import Suppressions, is_suppressed, parse_suppressions
+from ampdoctor.lint.python.words import TextWords, holds, search_order
 from ampdoctor.report import ErrorKind, Report, ReportError
 
 # Below this many files a process pool costs more than it saves.
@@ -49,42 +50,71 @@ def lint_source(text: str, path: str = "<string>", kind_path: str | None = None,
 
 def _lint(text: str, path: str, kind_path: str | None, project: ProjectContext | None,
           summarize: bool, check: bool | str = True) -> tuple[list[Finding], ReportError | None, Summary | None]:
+    return _lint_twice(text, path, kind_path, project, summarize, check, None)[0]
+
+
+# A second judgement of a file: its findings and the error that cut it short, if any.
+Again = tuple[list[Finding], "ReportError | None"]
+
+
+def _lint_twice(text: str, path: str, kind_path: str | None, project: ProjectContext | None, summarize: bool,
+                check: bool | str, again: ProjectContext | None) -> tuple[tuple[list[Finding], ReportError | None, Summary | None], Again | None]:
+    """The file judged under `project` (`_lint`) and, when `again` is given and that judgement stands (no error),
+    once more under `again` with the rules that read it (`check="project"`), on the same parse."""
     rel = kind_path or path
     kind = file_kind(rel, text)
-    checks = _checks(text, project, check)
-    trains = kind.kind is CodeKind.TRAINING and any(w in text for w in PRECISION_WORDS)
-    configs = check is True and holds_python_config(text)
+    words = TextWords(text)
+    checks = _checks(words, project, check)
+    trains = _trains(kind, words)
+    configs = check is True and holds_python_config(words)
+    later = _checks(words, again, "project") if again is not None else []
     try:
-        if not checks and not configs and not (summarize and trains):
+        if not checks and not configs and not (summarize and trains) and not later:
             SourceFile.syntax_check(path, text)
-            return [], None, summarize_file(rel, text, None, False, sensitive(text)) if summarize else None
+            summary = summarize_file(rel, text, None, False, sensitive(words)) if summarize else None
+            return ([], None, summary), (([], None) if again is not None else None)
         src = SourceFile.parse(path, text)
     except SyntaxError as exc:
         newer = newer_syntax(exc, text)
         if newer:
             version = f"{sys.version_info[0]}.{sys.version_info[1]}"
-            return [], ReportError(path, f"{NEWER_PYTHON}{newer}; Python {version} cannot parse it, not checked", exc.lineno, exc.offset, fatal=False,
-                                   kind=ErrorKind.NEWER_SYNTAX), None
-        return [], ReportError(path, f"syntax error: {exc.msg}", exc.lineno, exc.offset, fatal=False, kind=ErrorKind.SYNTAX), None
+            return ([], ReportError(path, f"{NEWER_PYTHON}{newer}; Python {version} cannot parse it, not checked", exc.lineno, exc.offset,
+                                    fatal=False, kind=ErrorKind.NEWER_SYNTAX), None), None
+        return ([], ReportError(path, f"syntax error: {exc.msg}", exc.lineno, exc.offset, fatal=False, kind=ErrorKind.SYNTAX), None), None
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
-        return [], ReportError(path, f"syntax error: {exc}", fatal=False, kind=ErrorKind.SYNTAX), None
+        return ([], ReportError(path, f"syntax error: {exc}", fatal=False, kind=ErrorKind.SYNTAX), None), None
     ctx = Context(src, project)
     suppressions = parse_suppressions(text)
     findings, error = _check(ctx, checks, kind, suppressions)
     if error is not None:
-        return findings, error, None
+        return (findings, error, None), None
     if configs:
         findings += [judged_by_kind(f, kind) for f in _config_findings(ctx, findings, suppressions)]
-    return findings, None, summarize_file(rel, text, ctx, trains, sensitive(text)) if summarize else None
+    first = findings, None, summarize_file(rel, text, ctx, trains, sensitive(words)) if summarize else None
+    if again is None:
+        return first, None
+    return first, _check(Context(src, again), later, kind, suppressions) if later else ([], None)
 
 
-def _checks(text: str, project: ProjectContext | None, check: bool | str) -> list:
+def _trains(kind: Kind, words: TextWords) -> bool:
+    """A training file that names a precision: its summary needs the parsed file (`project.summarize`)."""
+    return kind.kind is CodeKind.TRAINING and any(w in words for w in PRECISION_WORDS)
+
+
+def _checks(words: TextWords, project: ProjectContext | None, check: bool | str) -> list:
     """The code detectors to run. `check`: True (all), False (none: a file summarised for context only), or
-    "project" (again, under the project's context: only the rules that read it; the others' findings stand)."""
+    "project" (again, under the project's context: only the rules that read it; the others' findings stand).
+    A detector runs when its trigger words occur in the text, or in the words its project context stands for."""
     if check is False:
         return []
-    words = text + project_words(project)
-    return [d for d in detectors("code") if (check is True or d.rule_id in project_rules()) and d.applies(words)]
+    seen = words.plus(project_words(project))
+    return [d for d, groups in _code_detectors() if (check is True or d.rule_id in project_rules()) and holds(seen, groups)]
+
+
+@functools.lru_cache(maxsize=1)
+def _code_detectors() -> tuple[tuple, ...]:
+    """Each code detector with its trigger groups in the order cheapest to test (`words.search_order`)."""
+    return tuple((d, search_order(d.triggers)) for d in detectors("code"))
 
 
 @functools.lru_cache(maxsize=1)
@@ -93,11 +123,11 @@ def project_rules() -> frozenset[str]:
     return frozenset(d.rule_id for d in detectors("code") if d.project)
 
 
-def sensitive(text: str) -> bool:
+def sensitive(words: TextWords) -> bool:
     """Could a project context change this file's findings: would a detector that reads it run, given every word
     a context stands in for?"""
-    words = text + _any_context_words()
-    return any(d.project and d.applies(words) for d in detectors("code"))
+    seen = words.plus(_any_context_words())
+    return any(d.project and holds(seen, groups) for d, groups in _code_detectors())
 
 
 @functools.lru_cache(maxsize=1)
@@ -193,20 +223,82 @@ def lint_file(path: str, kind_path: str | None = None, project: ProjectContext |
               summarize: bool = False, check: bool | str = True, cache: str | None = None) -> FileResult:
     """Lint one file; with `cache` (a folder), a result stored for the same content, path below the project and
     project context is taken instead (`lint.cache`)."""
+    read = _read(path)
+    if isinstance(read, ReportError):
+        return path, [], read, None
+    raw, text = read
+    entry = lint_cache.key(raw, kind_path or path, project, summarize, check) if cache else None
+    hit = _cached(cache, entry, path)
+    if hit is not None:
+        return hit
+    findings, error, summary = _lint(text, path, kind_path, project, summarize, check)
+    _store(cache, entry, findings, error, summary)
+    return path, findings, error, summary
+
+
+def _read(path: str) -> tuple[bytes, str] | ReportError:
     try:
         raw = Path(path).read_bytes()
-        text = importlib.util.decode_source(raw)
+        return raw, importlib.util.decode_source(raw)
     except (OSError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
-        return path, [], ReportError(path, f"cannot read: {exc}", fatal=False, kind=ErrorKind.UNREADABLE), None
-    entry = lint_cache.key(raw, kind_path or path, project, summarize, check) if cache else None
-    if cache and entry:
-        hit = lint_cache.load(Path(cache), entry, path)
-        if hit is not None:
-            return (path, *hit)
-    findings, error, summary = _lint(text, path, kind_path, project, summarize, check)
+        return ReportError(path, f"cannot read: {exc}", fatal=False, kind=ErrorKind.UNREADABLE)
+
+
+def _cached(cache: str | None, entry: str | None, path: str) -> FileResult | None:
+    hit = lint_cache.load(Path(cache), entry, path) if cache and entry else None
+    return (path, *hit) if hit is not None else None
+
+
+def _store(cache: str | None, entry: str | None, findings: list[Finding], error: ReportError | None, summary: Summary | None) -> None:
     if cache and entry:
         lint_cache.store(Path(cache), entry, findings, error, summary)
-    return path, findings, error, summary
+
+
+def _first_look(task: "Task") -> tuple[FileResult, bool]:
+    """First phase of `lint_python_files`: the file's summary, for the project model, and whether its judgement is
+    deferred to the second phase (True), where one parse serves both its judgements. Only a training file that
+    names a precision is parsed now, since its summary needs the parse; a stored result is taken as it is."""
+    path, kind_path, project, summarize, check, cache = task
+    read = _read(path)
+    if isinstance(read, ReportError):
+        return (path, [], read, None), False
+    raw, text = read
+    entry = lint_cache.key(raw, kind_path or path, project, summarize, check) if cache else None
+    hit = _cached(cache, entry, path)
+    if hit is not None:
+        return hit, False
+    rel = kind_path or path
+    words = TextWords(text)
+    if summarize and _trains(file_kind(rel, text), words):
+        findings, error, summary = _lint(text, path, kind_path, project, summarize, check)
+        _store(cache, entry, findings, error, summary)
+        return (path, findings, error, summary), False
+    # what `_lint` will summarise, if the file parses and its checks finish (`_finish` tells)
+    return (path, [], None, summarize_file(rel, text, None, False, sensitive(words)) if summarize else None), True
+
+
+def _finish(task: "Task", again: ProjectContext | None, deferred: bool) -> tuple[FileResult | None, FileResult | None]:
+    """Second phase: the deferred judgement of a file and, under `again` (the context its project's precision
+    reaches it with), its judgement by the rules that read it; for a file judged in the first phase, only that."""
+    path, kind_path, project, summarize, check, cache = task
+    if not deferred:
+        return None, lint_file(path, kind_path, again, False, "project", cache)
+    read = _read(path)
+    if isinstance(read, ReportError):
+        return (path, [], read, None), None
+    raw, text = read
+    entry = lint_cache.key(raw, kind_path or path, project, summarize, check) if cache else None
+    entry_again = lint_cache.key(raw, kind_path or path, again, False, "project") if cache and again is not None else None
+    stored = _cached(cache, entry_again, path)
+    (findings, error, summary), second = _lint_twice(text, path, kind_path, project, summarize, check,
+                                                     again if stored is None else None)
+    _store(cache, entry, findings, error, summary)
+    if error is not None or again is None:
+        return (path, findings, error, summary), None
+    if stored is None and second is not None:
+        _store(cache, entry_again, second[0], second[1], None)
+        stored = (path, second[0], second[1], None)
+    return (path, findings, error, summary), stored
 
 
 @contextlib.contextmanager
@@ -227,20 +319,38 @@ def _cycle_collector_paused():
 Task = tuple[str, "str | None", "ProjectContext | None", bool, "bool | str", "str | None"]
 
 
-def _lint_chunk(tasks: list[Task]) -> list[FileResult]:
+def _chunk(fn: Callable[..., Any], items: list[tuple]) -> list[Any]:
     with _cycle_collector_paused():
-        return [lint_file(*task) for task in tasks]
+        return [fn(*item) for item in items]
 
 
-def _run(tasks: list[Task], jobs: int) -> list[FileResult]:
-    workers = jobs or os.cpu_count() or 1
-    if workers <= 1 or len(tasks) < PARALLEL_MIN_FILES:
-        return _lint_chunk(tasks)
+def _run(fn: Callable[..., Any], items: list[tuple], jobs: int) -> list[Any]:
+    """`fn(*item)` for each item, in worker processes; the results in the order of the items."""
+    workers = _workers(len(items), jobs)
+    if workers <= 1:
+        return _chunk(fn, items)
     # Interleaved chunks so that big files (one model family sits together) spread over the workers.
     n_chunks = workers * 16
-    chunks = [tasks[i::n_chunks] for i in range(n_chunks)]
+    chunks = [items[i::n_chunks] for i in range(n_chunks)]
+    out: list[Any] = [None] * len(items)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        return [r for chunk in pool.map(_lint_chunk, chunks) for r in chunk]
+        for i, results in enumerate(pool.map(functools.partial(_chunk, fn), chunks)):
+            out[i::n_chunks] = results
+    return out
+
+
+def _workers(n: int, jobs: int) -> int:
+    workers = jobs or os.cpu_count() or 1
+    return 1 if n < PARALLEL_MIN_FILES else workers
+
+
+def _chunk_order(n: int, jobs: int) -> list[int]:
+    """The order in which `_run`'s chunks hold `n` items: files are reported in it (`checked`), chunk by chunk."""
+    workers = _workers(n, jobs)
+    if workers <= 1:
+        return list(range(n))
+    n_chunks = workers * 16
+    return [j for i in range(n_chunks) for j in range(i, n, n_chunks)]
 
 
 def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequence[Path | str] = (),
@@ -249,11 +359,17 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     """Lint `files` with `jobs` worker processes (0: one per core). Every file read is listed in `checked`. A file
     below one of the folders `roots` is judged by its path below that folder (`lint_source`'s `kind_path`).
 
-    The files below one root are one project (files named alone, another): each file is summarised in the first
-    pass, the precision of the training files, and of the first training config in `config_half` that lies in the
-    project, follows their imports (`lint.python.project`), and the files it reaches are linted again under it.
-    `context_files` are summarised for that but not reported. With `cache` (a folder), unchanged files are not
-    parsed again (`lint.cache`)."""
+    The files below one root are one project (files named alone, another): each file is summarised, the precision
+    of the training files, and of the first training config in `config_half` that lies in the project, follows
+    their imports (`lint.python.project`), and the files it reaches are judged again under it by the rules that
+    read it. `context_files` are summarised for that but not reported. With `cache` (a folder), unchanged files
+    are not parsed again (`lint.cache`).
+
+    Two phases: the first reads every file and summarises it (parsing only the training files that name a
+    precision); the project model then says which files the precision reaches, and the second phase parses each
+    remaining file once for both its judgements. A summary taken before the parse assumed the file would be
+    judged; where one was not (a syntax error), the model is built again and the files whose context changes are
+    judged again under the right one."""
     named = [str(f) for f in files]
     wanted = set(named)
     extra = [str(f) for f in context_files if str(f) not in wanted]
@@ -266,13 +382,28 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
         return base[Path(root)] if root is not None else None
 
     folder = str(cache) if cache is not None else None
-    first = _run([(p, _below(Path(p), roots), start(p), True, True, folder) for p in named]
-                 + [(p, _below(Path(p), roots), None, True, False, folder) for p in extra], jobs)
-    again = [task for root, results in _projects(first, roots).items()
-             for task in _again(results, roots, base.get(root) if root is not None else None,
-                                [e for e in config_half if root is None or _root_of(e.file, [root])], wanted, folder)]
-    redone = {r[0]: r for r in _run(again, jobs)} if again else {}
-    return _report([_merged(r, redone.get(r[0])) for r in first if r[0] in wanted])
+    tasks: list[Task] = [(p, _below(Path(p), roots), start(p), True, True, folder) for p in named] \
+        + [(p, _below(Path(p), roots), None, True, False, folder) for p in extra]
+    looked = _run(_first_look, [(t,) for t in tasks], jobs)
+    reached = _reached([r for r, _ in looked], roots, base, config_half, wanted)
+    todo = [i for i, (task, (_, deferred)) in enumerate(zip(tasks, looked)) if deferred or task[0] in reached]
+    done = dict(zip(todo, _run(_finish, [(tasks[i], reached.get(tasks[i][0]), looked[i][1]) for i in todo], jobs)))
+    first = [done[i][0] if i in done and done[i][0] is not None else r for i, (r, _) in enumerate(looked)]
+    again = {tasks[i][0]: done[i][1] for i in todo if done[i][1] is not None}
+    if any(looked[i][0][3] != first[i][3] for i in todo if looked[i][1]):
+        again = _judged_again(first, tasks, again, reached, _reached(first, roots, base, config_half, wanted), jobs)
+    return _report([_merged(first[i], again.get(first[i][0])) for i in _chunk_order(len(first), jobs) if first[i][0] in wanted])
+
+
+def _judged_again(first: list[FileResult], tasks: list[Task], again: dict[str, FileResult],
+                  assumed: dict[str, ProjectContext], reached: dict[str, ProjectContext], jobs: int) -> dict[str, FileResult]:
+    """The second judgements under the contexts of the model built from the true summaries: a file whose context
+    is the one assumed keeps its judgement; the others are judged again (or not at all, if no longer reached)."""
+    by_path = {t[0]: t for t in tasks}
+    redo = [p for p, ctx in reached.items() if assumed.get(p) != ctx or p not in again]
+    kept = {p: r for p, r in again.items() if p in reached and p not in redo}
+    redone = _run(lint_file, [(p, by_path[p][1], reached[p], False, "project", by_path[p][5]) for p in redo], jobs)
+    return {**kept, **{r[0]: r for r in redone}}
 
 
 def _merged(first: FileResult, again: FileResult | None) -> FileResult:
@@ -284,9 +415,19 @@ def _merged(first: FileResult, again: FileResult | None) -> FileResult:
     return first[0], kept + again[1], again[2] or first[2], first[3]
 
 
-def _again(results: list[FileResult], roots: Sequence[Path | str], known: ProjectContext | None,
-           half: list[Evidence], wanted: set[str], cache: str | None) -> list[Task]:
-    """The files of one project that its precision reaches, each to be linted again under its context."""
+def _reached(results: list[FileResult], roots: Sequence[Path | str], base: dict[Path, ProjectContext],
+             config_half: Sequence[Evidence], wanted: set[str]) -> dict[str, ProjectContext]:
+    """The files to judge again, each with the context its project's precision reaches it with."""
+    out: dict[str, ProjectContext] = {}
+    for root, group in _projects(results, roots).items():
+        half = [e for e in config_half if root is None or _root_of(e.file, [root])]
+        out.update(_contexts(group, base.get(root) if root is not None else None, half, wanted))
+    return out
+
+
+def _contexts(results: list[FileResult], known: ProjectContext | None, half: list[Evidence],
+              wanted: set[str]) -> dict[str, ProjectContext]:
+    """The files of one project that its precision reaches, with the context of each."""
     summaries = {r[3].path: r[3] for r in results if r[3] is not None}
     by_rel = {r[3].path: r[0] for r in results if r[3] is not None}
 
@@ -298,8 +439,7 @@ def _again(results: list[FileResult], roots: Sequence[Path | str], known: Projec
 
     model = ProjectModel(summaries, half, torch_floor=known.torch_floor if known else None,
                          trains_bf16=known.trains_bf16 if known else None, text_of=text_of)
-    return [(by_rel[rel], _below(Path(by_rel[rel]), roots), ctx, False, "project", cache) for rel, ctx in model.contexts().items()
-            if by_rel[rel] in wanted]
+    return {by_rel[rel]: ctx for rel, ctx in model.contexts().items() if by_rel[rel] in wanted}
 
 
 def _base_context(root: Path, config_half: Sequence[Evidence]) -> ProjectContext:
