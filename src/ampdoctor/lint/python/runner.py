@@ -22,6 +22,8 @@ from ampdoctor.core.registry import detectors
 from ampdoctor.lint import cache as lint_cache
 from ampdoctor.lint.pins import torch_floor
 from ampdoctor.lint.python.context import Context
+from ampdoctor.lint.python.embedded import CONSTRUCTOR_WORDS
+from ampdoctor.lint.python.embedded import PRECISION_WORDS as CONFIG_PRECISION_WORDS
 from ampdoctor.lint.python.embedded import applies as holds_python_config
 from ampdoctor.lint.python.embedded import embedded_findings
 from ampdoctor.lint.python.kind import CodeKind, Kind, file_kind, site_kind
@@ -29,7 +31,7 @@ from ampdoctor.lint.python.project import PRECISION_WORDS, Evidence, ProjectCont
 from ampdoctor.lint.python.project import summarize as summarize_file
 from ampdoctor.lint.python.source import SourceFile
 from ampdoctor.lint.python.suppress import Suppressions, is_suppressed, parse_suppressions
-from ampdoctor.lint.python.words import TextWords, holds, search_order
+from ampdoctor.lint.python.words import TextWords, Vocabulary, holds, search_order
 from ampdoctor.report import ErrorKind, Report, ReportError
 
 # Below this many files a process pool costs more than it saves.
@@ -58,12 +60,14 @@ Again = tuple[list[Finding], "ReportError | None"]
 
 
 def _lint_twice(text: str, path: str, kind_path: str | None, project: ProjectContext | None, summarize: bool,
-                check: bool | str, again: ProjectContext | None) -> tuple[tuple[list[Finding], ReportError | None, Summary | None], Again | None]:
+                check: bool | str, again: ProjectContext | None,
+                known: "Known | None" = None) -> tuple[tuple[list[Finding], ReportError | None, Summary | None], Again | None]:
     """The file judged under `project` (`_lint`) and, when `again` is given and that judgement stands (no error),
-    once more under `again` with the rules that read it (`check="project"`), on the same parse."""
+    once more under `again` with the rules that read it (`check="project"`), on the same parse. `known`: what a
+    first look at the same text found (`_first_look`)."""
     rel = kind_path or path
-    kind = file_kind(rel, text)
-    words = TextWords(text)
+    kind = known[0] if known is not None else file_kind(rel, text)
+    words = TextWords(text, _vocabulary(), known[1] if known is not None else None)
     checks = _checks(words, project, check)
     trains = _trains(kind, words)
     configs = check is True and holds_python_config(words)
@@ -115,6 +119,13 @@ def _checks(words: TextWords, project: ProjectContext | None, check: bool | str)
 def _code_detectors() -> tuple[tuple, ...]:
     """Each code detector with its trigger groups in the order cheapest to test (`words.search_order`)."""
     return tuple((d, search_order(d.triggers)) for d in detectors("code"))
+
+
+@functools.lru_cache(maxsize=1)
+def _vocabulary() -> Vocabulary:
+    """Every word asked of a file before it is parsed."""
+    triggers = [w for d in detectors("code") for group in d.triggers for w in group]
+    return Vocabulary([*triggers, *PRECISION_WORDS, *CONSTRUCTOR_WORDS, *CONFIG_PRECISION_WORDS])
 
 
 @functools.lru_cache(maxsize=1)
@@ -254,34 +265,39 @@ def _store(cache: str | None, entry: str | None, findings: list[Finding], error:
         lint_cache.store(Path(cache), entry, findings, error, summary)
 
 
-def _first_look(task: "Task") -> tuple[FileResult, bool]:
+# A file's kind and the trigger words looked for in it, found or not: from the first phase to the second.
+Known = tuple[Kind, dict[str, bool]]
+
+
+def _first_look(task: "Task") -> tuple[FileResult, bool, Known | None]:
     """First phase of `lint_python_files`: the file's summary, for the project model, and whether its judgement is
     deferred to the second phase (True), where one parse serves both its judgements. Only a training file that
     names a precision is parsed now, since its summary needs the parse; a stored result is taken as it is."""
     path, kind_path, project, summarize, check, cache = task
     read = _read(path)
     if isinstance(read, ReportError):
-        return (path, [], read, None), False
+        return (path, [], read, None), False, None
     raw, text = read
     entry = lint_cache.key(raw, kind_path or path, project, summarize, check) if cache else None
     hit = _cached(cache, entry, path)
     if hit is not None:
-        return hit, False
+        return hit, False, None
     rel = kind_path or path
-    words = TextWords(text)
-    if summarize and _trains(file_kind(rel, text), words):
+    kind, words = file_kind(rel, text), TextWords(text, _vocabulary())
+    if summarize and _trains(kind, words):
         findings, error, summary = _lint(text, path, kind_path, project, summarize, check)
         _store(cache, entry, findings, error, summary)
-        return (path, findings, error, summary), False
+        return (path, findings, error, summary), False, None
     # what `_lint` will summarise, if the file parses and its checks finish (`_finish` tells)
-    return (path, [], None, summarize_file(rel, text, None, False, sensitive(words)) if summarize else None), True
+    summary = summarize_file(rel, text, None, False, sensitive(words)) if summarize else None
+    return (path, [], None, summary), True, (kind, words.known)
 
 
-def _finish(task: "Task", again: ProjectContext | None, deferred: bool) -> tuple[FileResult | None, FileResult | None]:
+def _finish(task: "Task", again: ProjectContext | None, known: Known | None) -> tuple[FileResult | None, FileResult | None]:
     """Second phase: the deferred judgement of a file and, under `again` (the context its project's precision
     reaches it with), its judgement by the rules that read it; for a file judged in the first phase, only that."""
     path, kind_path, project, summarize, check, cache = task
-    if not deferred:
+    if known is None:  # judged in the first phase
         return None, lint_file(path, kind_path, again, False, "project", cache)
     read = _read(path)
     if isinstance(read, ReportError):
@@ -291,7 +307,7 @@ def _finish(task: "Task", again: ProjectContext | None, deferred: bool) -> tuple
     entry_again = lint_cache.key(raw, kind_path or path, again, False, "project") if cache and again is not None else None
     stored = _cached(cache, entry_again, path)
     (findings, error, summary), second = _lint_twice(text, path, kind_path, project, summarize, check,
-                                                     again if stored is None else None)
+                                                     again if stored is None else None, known)
     _store(cache, entry, findings, error, summary)
     if error is not None or again is None:
         return (path, findings, error, summary), None
@@ -385,10 +401,10 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     tasks: list[Task] = [(p, _below(Path(p), roots), start(p), True, True, folder) for p in named] \
         + [(p, _below(Path(p), roots), None, True, False, folder) for p in extra]
     looked = _run(_first_look, [(t,) for t in tasks], jobs)
-    reached = _reached([r for r, _ in looked], roots, base, config_half, wanted)
-    todo = [i for i, (task, (_, deferred)) in enumerate(zip(tasks, looked)) if deferred or task[0] in reached]
-    done = dict(zip(todo, _run(_finish, [(tasks[i], reached.get(tasks[i][0]), looked[i][1]) for i in todo], jobs)))
-    first = [done[i][0] if i in done and done[i][0] is not None else r for i, (r, _) in enumerate(looked)]
+    reached = _reached([r for r, _, _ in looked], roots, base, config_half, wanted)
+    todo = [i for i, (task, (_, deferred, _)) in enumerate(zip(tasks, looked)) if deferred or task[0] in reached]
+    done = dict(zip(todo, _run(_finish, [(tasks[i], reached.get(tasks[i][0]), looked[i][2]) for i in todo], jobs)))
+    first = [done[i][0] if i in done and done[i][0] is not None else r for i, (r, _, _) in enumerate(looked)]
     again = {tasks[i][0]: done[i][1] for i in todo if done[i][1] is not None}
     if any(looked[i][0][3] != first[i][3] for i in todo if looked[i][1]):
         again = _judged_again(first, tasks, again, reached, _reached(first, roots, base, config_half, wanted), jobs)
