@@ -4,40 +4,31 @@ non-fatal `ReportError` for that file and never stops the run."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import importlib.util
-import os
-import re
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
 from ampdoctor.core.catalog import documented_rule, finding
 from ampdoctor.core.model import Finding, Location, Severity
 from ampdoctor.core.registry import detectors
 from ampdoctor.lint import cache as lint_cache
-from ampdoctor.lint.pins import torch_floor
 from ampdoctor.lint.python.context import Context
-from ampdoctor.lint.python.embedded import CONSTRUCTOR_WORDS
-from ampdoctor.lint.python.embedded import PRECISION_WORDS as CONFIG_PRECISION_WORDS
 from ampdoctor.lint.python.embedded import applies as holds_python_config
 from ampdoctor.lint.python.embedded import embedded_findings
-from ampdoctor.lint.python.kind import CodeKind, Kind, file_kind, site_kind
-from ampdoctor.lint.python.project import PRECISION_WORDS, Evidence, ProjectContext, ProjectModel, Summary, project_words
+from ampdoctor.lint.python.kind import Kind, file_kind, site_kind
+from ampdoctor.lint.python.newer import NEWER_PYTHON, newer_syntax
+from ampdoctor.lint.python.pool import chunk_order, run
+from ampdoctor.lint.python.project import Evidence, ProjectContext, Summary
 from ampdoctor.lint.python.project import summarize as summarize_file
+from ampdoctor.lint.python.reach import FileResult, base_context, below, contexts_reached, root_of
 from ampdoctor.lint.python.source import SourceFile
 from ampdoctor.lint.python.suppress import Suppressions, is_suppressed, parse_suppressions
-from ampdoctor.lint.python.words import TextWords, Vocabulary, holds, search_order
+from ampdoctor.lint.python.triggers import checks_for, project_rules, sensitive, trains_in_precision, vocabulary
+from ampdoctor.lint.python.words import TextWords
 from ampdoctor.report import ErrorKind, Report, ReportError
-
-# Below this many files a process pool costs more than it saves.
-PARALLEL_MIN_FILES = 24
-
-FileResult = tuple[str, list[Finding], "ReportError | None", "Summary | None"]
 
 
 def lint_source(text: str, path: str = "<string>", kind_path: str | None = None,
@@ -67,84 +58,54 @@ def _lint_twice(text: str, path: str, kind_path: str | None, project: ProjectCon
     first look at the same text found (`_first_look`)."""
     rel = kind_path or path
     kind = known[0] if known is not None else file_kind(rel, text)
-    words = TextWords(text, _vocabulary(), known[1] if known is not None else None)
-    checks = _checks(words, project, check)
-    trains = _trains(kind, words)
+    words = TextWords(text, vocabulary(), known[1] if known is not None else None)
+    checks = checks_for(words, project, check)
+    trains = trains_in_precision(kind, words)
     configs = check is True and holds_python_config(words)
-    later = _checks(words, again, "project") if again is not None else []
-    try:
-        if not checks and not configs and not (summarize and trains) and not later:
-            SourceFile.syntax_check(path, text)
+    later = checks_for(words, again, "project") if again is not None else []
+    if not checks and not configs and not (summarize and trains) and not later:
+        src: SourceFile | ReportError | None = _parsed(path, text, index=False)
+        if src is None:
             summary = summarize_file(rel, text, None, False, sensitive(words)) if summarize else None
             return ([], None, summary), (([], None) if again is not None else None)
-        src = SourceFile.parse(path, text)
-    except SyntaxError as exc:
-        newer = newer_syntax(exc, text)
-        if newer:
-            version = f"{sys.version_info[0]}.{sys.version_info[1]}"
-            return ([], ReportError(path, f"{NEWER_PYTHON}{newer}; Python {version} cannot parse it, not checked", exc.lineno, exc.offset,
-                                    fatal=False, kind=ErrorKind.NEWER_SYNTAX), None), None
-        return ([], ReportError(path, f"syntax error: {exc.msg}", exc.lineno, exc.offset, fatal=False, kind=ErrorKind.SYNTAX), None), None
-    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
-        return ([], ReportError(path, f"syntax error: {exc}", fatal=False, kind=ErrorKind.SYNTAX), None), None
-    ctx = Context(src, project)
+    else:
+        src = _parsed(path, text, index=True)
+    if not isinstance(src, SourceFile):
+        return ([], src, None), None
     suppressions = parse_suppressions(text)
-    findings, error = _check(ctx, checks, kind, suppressions)
-    if error is not None:
-        return (findings, error, None), None
-    if configs:
-        findings += [judged_by_kind(f, kind) for f in _config_findings(ctx, findings, suppressions)]
-    first = findings, None, summarize_file(rel, text, ctx, trains, sensitive(words)) if summarize else None
-    if again is None:
+    first = _judged(src, project, checks, configs, kind, suppressions, rel, (summarize, trains, words))
+    if again is None or first[1] is not None:
         return first, None
     return first, _check(Context(src, again), later, kind, suppressions) if later else ([], None)
 
 
-def _trains(kind: Kind, words: TextWords) -> bool:
-    """A training file that names a precision: its summary needs the parsed file (`project.summarize`)."""
-    return kind.kind is CodeKind.TRAINING and any(w in words for w in PRECISION_WORDS)
+def _judged(src: SourceFile, project: ProjectContext | None, checks: list, configs: bool, kind: Kind, suppressions: Suppressions,
+            rel: str, summary: tuple[bool, bool, TextWords]) -> tuple[list[Finding], ReportError | None, Summary | None]:
+    """The findings of `checks` (and of the configs it writes, with `configs`) under `project`, and the file's
+    summary if asked (`summary`: asked, trains in a precision, its words)."""
+    ctx = Context(src, project)
+    findings, error = _check(ctx, checks, kind, suppressions)
+    if error is not None:
+        return findings, error, None
+    if configs:
+        findings += [judged_by_kind(f, kind) for f in _config_findings(ctx, findings, suppressions)]
+    summarize, trains, words = summary
+    return findings, None, summarize_file(rel, src.text, ctx, trains, sensitive(words)) if summarize else None
 
 
-def _checks(words: TextWords, project: ProjectContext | None, check: bool | str) -> list:
-    """The code detectors to run. `check`: True (all), False (none: a file summarised for context only), or
-    "project" (again, under the project's context: only the rules that read it; the others' findings stand).
-    A detector runs when its trigger words occur in the text, or in the words its project context stands for."""
-    if check is False:
-        return []
-    seen = words.plus(project_words(project))
-    return [d for d, groups in _code_detectors() if (check is True or d.rule_id in project_rules()) and holds(seen, groups)]
-
-
-@functools.lru_cache(maxsize=1)
-def _code_detectors() -> tuple[tuple, ...]:
-    """Each code detector with its trigger groups in the order cheapest to test (`words.search_order`)."""
-    return tuple((d, search_order(d.triggers)) for d in detectors("code"))
-
-
-@functools.lru_cache(maxsize=1)
-def _vocabulary() -> Vocabulary:
-    """Every word asked of a file before it is parsed."""
-    triggers = [w for d in detectors("code") for group in d.triggers for w in group]
-    return Vocabulary([*triggers, *PRECISION_WORDS, *CONSTRUCTOR_WORDS, *CONFIG_PRECISION_WORDS])
-
-
-@functools.lru_cache(maxsize=1)
-def project_rules() -> frozenset[str]:
-    """Rules with a detector that reads the project context: the ones judged again where it reaches."""
-    return frozenset(d.rule_id for d in detectors("code") if d.project)
-
-
-def sensitive(words: TextWords) -> bool:
-    """Could a project context change this file's findings: would a detector that reads it run, given every word
-    a context stands in for?"""
-    seen = words.plus(_any_context_words())
-    return any(d.project and holds(seen, groups) for d, groups in _code_detectors())
-
-
-@functools.lru_cache(maxsize=1)
-def _any_context_words() -> str:
-    any_ = Evidence("any", frozenset({"bf16"}), "", 0)
-    return project_words(ProjectContext(autocast=any_, half_model=any_, half=any_, guarded=any_))
+def _parsed(path: str, text: str, index: bool) -> SourceFile | ReportError | None:
+    """The parsed file (None when not `index`ed: only its syntax was checked), or the error that kept it from parsing."""
+    try:
+        return SourceFile.parse(path, text) if index else SourceFile.syntax_check(path, text)
+    except SyntaxError as exc:
+        newer = newer_syntax(exc, text)
+        if newer:
+            version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+            return ReportError(path, f"{NEWER_PYTHON}{newer}; Python {version} cannot parse it, not checked", exc.lineno, exc.offset,
+                               fatal=False, kind=ErrorKind.NEWER_SYNTAX)
+        return ReportError(path, f"syntax error: {exc.msg}", exc.lineno, exc.offset, fatal=False, kind=ErrorKind.SYNTAX)
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
+        return ReportError(path, f"syntax error: {exc}", fatal=False, kind=ErrorKind.SYNTAX)
 
 
 def _check(ctx: Context, checks: list, kind: Kind, suppressions: Suppressions) -> tuple[list[Finding], ReportError | None]:
@@ -196,40 +157,6 @@ def _config_findings(ctx: Context, found: list[Finding], suppressions) -> list[F
     return [f for f in extra if (f.rule_id, f.location.line) not in seen and not is_suppressed(f, suppressions)]
 
 
-# The message of a file this interpreter cannot parse because it uses newer Python syntax (ErrorKind.NEWER_SYNTAX): a note, not an input
-# error (the file is fine; linting it needs Python 3.12+).
-NEWER_PYTHON = "uses syntax of Python 3.12+: "
-_FSTRING_3_12 = ("f-string expression part cannot include a backslash", "f-string expression part cannot include '#'",
-                 "f-string: unmatched", "f-string: expecting '}'")
-_F_PREFIX = re.compile(r"(?i)(?:[rb]?f|f[rb]?)[\"']")
-_TYPE_PARAMS = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+\w+\s*\[|^\s*type\s+\w+\s*(?:\[[^=]*\])?\s*=")
-
-
-def newer_syntax(exc: SyntaxError, text: str) -> str | None:
-    """What Python 3.12 syntax a SyntaxError of an older interpreter points at, if any: f-strings as PEP 701 allows
-    them (quotes reused, line breaks, backslashes or comments inside the braces) or type parameters (PEP 695)."""
-    if sys.version_info >= (3, 12) or not exc.lineno:
-        return None
-    lines = text.splitlines()
-    line = lines[exc.lineno - 1] if exc.lineno <= len(lines) else ""
-    msg = exc.msg or ""
-    if msg.startswith(_FSTRING_3_12):
-        return "an f-string (PEP 701)"
-    if msg.startswith("unterminated string literal") and exc.offset and _F_PREFIX.match(line, exc.offset - 1) \
-            and _opens_a_field(line[exc.offset - 1:]):
-        return "an f-string spanning lines (PEP 701)"
-    if _TYPE_PARAMS.match(line):
-        return "type parameters (PEP 695)"
-    return None
-
-
-def _opens_a_field(rest: str) -> bool:
-    """The f-string's line leaves a replacement field open: only then can 3.12 continue it on the next line (a bare
-    unclosed quote such as ``f"`` is a syntax error in every version)."""
-    rest = rest.replace("{{", "").replace("}}", "")
-    return rest.count("{") > rest.count("}")
-
-
 def lint_file(path: str, kind_path: str | None = None, project: ProjectContext | None = None,
               summarize: bool = False, check: bool | str = True, cache: str | None = None) -> FileResult:
     """Lint one file; with `cache` (a folder), a result stored for the same content, path below the project and
@@ -265,6 +192,8 @@ def _store(cache: str | None, entry: str | None, findings: list[Finding], error:
         lint_cache.store(Path(cache), entry, findings, error, summary)
 
 
+# path, kind_path, project context, summarize, check (True, False or "project"), cache folder
+Task = tuple[str, "str | None", "ProjectContext | None", bool, "bool | str", "str | None"]
 # A file's kind and the trigger words looked for in it, found or not: from the first phase to the second.
 Known = tuple[Kind, dict[str, bool]]
 
@@ -283,8 +212,8 @@ def _first_look(task: "Task") -> tuple[FileResult, bool, Known | None]:
     if hit is not None:
         return hit, False, None
     rel = kind_path or path
-    kind, words = file_kind(rel, text), TextWords(text, _vocabulary())
-    if summarize and _trains(kind, words):
+    kind, words = file_kind(rel, text), TextWords(text, vocabulary())
+    if summarize and trains_in_precision(kind, words):
         findings, error, summary = _lint(text, path, kind_path, project, summarize, check)
         _store(cache, entry, findings, error, summary)
         return (path, findings, error, summary), False, None
@@ -317,58 +246,6 @@ def _finish(task: "Task", again: ProjectContext | None, known: Known | None) -> 
     return (path, findings, error, summary), stored
 
 
-@contextlib.contextmanager
-def _cycle_collector_paused():
-    """ASTs are big acyclic object graphs that reference counting frees on its own. With torch imported the
-    heap holds ~170k tracked objects, and every collection that AST allocation triggers rescans them: that
-    doubled the time to lint the transformers tree (docs/benchmarks.md). Pause only the cycle collector."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-# path, kind_path, project context, summarize, check (True, False or "project"), cache folder
-Task = tuple[str, "str | None", "ProjectContext | None", bool, "bool | str", "str | None"]
-
-
-def _chunk(fn: Callable[..., Any], items: list[tuple]) -> list[Any]:
-    with _cycle_collector_paused():
-        return [fn(*item) for item in items]
-
-
-def _run(fn: Callable[..., Any], items: list[tuple], jobs: int) -> list[Any]:
-    """`fn(*item)` for each item, in worker processes; the results in the order of the items."""
-    workers = _workers(len(items), jobs)
-    if workers <= 1:
-        return _chunk(fn, items)
-    # Interleaved chunks so that big files (one model family sits together) spread over the workers.
-    n_chunks = workers * 16
-    chunks = [items[i::n_chunks] for i in range(n_chunks)]
-    out: list[Any] = [None] * len(items)
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        for i, results in enumerate(pool.map(functools.partial(_chunk, fn), chunks)):
-            out[i::n_chunks] = results
-    return out
-
-
-def _workers(n: int, jobs: int) -> int:
-    workers = jobs or os.cpu_count() or 1
-    return 1 if n < PARALLEL_MIN_FILES else workers
-
-
-def _chunk_order(n: int, jobs: int) -> list[int]:
-    """The order in which `_run`'s chunks hold `n` items: files are reported in it (`checked`), chunk by chunk."""
-    workers = _workers(n, jobs)
-    if workers <= 1:
-        return list(range(n))
-    n_chunks = workers * 16
-    return [j for i in range(n_chunks) for j in range(i, n, n_chunks)]
-
-
 def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequence[Path | str] = (),
                       config_half: Sequence[Evidence] = (), context_files: Sequence[Path | str] = (),
                       cache: Path | None = None) -> Report:
@@ -391,24 +268,31 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     extra = [str(f) for f in context_files if str(f) not in wanted]
     # What a project's requirement files and configs say is known before any file is read: it is part of every
     # file's context from the first pass.
-    base = {Path(r): _base_context(Path(r), config_half) for r in roots}
+    base = {Path(r): base_context(Path(r), config_half) for r in roots}
 
     def start(p: str) -> ProjectContext | None:
-        root = _root_of(p, roots)
+        root = root_of(p, roots)
         return base[Path(root)] if root is not None else None
 
     folder = str(cache) if cache is not None else None
-    tasks: list[Task] = [(p, _below(Path(p), roots), start(p), True, True, folder) for p in named] \
-        + [(p, _below(Path(p), roots), None, True, False, folder) for p in extra]
-    looked = _run(_first_look, [(t,) for t in tasks], jobs)
-    reached = _reached([r for r, _, _ in looked], roots, base, config_half, wanted)
+    tasks: list[Task] = [(p, below(Path(p), roots), start(p), True, True, folder) for p in named] \
+        + [(p, below(Path(p), roots), None, True, False, folder) for p in extra]
+    looked = run(_first_look, [(t,) for t in tasks], jobs)
+    reached = contexts_reached([r for r, _, _ in looked], roots, base, config_half, wanted)
+    first, again = _second_phase(tasks, looked, reached, jobs)
+    if any(r[3] != f[3] for (r, deferred, _), f in zip(looked, first) if deferred):
+        again = _judged_again(first, tasks, again, reached, contexts_reached(first, roots, base, config_half, wanted), jobs)
+    return _report([_merged(first[i], again.get(first[i][0])) for i in chunk_order(len(first), jobs) if first[i][0] in wanted])
+
+
+def _second_phase(tasks: list[Task], looked: list[tuple[FileResult, bool, Known | None]], reached: dict[str, ProjectContext],
+                  jobs: int) -> tuple[list[FileResult], dict[str, FileResult]]:
+    """Every file's first judgement (the deferred ones made now) and, by path, the second judgements of the files
+    the project's precision reaches."""
     todo = [i for i, (task, (_, deferred, _)) in enumerate(zip(tasks, looked)) if deferred or task[0] in reached]
-    done = dict(zip(todo, _run(_finish, [(tasks[i], reached.get(tasks[i][0]), looked[i][2]) for i in todo], jobs)))
+    done = dict(zip(todo, run(_finish, [(tasks[i], reached.get(tasks[i][0]), looked[i][2]) for i in todo], jobs)))
     first = [done[i][0] if i in done and done[i][0] is not None else r for i, (r, _, _) in enumerate(looked)]
-    again = {tasks[i][0]: done[i][1] for i in todo if done[i][1] is not None}
-    if any(looked[i][0][3] != first[i][3] for i in todo if looked[i][1]):
-        again = _judged_again(first, tasks, again, reached, _reached(first, roots, base, config_half, wanted), jobs)
-    return _report([_merged(first[i], again.get(first[i][0])) for i in _chunk_order(len(first), jobs) if first[i][0] in wanted])
+    return first, {tasks[i][0]: done[i][1] for i in todo if done[i][1] is not None}
 
 
 def _judged_again(first: list[FileResult], tasks: list[Task], again: dict[str, FileResult],
@@ -418,7 +302,7 @@ def _judged_again(first: list[FileResult], tasks: list[Task], again: dict[str, F
     by_path = {t[0]: t for t in tasks}
     redo = [p for p, ctx in reached.items() if assumed.get(p) != ctx or p not in again]
     kept = {p: r for p, r in again.items() if p in reached and p not in redo}
-    redone = _run(lint_file, [(p, by_path[p][1], reached[p], False, "project", by_path[p][5]) for p in redo], jobs)
+    redone = run(lint_file, [(p, by_path[p][1], reached[p], False, "project", by_path[p][5]) for p in redo], jobs)
     return {**kept, **{r[0]: r for r in redone}}
 
 
@@ -429,48 +313,6 @@ def _merged(first: FileResult, again: FileResult | None) -> FileResult:
         return first
     kept = [f for f in first[1] if f.rule_id not in project_rules()]
     return first[0], kept + again[1], again[2] or first[2], first[3]
-
-
-def _reached(results: list[FileResult], roots: Sequence[Path | str], base: dict[Path, ProjectContext],
-             config_half: Sequence[Evidence], wanted: set[str]) -> dict[str, ProjectContext]:
-    """The files to judge again, each with the context its project's precision reaches it with."""
-    out: dict[str, ProjectContext] = {}
-    for root, group in _projects(results, roots).items():
-        half = [e for e in config_half if root is None or _root_of(e.file, [root])]
-        out.update(_contexts(group, base.get(root) if root is not None else None, half, wanted))
-    return out
-
-
-def _contexts(results: list[FileResult], known: ProjectContext | None, half: list[Evidence],
-              wanted: set[str]) -> dict[str, ProjectContext]:
-    """The files of one project that its precision reaches, with the context of each."""
-    summaries = {r[3].path: r[3] for r in results if r[3] is not None}
-    by_rel = {r[3].path: r[0] for r in results if r[3] is not None}
-
-    def text_of(rel: str) -> str | None:
-        try:
-            return importlib.util.decode_source(Path(by_rel[rel]).read_bytes())
-        except (OSError, UnicodeDecodeError, SyntaxError, LookupError, KeyError):
-            return None
-
-    model = ProjectModel(summaries, half, torch_floor=known.torch_floor if known else None,
-                         trains_bf16=known.trains_bf16 if known else None, text_of=text_of)
-    return {by_rel[rel]: ctx for rel, ctx in model.contexts().items() if by_rel[rel] in wanted}
-
-
-def _base_context(root: Path, config_half: Sequence[Evidence]) -> ProjectContext:
-    bf16 = next((e for e in config_half if "bf16" in e.dtypes and _root_of(e.file, [root])), None)
-    if bf16 is not None:
-        bf16 = replace(bf16, file=_below(Path(bf16.file), [root]) or bf16.file)
-    return ProjectContext(torch_floor=torch_floor(root), trains_bf16=bf16)
-
-
-def _projects(results: list[FileResult], roots: Sequence[Path | str]) -> dict[Path | None, list[FileResult]]:
-    out: dict[Path | None, list[FileResult]] = {}
-    for r in results:
-        root = _root_of(r[0], roots)
-        out.setdefault(Path(root) if root is not None else None, []).append(r)
-    return out
 
 
 def _report(results: list[FileResult]) -> Report:
@@ -495,19 +337,3 @@ def _report(results: list[FileResult]) -> Report:
         report = report.with_info(notes=tuple(str(e) for e in newer), summary_caveats=(
             f"{len(newer)} file{'s' if many else ''} not checked: Python 3.12+ syntax (lint {'them' if many else 'it'} with Python 3.12+)",))
     return report
-
-
-def _root_of(path: Path | str, roots: Sequence[Path | str]) -> Path | str | None:
-    """The first of `roots` that `path` lies below."""
-    for root in roots:
-        try:
-            Path(path).relative_to(root)
-            return root
-        except ValueError:
-            continue
-    return None
-
-
-def _below(path: Path, roots: Sequence[Path | str]) -> str | None:
-    root = _root_of(path, roots)
-    return path.relative_to(root).as_posix() if root is not None else None
