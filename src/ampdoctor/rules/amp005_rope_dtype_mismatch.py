@@ -27,7 +27,8 @@ STRICT_KERNEL_MODULES = ("flash_attn", "vllm", "vllm_flash_attn")
 
 
 @code_check("AMP005", triggers=("rotary", "rope", "Rotary", "RoPE"),
-            also=(("float()", "float32", "torch.float", "double()", "bfloat16", "float16", ".half()"),))
+            also=(("float()", "float32", "torch.float", "double()", "bfloat16", "float16", ".half()"),
+                  ("assert", "flash_attn", "vllm"), ("dtype", "flash_attn", "vllm")))  # a strict kernel or a dtype assert
 def rope_dtype_mismatch(ctx: Context) -> Iterator[CodeHit]:
     # Incident 5 (transformers #38451): `apply_rotary_emb(tensor.float(), cos, sin)` with bf16 cos/sin.
     strict = _strict_local_functions(ctx)

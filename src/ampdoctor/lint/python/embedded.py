@@ -30,6 +30,7 @@ from ampdoctor.lint.python.resolve import last_identifier
 
 if TYPE_CHECKING:
     from ampdoctor.lint.python.context import Context
+    from ampdoctor.lint.python.words import TextWords
 
 _ABSENT: Any = object()  # in a domain: the key left out
 
@@ -81,7 +82,7 @@ class EmbeddedConfig:
     what: str  # "TrainingArguments(...)", "@dataclass TrainArgs"
 
 
-def applies(text: str) -> bool:
+def applies(text: "str | TextWords") -> bool:
     return any(w in text for w in CONSTRUCTOR_WORDS) and any(w in text for w in PRECISION_WORDS)
 
 

@@ -11,6 +11,17 @@ from ampdoctor.lint.python.resolve import Imports, dotted
 
 SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+# The fields of a node class that may hold nodes. Left out: the contexts and operators (`ctx`, `op`, `ops`), leaves
+# the parser shares between all their uses (one `Load()`, one `Add()` per interpreter), whose parent link would name
+# whichever use came last; and a Name's fields, which are a string and a context (most nodes of a tree are Names).
+_SHARED_FIELDS = frozenset({"ctx", "op", "ops"})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Name: ()}
+
+
+def _child_fields(kind: type) -> tuple[str, ...]:
+    return tuple(f for f in kind._fields if f not in _SHARED_FIELDS)
+
 # (line, value) per assignment; value None when the right-hand side cannot be paired with the target
 # (``cos, sin = rotary(x)``), which makes the name unknown rather than silently skipped.
 Binding = tuple[int, "ast.expr | None"]
@@ -30,6 +41,7 @@ class SourceFile:
     import_froms: list[ast.ImportFrom] = field(default_factory=list)
     matmuls: list[ast.BinOp] = field(default_factory=list)
     strings: list[ast.Constant] = field(default_factory=list)
+    functions: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = field(default_factory=list)
     _names: dict[tuple[ast.AST, str], list[Binding]] | None = None
     _attrs: dict[str, list[Binding]] | None = None
 
@@ -47,32 +59,33 @@ class SourceFile:
 
     def _walk(self) -> None:
         parents = self.parents
-        calls, assigns, classes, attributes = self.calls, self.assigns, self.classes, self.attributes
-        Call, Assign, AnnAssign, ClassDef, Attribute = ast.Call, ast.Assign, ast.AnnAssign, ast.ClassDef, ast.Attribute
-        AST = ast.AST
+        found = {ast.Call: self.calls.append, ast.Attribute: self.attributes.append, ast.Assign: self.assigns.append,
+                 ast.AnnAssign: self.assigns.append, ast.ClassDef: self.classes.append,
+                 **{f: self.functions.append for f in FUNCTIONS}}
+        Constant, BinOp, MatMult, Import, ImportFrom = ast.Constant, ast.BinOp, ast.MatMult, ast.Import, ast.ImportFrom
+        AST, children = ast.AST, _CHILD_FIELDS
         todo: list[ast.AST] = [self.tree]
         pop, push = todo.pop, todo.append
         while todo:
             node = pop()
             kind = node.__class__
-            if kind is Call:
-                calls.append(node)
-            elif kind is Attribute:
-                attributes.append(node)
-            elif kind is Assign or kind is AnnAssign:
-                assigns.append(node)
-            elif kind is ClassDef:
-                classes.append(node)
-            elif kind is ast.Import:
-                self.imports.add(node)
-            elif kind is ast.ImportFrom:
-                self.imports.add(node)
-                self.import_froms.append(node)
-            elif kind is ast.BinOp and node.op.__class__ is ast.MatMult:
+            add = found.get(kind)
+            if add is not None:
+                add(node)
+            elif kind is Constant:
+                if node.value.__class__ is str:
+                    self.strings.append(node)
+                continue  # no child
+            elif kind is BinOp and node.op.__class__ is MatMult:
                 self.matmuls.append(node)
-            elif kind is ast.Constant and node.value.__class__ is str:
-                self.strings.append(node)
-            for name in node._fields:
+            elif kind is Import or kind is ImportFrom:
+                self.imports.add(node)
+                if kind is ImportFrom:
+                    self.import_froms.append(node)
+            fields = children.get(kind)
+            if fields is None:
+                fields = children[kind] = _child_fields(kind)
+            for name in fields:
                 value = getattr(node, name, None)
                 if value.__class__ is list:
                     for item in value:
@@ -156,13 +169,12 @@ class SourceFile:
         # A parameter every caller in this file gives a literal (``Attention(dim, torch_dtype=torch.bfloat16)``) is
         # bound to what they give: `self.torch_dtype` then resolves to bf16 in the callee.
         sites = self._call_sites()
-        for fn in ast.walk(self.tree):
-            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                calls = sites.get(fn, [])
-                for index, (arg, default) in enumerate(_parameters(fn.args)):
-                    passed = _passed(calls, arg.arg, index - _bound_first(fn), default)
-                    for value in passed or [default]:
-                        names.setdefault((fn, arg.arg), []).append((fn.lineno, value))
+        for fn in self.functions:  # each function's bindings are its own: the order of the functions does not matter
+            calls = sites.get(fn, [])
+            for index, (arg, default) in enumerate(_parameters(fn.args)):
+                passed = _passed(calls, arg.arg, index - _bound_first(fn), default)
+                for value in passed or [default]:
+                    names.setdefault((fn, arg.arg), []).append((fn.lineno, value))
         for bindings in (*names.values(), *attrs.values()):
             bindings.sort(key=lambda b: b[0])
         self._names, self._attrs = names, attrs

@@ -1,0 +1,75 @@
+"""Which files of the projects linted their precision reaches, and with which context (`project.ProjectModel`
+over the files' summaries); and where a file lies below the folders linted."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from ampdoctor.core.model import Finding
+from ampdoctor.lint.pins import torch_floor
+from ampdoctor.lint.python.project import Evidence, ProjectContext, ProjectModel, Summary
+from ampdoctor.report import ReportError
+
+# One file's outcome: its path, findings, the error that kept it from being (fully) checked, and its summary.
+FileResult = tuple[str, list[Finding], "ReportError | None", "Summary | None"]
+
+
+def contexts_reached(results: list[FileResult], roots: Sequence[Path | str], base: dict[Path, ProjectContext],
+             config_half: Sequence[Evidence], wanted: set[str]) -> dict[str, ProjectContext]:
+    """The files to judge again, each with the context its project's precision reaches it with."""
+    out: dict[str, ProjectContext] = {}
+    for root, group in projects(results, roots).items():
+        half = [e for e in config_half if root is None or root_of(e.file, [root])]
+        out.update(_contexts(group, base.get(root) if root is not None else None, half, wanted))
+    return out
+
+
+def _contexts(results: list[FileResult], known: ProjectContext | None, half: list[Evidence],
+              wanted: set[str]) -> dict[str, ProjectContext]:
+    """The files of one project that its precision reaches, with the context of each."""
+    summaries = {r[3].path: r[3] for r in results if r[3] is not None}
+    by_rel = {r[3].path: r[0] for r in results if r[3] is not None}
+
+    def text_of(rel: str) -> str | None:
+        try:
+            return importlib.util.decode_source(Path(by_rel[rel]).read_bytes())
+        except (OSError, UnicodeDecodeError, SyntaxError, LookupError, KeyError):
+            return None
+
+    model = ProjectModel(summaries, half, torch_floor=known.torch_floor if known else None,
+                         trains_bf16=known.trains_bf16 if known else None, text_of=text_of)
+    return {by_rel[rel]: ctx for rel, ctx in model.contexts().items() if by_rel[rel] in wanted}
+
+
+def base_context(root: Path, config_half: Sequence[Evidence]) -> ProjectContext:
+    bf16 = next((e for e in config_half if "bf16" in e.dtypes and root_of(e.file, [root])), None)
+    if bf16 is not None:
+        bf16 = replace(bf16, file=below(Path(bf16.file), [root]) or bf16.file)
+    return ProjectContext(torch_floor=torch_floor(root), trains_bf16=bf16)
+
+
+def projects(results: list[FileResult], roots: Sequence[Path | str]) -> dict[Path | None, list[FileResult]]:
+    out: dict[Path | None, list[FileResult]] = {}
+    for r in results:
+        root = root_of(r[0], roots)
+        out.setdefault(Path(root) if root is not None else None, []).append(r)
+    return out
+
+
+def root_of(path: Path | str, roots: Sequence[Path | str]) -> Path | str | None:
+    """The first of `roots` that `path` lies below."""
+    for root in roots:
+        try:
+            Path(path).relative_to(root)
+            return root
+        except ValueError:
+            continue
+    return None
+
+
+def below(path: Path, roots: Sequence[Path | str]) -> str | None:
+    root = root_of(path, roots)
+    return path.relative_to(root).as_posix() if root is not None else None

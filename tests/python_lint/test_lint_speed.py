@@ -1,0 +1,90 @@
+"""What the lint does to be fast must not change what it finds: trigger words remembered per file answer as
+``word in text`` does, the one walk indexes what the checks read, and the two phases of a project lint (summaries
+first, then one parse per file for both its judgements) give what judging each file twice gives."""
+
+import ast
+import random
+import textwrap
+from pathlib import Path
+
+from test_project_model import ROPE, TRAIN, amp101, lint, write
+
+from ampdoctor.core.registry import detectors
+from ampdoctor.lint.python import lint_python_files
+from ampdoctor.lint.python.source import SourceFile
+from ampdoctor.lint.python.triggers import checks_for, vocabulary
+from ampdoctor.lint.python.words import TextWords, Vocabulary, gates_for
+
+
+def test_remembered_words_answer_as_a_search_of_the_text_does():
+    vocabulary = Vocabulary(["bfloat16", "float16", "f16", "bf16\"", "fp16'", "bf16=", "fp16=", "half", ".half()", "+ ", "rope"])
+    rng = random.Random(7)
+    pieces = ["bfloat16", "float16", "bf16", "fp16", "\"", "'", "=", "half", ".half()", "+", " ", "x", "\n", "rop", "e"]
+    for _ in range(300):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 12)))
+        words = TextWords(text, vocabulary)
+        asked = list(vocabulary.inside)
+        rng.shuffle(asked)
+        assert {w: w in words for w in asked} == {w: w in text for w in asked}, text
+        extra = rng.choice(["", " autocast", " bfloat16 float16 .half() bf16\" fp16\""])
+        assert {w: w in words.plus(extra) for w in asked} == {w: w in text + extra for w in asked}, (text, extra)
+
+
+def test_a_word_can_straddle_the_end_of_the_text_and_the_context_words():
+    words = TextWords("x = 1  # +", vocabulary())
+    assert "+ " not in words and "+ " in words.plus(" autocast")
+
+
+def test_a_shared_piece_is_looked_for_first():
+    gates = gates_for(["bf16\"", "bf16'", "bf16=", "fp16\""])
+    assert gates["bf16\""] == "bf16"
+
+
+def test_the_detectors_chosen_are_those_whose_triggers_occur():
+    for path in sorted((Path(__file__).parents[1] / "rules").rglob("*.py"))[:200]:
+        text = path.read_text()
+        chosen = checks_for(TextWords(text, vocabulary()), None, True)
+        assert chosen == [d for d in detectors("code") if d.applies(text)], path
+
+
+def test_the_walk_indexes_every_node_but_the_shared_leaves():
+    text = textwrap.dedent("""
+        import torch
+        class A:
+            def f(self, x, y=torch.bfloat16):
+                g = lambda z: z @ x
+                return -x + y if not x < y else x.cos()
+        async def h():
+            pass
+    """)
+    src = SourceFile.parse("m.py", text)
+    every = [n for n in ast.walk(src.tree) if n is not src.tree]
+    shared = (ast.expr_context, ast.operator, ast.unaryop, ast.boolop, ast.cmpop)
+    assert set(src.parents) == {n for n in every if not isinstance(n, shared)}
+    assert all(child in list(ast.iter_child_nodes(parent)) for child, parent in src.parents.items())
+    assert sorted(f.lineno for f in src.functions) == [4, 5, 7]
+    assert len(src.matmuls) == 1 and [c.name for c in src.classes] == ["A"]
+
+
+def test_a_package_that_does_not_parse_passes_no_precision_on(tmp_path):
+    # The first phase summarises the package before it is parsed; once it turns out not to parse, the model is
+    # built again without it, and the model file its re-export led to is judged as no trainer reaches it.
+    train = TRAIN.replace("from pkg.rope import RotaryEmbedding", "from pkg import RotaryEmbedding")
+    good = write(tmp_path / "good", {"pkg/__init__.py": "from .rope import RotaryEmbedding\n", "pkg/rope.py": ROPE, "train.py": train})
+    assert [(f, line) for f, line, _ in amp101(lint(str(good)))] == [("rope.py", 11)]
+    bad = write(tmp_path / "bad", {"pkg/__init__.py": "from .rope import RotaryEmbedding\nx = (\n", "pkg/rope.py": ROPE, "train.py": train})
+    report = lint(str(bad))
+    assert amp101(report) == []
+    assert [Path(e["file"]).name for e in report["errors"]] == ["__init__.py"]
+
+
+def test_serial_and_parallel_project_lints_agree(tmp_path):
+    files = {"pkg/__init__.py": "", "pkg/rope.py": ROPE, "train.py": TRAIN, "broken.py": "def f(:\n"}
+    files.update({f"pkg/m{i:02d}.py": ROPE if i % 4 == 0 else "import torch\nx = torch.ones(3)\n" for i in range(30)})
+    root = write(tmp_path / "proj", files)
+    paths = sorted(root.rglob("*.py"))
+    serial = lint_python_files(paths, jobs=1, roots=[root])
+    parallel = lint_python_files(paths, jobs=2, roots=[root])
+    assert parallel.findings == serial.findings and parallel.errors == serial.errors
+    assert sorted(parallel.checked) == sorted(serial.checked)
+    assert [f.location.line for f in serial.findings if f.rule_id == "AMP101" and f.location.file.endswith("rope.py")] == [11]
