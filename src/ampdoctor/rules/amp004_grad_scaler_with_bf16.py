@@ -10,10 +10,11 @@ from typing import Iterator
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, policy_check
-from ampdoctor.dtypes import BF16
+from ampdoctor.dtypes import BF16, FP16
 from ampdoctor.facts import RunFacts
-from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, calls_named
-from ampdoctor.lint.python.dataflow import name_polarity
+from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, branch_implies_fp16, calls_named
+from ampdoctor.lint.python.dataflow import autocast_argument, name_polarity
+from ampdoctor.lint.python.facts import disables_autocast
 from ampdoctor.lint.python.resolve import argument, has_star_kwargs, last_identifier, tokens
 from ampdoctor.policy import Policy
 
@@ -44,7 +45,7 @@ def gate_sign(ctx: Context, call: ast.Call, name: str) -> tuple[int | None, ast.
     unknown: ast.AST | None = None
     child: ast.AST = call
     for parent in ctx.src.ancestors(call):
-        if _branch_implies_fp16(ctx, parent, child, scope) or _early_exit_unless_fp16(ctx, parent, child, scope):
+        if branch_implies_fp16(ctx, parent, child, scope) or _early_exit_unless_fp16(ctx, parent, child, scope):
             return 1, parent
         if _branch_implies_bf16(ctx, parent, child, scope):
             return -1, parent
@@ -93,18 +94,6 @@ def _elif(parent: ast.If, child: ast.AST) -> bool:
     return isinstance(child, ast.If) and parent.orelse == [child]
 
 
-def _branch_implies_fp16(ctx: Context, parent: ast.AST, child: ast.AST, scope: ast.AST) -> bool:
-    """`child` is the body of an `if fp16:`, the else of an `if bf16:`, or after an `fp16 and` ."""
-    if isinstance(parent, (ast.If, ast.IfExp)):
-        sign = ctx.flow.fp16_polarity(parent.test, scope)
-        in_body = child in parent.body if isinstance(parent, ast.If) else child is parent.body
-        in_else = child in parent.orelse if isinstance(parent, ast.If) else child is parent.orelse
-        return (in_body and sign == 1) or (in_else and sign == -1)
-    if isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And) and child in parent.values:
-        return any(ctx.flow.fp16_polarity(v, scope) == 1 for v in parent.values[: parent.values.index(child)])
-    return False
-
-
 def _early_exit_unless_fp16(ctx: Context, parent: ast.AST, child: ast.AST, scope: ast.AST) -> bool:
     """An earlier statement of the same block leaves unless fp16: ``if compute != fp16: return None``."""
     for field in ("body", "orelse", "finalbody"):
@@ -128,13 +117,32 @@ def grad_scaler_with_bf16(ctx: Context) -> Iterator[CodeHit]:
             where = "enabled only for bf16" if isinstance(gate, ast.expr) else f"created in a branch only bf16 runs take (line {gate.lineno})"
             yield call, f"`{name.rsplit('.', 1)[-1]}` is {where}: with bf16 it fails in `unscale_` or scales for nothing"
             continue
-        if sign != 0 or has_star_kwargs(call):
+        if sign != 0 or has_star_kwargs(call) or _paired_with_fp16_autocast(ctx, call):
             continue
         # bf16 on a path this scaler can run with: not the other side of its `if`, not under `if not x` for its `if x`
         evidence = next((e for e in ctx.facts.bf16_places() if not ctx.src.exclusive(e, call)), None)
         if evidence is None:
             continue  # a plain fp16 script, or one whose bf16 runs never create this scaler
         yield call, *_verdict(ctx, name.rsplit(".", 1)[-1], evidence)
+
+
+def _paired_with_fp16_autocast(ctx: Context, call: ast.Call) -> bool:
+    """The function that creates the scaler enters autocast only in fp16 (a float16 dtype, or none on CUDA, whose
+    default it is): deliberate fp16 AMP, whatever bf16 the rest of the file uses (an upcast elsewhere, another
+    entry point)."""
+    scope = ctx.src.scope(call)
+    dtypes = [_autocast_dtype(ctx, ac, name)
+              for ac, name in ctx.facts.autocast_calls if ctx.src.scope(ac) is scope and not disables_autocast(ac, ctx.src)]
+    return bool(dtypes) and all(d == {FP16} for d in dtypes)
+
+
+def _autocast_dtype(ctx: Context, call: ast.Call, name: str) -> frozenset | None:
+    given = autocast_argument(call, name, "dtype")
+    if given is not None:
+        return ctx.flow.dtype_of(given)
+    device = autocast_argument(call, name, "device_type")
+    cuda = name == "torch.cuda.amp.autocast" or (isinstance(device, ast.Constant) and device.value == "cuda")
+    return frozenset({FP16}) if cuda else None
 
 
 def _verdict(ctx: Context, scaler: str, evidence: ast.AST) -> tuple[str, Severity | None]:

@@ -27,6 +27,23 @@ def _small_range(call: ast.Call, dtypes: frozenset) -> bool:
     return bool(bounds) and all(isinstance(b, ast.Constant) and isinstance(b.value, (int, float)) and abs(b.value) <= limit for b in bounds)
 
 
+def _divided_before(ctx: Context, receiver: ast.AST, call: ast.Call) -> bool:
+    """The name's last assignment before the cast divides it (``t /= 1000``, ``t = t / num_steps``): the values are
+    scaled into a small range, no longer integer positions, which is the rule's own fix."""
+    if not isinstance(receiver, ast.Name):
+        return False
+    scope = ctx.src.scope(call)
+    last: ast.stmt | None = None
+    for node in ast.walk(scope):
+        if isinstance(node, (ast.Assign, ast.AugAssign)) and node.lineno < call.lineno and (last is None or node.lineno > last.lineno):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == receiver.id for t in targets):
+                last = node
+    if isinstance(last, ast.AugAssign):
+        return isinstance(last.op, ast.Div)
+    return isinstance(last, ast.Assign) and isinstance(last.value, ast.BinOp) and isinstance(last.value.op, ast.Div)
+
+
 @code_check("AMP103", triggers=HALF_WORDS, also=(("arange", "linspace", "range(", "pos", "timestep", " t."),))
 def low_precision_positions(ctx: Context) -> Iterator[CodeHit]:
     # pytorch #137774: bf16 holds integers exactly only up to 256, fp16 up to 2048.
@@ -47,7 +64,7 @@ def low_precision_positions(ctx: Context) -> Iterator[CodeHit]:
                 yield call, f"positions from `{ctx.qualname(root.func)}` are cast to {describe(dtypes)}, which cannot represent them exactly"
             continue
         words = chain_words(receiver, ctx, calls_too=False)
-        if words & POSITION_TOKENS - {"ids"} and not words & NOT_POSITIONS and not words & ROPE_WORDS:
+        if words & POSITION_TOKENS - {"ids"} and not words & NOT_POSITIONS and not words & ROPE_WORDS and not _divided_before(ctx, receiver, call):
             yield call, f"position/timestep tensor `{ast.unparse(receiver)[:60]}` is cast to {describe(dtypes)} before use"
 
 

@@ -8,7 +8,7 @@ import ast
 from typing import Iterator
 
 from ampdoctor.core.registry import code_check
-from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, calls_named
+from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, calls_named, in_fp16_branch
 from ampdoctor.lint.python.dataflow import autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS
 from ampdoctor.lint.python.resolve import has_star_kwargs
@@ -18,11 +18,18 @@ def _always_scaled(ctx: Context) -> ast.Call | None:
     """A GradScaler created unconditionally (no ``enabled=``, in no branch): the script does fp16 AMP on purpose,
     and autocast's fp16 default is what it wants."""
     for call, _ in calls_named(ctx, GRAD_SCALERS):
-        if any(kw.arg == "enabled" for kw in call.keywords) or len(call.args) > 1:
+        gated = any(kw.arg == "enabled" and not (isinstance(kw.value, ast.Constant) and kw.value.value is True) for kw in call.keywords)
+        if gated or len(call.args) > 1:
             continue
-        if not any(isinstance(a, (ast.If, ast.IfExp)) for a in ctx.src.ancestors(call)):
+        if not any(isinstance(a, (ast.If, ast.IfExp)) and not _main_guard(a) for a in ctx.src.ancestors(call)):
             return call
     return None
+
+
+def _main_guard(node: ast.AST) -> bool:
+    """``if __name__ == "__main__":`` runs whenever the script does: not a branch of the run's precision."""
+    test = getattr(node, "test", None)
+    return isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
 
 
 def _bf16_in_function(ctx: Context, call: ast.Call) -> ast.AST | None:
@@ -152,8 +159,8 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
         starred = has_star_kwargs(call)
         if starred and not _kwargs_lack_dtype(ctx, call, name):
             continue
-        if _not_fp16_by_default(call, name):
-            continue
+        if _not_fp16_by_default(call, name) or in_fp16_branch(ctx, call) is not None:
+            continue  # off, bf16 by default on its device, or in a branch only fp16 runs take
         tests = _else_of(ctx, call)
         through = _conjoined_with_bf16(tests)
         if through is not None:

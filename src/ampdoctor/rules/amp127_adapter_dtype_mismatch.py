@@ -63,15 +63,32 @@ def _cast_of_the_wrap(call: ast.Call, ctx: Context, wraps: dict[tuple[str, ast.A
 
 
 def _later_casts(ctx: Context, wraps: dict[tuple[str, ast.AST], int]) -> Iterator[CodeHit]:
-    """A half cast of a name bound to a PEFT-wrapped model, after the wrap."""
+    """A half cast of a name bound to a PEFT-wrapped model, after the wrap, with no rebinding of the name between
+    them (``model = model.merge_and_unload()`` leaves a plain model with no adapters to cast)."""
+    rebound = _rebindings(ctx, wraps)
     for call in ctx.src.calls:
         func = call.func
         if not isinstance(func, ast.Attribute) or func.attr not in ("to", "half", "bfloat16"):
             continue
         target = dotted(func.value)
-        line = wraps.get(_scope_key(target, ctx, call)) if target is not None else None
-        if line is not None and call.lineno > line and (dtypes := _half_cast(call, ctx)):
+        key = _scope_key(target, ctx, call) if target is not None else None
+        line = wraps.get(key) if key is not None else None
+        if line is None or call.lineno <= line or any(line < r < call.lineno for r in rebound.get(key, ())):
+            continue
+        if dtypes := _half_cast(call, ctx):
             yield call, _adapter_message(dtypes, line)
+
+
+def _rebindings(ctx: Context, wraps: dict[tuple[str, ast.AST], int]) -> dict[tuple[str, ast.AST], list[int]]:
+    """Lines where a wrapped model's name is bound to something other than a PEFT wrap."""
+    out: dict[tuple[str, ast.AST], list[int]] = {}
+    for node in ast.walk(ctx.src.tree):
+        if not isinstance(node, ast.Assign) or (isinstance(node.value, ast.Call) and _peft_wrap(node.value, ctx)):
+            continue
+        for t in node.targets:
+            if (target := dotted(t)) is not None and (key := _scope_key(target, ctx, node)) in wraps:
+                out.setdefault(key, []).append(node.lineno)
+    return out
 
 
 def _half_cast(call: ast.Call, ctx: Context) -> frozenset | None:

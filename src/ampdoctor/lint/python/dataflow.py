@@ -292,8 +292,16 @@ _DTYPE_CONSTANTS = {"fp16": FP16, "float16": FP16, "bf16": BF16, "bfloat16": BF1
 
 
 def _constant_named_like_a_dtype(expr: ast.Name | ast.Attribute) -> DTypes:
+    """`FP16`, `dtypes.BF16`; and an enum member whose words name one dtype (`Precision.AMP_FP16`), which stands for
+    that precision when compared against."""
     identifier = expr.id if isinstance(expr, ast.Name) else expr.attr
-    return _DTYPE_CONSTANTS.get(identifier.lower()) if identifier.isupper() else None
+    if not identifier.isupper():
+        return None
+    whole = _DTYPE_CONSTANTS.get(identifier.lower())
+    if whole is not None or not isinstance(expr, ast.Attribute):
+        return whole
+    named = {_DTYPE_CONSTANTS[w] for w in tokens(identifier) if w in _DTYPE_CONSTANTS}
+    return named.pop() if len(named) == 1 else None
 
 
 def name_polarity(identifier: str) -> int:
