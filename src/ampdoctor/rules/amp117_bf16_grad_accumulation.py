@@ -33,8 +33,12 @@ def bf16_grad_accumulation_policy(policy: Policy | None, facts: RunFacts, at: Pl
     fix_hint = "set an fp32 accumulation (DeepSpeed `data_types.grad_accum_dtype: fp32`) or fp32 master gradients"
     if steps is not None and steps > 1:
         weights = "pure-bf16 training: the weights are bf16 too" if pure else f"the weights are {policy.params}"
-        yield Hit(f"gradients of {steps} micro-batches are summed in bf16 (8 significant bits); {weights}: {fix_hint}",
-                  here, severity=Severity.INFO if pure else None, related=at.others(here, "grad_accum_steps"))
+        # Two micro-batches add a single rounding of the sum, the size of the one every bf16 gradient already
+        # carries; from three on, the running sum grows past its terms and swallows their low bits at every step.
+        few = steps == 2
+        said = "; two micro-batches add one rounding, as much as a bf16 gradient already has" if few else ""
+        yield Hit(f"gradients of {steps} micro-batches are summed in bf16 (8 significant bits); {weights}{said}: {fix_hint}",
+                  here, severity=Severity.INFO if pure or few else None, related=at.others(here, "grad_accum_steps"))
     elif steps is None:
         yield Hit(f"grad_accum=bf16 for {policy.params} weights: if gradients are accumulated over micro-batches, they are summed in bf16; {fix_hint}",
                   here, severity=Severity.INFO)
