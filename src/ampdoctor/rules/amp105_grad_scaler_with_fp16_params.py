@@ -4,12 +4,15 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 
 from __future__ import annotations
 
+import ast
 from typing import Iterator
 
 from ampdoctor.core.engine import Places
-from ampdoctor.core.registry import Hit, policy_check
+from ampdoctor.core.registry import Hit, code_check, policy_check
 from ampdoctor.dtypes import FP16
 from ampdoctor.facts import RunFacts
+from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, calls_named
+from ampdoctor.lint.python.resolve import dotted
 from ampdoctor.policy import Policy
 
 
@@ -21,3 +24,80 @@ def grad_scaler_with_fp16_params(policy: Policy | None, facts: RunFacts, at: Pla
     here = at("loss_scale")
     yield Hit("a GradScaler unscales gradients of fp16 weights: 'ValueError: Attempting to unscale FP16 gradients.'",
               here, related=at.others(here, "params"))
+
+
+@code_check("AMP105", triggers=("add_adapter",), also=(("float16", "fp16", ".half()"),))
+def adapters_made_in_fp16(ctx: Context) -> Iterator[CodeHit]:
+    # diffusers PR #6119: a model cast to a dtype that is fp16 on the fp16 path, then given adapters:
+    # PEFT creates them in their base layer's dtype, so the only trainable weights are fp16 and the fp16 run's
+    # GradScaler refuses their gradients, unless they are upcast to fp32 before training.
+    if not _loss_scaled(ctx):
+        return
+    casts = _fp16_casts(ctx)
+    for call in ctx.src.calls:
+        model = _adapted_model(ctx, call)
+        cast = casts.get((model, ctx.src.enclosing_function(call))) if model else None
+        if cast is None or cast.lineno >= call.lineno or _upcast_after(ctx, call, model):
+            continue
+        yield call, (f"adapters are added to `{model}` after it was cast to fp16 on the fp16 path (line {cast.lineno}): they "
+                     "are created in that dtype, so the trainable weights are fp16 and the fp16 run's GradScaler fails with "
+                     "'Attempting to unscale FP16 gradients'; upcast the trainable parameters to fp32 after adding them")
+
+
+def _loss_scaled(ctx: Context) -> bool:
+    """A GradScaler, or a framework whose fp16 mixed precision brings one (accelerate, the HF Trainer, Lightning)."""
+    if any(True for _ in calls_named(ctx, GRAD_SCALERS)):
+        return True
+    return any(kw.arg in ("mixed_precision", "fp16", "precision") for call in ctx.src.calls for kw in call.keywords
+               if isinstance(call.func, (ast.Name, ast.Attribute)) and (dotted(call.func) or "").rsplit(".", 1)[-1]
+               in ("Accelerator", "TrainingArguments", "Trainer", "Fabric"))
+
+
+def _fp16_casts(ctx: Context) -> dict[tuple[str, ast.AST | None], ast.Call]:
+    """The first cast of each model name (``unet.to(device, dtype=weight_dtype)``, ``model.half()``) whose dtype can
+    be fp16, by the function it is in."""
+    out: dict[tuple[str, ast.AST | None], ast.Call] = {}
+    for call in ctx.src.calls:
+        func = call.func
+        if not isinstance(func, ast.Attribute) or func.attr not in ("to", "half"):
+            continue
+        dtypes = ctx.flow.cast_dtype(call, ctx.src.scope(call))
+        name = dotted(func.value)
+        if name and dtypes and FP16 in dtypes:
+            out.setdefault((name, ctx.src.enclosing_function(call)), call)
+    return out
+
+
+def _starts_training(ctx: Context, call: ast.Call) -> bool:
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in ("prepare", "backward"):
+        return True
+    return (ctx.qualname(func) or "").startswith("torch.optim.")
+
+
+def _adapted_model(ctx: Context, call: ast.Call) -> str | None:
+    """``unet.add_adapter(config)`` -> "unet". (`get_peft_model` is left out: since PEFT 0.12 it upcasts half
+    adapters to fp32 itself, `autocast_adapter_dtype=True`; the models' `add_adapter` does not.)"""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "add_adapter":
+        return dotted(func.value)
+    return None
+
+
+def _upcast_after(ctx: Context, call: ast.Call, model: str) -> bool:
+    """Below the call in its function and before training starts (an optimizer is built, the model prepared, a
+    backward run): an fp32 cast of parameters (``param.data = param.to(torch.float32)``,
+    ``cast_training_params(unet)``) or of the model itself. (A cast back to fp32 for saving comes too late.)"""
+    fn = ctx.src.enclosing_function(call)
+    later = sorted((c for c in ctx.src.calls if c.lineno > call.lineno and ctx.src.enclosing_function(c) is fn), key=lambda c: c.lineno)
+    for other in later:
+        if _starts_training(ctx, other):
+            return False
+        func = other.func
+        if (dotted(func) or "").rsplit(".", 1)[-1] == "cast_training_params":
+            return True
+        if isinstance(func, ast.Attribute) and func.attr in ("to", "float"):
+            receiver = dotted(func.value) or ""
+            if (receiver == model or "param" in receiver) and ctx.flow.cast_dtype(other, ctx.src.scope(other)) == {"fp32"}:
+                return True
+    return False

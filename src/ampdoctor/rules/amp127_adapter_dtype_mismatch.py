@@ -10,14 +10,12 @@ from typing import TYPE_CHECKING, Iterator
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
-from ampdoctor.lint.python.context import CodeHit, Context
+from ampdoctor.lint.python.context import PEFT_FUNCTIONS, CodeHit, Context
 from ampdoctor.lint.python.dataflow import HALF, describe
 from ampdoctor.lint.python.resolve import dotted, last_identifier
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
-
-PEFT_FUNCTIONS = frozenset({"peft.get_peft_model", "peft.mapping.get_peft_model", "peft.mapping_func.get_peft_model"})
 
 
 def _peft_wrap(call: ast.Call, ctx: Context) -> bool:

@@ -51,6 +51,8 @@ HALF_WORDS = ("bfloat16", "float16", ".half()", "torch.half", "bf16\"", "bf16'",
 # Without one of these a file has no rotary table.
 ROPE_TRIGGERS = ("cos", "sin", "freq", "rope", "rotary", "Rotary", "cis", "theta")
 FLOAT_UP = frozenset({"fp32", "fp64"})
+# PEFT's wrap of a model in adapters.
+PEFT_FUNCTIONS = frozenset({"peft.get_peft_model", "peft.mapping.get_peft_model", "peft.mapping_func.get_peft_model"})
 # Loss scalers by their canonical names (resolve.py maps the module paths they are also imported from).
 GRAD_SCALERS = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.distributed.fsdp.ShardedGradScaler"})
 
