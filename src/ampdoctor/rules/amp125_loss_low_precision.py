@@ -12,7 +12,8 @@ from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_class, in_half_module
 from ampdoctor.lint.python.dataflow import HALF, describe
-from ampdoctor.lint.python.resolve import dotted, keyword
+from ampdoctor.lint.python.facts import ModelCast
+from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, tokens
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -26,11 +27,13 @@ LOSS_FUNCTIONS = frozenset({
 LOSS_CLASSES = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss", "torch.nn.BCEWithLogitsLoss", "torch.nn.KLDivLoss"})
 
 
-@code_check("AMP125", triggers=HALF_WORDS, also=(("cross_entropy", "nll_loss", "Loss", "kl_div", "binary_cross_entropy"),), project=True)
+@code_check("AMP125", triggers=HALF_WORDS, also=(("cross_entropy", "nll_loss", "Loss", "kl_div", "binary_cross_entropy", "log_softmax",
+                                                   "log_prob", "logprob"),), project=True)
 def loss_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # Modalities PR #464: the loss of a half model without `.float()` is quantized to the bf16 grid.
     if ctx.facts.mixed_precision or ctx.project.autocast is not None:
-        return  # autocast runs cross_entropy/nll_loss in fp32 whatever the logits are
+        return  # autocast runs cross_entropy/nll_loss/log_softmax in fp32 whatever the logits are
+    yield from _log_probs_of_half_logits(ctx)
     criteria = set()
     for node in ctx.src.assigns:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and ctx.qualname(node.value.func) in LOSS_CLASSES:
@@ -45,6 +48,47 @@ def loss_low_precision(ctx: Context) -> Iterator[CodeHit]:
         message = _half_logits(ctx, call, logits)
         if message:
             yield call, f"{message}; use `{ast.unparse(logits)[:40]}.float()`"
+
+
+def _log_probs_of_half_logits(ctx: Context) -> Iterator[CodeHit]:
+    """Log-probabilities taken of the logits a half model returned (``log_softmax(out.logits)``,
+    ``log_probs_from_logits(output["logits"], ...)``): in bf16 they keep 8 bits, and the policy ratios and KL terms
+    of RL fine-tuning, differences of such numbers, are mostly rounding (OpenRLHF PR #634)."""
+    for call in ctx.src.calls:
+        if not _takes_log_probs(ctx, call) or not call.args:
+            continue
+        cast = _half_model_output(ctx, call.args[0], ctx.src.scope(call))
+        if cast is not None:
+            yield call, (f"log-probabilities are taken of the logits of `{cast.name}`, which is {describe(cast.dtypes)} (line "
+                         f"{cast.node.lineno}) with no autocast: they keep {describe(cast.dtypes)}'s precision; use "
+                         f"`{ast.unparse(call.args[0])[:40]}.float()`")
+
+
+def _takes_log_probs(ctx: Context, call: ast.Call) -> bool:
+    name = ctx.qualname(call.func)
+    if name in ("torch.log_softmax", "torch.nn.functional.log_softmax"):
+        return True
+    words = tokens(last_identifier(call.func) or "")
+    return bool({"logprob", "logprobs"} & words or {"log", "logp"} & words and {"prob", "probs", "p"} & words)
+
+
+def _half_model_output(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> ModelCast | None:
+    """The half model (a cast or a half `from_pretrained` bound to a name) whose call produced `expr`, through
+    indexing, `.logits` and names; None when the value is upcast on the way or comes from elsewhere."""
+    if depth > 4:
+        return None
+    if isinstance(expr, ast.Subscript) or (isinstance(expr, ast.Attribute) and expr.attr == "logits"):
+        return _half_model_output(ctx, expr.value, scope, depth + 1)
+    if isinstance(expr, ast.Name):
+        for _, value in ctx.src.bindings(expr, scope):
+            found = _half_model_output(ctx, value, scope, depth + 1) if value is not None else None
+            if found is not None:
+                return found
+        return None
+    if isinstance(expr, ast.Call):
+        callee = dotted(expr.func)
+        return next((c for c in ctx.facts.model_casts if c.name and c.name == callee), None)
+    return None
 
 
 # Losses whose target is a float tensor of the input's shape: an fp32 target promotes a half input, and the loss is
