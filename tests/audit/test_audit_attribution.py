@@ -243,3 +243,31 @@ def test_fp32_embeddings_through_a_weight_upcasting_norm_are_the_unconverted_inp
         with audit("bf16-true", model=model) as a:
             model(embeds).float().sum().backward()
     assert [(f.rule_id, f.severity.value) for f in a.report.findings if f.severity is not Severity.INFO] == [("AMP131", "error")]
+
+
+class _LoraLinear(nn.Module):
+    """A LoRA layer written for fp32 adapters: it upcasts its input for them."""
+
+    def __init__(self, dim, rank=4):
+        super().__init__()
+        self.base = nn.Linear(dim, dim)
+        self.lora_A = nn.Linear(dim, rank, bias=False)
+        self.lora_B = nn.Linear(rank, dim, bias=False)
+
+    def forward(self, x):
+        return self.base(x) + self.lora_B(self.lora_A(x.float())).to(x.dtype)
+
+
+_LORA_UPCAST_LINE = _LoraLinear.forward.__code__.co_firstlineno + 1
+
+
+def test_an_adapter_given_an_input_the_model_upcast_is_the_adapter_boundary_with_the_cast_beside_it():
+    # The whole model, adapters included, was cast to bf16; the layer's own upcast feeds fp32 into bf16 adapter
+    # weights. The root cause names the adapter and points at the cast, not only at the failing matmul.
+    model = nn.Sequential(nn.Linear(16, 16), _LoraLinear(16)).to(torch.bfloat16)
+    with pytest.raises(RuntimeError):
+        with audit("bf16-true", model=model) as a:
+            model(torch.randn(4, 16, dtype=torch.bfloat16)).float().sum().backward()
+    [root] = [f for f in a.report.findings if f.severity is not Severity.INFO]
+    assert root.rule_id == "AMP127" and "adapter 1.lora_A" in root.message
+    assert [(r.line, r.op, r.label) for r in root.related] == [(_LORA_UPCAST_LINE, "aten::_to_copy", "made fp32 here")]
