@@ -12,7 +12,7 @@ from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, policy_check
 from ampdoctor.dtypes import BF16, FP16
 from ampdoctor.facts import RunFacts
-from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, branch_implies_fp16, calls_named
+from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, bf16_in_function, branch_implies_fp16, calls_named
 from ampdoctor.lint.python.dataflow import autocast_argument, name_polarity
 from ampdoctor.lint.python.facts import disables_autocast
 from ampdoctor.lint.python.resolve import argument, has_star_kwargs, last_identifier, tokens
@@ -127,22 +127,23 @@ def grad_scaler_with_bf16(ctx: Context) -> Iterator[CodeHit]:
 
 
 def _paired_with_fp16_autocast(ctx: Context, call: ast.Call) -> bool:
-    """The function that creates the scaler enters autocast only in fp16 (a float16 dtype, or none on CUDA, whose
-    default it is): deliberate fp16 AMP, whatever bf16 the rest of the file uses (an upcast elsewhere, another
-    entry point)."""
+    """The function that creates the scaler enters autocast only in fp16 (a float16 dtype; or none on CUDA, whose
+    default it is, where the function names no bf16): deliberate fp16 AMP, whatever bf16 the rest of the file uses
+    (an upcast elsewhere, another entry point)."""
     scope = ctx.src.scope(call)
-    dtypes = [_autocast_dtype(ctx, ac, name)
+    bf16_here = bf16_in_function(ctx, call) is not None
+    dtypes = [_autocast_dtype(ctx, ac, name, bf16_here)
               for ac, name in ctx.facts.autocast_calls if ctx.src.scope(ac) is scope and not disables_autocast(ac, ctx.src)]
     return bool(dtypes) and all(d == {FP16} for d in dtypes)
 
 
-def _autocast_dtype(ctx: Context, call: ast.Call, name: str) -> frozenset | None:
+def _autocast_dtype(ctx: Context, call: ast.Call, name: str, bf16_here: bool) -> frozenset | None:
     given = autocast_argument(call, name, "dtype")
     if given is not None:
         return ctx.flow.dtype_of(given)
     device = autocast_argument(call, name, "device_type")
     cuda = name == "torch.cuda.amp.autocast" or (isinstance(device, ast.Constant) and device.value == "cuda")
-    return frozenset({FP16}) if cuda else None
+    return frozenset({FP16}) if cuda and not bf16_here else None
 
 
 def _verdict(ctx: Context, scaler: str, evidence: ast.AST) -> tuple[str, Severity | None]:

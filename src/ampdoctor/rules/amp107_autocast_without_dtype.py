@@ -8,7 +8,7 @@ import ast
 from typing import Iterator
 
 from ampdoctor.core.registry import code_check
-from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, calls_named, in_fp16_branch
+from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, bf16_in_function, calls_named, in_fp16_branch
 from ampdoctor.lint.python.dataflow import autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS
 from ampdoctor.lint.python.resolve import has_star_kwargs
@@ -30,15 +30,6 @@ def _main_guard(node: ast.AST) -> bool:
     """``if __name__ == "__main__":`` runs whenever the script does: not a branch of the run's precision."""
     test = getattr(node, "test", None)
     return isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
-
-
-def _bf16_in_function(ctx: Context, call: ast.Call) -> ast.AST | None:
-    """bf16 named in the function that enters autocast (a ``dtype=torch.bfloat16`` parameter it never passes on):
-    the autocast was meant to run in it, a GradScaler beside it notwithstanding."""
-    fn = ctx.src.enclosing_function(call)
-    if fn is None:
-        return None
-    return next((e for e in ctx.facts.bf16_places() if ctx.src.enclosing_function(e) is fn or e in _defaults(fn)), None)
 
 
 def _kwargs_lack_dtype(ctx: Context, call: ast.Call, name: str) -> bool:
@@ -118,11 +109,6 @@ def _says_bf16(test: ast.expr) -> bool:
                for side in test.comparators for n in ast.walk(side))
 
 
-def _defaults(fn: ast.AST) -> list[ast.AST]:
-    args = fn.args  # type: ignore[attr-defined]
-    return [n for d in (*args.defaults, *args.kw_defaults) if d is not None for n in ast.walk(d)]
-
-
 def _bf16_said(ctx: Context) -> str | None:
     """Where the file or its project says bf16: only then is autocast's fp16 default a surprise."""
     local = ctx.facts.bf16_evidence
@@ -169,7 +155,7 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
             continue
         if starred or any(_says_bf16(t) for t in tests):
             continue  # the dtype is passed on where the call is built, or a bf16 run took an earlier branch
-        near = _bf16_in_function(ctx, call)
+        near = bf16_in_function(ctx, call)
         if near is not None:
             yield call, f"autocast without `dtype=` runs in float16 on CUDA, while this function uses bf16 (line {near.lineno})"
             continue

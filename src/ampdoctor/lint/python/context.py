@@ -220,3 +220,17 @@ def in_fp16_branch(ctx: Context, node: ast.AST) -> ast.AST | None:
             return None
         child = parent
     return None
+
+
+def bf16_in_function(ctx: Context, call: ast.Call) -> ast.AST | None:
+    """bf16 named in the function that holds `call` (a ``dtype=torch.bfloat16`` parameter it never passes on): an
+    autocast there was meant to run in it, a GradScaler beside it notwithstanding."""
+    fn = ctx.src.enclosing_function(call)
+    if fn is None:
+        return None
+    return next((e for e in ctx.facts.bf16_places() if ctx.src.enclosing_function(e) is fn or e in _defaults(fn)), None)
+
+
+def _defaults(fn: ast.AST) -> list[ast.AST]:
+    args = fn.args  # type: ignore[attr-defined]
+    return [n for d in (*args.defaults, *args.kw_defaults) if d is not None for n in ast.walk(d)]
