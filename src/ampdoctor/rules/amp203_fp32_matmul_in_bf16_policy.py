@@ -4,11 +4,12 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ampdoctor.audit.evidence import Tag
-from ampdoctor.audit.fields import FUNC
+from ampdoctor.audit.fields import EXTRA, FUNC
 from ampdoctor.core.registry import Hit, runtime_check
 
 if TYPE_CHECKING:
@@ -24,9 +25,10 @@ _HEAD_DEPTH = 64
 
 
 def _output_heads(ctx: RuntimeContext) -> set[int]:
-    """The forward matmuls the losses are computed from: back from each loss backward starts at, along every op's
-    first float operand (the main term of `ce + coef * aux`, the logits of `nll_loss(log_softmax(logits))`), to the
-    first matmul."""
+    """The output heads: the forward matmuls the losses are computed from (back from each loss backward starts at,
+    along every op's first float operand: the main term of `ce + coef * aux`, the logits of
+    `nll_loss(log_softmax(logits))`, to the first matmul) that widen their input to a vocabulary. A head onto a few
+    classes or a score stays a negligible share at any model size."""
     t = ctx.trace
     heads = set()
     for seed in t.tagged(Tag.LOSS):
@@ -35,10 +37,20 @@ def _output_heads(ctx: RuntimeContext) -> set[int]:
             if prod is None or prod < 0:
                 break
             if t.records[prod][FUNC] in ctx.matmul_ops:
-                heads.add(prod)
+                if _widens(ctx, t.records[prod][EXTRA]):
+                    heads.add(prod)
                 break
             prod = next((p for _, p in t.float_inputs(prod)), None)
     return heads
+
+
+def _widens(ctx: RuntimeContext, extra: tuple) -> bool:
+    """A matmul whose output features are at least the size it contracts (FLOPs are 2 * output elements * that)."""
+    out = extra[-1] if extra else None
+    if not out or not isinstance(out, tuple) or not all(isinstance(n, int) for n in out):
+        return False
+    elements = math.prod(out)
+    return bool(elements) and out[-1] * 2 * elements >= ctx.matmul_flops(extra)
 
 
 @runtime_check("AMP203")

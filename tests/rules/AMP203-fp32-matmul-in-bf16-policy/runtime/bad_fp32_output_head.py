@@ -7,10 +7,10 @@ from torch import nn
 import torch.nn.functional as F
 
 torch.manual_seed(0)
-body = nn.Sequential(nn.Linear(64, 4096), nn.GELU(), nn.Linear(4096, 64))
-head = nn.Linear(64, 32)
+body = nn.Sequential(nn.Linear(64, 16384), nn.GELU(), nn.Linear(16384, 64))
+head = nn.Linear(64, 128)
 optimizer = torch.optim.AdamW([*body.parameters(), *head.parameters()], lr=1e-3)
-x, labels = torch.randn(16, 64), torch.randint(0, 32, (16,))
+x, labels = torch.randn(16, 64), torch.randint(0, 128, (16,))
 with torch.autocast("cpu", dtype=torch.bfloat16):
     h = body(x)
 logits = head(h.float())  # ampdoctor: expect[AMP203]
