@@ -9,7 +9,6 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ampdoctor.audit.evidence import Tag
-from ampdoctor.audit.fields import EXTRA, FUNC
 from ampdoctor.core.registry import Hit, runtime_check
 
 if TYPE_CHECKING:
@@ -36,8 +35,9 @@ def _output_heads(ctx: RuntimeContext) -> set[int]:
         for _ in range(_HEAD_DEPTH):
             if prod is None or prod < 0:
                 break
-            if t.records[prod][FUNC] in ctx.matmul_ops:
-                if _widens(ctx, t.records[prod][EXTRA]):
+            op = t.op_at(prod)
+            if op.func_id in ctx.matmul_ops:
+                if _widens(ctx, op.extra):
                     heads.add(prod)
                 break
             prod = next((p for _, p in t.float_inputs(prod)), None)
