@@ -77,9 +77,11 @@ _SHRINK = {
     "d_kv": HIDDEN // HEADS,
     # partial rotary and multi-head latent attention sizes, which must fit in the head size above
     "rotary_dim": 8, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": HIDDEN // HEADS,
-    "kv_lora_rank": 32, "q_lora_rank": 32,
+    "kv_lora_rank": 32, "q_lora_rank": 32, "qk_head_dim": 16,  # (qk_head_dim = nope + rope, derived at init)
     **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"), 4),
-    **dict.fromkeys(("num_experts_per_tok", "moe_topk", "top_k"), 2),
+    **dict.fromkeys(("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k"), 2),
+    # grouped routing (experts in groups, the best groups first) over the 4 experts above
+    **dict.fromkeys(("n_group", "num_expert_group"), 2), "topk_group": 1,
     **dict.fromkeys(("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size"), FFN),
 }
 # Per-family overrides, only where the generic shrink cannot work (kept few; each says why).
@@ -98,9 +100,33 @@ _TOKEN_IDS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "decoder_
               "cls_token_id": 4, "mask_token_id": 5, "unk_token_id": 6}
 
 
+_LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+
+
+def _keep_layer_kinds(cfg, original: dict) -> None:
+    """A hybrid model names each layer's kind in per-layer lists (`layer_types`: linear or full attention, conv,
+    sliding window; `mlp_layer_types`: dense or sparse). Its first LAYERS entries may all be of one kind, and a
+    fault planted in another kind (a rotary table only the full-attention layers use) would then be planted in
+    nothing. Kept: the first layer of every kind of every such list, the same layers in all of them, in order and
+    filled up to LAYERS; and at least one round of a list shorter than the depth (a pattern the layers cycle)."""
+    for count_key, depth in original.items():
+        per_layer = {k: v for k, v in vars(cfg).items() if isinstance(v, list) and len(v) == depth > LAYERS
+                     and all(isinstance(x, str) for x in v)}
+        cycled = [len(v) for v in vars(cfg).values() if isinstance(v, list) and LAYERS < len(v) < min(depth, 2 * LAYERS + 2)
+                  and all(isinstance(x, str) for x in v) and len(set(v)) > 1]
+        keep = sorted({kinds.index(kind) for kinds in per_layer.values() for kind in kinds})
+        keep = sorted(keep + [i for i in range(depth) if i not in keep][: max(0, LAYERS - len(keep))])
+        for key, kinds in per_layer.items():
+            setattr(cfg, key, [kinds[i] for i in keep])
+        n = max([len(keep) if per_layer else LAYERS, *cycled])
+        if n != LAYERS:
+            setattr(cfg, count_key, n)
+
+
 def _shrink(cfg, depth: int = 0) -> None:
     from transformers import PretrainedConfig
 
+    original = {k: getattr(cfg, k) for k in _LAYER_COUNTS if isinstance(getattr(cfg, k, None), int)}
     for key, value in _SHRINK.items():
         if hasattr(cfg, key) and isinstance(getattr(cfg, key), int) and not isinstance(getattr(cfg, key), bool):
             try:
@@ -114,6 +140,7 @@ def _shrink(cfg, depth: int = 0) -> None:
     for key in ("use_cache",):
         if hasattr(cfg, key):
             setattr(cfg, key, False)
+    _keep_layer_kinds(cfg, original)
     if depth < 2:
         for key, value in list(vars(cfg).items()):
             if isinstance(value, PretrainedConfig):

@@ -256,11 +256,11 @@ def fp32_table_on_bf16_path(model, cfg, batch, step):
     model.to(torch.bfloat16)
     step.autocast_dtype = None
     step.policy = "bf16-true"
-    table = {}
 
     def fn(x):
-        t = table.setdefault(x.shape[-1], torch.randn(x.shape[-1]) * 0.01)
-        return x + t
+        # Made at each call, not kept between calls: the unaudited run before the audited one (on a deep copy that
+        # shares this hook) would otherwise make it, and the audited run would get it as a tensor from outside.
+        return x + torch.randn(x.shape[-1], generator=torch.Generator().manual_seed(0)) * 0.01
 
     return _embedding_hook(model, step, fn)
 

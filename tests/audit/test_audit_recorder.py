@@ -54,3 +54,39 @@ def test_ops_inside_torch_modules_are_located_at_the_user_line_that_called_the_m
     assert trace.location(forward["aten::sum"]).line == sum_line
     # the model's first caller, as the module table's `caller` records it
     assert a.recorder.modules[0].caller[1] == call_line
+
+
+def test_attention_calls_are_seen_with_the_dtypes_their_caller_gave_and_their_kernels_ops():
+    from torch.overrides import _get_current_function_mode_stack
+
+    q = torch.randn(2, 2, 8, 4, dtype=torch.bfloat16, requires_grad=True)
+    mask = torch.zeros(8, 8)
+    with audit("bf16-mixed") as a:
+        # dropout: CPU's math path, whose own ops upcast q/k/v to fp32
+        out = nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask, dropout_p=0.5)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            nn.functional.scaled_dot_product_attention(q.float(), q.float(), q.float())
+        out.float().sum().backward()
+    assert _get_current_function_mode_stack() == []  # the function mode is gone with the audit
+    trace = Trace(a.recorder)
+    first, second = trace.attention_calls
+    assert (first.query, first.key, first.value, first.mask, first.autocast) == (torch.bfloat16,) * 3 + (torch.float32, None)
+    assert (second.query, second.autocast, second.compute) == (torch.float32, torch.bfloat16, torch.bfloat16)
+    inside = [r[0] for r in trace.records if trace.attention_call_of(r[0]) is first]
+    assert inside[0] == first.start and first.start < first.end
+    fp32_bmm = [s for s in range(first.start, first.end) if trace.op(s) == "aten::bmm" and trace.out_dtype(s) == torch.float32]
+    assert fp32_bmm  # the kernel's own fp32 matmuls, which are not the caller's
+    # backward matmuls of the kernel belong to the call that built their nodes
+    assert any(trace.attention_call_of(r[0]) is first for r in trace.records if r[PHASE] == BACKWARD and trace.op(r[0]) == "aten::bmm")
+
+
+def test_the_function_mode_leaves_with_the_audit_when_the_step_raises():
+    from torch.overrides import _get_current_function_mode_stack
+
+    q = torch.randn(1, 1, 4, 4)
+    try:
+        with audit("fp32"):
+            nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=torch.zeros(4, 4, dtype=torch.bfloat16))
+    except RuntimeError:
+        pass
+    assert _get_current_function_mode_stack() == []

@@ -73,6 +73,12 @@ class RuntimeContext:
         """The step failed because operands' dtypes disagree (not a shape error, a missing kernel...)."""
         return is_dtype_mismatch(self.exception)
 
+    def in_attention_kernel(self, seq: int) -> bool:
+        """Op `seq` is an attention kernel's own, run on half q/k/v (`calls`): CPU's math path upcasts them to fp32
+        for its bmm and softmax and adds the mask there. Its dtypes are the kernel's choice, not the caller's."""
+        call = self.trace.attention_call_of(seq)
+        return call is not None and call.compute in self.HALF
+
     def failure_is_rotary(self) -> bool:
         """The step failed where a cos/sin table met an operand of another dtype (incidents 1 and 5)."""
         return self.failure is not None and is_rope_failure(self.trace, self.failure.inputs)

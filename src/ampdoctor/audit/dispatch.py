@@ -34,9 +34,9 @@ _LIBRARY_MARKS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.s
 # ampdoctor's own entry points (its CLI): an op whose walk reaches them first was issued by ampdoctor on the user's
 # behalf (`audit --hf-config` runs the backward), and what lies beyond (the console script) is nobody's code.
 _BOUNDARY_FILES = (os.path.join(_AMPDOCTOR_DIR, "cli") + os.sep, os.path.join(_AMPDOCTOR_DIR, "__main__.py"))
-_AUDIT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+AUDIT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # Frames between an op call and `__torch_dispatch__` that belong to the mode machinery itself.
-_MODE_FILES = (_AUDIT_DIR, os.path.join(_TORCH_DIR, "utils", "_python_dispatch.py"), os.path.join(_TORCH_DIR, "_dynamo"), os.path.join(_TORCH_DIR, "_compile.py"))
+_MODE_FILES = (AUDIT_DIR, os.path.join(_TORCH_DIR, "utils", "_python_dispatch.py"), os.path.join(_TORCH_DIR, "_dynamo"), os.path.join(_TORCH_DIR, "_compile.py"))
 
 
 _ENGINE_RUN = getattr(getattr(torch.autograd, "graph", None), "_engine_run_backward", None)

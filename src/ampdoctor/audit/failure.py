@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from ampdoctor.audit.dispatch import AUDIT_DIR
 from ampdoctor.audit.fields import FORWARD
 from ampdoctor.audit.names import dtypes_text, relpath
 from ampdoctor.audit.provenance import FLOATS, Trace
@@ -60,7 +61,8 @@ def _boundary(trace: Trace, exc: BaseException) -> tuple[Location, list[tuple[st
     tb: TracebackType | None = exc.__traceback__
     frames = []
     while tb is not None:
-        frames.append(tb)
+        if not tb.tb_frame.f_code.co_filename.startswith(AUDIT_DIR):  # the audit's own frames (its function mode)
+            frames.append(tb)
         tb = tb.tb_next
     for tb in reversed(frames[-3:]):
         frame = tb.tb_frame

@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 from ampdoctor import dtypes
+from ampdoctor.audit.calls import AttentionCall
 from ampdoctor.audit.evidence import BufferScan, GradSnapshot, Op, OptimizerStep, Tag
 from ampdoctor.audit.fields import BACKWARD, CODE, EXTRA, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE
 from ampdoctor.audit.names import module_label, op_name, relpath
@@ -59,6 +60,7 @@ class Trace:
         self._op_names: dict[int, str] = {}  # op id (a record's FUNC) -> name
         self._views: dict[str | None, list[Op]] | None = None  # `ops()`: all, and by phase
         self._by_tag: dict[Tag, list[Op]] | None = None  # `tagged()`
+        self._call_starts: list[int] | None = None  # `attention_call_of()`
         self._fwd_seqs: list[int] = rec.values.forward_seqs if rec.values is not None else []
         self._fwd_nrs: list[int] = rec.values.forward_nrs if rec.values is not None else []
 
@@ -109,6 +111,27 @@ class Trace:
     @property
     def buffer_scans(self) -> list[BufferScan]:
         return self.rec.module_scans
+
+    @property
+    def attention_calls(self) -> list[AttentionCall]:
+        """The calls to `F.scaled_dot_product_attention`, in order, with their operands' dtypes (`calls`)."""
+        return self.rec.attention_calls
+
+    def attention_call_of(self, seq: int) -> AttentionCall | None:
+        """The attention call op `seq` is part of: one it made, or for a backward op, one that made its node (its
+        kernel's gradient). Its ops are the kernel's own, whatever their dtypes."""
+        calls = self.rec.attention_calls
+        if not calls:
+            return None
+        if self.records[seq][PHASE] == BACKWARD:
+            fwd = self.forward_of(seq)
+            if fwd is None:
+                return None
+            seq = fwd
+        if self._call_starts is None:
+            self._call_starts = [c.start for c in calls]
+        i = bisect_right(self._call_starts, seq) - 1
+        return calls[i] if i >= 0 and seq < calls[i].end else None
 
     def parameters(self) -> list[Any]:
         """The parameters seen (of modules entered and optimizers stepped) that are still alive."""

@@ -17,6 +17,7 @@ from typing import Any, Callable
 import torch
 
 from ampdoctor.audit.autocast_watch import AutocastWatch
+from ampdoctor.audit.calls import AttentionCall, CallTracking
 from ampdoctor.audit.dispatch import Failure, FrameWalk, RecordingMode, _current_autograd_node, line_of, mode_stack
 from ampdoctor.audit.evidence import BufferScan, GradSnapshot, OptimizerStep, When
 from ampdoctor.audit.modules import ModuleInfo, ModuleTracking
@@ -29,7 +30,7 @@ from ampdoctor.audit.values import EXACT_LIMIT, ValueWatch
 __all__ = ["Failure", "ModuleInfo", "Recorder", "active_recorder", "expected_grad_dtype", "line_of"]
 
 
-class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Sampler):
+class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, CallTracking, Sampler):
     """Install with `with Recorder(...)`; `records` holds one tuple per op (fields: SEQ, FUNC, ...)."""
 
     def __init__(self, *, device_type: str = "cpu", max_steps: int | None = None, on_stop: Callable[[], None] | None = None,
@@ -98,6 +99,9 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Samp
         self._handles: list[Any] = []  # every hook installed
         self._module_handles: list[Any] = []  # of them, the module forward hooks (removed when recording stops)
         self._mode: RecordingMode | None = None
+        # The attention calls seen by the function mode (`calls`), which is on the stack while the dispatch mode is.
+        self.attention_calls: list[AttentionCall] = []
+        self._call_mode = None
         # What this recording is, for the message that refuses a second one ("the audit of train.py").
         self.label = "an audit"
         self._thread: int | None = None  # the thread that entered it
@@ -151,6 +155,8 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Samp
         if self._mode is not None and mode_stack()[-1:] == [self._mode] and _current_autograd_node() is None:
             mode, self._mode = self._mode, None
             mode.__exit__(None, None, None)
+        if _current_autograd_node() is None:
+            self._exit_calls()
         if not keep_autocast:
             self._unpatch_autocast()
         # Module hooks go now. The optimizer hooks stay until exit: stop() runs inside torch's loop over the global
@@ -187,9 +193,11 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Samp
             self._hook_modules()
             self._patch_autocast()
             self.refresh_autocast()
+            self._enter_calls()
             self._mode.__enter__()
         except BaseException:
             self._mode = None
+            self._exit_calls()
             self._unpatch_autocast()
             self._remove_hooks()
             raise
@@ -224,6 +232,7 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Samp
             finally:
                 self._mode = None
                 try:
+                    self._exit_calls()
                     self._unpatch_autocast()
                     self._remove_hooks()
                 finally:

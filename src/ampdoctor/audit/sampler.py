@@ -35,6 +35,7 @@ class Sampler:
             mode = RecordingMode(self)
             mode.__enter__()
             self._mode = mode
+        self._enter_calls()
         self._hook_modules()
         if self._autocast_methods is None:
             self._patch_autocast()

@@ -4,10 +4,9 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 
 from __future__ import annotations
 
-import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.evidence import Phase
 from ampdoctor.core.registry import Hit, runtime_check
 from ampdoctor.dtypes import name_of
 
@@ -15,17 +14,15 @@ if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
 
 
-
-_SDPA = re.compile(r"aten::_?scaled_dot_product")
-
-
 @runtime_check("AMP122")
 def mask_of_another_dtype(ctx: RuntimeContext) -> Iterator[Hit]:
+    """Judged at the call, with the dtypes the caller gave it: which aten ops the call becomes is the kernel's choice
+    (CPU's math path, taken with dropout, casts q/k/v and the mask to fp32 itself, and the mismatch is then nowhere in
+    its ops). Under autocast there is no mismatch: autocast casts the mask with q/k/v to its dtype."""
     t = ctx.trace
-    for op in t.ops():
-        if op.phase != Phase.FORWARD or not _SDPA.match(t.op(op.seq)):
+    for call in t.attention_calls:
+        if call.start == call.end or call.autocast is not None or call.mask is None or not call.mask.is_floating_point or call.mask == call.query:
             continue
-        floats = [d for d, p in zip(op.in_dtypes, op.producers) if p is not None]
-        if len(floats) >= 4 and floats[3] != floats[0]:
-            yield Hit(f"{t.op(op.seq)} gets a {name_of(floats[3])} attention mask for {name_of(floats[0])} queries", t.location(op.seq))
-            return
+        yield Hit(f"F.scaled_dot_product_attention gets a {name_of(call.mask)} attention mask for {name_of(call.query)} queries",
+                  replace(t.location(call.start), op="F.scaled_dot_product_attention"))
+        return

@@ -39,7 +39,7 @@ def promotions(ctx: RuntimeContext) -> Iterator[Hit]:
 
 def _promotions_that_matter(ctx: RuntimeContext) -> dict[int, str]:
     """Promoting ops -> why it matters: outside autocast, or the promoted tensor feeds an fp32 matmul (the failing op
-    itself is left to the failure's chain)."""
+    itself is left to the failure's chain); not those inside an attention kernel's own math."""
     t, taint = ctx.trace, ctx.promotion_taint
     failing = ctx.failure.seq if ctx.failure is not None else None
     flagged: dict[int, str] = {}
@@ -52,7 +52,8 @@ def _promotions_that_matter(ctx: RuntimeContext) -> dict[int, str]:
         src = next((taint[p] for p in op.producers if p is not None and p >= 0 and p in taint), None)
         if src is not None:
             flagged.setdefault(src, f"the promoted tensor feeds an fp32 {t.op(op.seq)}")
-    return flagged
+    return {s: why for s, why in flagged.items() if not ctx.in_attention_kernel(s)}
+
 
 
 @runtime_check("AMP201")

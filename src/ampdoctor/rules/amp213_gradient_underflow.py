@@ -51,3 +51,40 @@ def gradients_flushed_to_zero(ctx: RuntimeContext) -> Iterator[Hit]:
                          "loss_scaled": ctx.loss_scaled},
             )
             break
+
+
+# A nonzero half gradient whose largest value is below this is near the bottom of bf16's range (2**-133): its products
+# with weights of ordinary size flush to zero (2**-100 is far below any gradient a sound step makes).
+TINY_GRADIENT = 2.0**-100
+
+
+@runtime_check("AMP213")
+def gradient_products_flushed_to_zero(ctx: RuntimeContext) -> Iterator[Hit]:
+    """The cast can keep the few largest values of a tiny gradient (most of its mass) and still hand on a gradient
+    so small that the next half-precision matmul of the backward makes nothing but zeros of it: every gradient
+    below that point is lost. Reported at the first such matmul: its output sampled all zero, from a nonzero
+    half gradient operand whose largest value is below `TINY_GRADIENT`."""
+    flow = ctx.values
+    t = ctx.trace
+    for op in t.ops(Phase.BACKWARD):
+        out = op.out_dtypes
+        if not out or out[0] not in ctx.HALF or op.func_id not in ctx.matmul_ops:
+            continue
+        dt = name_of(out[0])
+        made = flow.stats.get(op.seq)
+        if made is None or not made.sampled or made.amax != 0:
+            continue
+        tiny = [(d, p, s) for d, p, s in flow.input_stats(op.seq)
+                if d in ctx.HALF and s is not None and s.finite and 0 < s.amax < TINY_GRADIENT]
+        if not tiny:
+            continue
+        d, p, s = tiny[0]
+        module = t.module(op.module)
+        scaled = "" if ctx.loss_scaled else ", and no loss scaler ran"
+        yield Hit(f"{t.op(op.seq)} in the backward of {module_label(module)} makes an all-zero {dt} gradient of a nonzero one "
+                  f"(largest |g| {s.amax:.3g}): its products are below {_FLOOR[dt]:.3g} and flush to zero, and so is every "
+                  f"gradient computed from it{scaled}",
+                  flow.location(op.seq),
+                  related=(ctx.operand_location(p, d, f"gradient made here (max |g| {s.amax:.3g})"),),
+                  details={"dtype": dt, "module": module, "max_gradient": s.amax, "loss_scaled": ctx.loss_scaled})
+        return
