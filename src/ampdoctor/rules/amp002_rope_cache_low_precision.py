@@ -73,16 +73,19 @@ def _dropped_safely(ctx: Context, call: ast.Call) -> bool:
         return False
     if func.attr == "to" and ctx.qualname(call.args[0]) not in _HALF_DTYPES:
         return False
-    target = _stored_in(ctx, call)
+    reads = _reads(ctx, call, _stored_in(ctx, call))
+    return bool(reads) and all(_cast_where_used(ctx, r) for r in reads)
+
+
+def _reads(ctx: Context, call: ast.Call, target: ast.AST | str | None) -> list[ast.AST]:
+    """Every read of what the value is stored in: `self.<name>` anywhere in the file for a buffer or an attribute
+    of `self`, the name in the storing scope (nested functions included) for a local; none for anything else."""
     if isinstance(target, str) or (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
         name = target if isinstance(target, str) else target.attr
-        reads: list[ast.AST] = [a for a in ctx.src.attributes if a.attr == name and isinstance(a.ctx, ast.Load)]
-    elif isinstance(target, ast.Name):
-        scope = ctx.src.scope(call)
-        reads = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)]
-    else:
-        return False
-    return bool(reads) and all(_cast_where_used(ctx, r) for r in reads)
+        return [a for a in ctx.src.attributes if a.attr == name and isinstance(a.ctx, ast.Load)]
+    if isinstance(target, ast.Name):
+        return [n for n in ast.walk(ctx.src.scope(call)) if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)]
+    return []
 
 
 def _stored_in(ctx: Context, call: ast.Call) -> ast.AST | str | None:

@@ -148,19 +148,24 @@ def fp16_gate(ctx: Context, scaler: ast.Call, name: str) -> str | None:
     passed by position."""
     if len(scaler.args) > _enabled_position(name):
         return None
-    scope = ctx.src.scope(scaler)
     dtypes = [d for c, n in ctx.facts.autocast_calls if (d := autocast_argument(c, n, "dtype")) is not None]
     if dtypes and all(isinstance(d, ast.Name) and d.id == dtypes[0].id for d in dtypes):
-        bound = ctx.src.bindings(dtypes[0], scope)
-        seen = all(ctx.src.bindings(d, ctx.src.scope(d)) == bound for d in dtypes)
-        if bound and seen and min(line for line, _ in bound) < scaler.lineno and _torch_dtypes(ctx, dtypes[0], scope) \
-                and BF16 in (ctx.flow.dtype_of(dtypes[0], scope) or ()):
-            return f"{dtypes[0].id} == torch.float16"
-        return None
+        return f"{dtypes[0].id} == torch.float16" if _seen_at(ctx, dtypes, scaler) else None
     if ctx.facts.bf16_dtype_named and ctx.facts.never_fp16 and ctx.project.precisions <= {BF16} \
             and all(ctx.flow.dtype_of(d) == {BF16} for d in dtypes):
         return "False"
     return None
+
+
+def _seen_at(ctx: Context, names: list[ast.Name], scaler: ast.Call) -> bool:
+    """Do the autocasts' dtype names hold, at the scaler, the same torch dtypes (bf16 among them) they hold where
+    autocast reads them, bound before the scaler?"""
+    scope = ctx.src.scope(scaler)
+    bound = ctx.src.bindings(names[0], scope)
+    if not bound or any(ctx.src.bindings(d, ctx.src.scope(d)) != bound for d in names):
+        return False
+    return min(line for line, _ in bound) < scaler.lineno and _torch_dtypes(ctx, names[0], scope) \
+        and BF16 in (ctx.flow.dtype_of(names[0], scope) or ())
 
 
 def _enabled_position(name: str) -> int:
