@@ -5,7 +5,7 @@
 For each repository of bench/ecosystem/repos.yaml already extracted at its pinned commit into the cache folder (by
 bench/ecosystem/ecosystem.py; this script extracts nothing and writes nothing there), lint the tree for the rules
 that have a rewrite, compute the rewrites (`ampdoctor.lint.rewrite.rewrites`, which reads and never writes) and list
-each file they would change with the findings the rewrite addresses (those of its rules on the lines it changes)
+each file they would change with the findings the rewrite addresses (those whose own rule's rewrite changes their line)
 and their verdicts in bench/ecosystem/verdicts.yaml (keyed as ecosystem.py keys them: NAME:FINGERPRINT; notes,
 such as findings in test code, are not judged there). Exits 1 when a rewritten finding is judged false: a fix
 must never act on a finding that is wrong.
@@ -40,6 +40,10 @@ def repository(name: str, tree: Path, verdicts: dict) -> list[dict]:
     """One row per file the rewrites would change, with the findings they address and their verdicts."""
     settings = LintSettings(jobs=1).override(select=frozenset(fixes()))
     report = lint_paths([tree], settings)
+    # each rule's rewrite alone: a finding is addressed where its own rule's rewrite changes its line (another
+    # rule's rewrite of the same line, `torch.cuda.amp` respelled, says nothing of it)
+    by_rule = {rule: {rw.path: changed_lines(rw) for rw in rewrites(f for f in report.findings if f.rule_id == rule)}
+               for rule in sorted({f.rule_id for f in report.findings})}
     lines_of: dict[str, list[str] | None] = {}
     rows = []
     for rw in rewrites(report.findings):
@@ -48,7 +52,7 @@ def repository(name: str, tree: Path, verdicts: dict) -> list[dict]:
         touched = changed_lines(rw)
         addressed = []
         for f in report.findings:
-            if f.location.file != rw.path or f.rule_id not in rw.rules or f.location.line not in touched:
+            if f.location.file != rw.path or f.location.line not in by_rule[f.rule_id].get(rw.path, ()):
                 continue
             key = f"{name}:{fingerprint(replace(f, location=replace(f.location, file=rel)), lines_of)}"
             verdict = (verdicts.get(key) or {}).get("verdict") or ("note" if f.severity.value == "info" else "unjudged")

@@ -190,7 +190,6 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
             yield call, f"autocast without `dtype=` runs in float16 on CUDA, while {said}", None, rewrite
 
 
-
 @code_fix("AMP107")
 def add_bf16_dtype(module: Any, lines: Mapping[int, tuple[Mapping[str, Any], ...]]) -> Any:
     """``torch.autocast("cuda")`` -> ``torch.autocast("cuda", dtype=torch.bfloat16)`` at the lines where the detector
