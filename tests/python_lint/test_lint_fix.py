@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from ampdoctor.core.model import Finding
 from ampdoctor.core.registry import fixes
 from ampdoctor.lint.python import lint_source
+from ampdoctor.lint.rewrite import rewrites
 
 FIXES = Path(__file__).parent / "fixes"
 
@@ -105,6 +107,15 @@ def test_amp002_drops_the_cast_only_where_every_read_casts(tmp_path):
     found, after = fix_tree(tmp_path, "AMP002", {"rotary.py": source})
     assert found == [10, 11]
     assert after["rotary.py"] == source.replace("freqs.cos().bfloat16()", "freqs.cos()")
+
+
+def test_a_rewrite_names_the_rules_that_changed_the_file(tmp_path):
+    source = SCALER.format(dtype="use_fp16 = False", amp="torch.bfloat16").replace("torch.autocast(\"cuda\", ", "torch.cuda.amp.autocast(")
+    (tmp_path / "train.py").write_text(source)
+    report = json.loads(ampdoctor("--format", "json", "--exit-zero", str(tmp_path / "train.py")).stdout)
+    assert {"AMP004", "AMP108"} <= {f["id"] for f in report["findings"]}
+    found = rewrites(Finding.from_dict(f) for f in report["findings"])
+    assert [rw.rules for rw in found] == [("AMP108",)]  # the scaler's dtype is not known: AMP004's rewrite does nothing
 
 
 SCALER = '''import torch

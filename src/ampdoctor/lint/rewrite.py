@@ -23,7 +23,7 @@ class Rewrite:
     path: str
     before: str
     after: str
-    rules: tuple[str, ...]
+    rules: tuple[str, ...]  # the rules whose rewrite changed the file
 
     def diff(self) -> str:
         return "".join(difflib.unified_diff(self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
@@ -47,11 +47,14 @@ def rewrites(findings: Iterable[Finding]) -> list[Rewrite]:
             module = cst.parse_module(before)
         except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
             continue
+        after, changed = before, []
         for rule_id, lines in sorted(rules.items()):
             module = registered[rule_id](module, lines)
-        after = module.code
+            if module.code != after:  # the rules named are those whose rewrite changed something
+                after = module.code
+                changed.append(rule_id)
         if after != before and _parses(after):
-            out.append(Rewrite(path, before, after, tuple(sorted(rules))))
+            out.append(Rewrite(path, before, after, tuple(changed)))
     return out
 
 
