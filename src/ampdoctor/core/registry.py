@@ -119,8 +119,10 @@ _FIXES: dict[str, Callable[..., Any]] = {}
 
 
 def code_fix(rule_id: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register ``fn(module: libcst.Module, lines: set[int]) -> libcst.Module``: the safe, mechanical rewrite of a
-    rule's findings at `lines` (`ampdoctor lint --fix`). It lives with the rule's detectors, in its module."""
+    """Register ``fn(module: libcst.Module, lines: Mapping[int, tuple[Mapping[str, Any], ...]]) -> libcst.Module``:
+    the safe, mechanical rewrite of a rule's findings at `lines` (`ampdoctor lint --fix`), each line with the
+    details of each of its findings (what the detector knew that the rewrite needs: the fourth item of a code hit).
+    It lives with the rule's detectors, in its module."""
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         _FIXES[rule_id] = fn
         return fn

@@ -12,7 +12,7 @@ import tempfile
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 from ampdoctor.core.model import Finding
 from ampdoctor.core.registry import fixes
@@ -23,7 +23,7 @@ class Rewrite:
     path: str
     before: str
     after: str
-    rules: tuple[str, ...]
+    rules: tuple[str, ...]  # the rules whose rewrite changed the file
 
     def diff(self) -> str:
         return "".join(difflib.unified_diff(self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
@@ -35,10 +35,11 @@ def rewrites(findings: Iterable[Finding]) -> list[Rewrite]:
     import libcst as cst
 
     registered = fixes()
-    by_file: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+    by_file: dict[str, dict[str, dict[int, tuple[Mapping[str, Any], ...]]]] = defaultdict(lambda: defaultdict(dict))
     for f in findings:
         if f.rule_id in registered and f.location.file and f.location.file.endswith(".py") and f.location.line:
-            by_file[f.location.file][f.rule_id].add(f.location.line)
+            at = by_file[f.location.file][f.rule_id]
+            at[f.location.line] = (*at.get(f.location.line, ()), f.details)
     out = []
     for path, rules in sorted(by_file.items()):
         try:
@@ -46,11 +47,14 @@ def rewrites(findings: Iterable[Finding]) -> list[Rewrite]:
             module = cst.parse_module(before)
         except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
             continue
+        after, changed = before, []
         for rule_id, lines in sorted(rules.items()):
             module = registered[rule_id](module, lines)
-        after = module.code
+            if module.code != after:  # the rules named are those whose rewrite changed something
+                after = module.code
+                changed.append(rule_id)
         if after != before and _parses(after):
-            out.append(Rewrite(path, before, after, tuple(sorted(rules))))
+            out.append(Rewrite(path, before, after, tuple(changed)))
     return out
 
 

@@ -5,14 +5,15 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ampdoctor.audit.evidence import Phase, Tag
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Location, Severity
-from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
+from ampdoctor.core.registry import Hit, code_check, code_fix, policy_check, runtime_check
 from ampdoctor.dtypes import EXACT_INT, HALF, ROPE_TABLE_NAME, name_of
 from ampdoctor.facts import RunFacts
+from ampdoctor.lint.cstedit import dotted as cst_dotted
 from ampdoctor.lint.python.context import (
     HALF_WORDS,
     ROPE_TRIGGERS,
@@ -49,7 +50,118 @@ def rope_cache_low_precision(ctx: Context) -> Iterator[CodeHit]:
             what = f"`{stored}`"
         else:
             continue
-        yield call, f"{table_kind(ctx)} {what} is cast to {describe(dtypes)}; keep cos/sin/inv_freq in float32"
+        uncast = {"uncast": call.col_offset} if stored is not None and _dropped_safely(ctx, call) else {}
+        yield call, f"{table_kind(ctx)} {what} is cast to {describe(dtypes)}; keep cos/sin/inv_freq in float32", None, uncast
+
+
+# What a consumer may do to a table on the way to its cast without the table's dtype showing: indexing and the
+# shape methods (arithmetic would promote an fp32 table over a bf16 operand).
+_SHAPE = frozenset({"unsqueeze", "squeeze", "view", "reshape", "contiguous", "clone", "detach", "cpu", "cuda", "transpose",
+                    "permute", "flatten", "expand", "expand_as", "narrow", "t", "repeat", "repeat_interleave", "roll", "flip"})
+_CASTS = frozenset({"float", "double", "half", "bfloat16", "type_as"})
+_HALF_DTYPES = frozenset({"torch.bfloat16", "torch.float16", "torch.half"})
+
+
+def _dropped_safely(ctx: Context, call: ast.Call) -> bool:
+    """Can the half cast go, so that the table is stored in what it is computed in (fp32), with nothing else
+    changed? The cast is a method cast of the value stored (``.bfloat16()``, ``.half()``, ``.to(torch.bfloat16)``),
+    stored in a local name or an attribute of `self` (a buffer), and every read of that name in the file casts
+    the table where it is used (``self.cos_cached[:n].to(x.dtype)``), so each consumer gets the dtype it got."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr not in ("bfloat16", "half", "to") or call.keywords \
+            or len(call.args) != (func.attr == "to"):
+        return False
+    if func.attr == "to" and ctx.qualname(call.args[0]) not in _HALF_DTYPES:
+        return False
+    reads = _reads(ctx, call, _stored_in(ctx, call))
+    return bool(reads) and all(_cast_where_used(ctx, r) for r in reads)
+
+
+def _reads(ctx: Context, call: ast.Call, target: ast.AST | str | None) -> list[ast.AST]:
+    """Every read of what the value is stored in: `self.<name>` anywhere in the file for a buffer or an attribute
+    of `self`, the name in the storing scope (nested functions included) for a local; none for anything else."""
+    if isinstance(target, str) or (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+        name = target if isinstance(target, str) else target.attr
+        return [a for a in ctx.src.attributes if a.attr == name and isinstance(a.ctx, ast.Load)]
+    if isinstance(target, ast.Name):
+        return [n for n in ast.walk(ctx.src.scope(call)) if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)]
+    return []
+
+
+def _stored_in(ctx: Context, call: ast.Call) -> ast.AST | str | None:
+    """The target the cast value is assigned to, or the buffer name it is registered under."""
+    parent = ctx.src.parents.get(call)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and parent.value is call:
+        return parent.targets[0]
+    if isinstance(parent, ast.Tuple) and isinstance(grand := ctx.src.parents.get(parent), ast.Assign) and len(grand.targets) == 1 \
+            and isinstance(grand.targets[0], ast.Tuple) and len(grand.targets[0].elts) == len(parent.elts):
+        return grand.targets[0].elts[parent.elts.index(call)]
+    if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Attribute) and parent.func.attr == "register_buffer" \
+            and len(parent.args) >= 2 and parent.args[1] is call and isinstance(parent.args[0], ast.Constant):
+        return str(parent.args[0].value)
+    return None
+
+
+def _cast_where_used(ctx: Context, read: ast.AST) -> bool:
+    """Is this read of the table cast on its way to its consumer (``[:n]``, shape methods and a `.to(device)`
+    before it)?"""
+    node = read
+    while True:
+        parent = ctx.src.parents.get(node)
+        if isinstance(parent, ast.Subscript) and parent.value is node:
+            node = parent
+            continue
+        call = ctx.src.parents.get(parent) if isinstance(parent, ast.Attribute) and parent.value is node else None
+        if not (isinstance(call, ast.Call) and call.func is parent):
+            return False
+        if parent.attr in _CASTS or parent.attr == "to" and _casts_dtype(ctx, call):
+            return True
+        if parent.attr not in _SHAPE and not (parent.attr == "to" and _moves_only(call)):
+            return False
+        node = call
+
+
+def _casts_dtype(ctx: Context, call: ast.Call) -> bool:
+    """``.to(x.dtype)``, ``.to(torch.float32)``, ``.to(device, dtype)``, ``.to(dtype=...)``."""
+    if any(kw.arg == "dtype" for kw in call.keywords):
+        return True
+    dtype = call.args[1] if len(call.args) >= 2 else call.args[0] if call.args else None
+    return dtype is not None and (isinstance(dtype, ast.Attribute) and dtype.attr == "dtype" or ctx.flow.dtype_of(dtype) is not None)
+
+
+def _moves_only(call: ast.Call) -> bool:
+    """``.to(x.device)``, ``.to(device=...)``: a move that keeps the dtype."""
+    if len(call.args) > 1 or any(kw.arg not in ("device", "non_blocking", "copy") for kw in call.keywords):
+        return False
+    arg = call.args[0] if call.args else None
+    return arg is None or isinstance(arg, ast.Attribute) and arg.attr == "device" or isinstance(arg, ast.Name) and "device" in tokens(arg.id) \
+        or isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.split(":")[0] in ("cuda", "cpu")
+
+
+@code_fix("AMP002")
+def keep_table_fp32(module: Any, lines: Mapping[int, tuple[Mapping[str, Any], ...]]) -> Any:
+    """``self.cos_cached = emb.cos().bfloat16()`` -> ``self.cos_cached = emb.cos()`` where the detector found every
+    read of the table cast where it is used (`_dropped_safely`; the finding's `uncast` detail, the cast's column):
+    the table stays fp32 and each consumer still gets its own dtype. A table read without a cast is left for a
+    person: there the cast decides what the consumer computes in."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    class Uncast(cst.CSTTransformer):
+        METADATA_DEPENDENCIES = (PositionProvider,)
+
+        def leave_Call(self, original: Any, updated: Any) -> Any:
+            start = self.get_metadata(PositionProvider, original).start
+            columns = {d.get("uncast") for d in lines.get(start.line, ())}
+            func = updated.func
+            if start.column not in columns or not isinstance(func, cst.Attribute):
+                return updated
+            method, args = func.attr.value, updated.args
+            if (method in ("bfloat16", "half") and not args) or (method == "to" and len(args) == 1 and cst_dotted(args[0].value) in _HALF_DTYPES):
+                return func.value
+            return updated
+
+    return MetadataWrapper(module).visit(Uncast())
 
 
 @code_check("AMP002", triggers=("register_buffer",), also=(ROPE_TRIGGERS,), project=True)

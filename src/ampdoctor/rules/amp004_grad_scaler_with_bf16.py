@@ -5,15 +5,17 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import Any, Iterator, Mapping
 
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Severity
-from ampdoctor.core.registry import Hit, code_check, policy_check
+from ampdoctor.core.registry import Hit, code_check, code_fix, policy_check
 from ampdoctor.dtypes import BF16, FP16
 from ampdoctor.facts import RunFacts
+from ampdoctor.lint.cstedit import asked, imports_torch, keyword, with_keyword
+from ampdoctor.lint.cstedit import dotted as cst_dotted
 from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, bf16_in_function, branch_implies_fp16, calls_named
-from ampdoctor.lint.python.dataflow import autocast_argument, name_polarity
+from ampdoctor.lint.python.dataflow import TORCH_DTYPES, autocast_argument, name_polarity
 from ampdoctor.lint.python.facts import disables_autocast
 from ampdoctor.lint.python.resolve import argument, has_star_kwargs, last_identifier, tokens
 from ampdoctor.policy import Policy
@@ -33,7 +35,7 @@ def gate_sign(ctx: Context, call: ast.Call, name: str) -> tuple[int | None, ast.
     bf16 runs take; (None, gate) when a precision condition gates it that the dataflow cannot read; (0, None) when
     nothing gates it."""
     scope = ctx.src.scope(call)
-    enabled = argument(call, 4 if name == "torch.cuda.amp.GradScaler" else 5, "enabled")
+    enabled = argument(call, _enabled_position(name), "enabled")
     if enabled is not None and not isinstance(enabled, ast.Constant):
         sign = ctx.flow.fp16_polarity(enabled, scope)
         if sign:
@@ -123,7 +125,91 @@ def grad_scaler_with_bf16(ctx: Context) -> Iterator[CodeHit]:
         evidence = next((e for e in ctx.facts.bf16_places() if not ctx.src.exclusive(e, call)), None)
         if evidence is None:
             continue  # a plain fp16 script, or one whose bf16 runs never create this scaler
-        yield call, *_verdict(ctx, name.rsplit(".", 1)[-1], evidence)
+        gate = fp16_gate(ctx, call, name)
+        yield call, *_verdict(ctx, name.rsplit(".", 1)[-1], evidence), {"fp16_gate": gate} if gate else {}
+
+
+def fp16_gate(ctx: Context, scaler: ast.Call, name: str) -> str | None:
+    """The condition that is true exactly in the fp16 runs, spelled for the scaler's place: ``ptdtype ==
+    torch.float16`` when every autocast of the file takes its dtype from one name, bound before the scaler (to
+    the same values there) to torch dtypes only, bf16 among them; ``False`` when bf16 is all the precision the
+    file and its project run in (`Facts.never_fp16`). None when the code does not say, or the scaler's `enabled` is
+    passed by position."""
+    if len(scaler.args) > _enabled_position(name):
+        return None
+    dtypes = [d for c, n in ctx.facts.autocast_calls if (d := autocast_argument(c, n, "dtype")) is not None]
+    if dtypes and all(isinstance(d, ast.Name) and d.id == dtypes[0].id for d in dtypes):
+        return f"{dtypes[0].id} == torch.float16" if _seen_at(ctx, dtypes, scaler) else None
+    if ctx.facts.bf16_dtype_named and ctx.facts.never_fp16 and ctx.project.precisions <= {BF16} \
+            and all(ctx.flow.dtype_of(d) == {BF16} for d in dtypes):
+        return "False"
+    return None
+
+
+def _seen_at(ctx: Context, names: list[ast.Name], scaler: ast.Call) -> bool:
+    """Do the autocasts' dtype names hold, at the scaler, the same torch dtypes (bf16 among them) they hold where
+    autocast reads them, bound before the scaler?"""
+    scope = ctx.src.scope(scaler)
+    bound = ctx.src.bindings(names[0], scope)
+    if not bound or any(ctx.src.bindings(d, ctx.src.scope(d)) != bound for d in names):
+        return False
+    return min(line for line, _ in bound) < scaler.lineno and _torch_dtypes(ctx, names[0], scope) \
+        and BF16 in (ctx.flow.dtype_of(names[0], scope) or ())
+
+
+def _enabled_position(name: str) -> int:
+    return 4 if name == "torch.cuda.amp.GradScaler" else 5
+
+
+def _torch_dtypes(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> bool:
+    """Does `expr` hold torch dtype objects on every path (``torch.bfloat16``, a name bound only to such, a choice
+    or a table of them)? A string ("bfloat16") compared with ``torch.float16`` is never equal."""
+    if depth > 4:
+        return False
+    if isinstance(expr, (ast.Name, ast.Attribute)) and ctx.qualname(expr) in TORCH_DTYPES:
+        return True
+    if isinstance(expr, ast.Name):
+        bound = ctx.src.bindings(expr, scope)
+        return bool(bound) and all(v is not None and v is not expr and _torch_dtypes(ctx, v, scope, depth + 1) for _, v in bound)
+    if isinstance(expr, ast.IfExp):
+        return _torch_dtypes(ctx, expr.body, scope, depth + 1) and _torch_dtypes(ctx, expr.orelse, scope, depth + 1)
+    if isinstance(expr, ast.Subscript):
+        table = expr.value
+        if isinstance(table, ast.Name):
+            bound = ctx.src.bindings(table, scope)
+            table = bound[0][1] if len(bound) == 1 else table
+        return isinstance(table, ast.Dict) and bool(table.values) and all(_torch_dtypes(ctx, v, scope, depth + 1) for v in table.values)
+    return False
+
+
+@code_fix("AMP004")
+def gate_scaler_on_fp16(module: Any, lines: Mapping[int, tuple[Mapping[str, Any], ...]]) -> Any:
+    """``GradScaler()`` -> ``GradScaler(enabled=(ptdtype == torch.float16))`` (or ``enabled=False`` where bf16 is
+    all the file runs in) at the lines where the detector found the condition (`fp16_gate`, the finding's detail).
+    An `enabled=` already there is narrowed, never widened: ``enabled=use_amp and (ptdtype == torch.float16)``; a
+    literal True is replaced. A scaler on only for bf16 is a logic error for a person to turn around."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    spells_torch = imports_torch(module)
+
+    class Gate(cst.CSTTransformer):
+        METADATA_DEPENDENCIES = (PositionProvider,)
+
+        def leave_Call(self, original: Any, updated: Any) -> Any:
+            name = cst_dotted(original.func)
+            gate = asked(lines, self.get_metadata(PositionProvider, original).start.line, "fp16_gate")
+            if gate is None or name is None or not name.endswith("GradScaler") or (gate != "False" and not spells_torch):
+                return updated
+            value = cst.parse_expression(gate if gate == "False" else f"({gate})")
+            present = keyword(updated, "enabled")
+            if present is not None and gate != "False" and not (isinstance(present.value, cst.Name) and present.value.value == "True"):
+                kept = present.value if isinstance(present.value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) \
+                    else present.value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                value = cst.BooleanOperation(left=kept, operator=cst.And(), right=value)
+            return with_keyword(updated, "enabled", value)
+
+    return MetadataWrapper(module).visit(Gate())
 
 
 def _paired_with_fp16_autocast(ctx: Context, call: ast.Call) -> bool:

@@ -5,9 +5,11 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import Any, Iterator, Mapping
 
-from ampdoctor.core.registry import code_check
+from ampdoctor.core.registry import code_check, code_fix
+from ampdoctor.dtypes import BF16
+from ampdoctor.lint.cstedit import asked, dotted, imports_torch, with_keyword
 from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, bf16_in_function, calls_named, in_fp16_branch
 from ampdoctor.lint.python.dataflow import autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS
@@ -122,6 +124,19 @@ def _bf16_said(ctx: Context) -> str | None:
     return None
 
 
+def _runs_only_bf16(ctx: Context) -> bool:
+    """Is bf16 all the precision this file's code runs under, so that `dtype=torch.bfloat16` changes no run but
+    the ones that get fp16 by mistake? The file names bf16 as a dtype or a training file's context reaches it,
+    every context that reaches it and every training config of its project is bf16, and nothing in the file says
+    fp16, reads a bf16 switch or holds a GradScaler (it is ready for fp16 runs)."""
+    project = ctx.project
+    if not project.precisions <= {BF16} or not ctx.facts.never_fp16:
+        return False
+    if not ctx.facts.bf16_dtype_named and all(e is None for e in (project.autocast, project.half_model, project.half)):
+        return False
+    return next(calls_named(ctx, GRAD_SCALERS), None) is None
+
+
 def _not_fp16_by_default(call: ast.Call, name: str) -> bool:
     """Autocast turned off (it needs no dtype), or on a device whose default is bf16 (CPU, XPU)."""
     enabled = autocast_argument(call, name, "enabled")
@@ -163,6 +178,30 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
             said = _bf16_said(ctx) or ""
             if said and _always_scaled(ctx) is not None:
                 said = ""
+            rewrite = {"dtype": "torch.bfloat16"} if said and _runs_only_bf16(ctx) else {}
         if said:
-            yield call, f"autocast without `dtype=` runs in float16 on CUDA, while {said}"
+            yield call, f"autocast without `dtype=` runs in float16 on CUDA, while {said}", None, rewrite
 
+
+@code_fix("AMP107")
+def add_bf16_dtype(module: Any, lines: Mapping[int, tuple[Mapping[str, Any], ...]]) -> Any:
+    """``torch.autocast("cuda")`` -> ``torch.autocast("cuda", dtype=torch.bfloat16)`` at the lines where the detector
+    found bf16 to be all the precision the code runs under (`_runs_only_bf16`; the finding's `dtype` detail), in a
+    module that imports `torch` to spell it. Elsewhere the right dtype is the run's, which a person passes."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    if not imports_torch(module):
+        return module
+
+    class AddDtype(cst.CSTTransformer):
+        METADATA_DEPENDENCIES = (PositionProvider,)
+
+        def leave_Call(self, original: Any, updated: Any) -> Any:
+            name = dotted(original.func)
+            wanted = asked(lines, self.get_metadata(PositionProvider, original).start.line, "dtype")
+            if wanted is None or name is None or name.rsplit(".", 1)[-1] != "autocast" or any(a.star for a in original.args):
+                return updated
+            return with_keyword(updated, "dtype", cst.parse_expression(wanted))
+
+    return MetadataWrapper(module).visit(AddDtype())

@@ -5,9 +5,10 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 from __future__ import annotations
 
 import ast
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from ampdoctor.core.registry import code_check, code_fix
+from ampdoctor.lint.cstedit import dotted as cst_dotted
 from ampdoctor.lint.python.context import CodeHit, Context
 
 DEPRECATED = frozenset({"torch.cuda.amp.autocast", "torch.cuda.amp.GradScaler", "torch.cuda.amp.custom_fwd", "torch.cuda.amp.custom_bwd"})
@@ -35,9 +36,8 @@ def _used(ctx: Context, attr: ast.Attribute) -> bool:
     return isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and attr in parent.decorator_list
 
 
-
 @code_fix("AMP108")
-def use_torch_amp(module: Any, lines: set[int]) -> Any:
+def use_torch_amp(module: Any, lines: Mapping[int, tuple[Mapping[str, Any], ...]]) -> Any:
     """``torch.cuda.amp.autocast(...)`` -> ``torch.autocast("cuda", ...)`` (its first positional is `enabled`, which
     becomes a keyword), ``torch.cuda.amp.GradScaler(...)`` -> ``torch.amp.GradScaler("cuda", ...)`` (the same
     positional order after the device). Only calls spelled through the `torch` module at a reported line: an alias,
@@ -60,7 +60,7 @@ def use_torch_amp(module: Any, lines: set[int]) -> Any:
             return updated
 
         def leave_Call(self, original: Any, updated: Any) -> Any:
-            dotted = _dotted(original.func)
+            dotted = cst_dotted(original.func)
             if dotted not in _REWRITES or self.gated or self.get_metadata(PositionProvider, original).start.line not in lines:
                 return updated
             target, device, first = _REWRITES[dotted]
@@ -84,13 +84,3 @@ _REWRITES = {
 def _version_test(test: str) -> int:
     return int(any(w in test for w in ("version", "hasattr", "TORCH_", "torch_2", "is_torch")))
 
-
-def _dotted(node: Any) -> str | None:
-    parts = []
-    while type(node).__name__ == "Attribute":
-        parts.append(node.attr.value)
-        node = node.value
-    if type(node).__name__ != "Name":
-        return None
-    parts.append(node.value)
-    return ".".join(reversed(parts))

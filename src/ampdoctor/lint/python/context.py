@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import functools
-from typing import Iterator
+from typing import Any, Iterator, Mapping
 
 from ampdoctor.core.model import Severity
 from ampdoctor.dtypes import ROPE_WORDS
@@ -16,8 +16,9 @@ from ampdoctor.lint.python.project import ProjectContext
 from ampdoctor.lint.python.resolve import last_identifier, tokens
 from ampdoctor.lint.python.source import SourceFile
 
-# (node, message), or (node, message, severity) where the catalog's severity is not this situation's
-CodeHit = tuple[ast.AST, str] | tuple[ast.AST, str, Severity]
+# (node, message), or (node, message, severity) where the catalog's severity is not this situation's (None: the
+# catalog's), or (node, message, severity, details): what the rule's rewrite (`code_fix`) needs to know of the hit
+CodeHit = tuple[ast.AST, str] | tuple[ast.AST, str, Severity | None] | tuple[ast.AST, str, Severity | None, Mapping[str, Any]]
 
 
 class Context:

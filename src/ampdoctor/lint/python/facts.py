@@ -77,6 +77,9 @@ def _raises_context(call: ast.Call, src: SourceFile) -> bool:
     return name in ("pytest.raises", "_pytest.python_api.raises") or last_identifier(call.func) in ("assertRaises", "assertRaisesRegex")
 
 
+_FP16_WORDS = frozenset({"fp16", "float16", "half"})
+
+
 class Facts:
     def __init__(self, src: SourceFile, flow: Dataflow) -> None:
         self.src, self.flow = src, flow
@@ -271,15 +274,44 @@ class Facts:
             return self.bf16_evidence
         if self.model_casts:
             return self.model_casts[0].node
+        return next(self._fp16_dtypes(), None)
+
+    @functools.cached_property
+    def bf16_dtype_named(self) -> bool:
+        """The file names bf16 as a dtype (``torch.bfloat16``, ``"bf16"``), not only as a switch."""
+        return any(isinstance(e, ast.Constant) or isinstance(e, ast.Attribute) and e.attr == "bfloat16" for e in self.bf16_places())
+
+    @functools.cached_property
+    def never_fp16(self) -> bool:
+        """Nothing in the file says fp16 (`fp16_places`) or reads a bf16 switch (``args.bf16``: off, the run gets
+        another dtype): whatever half precision it sets up is bf16."""
+        switch = any(isinstance(e, ast.Attribute) and e.attr != "bfloat16" for e in self.bf16_places())
+        return not switch and next(self.fp16_places(), None) is None
+
+    def fp16_places(self) -> Iterator[ast.AST]:
+        """Every sign that this file may train or run in fp16: an fp16 dtype, a `.half()` cast, a string naming fp16,
+        a run flag (``args.fp16``, ``fp16=True``). None of them: what precision the file sets up is never fp16."""
+        yield from self._fp16_dtypes()
+        for call in self.src.calls:
+            for kw in call.keywords:
+                if kw.arg == "fp16" and not (isinstance(kw.value, ast.Constant) and not kw.value.value):
+                    yield call
+                if kw.arg == "precision" and isinstance(kw.value, ast.Constant) and str(kw.value.value).startswith("16"):
+                    yield call  # Lightning's `precision=16`
+        for node in ast.walk(self.src.tree):  # a flag read anywhere: ``args.fp16``, ``if use_half:``
+            name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+            if name and tokens(name) & _FP16_WORDS:
+                yield node
+
+    def _fp16_dtypes(self) -> Iterator[ast.AST]:
         for attr in self.src.attributes:
             if attr.attr in ("float16", "half") and self.src.imports.qualname(attr) in ("torch.float16", "torch.half"):
-                return attr
+                yield attr
             if attr.attr == "half" and isinstance(self.src.parents.get(attr), ast.Call):
-                return attr
+                yield attr
         for const in self.src.strings:
             if not const.value.isdigit() and STRING_DTYPES.get(const.value.lower()) == FP16:
-                return const
-        return None
+                yield const
 
     @functools.cached_property
     def tf32_matmuls(self) -> ast.AST | None:

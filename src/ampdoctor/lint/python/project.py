@@ -60,6 +60,9 @@ class ProjectContext:
     # Other modules of the project turn autocast off around their own math: the project's models are written to run
     # under autocast (weaker than `autocast`; said as such).
     guarded: Evidence | None = None
+    # Every half dtype named by the contexts that reach this file (all of them, not only the nearest cited above)
+    # and by the project's training configs: {"bf16"} when all the precision this code is run under is bf16.
+    precisions: frozenset[str] = frozenset()
 
     def __bool__(self) -> bool:
         return any((self.autocast, self.half_model, self.half, self.guarded))
@@ -160,6 +163,7 @@ class ProjectModel:
     trains_bf16: Evidence | None = None
     _index: dict[str, list[str]] = field(default_factory=dict)
     _imports: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+    _reaching: dict[str, frozenset[str]] = field(default_factory=dict)  # path -> the dtypes of every context reaching it
 
     def __post_init__(self) -> None:
         for path, summary in self.summaries.items():
@@ -202,6 +206,7 @@ class ProjectModel:
         half_model = self._spread("half_model")
         half = self._spread("half")
         guards = [(p, s.guards) for p, s in sorted(self.summaries.items()) if s.guards is not None]
+        configs = frozenset().union(*(e.dtypes for e in self.config_half))
         out: dict[str, ProjectContext] = {}
         for path, summary in self.summaries.items():
             if not summary.sensitive:
@@ -211,8 +216,10 @@ class ProjectModel:
             other = _nearest(list(others), path) if others else None
             guarded = Evidence("autocast turned off around its own math in another module of this project", frozenset(),
                                other, others[other]) if other is not None else None
+            own = summary.half.dtypes if summary.half is not None else frozenset()
             ctx = ProjectContext(autocast.get(path), None if path in autocast else half_model.get(path),
-                                 summary.half or half.get(path), self.torch_floor, self.trains_bf16, guarded)
+                                 summary.half or half.get(path), self.torch_floor, self.trains_bf16, guarded,
+                                 self._reaching.get(path, frozenset()) | own | configs)
             if ctx:
                 out[path] = ctx
         return out
@@ -250,6 +257,7 @@ class ProjectModel:
                 if target is None or target == path or (target, evidence.file) in seen_from:
                     continue
                 seen_from.add((target, evidence.file))
+                self._reaching[target] = self._reaching.get(target, frozenset()) | evidence.dtypes
                 through = f"imported at {_short(path)}:{line}"
                 passed = evidence.via(through)
                 if target not in reached and getattr(self.summaries[target], kind) is None:

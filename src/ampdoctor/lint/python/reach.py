@@ -48,7 +48,8 @@ def base_context(root: Path, config_half: Sequence[Evidence]) -> ProjectContext:
     bf16 = next((e for e in config_half if "bf16" in e.dtypes and root_of(e.file, [root])), None)
     if bf16 is not None:
         bf16 = replace(bf16, file=below(Path(bf16.file), [root]) or bf16.file)
-    return ProjectContext(torch_floor=torch_floor(root), trains_bf16=bf16)
+    configs = frozenset().union(*(e.dtypes for e in config_half if root_of(e.file, [root])))
+    return ProjectContext(torch_floor=torch_floor(root), trains_bf16=bf16, precisions=configs)
 
 
 def projects(results: list[FileResult], roots: Sequence[Path | str]) -> dict[Path | None, list[FileResult]]:

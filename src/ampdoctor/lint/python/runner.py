@@ -113,11 +113,11 @@ def _check(ctx: Context, checks: list, kind: Kind, suppressions: Suppressions) -
     findings: list[Finding] = []
     for check in checks:
         try:
-            for node, message, *severity in check.fn(ctx):  # a third item, when given, is the hit's severity
+            for node, message, *rest in check.fn(ctx):  # a third item, when given, is the hit's severity; a fourth, its details
                 line = getattr(node, "lineno", None)
                 column = getattr(node, "col_offset", None)
                 found = finding(check.rule_id, message, Location(file=path, line=line, column=None if column is None else column + 1),
-                                severity=severity[0] if severity else None)
+                                severity=rest[0] if rest else None, details=rest[1] if len(rest) > 1 else None)
                 found = judged_by_kind(found, site_kind(src, node, kind))
                 if not is_suppressed(found, suppressions):
                     findings.append(found)
