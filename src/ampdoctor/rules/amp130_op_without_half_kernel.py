@@ -89,7 +89,7 @@ def partial_half_guard(ctx: Context) -> Iterator[CodeHit]:
         name = ctx.qualname(call.func)
         if name not in _LINALG and name not in _FFT or not call.args:
             continue
-        scope = ctx.src.scope(call)
+        scope, short = ctx.src.scope(call), name.replace("torch.", "", 1)
         guards = [(g, _coverage(ctx, g.test, scope)) for g in _upcast_guards(ctx, call.args[0], call, scope)]
         guards = [(g, c) for g, c in guards if c[0] is not None]
         if not guards:
@@ -99,11 +99,10 @@ def partial_half_guard(ctx: Context) -> Iterator[CodeHit]:
                 reported.add(guard)
                 yield _test_site(ctx, guard.test, scope), (
                     f"this upcast of `{source}` for half dtypes comes after `{derived}` was computed from it (line {line}): "
-                    f"`{derived}` stays half and reaches `{name.replace('torch.', '', 1)}` (line {call.lineno}), which has no "
+                    f"`{derived}` stays half and reaches `{short}` (line {call.lineno}), which has no "
                     f"bf16/fp16 kernel; upcast `{derived}` too, or compute it after the upcast"), Severity.WARNING
             continue
         admitted = frozenset().union(*(c[0] for _, c in guards if not c[1]))
-        short = name.replace("torch.", "", 1)
         missing, guard = HALF - admitted, guards[-1][0]
         # reported at the guard's condition: that is what is incomplete, and where the fix goes (once per guard)
         site = _test_site(ctx, guard.test, scope)
