@@ -126,7 +126,7 @@ def merged_checkpoints_assigned(ctx: Context) -> Iterator[CodeHit]:
 
 def _checkpoint_merge(ctx: Context, name: ast.Name, before: ast.AST, scope: ast.AST) -> ast.Call | None:
     """``name.update(other)`` before `before`, where both name and other are bound to checkpoint loads that do not
-    fix a dtype (``torch.load(path)``, ``load_file(path)``, ``lazy_load(path)``)."""
+    fix a dtype (torch's or safetensors' `load`/`load_file`, Lightning's `lazy_load`)."""
     for call in ctx.src.calls:
         func = call.func
         if (isinstance(func, ast.Attribute) and func.attr == "update" and isinstance(func.value, ast.Name)

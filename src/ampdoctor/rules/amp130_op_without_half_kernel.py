@@ -230,22 +230,29 @@ def _coverage(ctx: Context, test: ast.expr, scope: ast.AST, depth: int = 0) -> C
             return None, False
         return frozenset().union(*tested), all(p[1] for p in parts)
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
-        op, left, right = test.ops[0], test.left, test.comparators[0]
-        if isinstance(op, (ast.Eq, ast.Is)) and any(isinstance(s, ast.Constant) and s.value == "cpu" for s in (left, right)):
-            return None, True
-        if not any(_names_dtype(s) for s in (left, right)):
-            return None, False
-        if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
-            named = [ctx.flow.dtype_of(e, scope) for e in right.elts]
-        else:
-            named = [ctx.flow.dtype_of(right, scope) or ctx.flow.dtype_of(left, scope)]
-        if not named or any(not n or len(n) != 1 for n in named):
-            return None, False
-        listed = frozenset().union(*named)
-        if isinstance(op, (ast.Eq, ast.Is, ast.In)):
-            return listed & HALF, False
-        if isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn)):
-            return HALF - listed, False
+        return _compare_coverage(ctx, test, scope)
+    return None, False
+
+
+def _compare_coverage(ctx: Context, test: ast.Compare, scope: ast.AST) -> Coverage:
+    """``x.device.type == "cpu"``; ``x.dtype == torch.bfloat16``, ``dtype in (torch.float16, torch.bfloat16)``,
+    ``x.dtype != torch.float32``."""
+    op, left, right = test.ops[0], test.left, test.comparators[0]
+    if isinstance(op, (ast.Eq, ast.Is)) and any(isinstance(s, ast.Constant) and s.value == "cpu" for s in (left, right)):
+        return None, True
+    if not any(_names_dtype(s) for s in (left, right)):
+        return None, False
+    if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+        named = [ctx.flow.dtype_of(e, scope) for e in right.elts]
+    else:
+        named = [ctx.flow.dtype_of(right, scope) or ctx.flow.dtype_of(left, scope)]
+    if not named or any(not n or len(n) != 1 for n in named):
+        return None, False
+    listed = frozenset().union(*named)
+    if isinstance(op, (ast.Eq, ast.Is, ast.In)):
+        return listed & HALF, False
+    if isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn)):
+        return HALF - listed, False
     return None, False
 
 
