@@ -12,7 +12,7 @@ from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import PEFT_FUNCTIONS, CodeHit, Context
 from ampdoctor.lint.python.dataflow import HALF, describe
-from ampdoctor.lint.python.resolve import dotted, last_identifier
+from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, tokens
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -98,6 +98,69 @@ def _adapter_message(dtypes: frozenset, wrapped: ast.AST | int) -> str:
     line = wrapped if isinstance(wrapped, int) else wrapped.lineno
     return (f"the PEFT model (line {line}) is cast to {describe(dtypes)} after its adapters were added: the trainable adapters "
             f"leave fp32 and the forward runs without autocast; load the base with `torch_dtype=` before `get_peft_model`")
+
+
+@code_check("AMP127", triggers=("assign=True",), also=(("lora", "LoRA", "adapter", "peft"),))
+def merged_checkpoints_assigned(ctx: Context) -> Iterator[CodeHit]:
+    # Lightning-AI/litgpt PR #1246: a base checkpoint updated with a LoRA checkpoint and loaded with `assign=True`;
+    # assign makes the parameters the loaded tensors, so each keeps the dtype its checkpoint was saved in (base
+    # bf16, adapter fp32) whatever precision the model was built in, and the merge meets mixed dtypes.
+    for call in ctx.src.calls:
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "load_state_dict" and call.args and isinstance(call.args[0], ast.Name)):
+            continue
+        assign = keyword(call, "assign")
+        if not (isinstance(assign, ast.Constant) and assign.value is True):
+            continue
+        scope = ctx.src.scope(call)
+        merged = _checkpoint_merge(ctx, call.args[0], call, scope)
+        if merged is None or _cast_after(ctx, func.value, call, scope):
+            continue
+        yield call, (f"`{call.args[0].id}` joins two loaded checkpoints (line {merged.lineno}) and `assign=True` keeps each tensor "
+                     "in the dtype it was saved in, not the model's: a base and an adapter saved in different precisions leave "
+                     "the model with mixed dtypes; load without `assign` (copies into the model's dtype) or cast the model "
+                     "after loading"), Severity.WARNING
+
+
+def _checkpoint_merge(ctx: Context, name: ast.Name, before: ast.AST, scope: ast.AST) -> ast.Call | None:
+    """``name.update(other)`` before `before`, where both name and other are bound to checkpoint loads that do not
+    fix a dtype (torch's or safetensors' `load`/`load_file`, Lightning's `lazy_load`)."""
+    for call in ctx.src.calls:
+        func = call.func
+        if (isinstance(func, ast.Attribute) and func.attr == "update" and isinstance(func.value, ast.Name)
+                and func.value.id == name.id and len(call.args) == 1 and call.lineno < before.lineno
+                and ctx.src.scope(call) is scope and _loaded(ctx, func.value, call, scope) and _loaded(ctx, call.args[0], call, scope)):
+            return call
+    return None
+
+
+def _loaded(ctx: Context, expr: ast.AST, at: ast.AST, scope: ast.AST, hops: int = 0) -> bool:
+    """Is `expr` a checkpoint read from disk in whatever dtypes it was saved in (through names, ``.get(k, default)``
+    and ``[k]`` of a loaded dict)?"""
+    if isinstance(expr, ast.Name) and hops < 4:
+        bound = [b for b in ctx.src.bindings(expr, scope) if b[0] < at.lineno and b[1] is not None]
+        return bool(bound) and _loaded(ctx, bound[-1][1], at, scope, hops + 1)
+    if isinstance(expr, ast.Subscript):
+        return _loaded(ctx, expr.value, at, scope, hops)
+    if not isinstance(expr, ast.Call):
+        return False
+    func = expr.func
+    if isinstance(func, ast.Attribute) and func.attr == "get":
+        return _loaded(ctx, func.value, at, scope, hops)
+    words = tokens(last_identifier(func) or "")
+    return "load" in words and not words & {"state", "dict", "model", "adapter", "pretrained"} and keyword(expr, "dtype") is None
+
+
+def _cast_after(ctx: Context, model: ast.AST, call: ast.Call, scope: ast.AST) -> bool:
+    """A dtype cast of the same model after the load in the same scope (``model.to(dtype=...)``): one dtype again."""
+    target = dotted(model)
+    for other in ctx.src.calls:
+        func = other.func
+        if (isinstance(func, ast.Attribute) and other.lineno > call.lineno and ctx.src.scope(other) is scope
+                and dotted(func.value) == target
+                and (ctx.flow.cast_dtype(other, scope) is not None or (func.attr == "to" and keyword(other, "dtype") is not None))):
+            return True
+    return False
 
 
 @runtime_check("AMP127")

@@ -13,12 +13,19 @@ from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context
 from ampdoctor.lint.python.dataflow import HALF, describe
 from ampdoctor.lint.python.resolve import tokens
 
+# A guard's verdict: the half dtypes its truth admits (None: it tests no dtype), and whether it also requires a CPU tensor.
+Coverage = tuple[frozenset | None, bool]
+
 # Decompositions and solvers: LAPACK/cuSOLVER have float and double only, so torch has no half kernel for them on
 # any device ("linalg_svd_cpu" not implemented for 'BFloat16', "Low precision dtypes not supported").
 _LINALG = frozenset(
     {f"torch.linalg.{n}" for n in ("svd", "svdvals", "qr", "eigh", "eig", "eigvals", "eigvalsh", "inv", "inv_ex", "solve",
                                    "solve_ex", "cholesky", "cholesky_ex", "lstsq", "det", "slogdet", "pinv", "lu", "lu_factor")}
     | {f"torch.{n}" for n in ("svd", "qr", "inverse", "cholesky", "det", "logdet", "pinverse", "svd_lowrank", "pca_lowrank")})
+# FFTs: pocketfft and cuFFT have no bf16 transform; fp16 is cuFFT-only, for power-of-two sizes, into the experimental
+# complex32 ("Unsupported dtype Half"/"BFloat16" elsewhere).
+_FFT = frozenset(f"torch.fft.{n}" for n in ("fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2",
+                                            "irfft2", "rfftn", "irfftn", "hfft", "ihfft"))
 # Words of a module weight: a model's weights are half when the model is.
 _WEIGHT_WORDS = frozenset({"weight", "weights"})
 
@@ -38,6 +45,8 @@ def decomposition_of_half_weights(ctx: Context) -> Iterator[CodeHit]:
         if dtypes and dtypes <= FLOAT_UP:
             continue
         short = name.replace("torch.", "", 1)
+        if _stale_upcast(ctx, operand, call, scope) is not None:
+            continue  # partial_half_guard reports it at the upcast that came too late
         if dtypes and dtypes & HALF:
             yield call, f"`{short}` has no {describe(dtypes & HALF)} kernel on any device, and `{ast.unparse(operand)[:40]}` is {describe(dtypes & HALF)}; upcast with `.float()` first"
         elif _from_weights(ctx, operand, scope, 0):
@@ -67,3 +76,187 @@ def _from_weights(ctx: Context, expr: ast.AST, scope: ast.AST, hops: int) -> boo
             return False
         return _from_weights(ctx, before[-1][1], scope, hops + 1)
     return False
+
+
+@code_check("AMP130", triggers=("linalg", "torch.svd", "torch.qr", "torch.inverse", "torch.cholesky", "svd_lowrank", "fft",
+                                "dtype"), also=(HALF_WORDS,))
+def partial_half_guard(ctx: Context) -> Iterator[CodeHit]:
+    # diffusers PR #13503 (FFT upcast for bf16 only), peft PR #3087 (solver upcast on CPU only), peft PR #3364 (a CPU
+    # merge guard for fp16 where the file's other guards name bf16 too): the code knows the op needs fp32 and upcasts
+    # for some half inputs, and the others reach it in half.
+    reported: set[ast.If] = set()
+    for call in ctx.src.calls:
+        name = ctx.qualname(call.func)
+        if name not in _LINALG and name not in _FFT or not call.args:
+            continue
+        scope, short = ctx.src.scope(call), name.replace("torch.", "", 1)
+        guards = [(g, _coverage(ctx, g.test, scope)) for g in _upcast_guards(ctx, call.args[0], call, scope)]
+        guards = [(g, c) for g, c in guards if c[0] is not None]
+        if not guards:
+            stale = _stale_upcast(ctx, call.args[0], call, scope)
+            if stale is not None and stale[0] not in reported:
+                guard, derived, source, line = stale
+                reported.add(guard)
+                yield _test_site(ctx, guard.test, scope), (
+                    f"this upcast of `{source}` for half dtypes comes after `{derived}` was computed from it (line {line}): "
+                    f"`{derived}` stays half and reaches `{short}` (line {call.lineno}), which has no "
+                    f"bf16/fp16 kernel; upcast `{derived}` too, or compute it after the upcast"), Severity.WARNING
+            continue
+        admitted = frozenset().union(*(c[0] for _, c in guards if not c[1]))
+        missing, guard = HALF - admitted, guards[-1][0]
+        # reported at the guard's condition: that is what is incomplete, and where the fix goes (once per guard)
+        site = _test_site(ctx, guard.test, scope)
+        if guard in reported or (admitted and not missing):
+            continue
+        reported.update(g for g, _ in guards)  # the guard-consistency check below leaves these to this one
+        if admitted:
+            yield site, (f"this upcast is taken for {describe(admitted)} only, but `{short}` (line {call.lineno}) has no "
+                         f"{describe(missing)} kernel{'' if name in _LINALG else ' (fp16 only on CUDA, power-of-two sizes)'}: a "
+                         f"{describe(missing)} input reaches it uncast; upcast every non-fp32 dtype"), Severity.WARNING
+        else:
+            yield site, (f"this upcast is taken on CPU only, but `{short}` (line {call.lineno}) has no bf16/fp16 kernel on any "
+                         "device: a half input on the GPU reaches it uncast; upcast on every device"), Severity.WARNING
+    yield from _inconsistent_guards(ctx, reported)
+
+
+def _inconsistent_guards(ctx: Context, skip: set[ast.If]) -> Iterator[CodeHit]:
+    """A CPU upcast guard that admits one half dtype where another CPU guard of the file admits both: the file
+    works around CPU half kernels for bf16 and fp16, and this copy forgot one of them. (Guards without a device
+    condition are left alone: an fp16-only upcast against overflow, or a bf16-only one for a kernel, is often meant.)"""
+    found = []
+    for node in ast.walk(ctx.src.tree):
+        if isinstance(node, ast.If) and node not in skip and _upcast_in(ctx, node):
+            admitted, cpu = _coverage(ctx, node.test, ctx.src.scope(node))
+            if admitted and cpu:
+                found.append((node, admitted))
+    for node, admitted in found:
+        full = next((other for other, a in found if a == HALF), None)
+        if admitted == HALF or full is None:
+            continue
+        missing = HALF - admitted
+        site = _test_site(ctx, node.test, ctx.src.scope(node))
+        yield site, (f"this half guard upcasts {describe(admitted)} only, while the guard at line {full.lineno} upcasts for "
+                     f"bf16 and fp16 alike: a {describe(missing)} tensor skips the upcast here and what the guard protects "
+                     f"runs in {describe(missing)}"), Severity.WARNING
+
+
+def _upcast_guards(ctx: Context, operand: ast.AST, call: ast.Call, scope: ast.AST, names: set[str] | None = None) -> list[ast.If]:
+    """The `if`s before `call` in its scope that upcast a name the operand reads (or one of `names`) with
+    ``x = x.float()``, when the call is outside them and no unconditional upcast of that name precedes it."""
+    if names is None:
+        names = {n.id for n in ast.walk(operand) if isinstance(n, ast.Name) and not _upcast_here(ctx, n, operand, scope)}
+    guards = []
+    for node in ast.walk(scope):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id in names and node.lineno < call.lineno and _is_upcast(ctx, node, scope)):
+            continue
+        parent = ctx.src.parents.get(node)
+        if not isinstance(parent, ast.If) or node not in parent.body:
+            return []  # upcast on every path (or in a loop or try, which this does not follow)
+        if parent not in guards and call not in ast.walk(parent):
+            guards.append(parent)
+    return guards
+
+
+def _stale_upcast(ctx: Context, operand: ast.AST, call: ast.Call, scope: ast.AST) -> tuple[ast.If, str, str, int] | None:
+    """``merged = w + d`` then ``if <half dtype>: w = w.float()`` then ``svd(merged)``: the operand was computed from
+    a name that a dtype guard upcasts only afterwards. (The guard, the operand's name, the name it read, its line.)"""
+    if not isinstance(operand, ast.Name):
+        return None
+    before = [b for b in ctx.src.bindings(operand, scope) if b[0] < call.lineno]
+    if not before or before[-1][1] is None or _upcast_guards(ctx, operand, call, scope):
+        return None
+    line, value = before[-1]
+    if isinstance(value, ast.Call) and (ctx.flow.cast_dtype(value, scope) or frozenset()) & FLOAT_UP:
+        return None
+    for source in sorted({n.id for n in ast.walk(value) if isinstance(n, ast.Name)} - {operand.id}):
+        for guard in _upcast_guards(ctx, operand, call, scope, {source}):
+            if guard.lineno > line and _coverage(ctx, guard.test, scope)[0]:
+                return guard, operand.id, source, line
+    return None
+
+
+def _upcast_here(ctx: Context, name: ast.Name, operand: ast.AST, scope: ast.AST) -> bool:
+    """Is `name` read through an upcast inside the operand itself (``torch.inverse(eye + b.float())``)?"""
+    if name is operand:
+        return False
+    for node in ctx.src.ancestors(name):
+        if isinstance(node, ast.Call) and (ctx.flow.cast_dtype(node, scope) or frozenset()) & FLOAT_UP:
+            return True
+        if node is operand:
+            return False
+    return False
+
+
+def _upcast_in(ctx: Context, guard: ast.If) -> bool:
+    scope = ctx.src.scope(guard)
+    return any(isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and _is_upcast(ctx, s, scope)
+               for s in guard.body)
+
+
+def _is_upcast(ctx: Context, assign: ast.Assign, scope: ast.AST) -> bool:
+    """``x = x.float()``, ``x = x.to(torch.float32)``: a name rebound to its own upcast."""
+    value, target = assign.value, assign.targets[0]
+    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Attribute):
+        return False
+    receiver = value.func.value
+    dtypes = ctx.flow.cast_dtype(value, scope)
+    return isinstance(receiver, ast.Name) and receiver.id == getattr(target, "id", None) and bool(dtypes) and dtypes <= FLOAT_UP
+
+
+def _test_site(ctx: Context, test: ast.expr, scope: ast.AST) -> ast.AST:
+    """Where a guard's condition is written: a flag's last assignment (``cast = dev.type == "cpu" and ...``)."""
+    if isinstance(test, ast.Name):
+        before = [b for b in ctx.src.bindings(test, scope) if b[0] < test.lineno and b[1] is not None]
+        if before:
+            return before[-1][1]
+    return test
+
+
+def _coverage(ctx: Context, test: ast.expr, scope: ast.AST, depth: int = 0) -> Coverage:
+    """What a guard's truth says about the tensor: the half dtypes it admits (None when it tests no dtype, or when
+    an `or` lets any dtype through), and whether it requires a CPU tensor."""
+    if depth > 4:
+        return None, False
+    if isinstance(test, ast.Name):
+        site = _test_site(ctx, test, scope)
+        return (None, False) if site is test else _coverage(ctx, site, scope, depth + 1)
+    if isinstance(test, ast.BoolOp):
+        parts = [_coverage(ctx, v, scope, depth + 1) for v in test.values]
+        tested = [p[0] for p in parts if p[0] is not None]
+        if isinstance(test.op, ast.And):
+            return (frozenset.intersection(*tested) if tested else None), any(p[1] for p in parts)
+        if len(tested) < len(parts):
+            return None, False
+        return frozenset().union(*tested), all(p[1] for p in parts)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        return _compare_coverage(ctx, test, scope)
+    return None, False
+
+
+def _compare_coverage(ctx: Context, test: ast.Compare, scope: ast.AST) -> Coverage:
+    """``x.device.type == "cpu"``; ``x.dtype == torch.bfloat16``, ``dtype in (torch.float16, torch.bfloat16)``,
+    ``x.dtype != torch.float32``."""
+    op, left, right = test.ops[0], test.left, test.comparators[0]
+    if isinstance(op, (ast.Eq, ast.Is)) and any(isinstance(s, ast.Constant) and s.value == "cpu" for s in (left, right)):
+        return None, True
+    if not any(_names_dtype(s) for s in (left, right)):
+        return None, False
+    if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+        named = [ctx.flow.dtype_of(e, scope) for e in right.elts]
+    else:
+        named = [ctx.flow.dtype_of(right, scope) or ctx.flow.dtype_of(left, scope)]
+    if not named or any(not n or len(n) != 1 for n in named):
+        return None, False
+    listed = frozenset().union(*named)
+    if isinstance(op, (ast.Eq, ast.Is, ast.In)):
+        return listed & HALF, False
+    if isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn)):
+        return HALF - listed, False
+    return None, False
+
+
+def _names_dtype(expr: ast.AST) -> bool:
+    """``x.dtype``, ``dtype``, ``orig_dtype``: the side of a comparison that holds a tensor's dtype."""
+    word = expr.attr if isinstance(expr, ast.Attribute) else expr.id if isinstance(expr, ast.Name) else ""
+    return "dtype" in tokens(word)
