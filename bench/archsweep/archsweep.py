@@ -494,8 +494,11 @@ def run_jobs(jobs: list[str], timeout: float, log=print) -> list[dict]:
     while remaining:
         fd, out = tempfile.mkstemp(suffix=".jsonl")
         os.close(fd)
+        # The worker's stderr goes to a file, read only when it dies: a pipe nobody reads while it runs fills up
+        # with library warnings, blocks the worker, and its job would be counted as a timeout.
+        errors = tempfile.TemporaryFile()
         proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", out, *remaining], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+                                stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True)
         current, since, seen = None, time.monotonic(), 0
         while True:
             time.sleep(0.2)
@@ -521,13 +524,15 @@ def run_jobs(jobs: list[str], timeout: float, log=print) -> list[dict]:
         if current is not None and current not in results:
             mt, head, mode = current.split("/", 2)
             rc = proc.returncode
-            err = proc.stderr.read().decode(errors="replace")[-1500:] if proc.stderr else ""
+            errors.seek(max(0, errors.seek(0, os.SEEK_END) - 1500))
+            err = errors.read().decode(errors="replace")
             results[current] = {"job": current, "arch": label(mt, head), "head": head, "mode": mode, "built": None, "step_ok": False,
                                 "failure": "timeout" if rc == -signal.SIGKILL else "process-died",
                                 "error": f"no result within {timeout:.0f} s" if rc == -signal.SIGKILL else f"worker exited {rc}: {err[-400:]}"}
             log(_progress(results[current], len(results), len(jobs)))
         elif proc.returncode not in (0, None) and not current:
             pass
+        errors.close()
         os.unlink(out)
         remaining = [j for j in jobs if j not in results]
     return [results[j] for j in jobs]
