@@ -123,6 +123,8 @@ def _inconsistent_guards(ctx: Context, skip: set[ast.If]) -> Iterator[CodeHit]:
     """A CPU upcast guard that admits one half dtype where another CPU guard of the file admits both: the file
     works around CPU half kernels for bf16 and fp16, and this copy forgot one of them. (Guards without a device
     condition are left alone: an fp16-only upcast against overflow, or a bf16-only one for a kernel, is often meant.)"""
+    if not any(c.value == "cpu" for c in ctx.src.strings):
+        return  # no device test in the file (the common case: this check would walk the whole tree for nothing)
     found = []
     for node in ast.walk(ctx.src.tree):
         if isinstance(node, ast.If) and node not in skip and _upcast_in(ctx, node):
