@@ -12,7 +12,7 @@ from ampdoctor.audit.names import module_label
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
-from ampdoctor.lint.python.context import CodeHit, Context, chain_words, is_table
+from ampdoctor.lint.python.context import STRICT_KERNEL_MODULES, CodeHit, Context, chain_words, is_table
 from ampdoctor.lint.python.dataflow import FP32, describe
 from ampdoctor.lint.python.resolve import last_identifier, tokens
 
@@ -20,10 +20,6 @@ if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
 
 
-# Rotary kernels that require the input and cos/sin in one dtype (flash-attn's `apply_rotary` asserts
-# "Input and cos/sin must have the same dtype", incident 5; vLLM's fork keeps the assert, flash-attn #823).
-# A plain-torch rotation promotes instead of failing: that is not this rule.
-STRICT_KERNEL_MODULES = ("flash_attn", "vllm", "vllm_flash_attn")
 
 
 @code_check("AMP005", triggers=("rotary", "rope", "Rotary", "RoPE"),

@@ -52,6 +52,10 @@ HALF_WORDS = ("bfloat16", "float16", ".half()", "torch.half", "bf16\"", "bf16'",
 # Without one of these a file has no rotary table.
 ROPE_TRIGGERS = ("cos", "sin", "freq", "rope", "rotary", "Rotary", "cis", "theta")
 FLOAT_UP = frozenset({"fp32", "fp64"})
+# Kernels that take their tensors in one half dtype and refuse others (flash-attn's attention and `apply_rotary`,
+# "Input and cos/sin must have the same dtype", incident 5; vLLM's fork keeps the assert, flash-attn #823). A
+# plain-torch rotation or torch's SDPA promotes or autocasts instead of failing.
+STRICT_KERNEL_MODULES = ("flash_attn", "vllm", "vllm_flash_attn")
 # PEFT's wrap of a model in adapters.
 PEFT_FUNCTIONS = frozenset({"peft.get_peft_model", "peft.mapping.get_peft_model", "peft.mapping_func.get_peft_model"})
 # Loss scalers by their canonical names (resolve.py maps the module paths they are also imported from).
