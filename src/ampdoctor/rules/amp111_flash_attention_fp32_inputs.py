@@ -9,16 +9,15 @@ from typing import Iterator
 
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import STRICT_KERNEL_MODULES, CodeHit, Context
+from ampdoctor.lint.python.dataflow import CAST_METHODS, PRESERVING
 from ampdoctor.lint.python.resolve import argument, dotted
 
 # Norms on autocast's fp32 list (CUDA): under autocast they return fp32 whatever their input.
 _NORM_CLASSES = frozenset({"torch.nn.LayerNorm", "torch.nn.RMSNorm", "torch.nn.GroupNorm"})
 _NORM_FUNCTIONS = frozenset({"torch.nn.functional.layer_norm", "torch.nn.functional.rms_norm", "torch.nn.functional.group_norm",
                              "torch.nn.functional.normalize"})
-# Methods that keep the dtype (followed back), and those that set it (the value is cast: nothing to say).
-_SHAPES = frozenset({"view", "reshape", "transpose", "permute", "contiguous", "unflatten", "flatten", "squeeze", "unsqueeze",
-                     "expand", "clone"})
-_CASTS = frozenset({"to", "type_as", "half", "bfloat16", "float", "type"})
+# Methods that set the dtype: where one stands between the norm and the kernel, the value is cast (nothing to say).
+_CASTS = frozenset(CAST_METHODS) | {"to", "type", "type_as"}
 
 
 @code_check("AMP111", triggers=("flash_attn", "vllm"), also=(("Norm", "norm"),))
@@ -55,7 +54,9 @@ def _norm_attributes(ctx: Context) -> set[str]:
 
 
 def _normed_by(ctx: Context, expr: ast.AST | None, scope: ast.AST, norms: set[str], before: int, depth: int = 0) -> str | None:
-    """The norm whose output `expr` is, through names and shape methods; None where a cast or anything else intervenes."""
+    """The norm whose output `expr` is, through names, indexing and methods that keep an fp32 operand fp32 (the
+    dataflow's `PRESERVING`: shape methods, and arithmetic, which never narrows fp32); None where a cast or anything
+    else intervenes."""
     if expr is None or depth > 6:
         return None
     if isinstance(expr, ast.Subscript):
@@ -68,7 +69,7 @@ def _normed_by(ctx: Context, expr: ast.AST | None, scope: ast.AST, norms: set[st
     func = expr.func
     if isinstance(func, ast.Attribute) and func.attr in _CASTS:
         return None
-    if isinstance(func, ast.Attribute) and func.attr in _SHAPES:
+    if isinstance(func, ast.Attribute) and func.attr in PRESERVING:
         return _normed_by(ctx, func.value, scope, norms, before, depth + 1)
     if ctx.qualname(func) in _NORM_FUNCTIONS or (isinstance(func, ast.Attribute) and func.attr in norms):
         return dotted(func) or ast.unparse(func)

@@ -45,7 +45,7 @@ CAST_METHODS = {"bfloat16": BF16, "half": FP16, "float": FP32, "double": FP64}
 _INT_DTYPE = re.compile(r"^torch\.u?int(8|16|32|64)$|^torch\.(short|int|long|bool)$")
 PRESERVING = frozenset({
     "cos", "sin", "exp", "neg", "abs", "sqrt", "rsqrt", "unsqueeze", "squeeze", "view", "reshape", "contiguous",
-    "clone", "detach", "cpu", "cuda", "transpose", "permute", "flatten", "expand", "expand_as", "repeat",
+    "clone", "detach", "cpu", "cuda", "transpose", "permute", "flatten", "unflatten", "expand", "expand_as", "repeat",
     "repeat_interleave", "narrow", "t", "mul", "add", "sub", "div", "pow", "mean", "sum", "softmax", "log_softmax",
     "requires_grad_", "pin_memory", "roll", "flip", "masked_fill", "clamp", "outer", "sigmoid", "tanh",
 })
