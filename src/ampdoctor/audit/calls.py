@@ -4,10 +4,10 @@ gave it, through a `TorchFunctionMode` that lets every other call through untouc
 The aten ops one attention call becomes are the kernel's choice, not the caller's: CPU's flash kernel is one op, while
 the math path it falls back to (dropout in training, a mask it does not take) upcasts half-precision q/k/v to fp32
 and runs fp32 bmm/softmax. The dispatch mode sees only those ops; so what the caller did (the mask's dtype against
-the queries', AMP122) is judged at the call (with autocast on, autocast casts them all to one dtype first), and the ops recorded between its start and end are known to be the
-kernel's own (not counted as the caller's fp32 matmuls, AMP203). Like the dispatch mode, the mode is on the stack only
-while recording, and comes off only where it is the innermost one (one the script entered above it stays, and ours
-passes its calls through until the audit exits).
+the queries', AMP122) is judged at the call (with autocast on, autocast casts them all to one dtype first), and the
+ops recorded between its start and end are known to be the kernel's own (not counted as the caller's fp32 matmuls,
+AMP203). Like the dispatch mode, the mode is on the stack only while recording, and comes off only where it is the
+innermost one (one the script entered above it stays, and ours passes its calls through until the audit exits).
 """
 
 from __future__ import annotations

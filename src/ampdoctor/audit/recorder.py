@@ -152,10 +152,10 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Call
         and ours passes its ops through until the audit exits); the recording slot is held until the audit exits."""
         # Not inside a backward node (an optimizer stepped from a post-accumulate-grad hook): autograd restores the
         # mode stack when the node ends, which would put the mode back with nothing left to take it off.
-        if self._mode is not None and mode_stack()[-1:] == [self._mode] and _current_autograd_node() is None:
-            mode, self._mode = self._mode, None
-            mode.__exit__(None, None, None)
         if _current_autograd_node() is None:
+            if self._mode is not None and mode_stack()[-1:] == [self._mode]:
+                mode, self._mode = self._mode, None
+                mode.__exit__(None, None, None)
             self._exit_calls()
         if not keep_autocast:
             self._unpatch_autocast()

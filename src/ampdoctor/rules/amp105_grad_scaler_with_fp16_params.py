@@ -46,7 +46,7 @@ def adapters_made_in_fp16(ctx: Context) -> Iterator[CodeHit]:
 
 def _loss_scaled(ctx: Context) -> bool:
     """A GradScaler, or a framework whose fp16 mixed precision brings one (accelerate, the HF Trainer, Lightning)."""
-    if any(True for _ in calls_named(ctx, GRAD_SCALERS)):
+    if next(calls_named(ctx, GRAD_SCALERS), None) is not None:
         return True
     return any(kw.arg in ("mixed_precision", "fp16", "precision") for call in ctx.src.calls for kw in call.keywords
                if isinstance(call.func, (ast.Name, ast.Attribute)) and (dotted(call.func) or "").rsplit(".", 1)[-1]

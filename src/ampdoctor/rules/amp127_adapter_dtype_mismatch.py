@@ -80,7 +80,7 @@ def _later_casts(ctx: Context, wraps: dict[tuple[str, ast.AST], int]) -> Iterato
 def _rebindings(ctx: Context, wraps: dict[tuple[str, ast.AST], int]) -> dict[tuple[str, ast.AST], list[int]]:
     """Lines where a wrapped model's name is bound to something other than a PEFT wrap."""
     out: dict[tuple[str, ast.AST], list[int]] = {}
-    for node in ast.walk(ctx.src.tree):
+    for node in ctx.src.assigns:
         if not isinstance(node, ast.Assign) or (isinstance(node.value, ast.Call) and _peft_wrap(node.value, ctx)):
             continue
         for t in node.targets:

@@ -131,9 +131,11 @@ def _inconsistent_guards(ctx: Context, skip: set[ast.If]) -> Iterator[CodeHit]:
             admitted, cpu = _coverage(ctx, node.test, ctx.src.scope(node))
             if admitted and cpu:
                 found.append((node, admitted))
+    full = next((other for other, a in found if a == HALF), None)
+    if full is None:
+        return
     for node, admitted in found:
-        full = next((other for other, a in found if a == HALF), None)
-        if admitted == HALF or full is None:
+        if admitted == HALF:
             continue
         missing = HALF - admitted
         site = _test_site(ctx, node.test, ctx.src.scope(node))

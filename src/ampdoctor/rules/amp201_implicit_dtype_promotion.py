@@ -55,7 +55,6 @@ def _promotions_that_matter(ctx: RuntimeContext) -> dict[int, str]:
     return {s: why for s, why in flagged.items() if not ctx.in_attention_kernel(s)}
 
 
-
 @runtime_check("AMP201")
 def failing_promotion(ctx: RuntimeContext) -> Iterator[Hit]:
     """The failing op received two float dtypes and no rotary table is involved: walk the odd one back to the op
