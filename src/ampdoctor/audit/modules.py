@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import torch
 
-from ampdoctor.audit.dispatch import _FLOATS, _flatten, _peek_sequence_nr, line_of, mode_stack
+from ampdoctor.audit.dispatch import _FLOATS, _flatten, _peek_sequence_nr, line_of
 from ampdoctor.audit.evidence import BufferScan
 
 
@@ -63,7 +63,7 @@ class ModuleTracking:
     def here(self) -> bool:
         """The caller runs under this recording: in the thread that entered it, or in a thread that carries its
         dispatch mode (autograd's device threads running a CUDA backward, with checkpointed forwards in it)."""
-        return threading.get_ident() == self._thread or (self._mode is not None and self._mode in mode_stack())
+        return threading.get_ident() == self._thread or (self._mode is not None and self._mode.on_stack())
 
     def _pre_hook(self, m: torch.nn.Module, args: Any) -> None:
         if not self.active or not self.here():

@@ -153,9 +153,8 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Call
         # Not inside a backward node (an optimizer stepped from a post-accumulate-grad hook): autograd restores the
         # mode stack when the node ends, which would put the mode back with nothing left to take it off.
         if _current_autograd_node() is None:
-            if self._mode is not None and mode_stack()[-1:] == [self._mode]:
-                mode, self._mode = self._mode, None
-                mode.__exit__(None, None, None)
+            if self._mode is not None and self._mode.leave():
+                self._mode = None
             self._exit_calls()
         if not keep_autocast:
             self._unpatch_autocast()
@@ -194,7 +193,7 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Call
             self._patch_autocast()
             self.refresh_autocast()
             self._enter_calls()
-            self._mode.__enter__()
+            self._mode.enter()
         except BaseException:
             self._mode = None
             self._exit_calls()
@@ -228,7 +227,7 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Call
         finally:
             try:
                 if self._mode is not None:
-                    self._mode.__exit__(*exc)
+                    self._mode.exit(*exc)
             finally:
                 self._mode = None
                 try:

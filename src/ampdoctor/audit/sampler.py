@@ -33,7 +33,7 @@ class Sampler:
                 self.samples_skipped += 1
                 return  # (inside a backward node, autograd restores the mode stack when the node ends)
             mode = RecordingMode(self)
-            mode.__enter__()
+            mode.enter()
             self._mode = mode
         self._enter_calls()
         self._hook_modules()

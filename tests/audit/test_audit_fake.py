@@ -1,0 +1,64 @@
+"""The audit under FakeTensorMode records inside the fake mode's own dispatch (no second dispatch mode on the stack),
+and what it records there is what a recording mode above the fake mode records: the same ops, dtypes, phases,
+modules and lines, and the same findings; nothing of it is left on the fake mode afterwards."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
+
+from ampdoctor.audit.dispatch import line_of
+from ampdoctor.audit.session import audit_step
+
+
+class Passthrough(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+class MixedHalves(torch.nn.Module):
+    """A bf16 layer scaled by an fp16 parameter: the product promotes to fp32 (AMP121, at the `*` line)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8, dtype=torch.bfloat16)
+        self.scale = torch.nn.Parameter(torch.ones(8, dtype=torch.float16))
+        self.stacks: list = []
+
+    def forward(self, x):
+        self.stacks.append(list(_get_current_dispatch_mode_stack()))
+        return (self.lin(x) * self.scale).sum()
+
+
+def _audit(user_mode: bool):
+    with FakeTensorMode() as fake:
+        model = MixedHalves()
+        x = torch.randn(4, 8, dtype=torch.bfloat16)
+        # with a mode under the audit's, the audit records as a mode of its own, above it
+        with Passthrough() if user_mode else contextlib.nullcontext():
+            a = audit_step(model, x, loss_fn=lambda out, batch: out, policy="bf16-true")
+    return a, fake, model.stacks[0]
+
+
+def _records(a) -> list:
+    r = a.recorder
+    out = []
+    for seq, fid, in_dt, _, out_dt, mod, phase, code, lasti, inner, autocast, _ in r.records:
+        out.append((seq, str(r.ops[fid]), in_dt, out_dt, mod, phase, code and (code.co_filename, line_of(code, lasti)), inner, autocast))
+    return out
+
+
+def test_fake_audit_records_inside_the_fake_mode_as_a_mode_above_it_would():
+    fused, fake, stack = _audit(user_mode=False)
+    assert stack == [fake]  # no recording mode of its own during the step
+    assert "dispatch" not in vars(fake)  # and nothing left on the fake mode
+    moded, _, stack_moded = _audit(user_mode=True)
+    assert len(stack_moded) == 3 and isinstance(stack_moded[1], Passthrough)  # fake, the user's mode, the audit's
+    assert _records(fused) == _records(moded) and len(_records(fused)) > 10
+    assert {r[5] for r in _records(fused)} >= {"forward", "backward"}
+    found = [(f.rule_id, f.severity.name, f.location.line) for f in fused.report.findings]
+    assert found == [(f.rule_id, f.severity.name, f.location.line) for f in moded.report.findings]
+    assert ("AMP121", "ERROR", MixedHalves.forward.__code__.co_firstlineno + 2) in found
