@@ -58,6 +58,7 @@ class Trace:
                 self.named_seq[rec.producers[tid]] = name
         self._trig: dict[int, bool] = {}
         self._op_names: dict[int, str] = {}  # op id (a record's FUNC) -> name
+        self._recorded: frozenset[str] | None = None  # `recorded()`
         self._views: dict[str | None, list[Op]] | None = None  # `ops()`: all, and by phase
         self._by_tag: dict[Tag, list[Op]] | None = None  # `tagged()`
         self._call_starts: list[int] | None = None  # `attention_call_of()`
@@ -75,6 +76,12 @@ class Trace:
             for op in views[None]:
                 views.setdefault(op.record[PHASE], []).append(op)
         return iter(views.get(phase, ()))
+
+    def recorded(self) -> frozenset[str]:
+        """The names of the ops recorded (each kind once): a rule about one kind of op asks before walking the trace."""
+        if self._recorded is None:
+            self._recorded = frozenset(op_name(func) for func in self.rec.ops.values())
+        return self._recorded
 
     def op_at(self, seq: int) -> Op:
         return Op(self.records[seq])

@@ -75,6 +75,11 @@ class ValueFlow:
     def enabled(self) -> bool:
         return self.watch is not None
 
+    @property
+    def measured(self) -> bool:
+        """Some values were measured (none are on fake or meta tensors: the value rules have nothing to read)."""
+        return bool(self.stats) or (self.watch is not None and bool(self.watch.leaf_stats))
+
     # --- inputs ----------------------------------------------------------------------------------
 
     def input_stats(self, seq: int) -> list[tuple[Any, int, ValueStats | None]]:

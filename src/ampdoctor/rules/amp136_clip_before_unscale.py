@@ -106,9 +106,9 @@ def clipped_while_scaled(ctx: RuntimeContext) -> Iterator[Hit]:
     """After a backward, gradients are measured and rescaled in place (a norm, then `mul_`), or clamped, before the
     scaler's unscale kernel ran: the clip saw gradients still multiplied by the loss scale."""
     t = ctx.trace
-    ops = list(t.ops())
-    if not any(t.op(op.seq) == UNSCALE_OP for op in ops):
+    if UNSCALE_OP not in t.recorded():
         return  # no GradScaler unscaled anything in this step
+    ops = list(t.ops())
     norm = None
     for op in ops:
         name = t.op(op.seq)

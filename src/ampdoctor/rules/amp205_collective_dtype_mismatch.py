@@ -21,6 +21,8 @@ _REDUCING_COLLECTIVES = re.compile(r"c10d::_?(allreduce|all_reduce|reduce_scatte
 @runtime_check("AMP205")
 def collectives_off_policy(ctx: RuntimeContext) -> Iterator[Hit]:
     t = ctx.trace
+    if not any(_REDUCING_COLLECTIVES.match(name) for name in t.recorded()):
+        return
     reduce = ctx.torch_dtype(ctx.policy.reduce)
     seen = set()
     for op in t.ops():

@@ -23,6 +23,8 @@ _FLOOR = {"fp16": 2.0**-25, "bf16": 2.0**-134}
 @runtime_check("AMP213")
 def gradients_flushed_to_zero(ctx: RuntimeContext) -> Iterator[Hit]:
     flow = ctx.values
+    if not flow.measured:
+        return
     t = ctx.trace
     seen: set[int] = set()
     for op in t.ops():
@@ -65,6 +67,8 @@ def gradient_products_flushed_to_zero(ctx: RuntimeContext) -> Iterator[Hit]:
     below that point is lost. Reported at the first such matmul: its output sampled all zero, from a nonzero
     half gradient operand whose largest value is below `TINY_GRADIENT`."""
     flow = ctx.values
+    if not flow.measured:
+        return
     t = ctx.trace
     for op in t.ops(Phase.BACKWARD):
         out = op.out_dtypes
