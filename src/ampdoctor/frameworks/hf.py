@@ -7,7 +7,8 @@
 - `deepspeed` (a path or an inline dict): the Trainer fills the DeepSpeed "auto" values from these arguments
   and refuses explicit ones that disagree ("Please correct the following DeepSpeed config values that
   mismatch TrainingArguments values"); the DeepSpeed engine then decides the dtypes.
-- `fsdp`: the accelerate FSDP plugin reduces gradients in the mixed-precision dtype.
+- `fsdp` (axolotl: also an `fsdp_config` block): the accelerate FSDP plugin reduces gradients in the
+  mixed-precision dtype, and with mixed precision on, accelerate upcasts trainable half parameters to fp32.
 """
 
 from __future__ import annotations
@@ -66,6 +67,16 @@ def _flag(doc: Document, key: str) -> bool | None:
     """A boolean argument; axolotl's `bf16: auto` means "bf16 if the GPU has it": None (unknown)."""
     value = doc.get(key, default=False)
     return None if is_auto(value) else bool(as_bool(value))
+
+
+def _fsdp_key(doc: Document) -> str | None:
+    """The key that turns FSDP on: TrainingArguments' `fsdp` (its `fsdp_config` alone does not), or for axolotl
+    either `fsdp` or an `fsdp_config` block."""
+    if doc.get("fsdp"):
+        return "fsdp"
+    if is_axolotl(doc) and doc.get("fsdp_config"):
+        return "fsdp_config"
+    return None
 
 
 def is_axolotl(doc: Document) -> bool:
@@ -251,9 +262,14 @@ def read(doc: Document) -> Reading:
         return cfg  # "auto": decided on the machine, not in the file
     half = BF16 if bf16 else FP16 if fp16 else None
     half_at = doc.at("bf16") if bf16 else doc.at("fp16")
-    params = FP32 if cfg.fact("adapters_only") else model_dtype
+    fsdp = _fsdp_key(doc)
+    params, params_at = (FP32, model_at) if cfg.fact("adapters_only") else (model_dtype, model_at)
+    if fsdp is not None and half is not None and params in (BF16, FP16):
+        # accelerate's FSDP preparation upcasts trainable low-precision parameters to fp32 whenever mixed
+        # precision is on (FSDP's own param_dtype does the compute cast): the optimizer steps fp32 masters.
+        params, params_at = FP32, doc.at(fsdp)
     b = PolicyBuilder(half_at if half else model_at)
-    b.set("params", params, model_at)
+    b.set("params", params, params_at)
     if half is not None:
         b.autocast(cfg, half, half_at)
     else:
@@ -261,9 +277,9 @@ def read(doc: Document) -> Reading:
         cfg.set("autocast", False, model_at)
     for name in ("grads", "grad_accum", "reduce", "optimizer_state"):
         b.set(name, params, model_at)
-    if doc.get("fsdp"):
+    if fsdp is not None:
         # accelerate's FSDP plugin reduces in the mixed-precision dtype.
-        b.set("reduce", half or params, doc.at("fsdp"))
+        b.set("reduce", half or params, doc.at(fsdp))
     cfg.policy, cfg.sources = b.build()
     return cfg
 
