@@ -107,3 +107,32 @@ def test_a_missing_project_folder_is_a_usage_error(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "ampdoctor", "lint", str(tmp_path), "--project", str(tmp_path / "nope")],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "--project" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_project_that_never_enters_autocast_is_known_only_as_a_folder():
+    texts = {"layers.py": "class Block: ...\n", "train.py": "from layers import Block\nmodel = Block().half()\n"}
+    quiet = {"layers.py": Summary("layers.py", "layers", ()), "train.py": Summary("train.py", "train", (("layers.Block", 1),))}
+
+    def model(summaries, texts, **kwargs):
+        return ProjectModel(summaries, text_of=texts.get, **kwargs)
+
+    assert model(quiet, texts, folder=True).contexts()["layers.py"].autocast_nowhere
+    assert "layers.py" not in model(quiet, texts).contexts()  # files named alone are not a project
+    # one file that shows autocast (or a half training config, or a file that cannot be read) and the fact is gone
+    loud = {**quiet, "eval.py": Summary("eval.py", "eval", ())}
+    assert "layers.py" not in model(loud, {**texts, "eval.py": "with torch.autocast('cuda'):\n    pass\n"}, folder=True).contexts()
+    assert "layers.py" not in model(loud, texts, folder=True).contexts()
+    config = Evidence("bf16 config", frozenset({"bf16"}), "train.yaml", 3)
+    assert "layers.py" not in model(quiet, texts, config_half=[config], folder=True).contexts()
+
+
+def test_a_recompute_without_autocast_is_reported_alone_and_in_a_project_that_runs_autocast(tmp_path):
+    case = Path(__file__).parents[1] / "rules" / "AMP134-autocast-lost-in-recompute" / "code"
+    quiet = case / "good_recompute_in_project_cast_to_half"
+
+    def amp134(report: dict) -> list[str]:
+        return [Path(f["location"]["file"]).name for f in report["findings"] if f["id"] == "AMP134"]
+
+    assert amp134(lint(str(quiet))) == []
+    assert amp134(lint(str(quiet / "layers.py"))) == ["layers.py"]  # linted alone: today's verdict
+    assert amp134(lint(str(case / "bad_recompute_in_project_with_autocast"))) == ["layers.py"]

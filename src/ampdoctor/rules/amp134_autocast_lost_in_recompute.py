@@ -52,9 +52,11 @@ def _under_autocast(ctx: Context, call: ast.Call, backward: ast.FunctionDef) -> 
     return False
 
 
-@code_check("AMP134", triggers=("autograd.Function", "Function)"), also=(("backward",),))
+@code_check("AMP134", triggers=("autograd.Function", "Function)"), also=(("backward",),), project=True)
 def recompute_without_autocast(ctx: Context) -> Iterator[CodeHit]:
     # pytorch #71124, TransformerEngine #787: a checkpoint that recomputes in backward outside the forward's autocast.
+    if ctx.project.autocast_nowhere:
+        return  # no run of this project has an autocast state for the recompute to lose (half comes from casts)
     for cls in ctx.src.classes:
         if not any(ctx.qualname(b) == "torch.autograd.Function" for b in cls.bases):
             continue

@@ -63,9 +63,13 @@ class ProjectContext:
     # Every half dtype named by the contexts that reach this file (all of them, not only the nearest cited above)
     # and by the project's training configs: {"bf16"} when all the precision this code is run under is bf16.
     precisions: frozenset[str] = frozenset()
+    # The file was linted inside its project (a folder), and no file of that project enters autocast or hands its
+    # training to a framework that would (`AUTOCAST_SIGNS`), nor does a training config of it run mixed precision:
+    # whatever depends on running under autocast cannot happen in this project's own runs.
+    autocast_nowhere: bool = False
 
     def __bool__(self) -> bool:
-        return any((self.autocast, self.half_model, self.half, self.guarded))
+        return any((self.autocast, self.half_model, self.half, self.guarded, self.autocast_nowhere))
 
     def digest(self) -> str:
         return hashlib.sha256(repr(self).encode()).hexdigest()[:16]
@@ -161,6 +165,7 @@ class ProjectModel:
     text_of: Callable[[str], str | None] | None = None
     torch_floor: tuple[tuple[int, int], str] | None = None
     trains_bf16: Evidence | None = None
+    folder: bool = False  # the summaries are every file of a folder linted (files named alone are not a project)
     _index: dict[str, list[str]] = field(default_factory=dict)
     _imports: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     _reaching: dict[str, frozenset[str]] = field(default_factory=dict)  # path -> the dtypes of every context reaching it
@@ -207,6 +212,7 @@ class ProjectModel:
         half = self._spread("half")
         guards = [(p, s.guards) for p, s in sorted(self.summaries.items()) if s.guards is not None]
         configs = frozenset().union(*(e.dtypes for e in self.config_half))
+        nowhere = self._autocast_nowhere()
         out: dict[str, ProjectContext] = {}
         for path, summary in self.summaries.items():
             if not summary.sensitive:
@@ -219,10 +225,24 @@ class ProjectModel:
             own = summary.half.dtypes if summary.half is not None else frozenset()
             ctx = ProjectContext(autocast.get(path), None if path in autocast else half_model.get(path),
                                  summary.half or half.get(path), self.torch_floor, self.trains_bf16, guarded,
-                                 self._reaching.get(path, frozenset()) | own | configs)
+                                 self._reaching.get(path, frozenset()) | own | configs, nowhere)
             if ctx:
                 out[path] = ctx
         return out
+
+    def _autocast_nowhere(self) -> bool:
+        """No file of this folder shows a sign of running under autocast (`AUTOCAST_SIGNS`) and no training config
+        of it runs half precision. Read from the files' text only when the summaries leave it open, and only until
+        the first sign (a file that cannot be read leaves it open: no)."""
+        if not self.folder or self.config_half or self.text_of is None:
+            return False
+        if any(s.autocast is not None or s.guards is not None for s in self.summaries.values()):
+            return False
+        for path in self.summaries:
+            text = self.text_of(path)
+            if text is None or any(sign in text for sign in AUTOCAST_SIGNS):
+                return False
+        return True
 
     def _name_configs(self) -> None:
         """A training file that names a half-precision training config of the project (by file name) trains in
@@ -289,6 +309,14 @@ def _short(path: str) -> str:
 
 # Without one of these words a training file sets up no precision for what it imports.
 PRECISION_WORDS = ("autocast", "bfloat16", "float16", "bf16", "fp16", "half()", "mixed_precision", "precision=")
+
+
+# What shows that a project's code may run under autocast: autocast itself (entered, decorated, or turned off around
+# some math, which says the code expects it on), AMP flags, or a framework that enters it for the user from a
+# launch flag or config (accelerate, the HF and Lightning trainers, DeepSpeed). Plain substrings, broad on purpose
+# (`amp_` is also in `clamp_`): a project that shows any of them is taken to run under autocast.
+AUTOCAST_SIGNS = ("autocast", "custom_fwd", "mixed_precision", "precision=", "precision =", ".amp", "_amp", "amp_", "amp=",
+                  "Accelerator", "TrainingArguments", "Trainer(", "Fabric", "lightning", "deepspeed", "composer")
 
 
 def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sensitive: bool = True) -> Summary:

@@ -23,12 +23,12 @@ def contexts_reached(results: list[FileResult], roots: Sequence[Path | str], bas
     out: dict[str, ProjectContext] = {}
     for root, group in projects(results, roots).items():
         half = [e for e in config_half if root is None or root_of(e.file, [root])]
-        out.update(_contexts(group, base.get(root) if root is not None else None, half, wanted))
+        out.update(_contexts(group, base.get(root) if root is not None else None, half, wanted, root is not None))
     return out
 
 
 def _contexts(results: list[FileResult], known: ProjectContext | None, half: list[Evidence],
-              wanted: set[str]) -> dict[str, ProjectContext]:
+              wanted: set[str], folder: bool) -> dict[str, ProjectContext]:
     """The files of one project that its precision reaches, with the context of each."""
     summaries = {r[3].path: r[3] for r in results if r[3] is not None}
     by_rel = {r[3].path: r[0] for r in results if r[3] is not None}
@@ -40,7 +40,7 @@ def _contexts(results: list[FileResult], known: ProjectContext | None, half: lis
             return None
 
     model = ProjectModel(summaries, half, torch_floor=known.torch_floor if known else None,
-                         trains_bf16=known.trains_bf16 if known else None, text_of=text_of)
+                         trains_bf16=known.trains_bf16 if known else None, folder=folder, text_of=text_of)
     return {by_rel[rel]: ctx for rel, ctx in model.contexts().items() if by_rel[rel] in wanted}
 
 
