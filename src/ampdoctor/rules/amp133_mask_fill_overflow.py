@@ -160,20 +160,36 @@ def _min_fill(ctx: Context, expr: ast.AST, scope: ast.AST, line: int, depth: int
         return None
     if _finfo_min(ctx, expr) is not None:
         return expr
-    while isinstance(expr, (ast.Subscript, ast.Call)) or (isinstance(expr, ast.Attribute) and dotted(expr) is None):
-        func = expr.func if isinstance(expr, ast.Call) else None
-        expr = func.value if isinstance(func, ast.Attribute) else expr.value if isinstance(expr, ast.Subscript) else None
-        if expr is None:
-            return None
-    name = dotted(expr)
-    if name is None:
+    base = _sliced_from(expr)
+    name = dotted(base) if base is not None else None
+    if base is None or name is None:
         return None
+    filled = _filled_in_place(ctx, name, scope, line)
+    if filled is not None:
+        return filled
+    before = [(n, v) for n, v in ctx.src.bindings(base, scope) if n < line and v is not None]
+    return next((site for n, v in reversed(before) if (site := _min_fill(ctx, v, scope, n, depth + 1)) is not None), None)
+
+
+def _sliced_from(expr: ast.AST) -> ast.AST | None:
+    """The name a value is a slice, view or cast of: ``bias[:, :n].to(dt)`` -> ``bias``."""
+    while isinstance(expr, (ast.Subscript, ast.Call)) or (isinstance(expr, ast.Attribute) and dotted(expr) is None):
+        if isinstance(expr, ast.Subscript):
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            expr = expr.func.value
+        else:
+            return None
+    return expr
+
+
+def _filled_in_place(ctx: Context, name: str, scope: ast.AST, line: int) -> ast.Call | None:
+    """``name.masked_fill_(..., torch.finfo(...).min)`` (or ``fill_``) in `scope` before `line`."""
     for call, value, target, how in _fill_sites(ctx):
         if how.endswith("_") and target is not None and dotted(target) == name and call.lineno < line \
                 and ctx.src.scope(call) is scope and value is not None and _finfo_min(ctx, value) is not None:
             return call
-    before = [(n, v) for n, v in ctx.src.bindings(expr, scope) if n < line and v is not None]
-    return next((site for n, v in reversed(before) if (site := _min_fill(ctx, v, scope, n, depth + 1)) is not None), None)
+    return None
 
 
 def _stored_in(ctx: Context, node: ast.AST) -> ast.AST | None:
