@@ -4,11 +4,14 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 
 from __future__ import annotations
 
+import ast
 from typing import Iterator
 
 from ampdoctor.core.engine import Places
-from ampdoctor.core.registry import Hit, policy_check
+from ampdoctor.core.registry import Hit, code_check, policy_check
 from ampdoctor.facts import RunFacts
+from ampdoctor.lint.python.context import CodeHit, Context, parameter_loops
+from ampdoctor.lint.python.dataflow import describe
 from ampdoctor.policy import Policy
 
 
@@ -21,3 +24,41 @@ def optimizer_dtype_mismatch(policy: Policy | None, facts: RunFacts, at: Places)
     here = at("optimizer")
     yield Hit(f"optimizer {facts.optimizer!r} needs {required} weights but they are {policy.params} ('AssertionError: only bfloat 16 is supported.')",
               here, related=at.others(here, "params"))
+
+
+@code_check("AMP120", triggers=("fully_shard",), also=((".data",),), reads_configs=False)
+def parameter_retyped_after_fully_shard(ctx: Context) -> Iterator[CodeHit]:
+    # accelerate PR #3905: `p.data = p.data.to(torch.float32)` after `fully_shard`. The parameters are DTensor shards
+    # by then, with their dtype fixed in FSDP2's sharded storage; the new `.data` leaves that storage behind and
+    # `optimizer.step()` fails on the DTensor. The cast belongs before `fully_shard` (accelerate #3979).
+    shards = [c for c in ctx.src.calls if _is_fully_shard(ctx.qualname(c.func))]
+    if not shards:
+        return
+    for loop, name in parameter_loops(ctx):
+        fn = ctx.src.enclosing_function(loop)
+        shard = next((c for c in shards if c.lineno < loop.lineno and ctx.src.enclosing_function(c) is fn
+                      and not ctx.src.exclusive(c, loop)), None)
+        if shard is None:
+            continue
+        for stmt in ast.walk(loop):
+            dtypes = _data_retype(ctx, stmt, name)
+            if dtypes:
+                yield stmt, (f"`{name}.data` is retyped to {describe(dtypes)} after `fully_shard` (line {shard.lineno}): the "
+                             "parameters are FSDP2's DTensor shards by then, the new `.data` leaves its sharded storage "
+                             "behind and `optimizer.step()` fails; cast the module before `fully_shard`")
+
+
+def _is_fully_shard(name: str | None) -> bool:
+    """FSDP2's `fully_shard`, from `torch.distributed.fsdp` or the `_composable` module it was first public in."""
+    return bool(name) and name.startswith("torch.distributed.") and name.endswith(".fully_shard")
+
+
+def _data_retype(ctx: Context, stmt: ast.AST, name: str) -> frozenset | None:
+    """``p.data = p.data.to(torch.float32)``: the dtype a parameter's `.data` is replaced in."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call)):
+        return None
+    target = stmt.targets[0]
+    if not (isinstance(target, ast.Attribute) and target.attr == "data" and isinstance(target.value, ast.Name)
+            and target.value.id == name):
+        return None
+    return ctx.flow.cast_dtype(stmt.value, ctx.src.scope(stmt))

@@ -13,7 +13,7 @@ from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import BF16, FP16, name_of
 from ampdoctor.lint.python.context import CodeHit, Context, in_half_module
 from ampdoctor.lint.python.dataflow import FP32, FP64, HALF, describe
-from ampdoctor.lint.python.resolve import argument, keyword
+from ampdoctor.lint.python.resolve import argument, dotted, keyword
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -118,6 +118,105 @@ def mask_fill_overflow(ctx: Context) -> Iterator[CodeHit]:
         yield call, (f"{how} writes {ast.unparse(value_node)[:40]} into {describe(dtypes & HALF)} ({why}), where it {what}; "
                      "use `torch.finfo(<tensor>.dtype).min`")
         flagged.add(call)
+
+
+# What brings a sum of masks back into its dtype's range before softmax.
+_CLAMPS = frozenset({"clamp", "clamp_", "clip", "clip_", "masked_fill", "masked_fill_", "nan_to_num", "nan_to_num_"})
+_CLAMP_FUNCTIONS = frozenset({"torch.clamp", "torch.clip", "torch.max", "torch.maximum", "torch.where", "torch.nan_to_num"})
+
+
+@code_check("AMP133", triggers=("finfo",), also=((".min",), ("+",)))
+def min_filled_masks_summed(ctx: Context) -> Iterator[CodeHit]:
+    # OLMo PR #323: a padding mask `(1 - m) * finfo(dtype).min` added to a causal bias filled with the same min. Where
+    # both mask a position the sum is -inf in every float dtype (min + min overflows), and scaled_dot_product_attention
+    # or softmax gives NaN for a row with nothing but -inf; the fix clamps the sum back to the dtype's min.
+    for node in ast.walk(ctx.src.tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right, result = node.left, node.right, _stored_in(ctx, node)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+            left, right, result = node.target, node.value, node.target
+        else:
+            continue
+        scope, line = ctx.src.scope(node), node.lineno
+        fills = [_min_fill(ctx, side, scope, line, 0) for side in (left, right)]
+        if None in fills or _clamped(ctx, node, result, scope):
+            continue
+        where = ", ".join(sorted({f"line {f.lineno}" for f in fills if f is not None}))
+        yield node, (f"`{ast.unparse(node)[:60]}` adds two masks each filled with their dtype's minimum ({where}): where both "
+                     "mask a position the sum overflows to -inf, and a row of -inf gives NaN in softmax or "
+                     "scaled_dot_product_attention; clamp the sum to `torch.finfo(dtype).min`"), Severity.WARNING
+
+
+def _finfo_min(ctx: Context, expr: ast.AST) -> ast.AST | None:
+    """A ``torch.finfo(...).min`` inside `expr`."""
+    return next((n for n in ast.walk(expr) if isinstance(n, ast.Attribute) and n.attr == "min" and isinstance(n.value, ast.Call)
+                 and ctx.qualname(n.value.func) == "torch.finfo"), None)
+
+
+def _min_fill(ctx: Context, expr: ast.AST, scope: ast.AST, line: int, depth: int) -> ast.AST | None:
+    """Where `expr` was filled with its dtype's min before `line`: written in it (``(1 - m) * finfo(dt).min``), filled
+    in place (``bias.masked_fill_(..., finfo(dt).min)``), or so for the name it is a slice, view or cast of."""
+    if depth > 3:
+        return None
+    if _finfo_min(ctx, expr) is not None:
+        return expr
+    base = _sliced_from(expr)
+    name = dotted(base) if base is not None else None
+    if base is None or name is None:
+        return None
+    filled = _filled_in_place(ctx, name, scope, line)
+    if filled is not None:
+        return filled
+    before = [(n, v) for n, v in ctx.src.bindings(base, scope) if n < line and v is not None]
+    return next((site for n, v in reversed(before) if (site := _min_fill(ctx, v, scope, n, depth + 1)) is not None), None)
+
+
+def _sliced_from(expr: ast.AST) -> ast.AST | None:
+    """The name a value is a slice, view or cast of: ``bias[:, :n].to(dt)`` -> ``bias``."""
+    while isinstance(expr, (ast.Subscript, ast.Call)) or (isinstance(expr, ast.Attribute) and dotted(expr) is None):
+        if isinstance(expr, ast.Subscript):
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            expr = expr.func.value
+        else:
+            return None
+    return expr
+
+
+def _filled_in_place(ctx: Context, name: str, scope: ast.AST, line: int) -> ast.Call | None:
+    """``name.masked_fill_(..., torch.finfo(...).min)`` (or ``fill_``) in `scope` before `line`."""
+    for call, value, target, how in _fill_sites(ctx):
+        if how.endswith("_") and target is not None and dotted(target) == name and call.lineno < line \
+                and ctx.src.scope(call) is scope and value is not None and _finfo_min(ctx, value) is not None:
+            return call
+    return None
+
+
+def _stored_in(ctx: Context, node: ast.AST) -> ast.AST | None:
+    parent = ctx.src.parents.get(node)
+    return parent.targets[0] if isinstance(parent, ast.Assign) and len(parent.targets) == 1 else None
+
+
+def _clamped(ctx: Context, node: ast.AST, result: ast.AST | None, scope: ast.AST) -> bool:
+    """Is the sum brought back into range: inside a clamp, or its name clamped or refilled later in the scope?"""
+    for parent in ctx.src.ancestors(node):
+        if isinstance(parent, ast.Call) and (ctx.qualname(parent.func) in _CLAMP_FUNCTIONS
+                                              or isinstance(parent.func, ast.Attribute) and parent.func.attr in _CLAMPS):
+            return True
+        if parent is scope:
+            break
+    name = dotted(result) if result is not None else None
+    if name is None:
+        return False
+    for call in ctx.src.calls:
+        if call.lineno <= node.lineno or ctx.src.scope(call) is not scope:
+            continue
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in _CLAMPS and dotted(func.value) == name:
+            return True
+        if ctx.qualname(func) in _CLAMP_FUNCTIONS and any(dotted(a) == name for a in call.args):
+            return True
+    return False
 
 
 @runtime_check("AMP133")

@@ -138,6 +138,22 @@ def assigned_name(ctx: Context, call: ast.Call) -> str | None:
     return None
 
 
+def parameter_loops(ctx: Context) -> Iterator[tuple[ast.For, str]]:
+    """``for p in model.parameters():`` / ``for name, p in m.named_parameters():``: each loop over a module's
+    parameters, with the name its body reads each parameter by."""
+    for node in ast.walk(ctx.src.tree):
+        if not isinstance(node, ast.For) or not isinstance(node.iter, ast.Call):
+            continue
+        func = node.iter.func
+        if not isinstance(func, ast.Attribute) or func.attr not in ("parameters", "named_parameters"):
+            continue
+        target = node.target
+        if func.attr == "named_parameters":
+            target = target.elts[1] if isinstance(target, ast.Tuple) and len(target.elts) == 2 else None
+        if isinstance(target, ast.Name):
+            yield node, target.id
+
+
 def contracts(call: ast.Call) -> bool:
     """Does this einsum sum over an index (``"bij,bjk->bik"``), or may it (a spec we cannot read)? An index that
     is in an operand but not in the output is summed; without ``->`` the output is the indices seen once."""
