@@ -69,3 +69,10 @@ def test_an_index_put_mismatch_is_the_loss_rule_with_confidence_only_where_a_los
     assert first(cache).rule.id == "AMP125" and first(cache).guess
     in_loss = "    loss = criterion(logits, targets)\n" + message
     assert first(in_loss).rule.id == "AMP125" and not first(in_loss).guess
+
+
+def test_the_shared_scalar_type_message_is_the_bnb_rule_only_beside_a_quantized_layer():
+    message = "RuntimeError: expected scalar type Half but found Float"
+    beside = "  File \"bitsandbytes/nn/modules.py\", line 468, in forward\n    out = bnb.matmul_4bit(x, self.weight.t())\n" + message
+    assert first(beside).rule.id == "AMP135" and not first(beside).guess
+    assert first(message).rule.id != "AMP135" and first(message).guess
