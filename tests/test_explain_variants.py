@@ -48,3 +48,31 @@ def test_a_nan_loss_is_the_overflow_rule_only_in_a_run_said_to_be_fp16_and_below
     # autocast() without a dtype runs fp16 on CUDA whatever the config says: that rule's own cue is in the text
     cued = first("with torch.cuda.amp.autocast():\n    loss = model(x)\nstep 100 | loss: nan  (fp16 overflow?)")
     assert cued.rule.id == "AMP107" and not cued.guess
+
+
+def test_a_shared_message_whose_context_points_at_two_rules_is_a_guess():
+    # A LoRA layer under DeepSpeed: the deepspeed frame is AMP001's context and `lora` AMP127's; both rules read
+    # the same message, so the text does not decide between them.
+    both = ("deepspeed zero2, bf16, lora adapters on an 8-bit base\n    result = lora_layer(x)\n"
+            "RuntimeError: expected scalar type Float but found BFloat16")
+    cands = explain(both)
+    assert cands[0].guess and {"AMP001", "AMP127"} <= {c.rule.id for c in cands[:3]}
+    # With only one rule's context in view, that rule is named with confidence.
+    one = "lora adapters\n    result = lora_layer(x)\nRuntimeError: expected scalar type Float but found BFloat16"
+    assert first(one).rule.id == "AMP127" and not first(one).guess
+
+
+def test_an_index_put_mismatch_is_the_loss_rule_with_confidence_only_where_a_loss_is_in_view():
+    message = ("RuntimeError: Index put requires the source and destination dtypes match, "
+               "got BFloat16 for the destination and Float for the source.")
+    cache = "    self.k_cache[:, :, input_pos] = k_val\n" + message  # a kv cache written during generation
+    assert first(cache).rule.id == "AMP125" and first(cache).guess
+    in_loss = "    loss = criterion(logits, targets)\n" + message
+    assert first(in_loss).rule.id == "AMP125" and not first(in_loss).guess
+
+
+def test_the_shared_scalar_type_message_is_the_bnb_rule_only_beside_a_quantized_layer():
+    message = "RuntimeError: expected scalar type Half but found Float"
+    beside = "  File \"bitsandbytes/nn/modules.py\", line 468, in forward\n    out = bnb.matmul_4bit(x, self.weight.t())\n" + message
+    assert first(beside).rule.id == "AMP135" and not first(beside).guess
+    assert first(message).rule.id != "AMP135" and first(message).guess

@@ -1,12 +1,14 @@
+import io
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from ampdoctor.core import Severity, Source, catalog, finding, get_rule
-from ampdoctor.core.docs import rules_markdown
+from ampdoctor.core import Severity, Signature, Source, catalog, finding, get_rule
+from ampdoctor.core.docs import rules_markdown, write_rule
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -78,6 +80,13 @@ def test_cli_rules_table_and_single_rule():
     assert "rope-dtype-mismatch" in one and "Why is this bad?" in one and "QwenLM/Qwen2.5-Omni#205" in one
     # one hop from the id to the detectors' source
     assert "rules/amp005_rope_dtype_mismatch.py:" in one
+
+
+def test_a_signature_is_printed_as_written_not_read_as_markup():
+    rule = replace(get_rule("AMP005"), signatures=(Signature(r"flash_attn[/\\]layers[/\\]rotary\.py|[bold]x"),))
+    out = io.StringIO()
+    write_rule(rule, out)
+    assert r"/flash_attn[/\\]layers[/\\]rotary\.py|[bold]x/" in out.getvalue()
 
 
 def test_cli_rules_json():

@@ -126,13 +126,17 @@ def _score(rule: Rule, text: str) -> _Fit | None:
 
 def _is_guess(fit: _Fit, fits: Sequence[_Fit]) -> bool:
     """A fit is a guess unless the rule's own context is in the text, or its message is specific to it: weighed
-    as specific, and not matched on the same or a wider stretch of text by another rule's signature."""
+    as specific, and not matched on the same or a wider stretch of text by another rule's signature. Context
+    decides a shared message only when it points at this rule more than at the others: a rival on the same message
+    with as large a share of its own context in the text, and shown beside this one, leaves the choice open."""
+    start, end = fit.span
+    shared = [o for o in fits if o is not fit and o.span[0] <= start and o.span[1] >= end]
     if fit.context >= SUPPORTING_CONTEXT:
-        return False
+        return any(o.context >= fit.context and o.candidate.score >= max(MIN_SCORE, WEAK_SHARE * fit.candidate.score)
+                   for o in shared)
     if fit.weight < SPECIFIC_WEIGHT:
         return True
-    start, end = fit.span
-    return any(o is not fit and o.span[0] <= start and o.span[1] >= end for o in fits)
+    return bool(shared)
 
 
 def _in_words(context: Sequence[Signature], most: int = 8) -> str:

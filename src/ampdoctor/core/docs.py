@@ -48,7 +48,7 @@ def write_rule(rule: Rule, stream: IO[str]) -> None:
     if rule.signatures:
         console.print(Text("Error texts it explains", style="bold underline"))
         for sig in rule.signatures:
-            console.print(f"  /{sig.pattern}/")
+            console.print(Text(f"  /{sig.pattern}/"))  # a regex, not rich markup: `[/\\]` would read as a closing tag
     console.print(Text("References", style="bold underline"))
     for src in rule.sources:
         console.print(f"  {src}  {src.url}")
