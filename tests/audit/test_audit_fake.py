@@ -62,3 +62,22 @@ def test_fake_audit_records_inside_the_fake_mode_as_a_mode_above_it_would():
     found = [(f.rule_id, f.severity.name, f.location.line) for f in fused.report.findings]
     assert found == [(f.rule_id, f.severity.name, f.location.line) for f in moded.report.findings]
     assert ("AMP121", "ERROR", MixedHalves.forward.__code__.co_firstlineno + 2) in found
+
+
+class LiftsAConstant(torch.nn.Module):
+    """A model that makes a real constant under the fake mode (as attention masks do with `finfo.min`): the fake
+    mode lifts it, and the audit may measure the real tensor it came from."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8, dtype=torch.bfloat16)
+
+    def forward(self, x):
+        fill = torch.tensor(torch.finfo(x.dtype).min, dtype=x.dtype)
+        return torch.maximum(self.lin(x), fill).sum()
+
+
+def test_a_fake_audit_that_measured_a_lifted_constant_builds_its_report():
+    with FakeTensorMode():
+        a = audit_step(LiftsAConstant(), torch.randn(4, 8, dtype=torch.bfloat16), loss_fn=lambda out, batch: out, policy="bf16-true")
+    assert a.report.errors == ()

@@ -223,7 +223,17 @@ class ValueWatch:
     # --- read back -------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Read the pending statistics back, one transfer per device."""
+        """Read the pending statistics back, one transfer per device. With every dispatch mode off: this is the audit's
+        own arithmetic on the statistics it measured (real tensors, also the constants a fake-tensor run lifts),
+        not the program's, and a fake mode on the stack would refuse them."""
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        if not self._pending:
+            return
+        with _disable_current_modes():
+            self._flush()
+
+    def _flush(self) -> None:
         torch = self._torch
         pending, self._pending = self._pending, []
         by_device: dict[Any, list[tuple]] = {}
