@@ -148,3 +148,24 @@ def test_a_folder_without_training_code_of_its_own_is_not_said_to_run_without_au
     texts = {"layers.py": layers.read_text(), "utils.py": "def count(model):\n    return 0\n"}
     summaries = {p: Summary(p, p[:-3], ()) for p in texts}
     assert "layers.py" not in ProjectModel(summaries, text_of=texts.get, folder=True).contexts()
+
+
+def test_a_file_that_does_not_parse_here_leaves_open_whether_the_project_runs_autocast(tmp_path):
+    # a file this Python cannot parse (newer syntax, or one mid-edit) is not summarised, yet its text may enter
+    # autocast: the project is not said to run without it
+    case = Path(__file__).parents[1] / "rules" / "AMP134-autocast-lost-in-recompute" / "code" / "good_recompute_in_project_cast_to_half"
+    for f in case.glob("*.py"):
+        (tmp_path / f.name).write_text(f.read_text())
+    (tmp_path / "finetune.py").write_text(textwrap.dedent("""
+        import torch
+        from layers import Block
+
+        model = Block(64).cuda()
+        opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+        for step in range(10:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = model(torch.randn(8, 64, device="cuda")).float().mean()
+            loss.backward()
+            opt.step()
+    """))
+    assert [Path(f["location"]["file"]).name for f in lint(str(tmp_path))["findings"] if f["id"] == "AMP134"] == ["layers.py"]
