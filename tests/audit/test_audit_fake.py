@@ -81,3 +81,27 @@ def test_a_fake_audit_that_measured_a_lifted_constant_builds_its_report():
     with FakeTensorMode():
         a = audit_step(LiftsAConstant(), torch.randn(4, 8, dtype=torch.bfloat16), loss_fn=lambda out, batch: out, policy="bf16-true")
     assert a.report.errors == ()
+
+
+def test_a_sampled_fake_audit_keeps_sampling_under_a_mode_the_script_entered_after_it():
+    # between samples the recording comes off the fake mode only where nothing of the script's sits above it (as the
+    # recording mode does): taken off under the script's mode, it could not come back there, and every later sample
+    # was skipped
+    import ampdoctor
+
+    def run(mode_under: bool):
+        with FakeTensorMode() as fake:
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            with Passthrough() if mode_under else contextlib.nullcontext():
+                with ampdoctor.audit(every=2) as a:
+                    with Passthrough():
+                        for _ in range(6):
+                            model(torch.randn(2, 8)).sum().backward()
+                            opt.step()
+                            opt.zero_grad()
+        return a.recorder.recorded_steps, a.recorder.samples_skipped, len(a.recorder.records), "dispatch" in vars(fake)
+
+    assert run(mode_under=False) == run(mode_under=True)
+    assert run(mode_under=False)[:2] == ([1, 3, 5], 0) and not run(mode_under=False)[3]

@@ -110,7 +110,7 @@ def test_a_missing_project_folder_is_a_usage_error(tmp_path):
 
 
 def test_a_project_that_never_enters_autocast_is_known_only_as_a_folder():
-    texts = {"layers.py": "class Block: ...\n", "train.py": "from layers import Block\nmodel = Block().half()\n"}
+    texts = {"layers.py": "class Block: ...\n", "train.py": "from layers import Block\nmodel = Block().half()\nopt.step()\n"}
     quiet = {"layers.py": Summary("layers.py", "layers", ()), "train.py": Summary("train.py", "train", (("layers.Block", 1),))}
 
     def model(summaries, texts, **kwargs):
@@ -136,3 +136,36 @@ def test_a_recompute_without_autocast_is_reported_alone_and_in_a_project_that_ru
     assert amp134(lint(str(quiet))) == []
     assert amp134(lint(str(quiet / "layers.py"))) == ["layers.py"]  # linted alone: today's verdict
     assert amp134(lint(str(case / "bad_recompute_in_project_with_autocast"))) == ["layers.py"]
+
+
+def test_a_folder_without_training_code_of_its_own_is_not_said_to_run_without_autocast(tmp_path):
+    # a library (here, the layers alone): its runs are its users', who may well enter autocast, so the recompute that
+    # loses it is still reported, as when the file is named alone
+    layers = Path(__file__).parents[1] / "rules" / "AMP134-autocast-lost-in-recompute" / "code" / "good_recompute_in_project_cast_to_half" / "layers.py"
+    (tmp_path / "layers.py").write_text(layers.read_text())
+    (tmp_path / "utils.py").write_text("def count(model):\n    return sum(p.numel() for p in model.parameters())\n")
+    assert [Path(f["location"]["file"]).name for f in lint(str(tmp_path))["findings"] if f["id"] == "AMP134"] == ["layers.py"]
+    texts = {"layers.py": layers.read_text(), "utils.py": "def count(model):\n    return 0\n"}
+    summaries = {p: Summary(p, p[:-3], ()) for p in texts}
+    assert "layers.py" not in ProjectModel(summaries, text_of=texts.get, folder=True).contexts()
+
+
+def test_a_file_that_does_not_parse_here_leaves_open_whether_the_project_runs_autocast(tmp_path):
+    # a file this Python cannot parse (newer syntax, or one mid-edit) is not summarised, yet its text may enter
+    # autocast: the project is not said to run without it
+    case = Path(__file__).parents[1] / "rules" / "AMP134-autocast-lost-in-recompute" / "code" / "good_recompute_in_project_cast_to_half"
+    for f in case.glob("*.py"):
+        (tmp_path / f.name).write_text(f.read_text())
+    (tmp_path / "finetune.py").write_text(textwrap.dedent("""
+        import torch
+        from layers import Block
+
+        model = Block(64).cuda()
+        opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+        for step in range(10:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = model(torch.randn(8, 64, device="cuda")).float().mean()
+            loss.backward()
+            opt.step()
+    """))
+    assert [Path(f["location"]["file"]).name for f in lint(str(tmp_path))["findings"] if f["id"] == "AMP134"] == ["layers.py"]

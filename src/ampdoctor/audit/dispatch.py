@@ -216,11 +216,13 @@ class RecordingMode(TorchDispatchMode):
             self.__enter__()
 
     def leave(self) -> bool:
-        """Stop passing ops through the recorder where that can be undone here: always inside a fake mode, and as a
-        mode only when it is the innermost one (a mode the script entered above it stays in place). Whether it did."""
+        """Stop passing ops through the recorder where that can be undone here: only when no mode the script entered
+        sits above it (then it stays in place, passing ops through, as `enter` could not put it back under that
+        mode); inside a fake mode, when no other mode is on the stack. Whether it did."""
         if self.fake is not None:
-            del self.fake.dispatch
-            self.fake = None
+            if any(m is not self.fake for m in mode_stack()):
+                return False
+            self._unpatch()
             return True
         if mode_stack()[-1:] == [self]:
             self.__exit__(None, None, None)
@@ -230,9 +232,13 @@ class RecordingMode(TorchDispatchMode):
     def exit(self, *exc: Any) -> None:
         """Take the recording off whatever is above it (the audit's exit)."""
         if self.fake is not None:
-            self.leave()
+            self._unpatch()
         else:
             self.__exit__(*exc)
+
+    def _unpatch(self) -> None:
+        del self.fake.dispatch
+        self.fake = None
 
     def on_stack(self) -> bool:
         """The calling thread's ops pass through this recording."""

@@ -8,7 +8,8 @@
   and refuses explicit ones that disagree ("Please correct the following DeepSpeed config values that
   mismatch TrainingArguments values"); the DeepSpeed engine then decides the dtypes.
 - `fsdp` (axolotl: also an `fsdp_config` block): the accelerate FSDP plugin reduces gradients in the
-  mixed-precision dtype, and with mixed precision on, accelerate upcasts trainable half parameters to fp32.
+  mixed-precision dtype, and with mixed precision on, accelerate upcasts trainable half parameters to fp32
+  (axolotl's FSDP2 preparation, which replaces accelerate's, does not).
 """
 
 from __future__ import annotations
@@ -77,6 +78,18 @@ def _fsdp_key(doc: Document) -> str | None:
     if is_axolotl(doc) and doc.get("fsdp_config"):
         return "fsdp_config"
     return None
+
+
+def _fsdp_upcasts(doc: Document) -> bool:
+    """accelerate's FSDP preparation (FSDP1 and FSDP2) upcasts trainable half parameters to fp32 when mixed precision
+    is on; axolotl replaces accelerate's FSDP2 preparation with its own (`fsdp_version: 2`, at the top level or in the
+    `fsdp_config` block), which upcasts nothing."""
+    if not is_axolotl(doc):
+        return True
+    version = doc.get("fsdp_version")
+    if version is None:
+        version = doc.get("fsdp_config", "fsdp_version", default=doc.get("fsdp_config", "version"))
+    return str(version) != "2"
 
 
 def is_axolotl(doc: Document) -> bool:
@@ -264,7 +277,7 @@ def read(doc: Document) -> Reading:
     half_at = doc.at("bf16") if bf16 else doc.at("fp16")
     fsdp = _fsdp_key(doc)
     params, params_at = (FP32, model_at) if cfg.fact("adapters_only") else (model_dtype, model_at)
-    if fsdp is not None and half is not None and params in (BF16, FP16):
+    if fsdp is not None and half is not None and params in (BF16, FP16) and _fsdp_upcasts(doc):
         # accelerate's FSDP preparation upcasts trainable low-precision parameters to fp32 whenever mixed
         # precision is on (FSDP's own param_dtype does the compute cast): the optimizer steps fp32 masters.
         params, params_at = FP32, doc.at(fsdp)

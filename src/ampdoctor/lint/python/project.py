@@ -64,8 +64,9 @@ class ProjectContext:
     # and by the project's training configs: {"bf16"} when all the precision this code is run under is bf16.
     precisions: frozenset[str] = frozenset()
     # The file was linted inside its project (a folder), and no file of that project enters autocast or hands its
-    # training to a framework that would (`AUTOCAST_SIGNS`), nor does a training config of it run mixed precision:
-    # whatever depends on running under autocast cannot happen in this project's own runs.
+    # training to a framework that would (`AUTOCAST_SIGNS`), nor does a training config of it run mixed precision,
+    # and the project runs training of its own (`TRAINING_LOOP`; a library is run by its users' code): whatever
+    # depends on running under autocast cannot happen in this project's own runs.
     autocast_nowhere: bool = False
 
     def __bool__(self) -> bool:
@@ -232,17 +233,20 @@ class ProjectModel:
 
     def _autocast_nowhere(self) -> bool:
         """No file of this folder shows a sign of running under autocast (`AUTOCAST_SIGNS`) and no training config
-        of it runs half precision. Read from the files' text only when the summaries leave it open, and only until
-        the first sign (a file that cannot be read leaves it open: no)."""
+        of it runs half precision, while some file of it runs a training loop (`TRAINING_LOOP`): a folder with none is
+        a library, run by its users' code, which may enter autocast. Read from the files' text only when the
+        summaries leave it open, and only until the first sign (a file that cannot be read leaves it open: no)."""
         if not self.folder or self.config_half or self.text_of is None:
             return False
         if any(s.autocast is not None or s.guards is not None for s in self.summaries.values()):
             return False
+        runs = False
         for path in self.summaries:
             text = self.text_of(path)
             if text is None or any(sign in text for sign in AUTOCAST_SIGNS):
                 return False
-        return True
+            runs = runs or TRAINING_LOOP.search(text) is not None
+        return runs
 
     def _name_configs(self) -> None:
         """A training file that names a half-precision training config of the project (by file name) trains in
@@ -317,6 +321,11 @@ PRECISION_WORDS = ("autocast", "bfloat16", "float16", "bf16", "fp16", "half()", 
 # (`amp_` is also in `clamp_`): a project that shows any of them is taken to run under autocast.
 AUTOCAST_SIGNS = ("autocast", "custom_fwd", "mixed_precision", "precision=", "precision =", ".amp", "_amp", "amp_", "amp=",
                   "Accelerator", "TrainingArguments", "Trainer(", "Fabric", "lightning", "deepspeed", "composer")
+
+
+# A training loop of the project's own: an optimizer stepped or its gradients zeroed, or a trainer's fit/train (not
+# a `def backward(`, which every autograd Function has).
+TRAINING_LOOP = re.compile(r"\.step\(\)|\bzero_grad\(|\.fit\(|\btrainer\.train\(")
 
 
 def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sensitive: bool = True) -> Summary:

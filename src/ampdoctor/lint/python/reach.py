@@ -23,7 +23,9 @@ def contexts_reached(results: list[FileResult], roots: Sequence[Path | str], bas
     out: dict[str, ProjectContext] = {}
     for root, group in projects(results, roots).items():
         half = [e for e in config_half if root is None or root_of(e.file, [root])]
-        out.update(_contexts(group, base.get(root) if root is not None else None, half, wanted, root is not None))
+        # a folder whose files were all summarised (one that could not be read or parsed here may still run)
+        whole = root is not None and all(r[3] is not None for r in group)
+        out.update(_contexts(group, base.get(root) if root is not None else None, half, wanted, whole))
     return out
 
 
