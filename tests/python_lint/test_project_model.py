@@ -169,3 +169,12 @@ def test_a_file_that_does_not_parse_here_leaves_open_whether_the_project_runs_au
             opt.step()
     """))
     assert [Path(f["location"]["file"]).name for f in lint(str(tmp_path))["findings"] if f["id"] == "AMP134"] == ["layers.py"]
+
+
+def test_autocast_signs_are_read_in_any_case():
+    quiet = {"layers.py": Summary("layers.py", "layers", ()), "train.py": Summary("train.py", "train", (("layers.Block", 1),))}
+    base = {"layers.py": "class Block: ...\n", "train.py": "from layers import Block\nopt.step()\n"}
+    assert ProjectModel(quiet, text_of=base.get, folder=True).contexts()["layers.py"].autocast_nowhere
+    for spelling in ("cfg.SOLVER.AMP.ENABLED = True", "USE_AMP = True", "optim_wrapper = dict(type='AmpOptimWrapper')"):
+        texts = {**base, "train.py": base["train.py"] + spelling + "\n"}
+        assert "layers.py" not in ProjectModel(quiet, text_of=texts.get, folder=True).contexts(), spelling

@@ -243,7 +243,8 @@ class ProjectModel:
         runs = False
         for path in self.summaries:
             text = self.text_of(path)
-            if text is None or any(sign in text for sign in AUTOCAST_SIGNS):
+            lowered = text.lower() if text is not None else None
+            if lowered is None or any(sign in lowered for sign in AUTOCAST_SIGNS):
                 return False
             runs = runs or TRAINING_LOOP.search(text) is not None
         return runs
@@ -317,10 +318,11 @@ PRECISION_WORDS = ("autocast", "bfloat16", "float16", "bf16", "fp16", "half()", 
 
 # What shows that a project's code may run under autocast: autocast itself (entered, decorated, or turned off around
 # some math, which says the code expects it on), AMP flags, or a framework that enters it for the user from a
-# launch flag or config (accelerate, the HF and Lightning trainers, DeepSpeed). Plain substrings, broad on purpose
-# (`amp_` is also in `clamp_`): a project that shows any of them is taken to run under autocast.
+# launch flag or config (accelerate, the HF and Lightning trainers, DeepSpeed, mmengine's AmpOptimWrapper). Plain
+# substrings of the lowercased text, broad on purpose (`amp_` is also in `clamp_`; `USE_AMP` and `SOLVER.AMP` count):
+# a project that shows any of them is taken to run under autocast.
 AUTOCAST_SIGNS = ("autocast", "custom_fwd", "mixed_precision", "precision=", "precision =", ".amp", "_amp", "amp_", "amp=",
-                  "Accelerator", "TrainingArguments", "Trainer(", "Fabric", "lightning", "deepspeed", "composer")
+                  "ampoptim", "accelerator", "trainingarguments", "trainer(", "fabric", "lightning", "deepspeed", "composer")
 
 
 # A training loop of the project's own: an optimizer stepped or its gradients zeroed, or a trainer's fit/train (not
