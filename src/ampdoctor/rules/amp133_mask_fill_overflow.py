@@ -130,6 +130,9 @@ def min_filled_masks_summed(ctx: Context) -> Iterator[CodeHit]:
     # OLMo PR #323: a padding mask `(1 - m) * finfo(dtype).min` added to a causal bias filled with the same min. Where
     # both mask a position the sum is -inf in every float dtype (min + min overflows), and scaled_dot_product_attention
     # or softmax gives NaN for a row with nothing but -inf; the fix clamps the sum back to the dtype's min.
+    mins = _MinFills(ctx)
+    if not mins.within:
+        return
     for node in ast.walk(ctx.src.tree):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right, result = node.left, node.right, _stored_in(ctx, node)
@@ -138,7 +141,7 @@ def min_filled_masks_summed(ctx: Context) -> Iterator[CodeHit]:
         else:
             continue
         scope, line = ctx.src.scope(node), node.lineno
-        fills = [_min_fill(ctx, side, scope, line, 0) for side in (left, right)]
+        fills = [_min_fill(ctx, mins, side, scope, line, 0) for side in (left, right)]
         if None in fills or _clamped(ctx, node, result, scope):
             continue
         where = ", ".join(sorted({f"line {f.lineno}" for f in fills if f is not None}))
@@ -147,28 +150,48 @@ def min_filled_masks_summed(ctx: Context) -> Iterator[CodeHit]:
                      "scaled_dot_product_attention; clamp the sum to `torch.finfo(dtype).min`"), Severity.WARNING
 
 
-def _finfo_min(ctx: Context, expr: ast.AST) -> ast.AST | None:
-    """A ``torch.finfo(...).min`` inside `expr`."""
-    return next((n for n in ast.walk(expr) if isinstance(n, ast.Attribute) and n.attr == "min" and isinstance(n.value, ast.Call)
-                 and ctx.qualname(n.value.func) == "torch.finfo"), None)
+def _is_finfo_min(ctx: Context, node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "min" and isinstance(node.value, ast.Call) \
+        and ctx.qualname(node.value.func) == "torch.finfo"
 
 
-def _min_fill(ctx: Context, expr: ast.AST, scope: ast.AST, line: int, depth: int) -> ast.AST | None:
+class _MinFills:
+    """One file's `finfo(...).min` values, looked up once: the nodes that hold one (each with it), and the tensors filled
+    with one in place, by name and scope."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.within: dict[ast.AST, ast.AST] = {}
+        for node in ctx.src.attributes:
+            if _is_finfo_min(ctx, node):
+                self.within.setdefault(node, node)
+                for parent in ctx.src.ancestors(node):
+                    self.within.setdefault(parent, node)
+        self.in_place: dict[tuple[str, ast.AST], list[ast.Call]] = {}
+        if not self.within:
+            return
+        for call, value, target, how in _fill_sites(ctx):
+            if how.endswith("_") and target is not None and value is not None and value in self.within:
+                name = dotted(target)
+                if name is not None:
+                    self.in_place.setdefault((name, ctx.src.scope(call)), []).append(call)
+
+
+def _min_fill(ctx: Context, mins: _MinFills, expr: ast.AST, scope: ast.AST, line: int, depth: int) -> ast.AST | None:
     """Where `expr` was filled with its dtype's min before `line`: written in it (``(1 - m) * finfo(dt).min``), filled
     in place (``bias.masked_fill_(..., finfo(dt).min)``), or so for the name it is a slice, view or cast of."""
     if depth > 3:
         return None
-    if _finfo_min(ctx, expr) is not None:
+    if expr in mins.within:
         return expr
     base = _sliced_from(expr)
     name = dotted(base) if base is not None else None
     if base is None or name is None:
         return None
-    filled = _filled_in_place(ctx, name, scope, line)
+    filled = next((call for call in mins.in_place.get((name, scope), ()) if call.lineno < line), None)
     if filled is not None:
         return filled
     before = [(n, v) for n, v in ctx.src.bindings(base, scope) if n < line and v is not None]
-    return next((site for n, v in reversed(before) if (site := _min_fill(ctx, v, scope, n, depth + 1)) is not None), None)
+    return next((site for n, v in reversed(before) if (site := _min_fill(ctx, mins, v, scope, n, depth + 1)) is not None), None)
 
 
 def _sliced_from(expr: ast.AST) -> ast.AST | None:
@@ -181,15 +204,6 @@ def _sliced_from(expr: ast.AST) -> ast.AST | None:
         else:
             return None
     return expr
-
-
-def _filled_in_place(ctx: Context, name: str, scope: ast.AST, line: int) -> ast.Call | None:
-    """``name.masked_fill_(..., torch.finfo(...).min)`` (or ``fill_``) in `scope` before `line`."""
-    for call, value, target, how in _fill_sites(ctx):
-        if how.endswith("_") and target is not None and dotted(target) == name and call.lineno < line \
-                and ctx.src.scope(call) is scope and value is not None and _finfo_min(ctx, value) is not None:
-            return call
-    return None
 
 
 def _stored_in(ctx: Context, node: ast.AST) -> ast.AST | None:

@@ -141,11 +141,12 @@ def assigned_name(ctx: Context, call: ast.Call) -> str | None:
 def parameter_loops(ctx: Context) -> Iterator[tuple[ast.For, str]]:
     """``for p in model.parameters():`` / ``for name, p in m.named_parameters():``: each loop over a module's
     parameters, with the name its body reads each parameter by."""
-    for node in ast.walk(ctx.src.tree):
-        if not isinstance(node, ast.For) or not isinstance(node.iter, ast.Call):
-            continue
-        func = node.iter.func
+    for call in ctx.src.calls:  # indexed at parse: no walk of the whole tree
+        func = call.func
         if not isinstance(func, ast.Attribute) or func.attr not in ("parameters", "named_parameters"):
+            continue
+        node = ctx.src.parents.get(call)
+        if not isinstance(node, ast.For) or node.iter is not call:
             continue
         target = node.target
         if func.attr == "named_parameters":
