@@ -232,7 +232,7 @@ def _absolute_embedding_scopes(ctx: Context) -> set[ast.AST]:
     """Functions (or the module) of sinusoidal embeddings: named or classed so (and not rotary), or concatenating
     sin and cos side by side as features (`torch.cat([sin, cos], -1)`), which a rotary table never does."""
     out: set[ast.AST] = set()
-    for fn in (n for n in ast.walk(ctx.src.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+    for fn in (n for n in ctx.src.functions if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):  # indexed at parse
         cls = next((a for a in ctx.src.ancestors(fn) if isinstance(a, ast.ClassDef)), None)
         words = tokens(fn.name) | (tokens(cls.name) if cls else frozenset())
         if words & _ABSOLUTE and not words & {"rotary", "rope"}:

@@ -82,17 +82,14 @@ def _strict_consumer(ctx: Context, call: ast.Call, strict_locals: set[str]) -> b
 
 
 def _strict_local_functions(ctx: Context) -> set[str]:
-    """Functions of this file that assert their operands' dtypes are equal, or call a strict kernel."""
-    out = set()
-    for node in ast.walk(ctx.src.tree):
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        for inner in ast.walk(node):
-            if isinstance(inner, ast.Assert) and _compares_dtypes(inner.test):
-                out.add(node.name)
-            elif isinstance(inner, ast.Call) and (ctx.qualname(inner.func) or "").split(".")[0] in STRICT_KERNEL_MODULES:
-                out.add(node.name)
-    return out
+    """Functions of this file that assert their operands' dtypes are equal, or call a strict kernel (found once each,
+    then every function around them named: no walk per function)."""
+    strict: list[ast.AST] = []
+    if "assert" in ctx.src.text:
+        strict += [n for n in ast.walk(ctx.src.tree) if isinstance(n, ast.Assert) and _compares_dtypes(n.test)]
+    if any(m in ctx.src.text for m in STRICT_KERNEL_MODULES):
+        strict += [c for c in ctx.src.calls if (ctx.qualname(c.func) or "").split(".")[0] in STRICT_KERNEL_MODULES]
+    return {f.name for node in strict for f in ctx.src.ancestors(node) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
 def _compares_dtypes(test: ast.AST) -> bool:
