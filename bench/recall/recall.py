@@ -56,6 +56,8 @@ RUNTIME_DIR = HERE / "runtime"
 RUNTIME: dict[str, tuple[str, tuple[str, ...]]] = {
     "litgpt-rope-cache-half": ("litgpt_rope_cache_half.py", ("lit_gpt/config.py", "lit_gpt/rmsnorm.py")),
     "torchtitan-rope-bf16-apply": ("torchtitan_rope_bf16_apply.py", ()),
+    "olmo-sdpa-mask-fill-nan": ("olmo_sdpa_mask_fill_nan.py", ("olmo/config.py", "olmo/aliases.py", "olmo/beam_search.py",
+                                                                "olmo/exceptions.py", "olmo/initialization.py")),
 }
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
