@@ -58,6 +58,8 @@ RUNTIME: dict[str, tuple[str, tuple[str, ...]]] = {
     "torchtitan-rope-bf16-apply": ("torchtitan_rope_bf16_apply.py", ()),
     "olmo-sdpa-mask-fill-nan": ("olmo_sdpa_mask_fill_nan.py", ("olmo/config.py", "olmo/aliases.py", "olmo/beam_search.py",
                                                                 "olmo/exceptions.py", "olmo/initialization.py")),
+    "openrlhf-actor-logprobs-bf16": ("openrlhf_actor_logprobs_bf16.py", ("openrlhf/models/loss.py", "openrlhf/models/utils.py",
+                                                                          "openrlhf/models/ring_attn_utils.py")),
 }
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
