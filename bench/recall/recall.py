@@ -60,6 +60,7 @@ RUNTIME: dict[str, tuple[str, tuple[str, ...]]] = {
                                                                 "olmo/exceptions.py", "olmo/initialization.py")),
     "openrlhf-actor-logprobs-bf16": ("openrlhf_actor_logprobs_bf16.py", ("openrlhf/models/loss.py", "openrlhf/models/utils.py",
                                                                           "openrlhf/models/ring_attn_utils.py")),
+    "peft-vera-buffers-half": ("peft_vera_buffers_half.py", ()),
 }
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
