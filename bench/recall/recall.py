@@ -63,6 +63,7 @@ RUNTIME: dict[str, tuple[str, tuple[str, ...]]] = {
                                                                           "openrlhf/models/ring_attn_utils.py")),
     "peft-vera-buffers-half": ("peft_vera_buffers_half.py", ()),
     "peft-boft-fp32-outputs": ("peft_boft_fp32_outputs.py", ()),
+    "peft-ia3-bf16-merge-promotion": ("peft_ia3_bf16_merge_promotion.py", ()),
 }
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
