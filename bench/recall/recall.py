@@ -66,6 +66,7 @@ RUNTIME: dict[str, tuple[str, tuple[str, ...]]] = {
     "peft-ia3-bf16-merge-promotion": ("peft_ia3_bf16_merge_promotion.py", ()),
     "peft-intruders-svd-half": ("peft_intruders_svd_half.py", ()),
     "diffusers-mrope-under-autocast": ("diffusers_mrope_under_autocast.py", ()),
+    "diffusers-freeu-fft-complexhalf": ("diffusers_freeu_fft_complexhalf.py", ()),
 }
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
