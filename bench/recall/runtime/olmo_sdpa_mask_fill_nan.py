@@ -7,12 +7,12 @@ olmo/__init__.py imports the tokenizer (and through it more of OLMo): the packag
 config.py imports `omegaconf` (for loading YAML configs, not used here): it is stood in for by empty modules."""
 
 import importlib
-import json
 import sys
 import types
 from pathlib import Path
 
 import torch
+from _common import audited_step
 
 import ampdoctor
 
@@ -38,12 +38,14 @@ opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 ids = torch.randint(0, 128, (2, 16))
 mask = torch.ones(2, 16)
 mask[1, :4] = 0  # the second sequence left-padded by four tokens
-with ampdoctor.audit(policy="bf16-mixed", model=model) as audit:
+
+
+def step():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         logits = model(ids, attention_mask=mask).logits
         loss = torch.nn.functional.cross_entropy(logits.float()[mask.bool()], ids[mask.bool()])
     loss.backward()
     opt.step()
-print(json.dumps([[f.rule_id, getattr(f.severity, "value", str(f.severity))] for f in audit.report.findings]))
-if "-v" in sys.argv:
-    print("\n".join(f"{f.rule_id} {f.location} | {f.message}" for f in audit.report.findings))
+
+
+audited_step(ampdoctor.audit(policy="bf16-mixed", model=model), step)

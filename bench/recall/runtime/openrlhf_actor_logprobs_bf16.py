@@ -9,13 +9,12 @@ them. actor.py imports `peft` (LoRA, used only when it loads a model by name wit
 by empty names."""
 
 import importlib
-import json
 import sys
 import types
 from pathlib import Path
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from _common import audited_step, tiny_llama
 
 import ampdoctor
 
@@ -34,9 +33,7 @@ Actor = importlib.import_module("openrlhf.models.actor").Actor
 PolicyLoss = importlib.import_module("openrlhf.models.loss").PolicyLoss
 
 torch.manual_seed(0)
-cfg = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                  num_key_value_heads=2, max_position_embeddings=64)
-actor = Actor(LlamaForCausalLM._from_config(cfg, dtype=torch.bfloat16))  # as from_pretrained(torch_dtype=bf16) builds it
+actor = Actor(tiny_llama(torch.bfloat16))
 actor.packing_samples = False  # the constructor's default, which it sets only when it loads the model by name
 opt = torch.optim.AdamW(actor.parameters(), lr=1e-3)
 seqs = torch.randint(0, 128, (2, 24))
@@ -46,11 +43,12 @@ with torch.no_grad():
     old_log_probs = actor(seqs, num_actions, attention_mask)
 advantages = torch.randn(2, num_actions)
 action_mask = torch.ones(2, num_actions, dtype=torch.bool)
-with ampdoctor.audit(policy="bf16-true", model=actor) as audit:
+
+
+def step():
     log_probs = actor(seqs, num_actions, attention_mask)
-    loss = PolicyLoss()(log_probs, old_log_probs, advantages, action_mask=action_mask)
-    loss.backward()
+    PolicyLoss()(log_probs, old_log_probs, advantages, action_mask=action_mask).backward()
     opt.step()
-print(json.dumps([[f.rule_id, getattr(f.severity, "value", str(f.severity))] for f in audit.report.findings]))
-if "-v" in sys.argv:
-    print("\n".join(f"{f.rule_id} {f.severity} {f.location} | {f.message}" for f in audit.report.findings))
+
+
+audited_step(ampdoctor.audit(policy="bf16-true", model=actor), step)
