@@ -53,7 +53,7 @@ DEFAULT_CACHE = Path(tempfile.gettempdir()) / "ampdoctor-recall-cache"
 WINDOW = 3
 RUNTIME_DIR = HERE / "runtime"
 # incident -> (driver in bench/recall/runtime/, further files of the repository the driver imports). A driver that
-# imports a whole package (PEFT) reads it from the project extraction, which `--alone` leaves out.
+# imports a whole package (PEFT, diffusers) reads it from the project extraction, which `--alone` leaves out.
 RUNTIME: dict[str, tuple[str, tuple[str, ...]]] = {
     "litgpt-rope-cache-half": ("litgpt_rope_cache_half.py", ("lit_gpt/config.py", "lit_gpt/rmsnorm.py")),
     "torchtitan-rope-bf16-apply": ("torchtitan_rope_bf16_apply.py", ()),
