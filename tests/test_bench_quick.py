@@ -184,6 +184,14 @@ def test_recall_quick_finds_the_synthetic_bugs_before_their_fix_and_none_after(d
     assert recall.split_of("synthetic-grad-scaler-bf16") == "tune"  # sha256 % 3 != 0
 
 
+def test_recall_runtime_reproductions_name_manifest_incidents_and_existing_drivers(docs):
+    recall = load("recall/recall.py")
+    names = {inc.name for inc in recall.load(recall.MANIFEST)}
+    assert set(recall.RUNTIME) <= names, set(recall.RUNTIME) - names
+    missing = [driver for driver, _ in recall.RUNTIME.values() if not (recall.RUNTIME_DIR / driver).is_file()]
+    assert not missing, missing
+
+
 def test_archsweep_quick(docs, capsys, tmp_path):
     """bench/archsweep --quick: llama, gpt2, bert[masked] each one audited bf16-mixed step, clean and with two
     injected faults; the faults are found, the clean llama step has no finding, no ampdoctor failure."""

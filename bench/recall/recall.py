@@ -52,10 +52,21 @@ DEFAULT_MIRRORS = Path(os.environ.get("AMPDOCTOR_MIRRORS", "/work/.mirror"))
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "ampdoctor-recall-cache"
 WINDOW = 3
 RUNTIME_DIR = HERE / "runtime"
-# incident -> (driver in bench/recall/runtime/, further files of the repository the driver imports)
+# incident -> (driver in bench/recall/runtime/, further files of the repository the driver imports). A driver that
+# imports a whole package (PEFT, diffusers) reads it from the project extraction, which `--alone` leaves out.
 RUNTIME: dict[str, tuple[str, tuple[str, ...]]] = {
     "litgpt-rope-cache-half": ("litgpt_rope_cache_half.py", ("lit_gpt/config.py", "lit_gpt/rmsnorm.py")),
     "torchtitan-rope-bf16-apply": ("torchtitan_rope_bf16_apply.py", ()),
+    "olmo-sdpa-mask-fill-nan": ("olmo_sdpa_mask_fill_nan.py", ("olmo/config.py", "olmo/aliases.py", "olmo/beam_search.py",
+                                                                "olmo/exceptions.py", "olmo/initialization.py")),
+    "openrlhf-actor-logprobs-bf16": ("openrlhf_actor_logprobs_bf16.py", ("openrlhf/models/loss.py", "openrlhf/models/utils.py",
+                                                                          "openrlhf/models/ring_attn_utils.py")),
+    "peft-vera-buffers-half": ("peft_vera_buffers_half.py", ()),
+    "peft-boft-fp32-outputs": ("peft_boft_fp32_outputs.py", ()),
+    "peft-ia3-bf16-merge-promotion": ("peft_ia3_bf16_merge_promotion.py", ()),
+    "peft-intruders-svd-half": ("peft_intruders_svd_half.py", ()),
+    "diffusers-mrope-under-autocast": ("diffusers_mrope_under_autocast.py", ()),
+    "diffusers-freeu-fft-complexhalf": ("diffusers_freeu_fft_complexhalf.py", ()),
 }
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 

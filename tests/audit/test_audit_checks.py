@@ -140,3 +140,16 @@ def test_an_op_that_failed_for_another_reason_is_not_blamed_on_promotion(tmp_pat
     assert result.exit_code == 1
     assert [f.name for f in result.report.findings if f.severity is Severity.ERROR] == []
     assert "implicit-dtype-promotion" not in [f.name for f in result.report.findings]
+
+
+def test_a_failure_before_any_recorded_op_is_placed_at_the_failing_call_not_in_the_audit(tmp_path, monkeypatch):
+    # fftn checks its dtype before it dispatches (CPU has no fp16 FFT): no op of the step failed, no operands of two
+    # dtypes met; the error text names the rule, and the finding stands where the script called the transform
+    result = _run_script(tmp_path, monkeypatch, (
+        "conv = torch.nn.Conv2d(4, 4, 3, padding=1).half()\n"
+        "with torch.no_grad():\n"
+        "    h = conv(torch.randn(1, 4, 8, 8, dtype=torch.float16))\n"
+        "    torch.fft.fftn(h, dim=(-2, -1))\n"))
+    assert result.exit_code == 1
+    errors = [f for f in result.report.findings if f.severity is Severity.ERROR]
+    assert [(f.rule_id, f.location.file, f.location.line) for f in errors] == [("AMP130", "step.py", 5)]

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from ampdoctor import dtypes
 from ampdoctor.audit.attribution import attributed, chain_places, folded_into, one_per_place
-from ampdoctor.audit.failure import FailureSite, failure_site, is_dtype_mismatch, is_rope_failure
+from ampdoctor.audit.failure import FailureSite, failure_site, is_dtype_mismatch, is_rope_failure, raise_site
 from ampdoctor.audit.fields import AUTOCAST, BACKWARD, FORWARD, IN_DT, IN_PROD, INNER, MOD, OPTIMIZER, OUT_DT, PHASE
 from ampdoctor.audit.names import module_label, relpath
 from ampdoctor.audit.observe import Observed, observe
@@ -279,7 +279,7 @@ def _with_explanation(found: list[Finding], exc: BaseException, ctx: RuntimeCont
 
     site = ctx.failure
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    where = site.where if site is not None else None
+    where = site.where if site is not None else raise_site(exc)
     known = {g.rule_id for g in found}
     explained = _corroborated(explain_findings(text, location=where), site)
     # a finding about the failure stands at the failing op, or names it beside the line to change

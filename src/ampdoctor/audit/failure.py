@@ -37,6 +37,27 @@ def same_exception(recorded: BaseException, raised: BaseException) -> bool:
     return False
 
 
+def _frames(exc: BaseException) -> list[TracebackType]:
+    """The traceback's frames, less the audit's own (its function mode wraps the calls it watches)."""
+    tb: TracebackType | None = exc.__traceback__
+    frames = []
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(AUDIT_DIR):
+            frames.append(tb)
+        tb = tb.tb_next
+    return frames
+
+
+def raise_site(exc: BaseException) -> Location | None:
+    """The innermost frame outside the audit: where a call failed that reached no recorded op (a composite op's own
+    dtype check, such as an FFT's) and held no tensors of two dtypes."""
+    frames = _frames(exc)
+    if not frames:
+        return None
+    code = frames[-1].tb_frame.f_code
+    return Location(file=relpath(code.co_filename), line=frames[-1].tb_lineno, label=f"in {code.co_name}")
+
+
 def failure_site(trace: Trace, exc: BaseException | None) -> FailureSite | None:
     if exc is None:
         return None
@@ -58,12 +79,7 @@ def _boundary(trace: Trace, exc: BaseException) -> tuple[Location, list[tuple[st
     """A Python-level failure: the innermost of the last three frames that holds float tensors of two dtypes."""
     import torch
 
-    tb: TracebackType | None = exc.__traceback__
-    frames = []
-    while tb is not None:
-        if not tb.tb_frame.f_code.co_filename.startswith(AUDIT_DIR):  # the audit's own frames (its function mode)
-            frames.append(tb)
-        tb = tb.tb_next
+    frames = _frames(exc)
     for tb in reversed(frames[-3:]):
         frame = tb.tb_frame
         tensors = [(k, v) for k, v in frame.f_locals.items() if isinstance(v, torch.Tensor) and v.dtype in FLOATS]

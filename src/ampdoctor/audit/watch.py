@@ -91,15 +91,21 @@ def _to_copy(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) 
             return (Tag.POSITIONS, top, "cast")
     elif src.dtype in (torch.float32, torch.float64) and src.numel() <= 1 << 16:
         s = src.detach()
-        top = float(s.abs().max())
-        if math.isfinite(top) and top >= _INF_AT[out.dtype]:
-            big = s[s.abs() >= _INF_AT[out.dtype]]
+        finite = s.isfinite()
+        whole = bool(finite.all())
+        # The largest finite magnitude: a mask may already hold -inf (a causal mask) beside a finite fill.
+        top = float(s.abs().max()) if whole else float(s[finite].abs().max()) if bool(finite.any()) else 0.0
+        if top >= _INF_AT[out.dtype]:
+            big = s[finite & (s.abs() >= _INF_AT[out.dtype])]
             if s.dim() and big.numel() > 1 and bool((big == big[0]).all()):
                 # One fill constant (a mask's float32 min): not positions, not overflowing activations. A problem only
-                # with a row of nothing else, which softmax turns into NaN once it is -inf (a causal mask's -inf
-                # beside finite scores is harmless).
-                return (Tag.FILL, float(big[0]), out.dtype, "cast") if bool((s == big[0]).all(dim=-1).any()) else None
-        if top > EXACT_INT[out.dtype] and bool((s == s.round()).all()):
+                # where the cast leaves a row with nothing but infinities (the fill, beside the -inf a mask already
+                # held), which softmax turns into NaN (a causal mask's -inf beside finite scores is harmless).
+                lost = (s == big[0]) | (s == math.copysign(math.inf, float(big[0])))
+                made = lost.all(dim=-1) & (s == big[0]).any(dim=-1)
+                return (Tag.FILL, float(big[0]), out.dtype, "cast") if bool(made.any()) else None
+        # Positions are finite: a tensor with infinities in it is a mask.
+        if whole and top > EXACT_INT[out.dtype] and bool((s == s.round()).all()):
             return (Tag.POSITIONS, top, "cast")
     return None
 
@@ -198,6 +204,17 @@ def _scalar_tensor(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: 
     return None
 
 
+def _masked_fill_(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
+    # AMP133: a finite fill in place right after a cast to half repairs the infinities the cast made.
+    value = args[2] if len(args) > 2 else kwargs.get("value")
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not no_values(value):
+        value = float(value)
+    dst = args[0] if args else None
+    if isinstance(dst, torch.Tensor) and dst.dtype in _HALF and isinstance(value, (int, float)) and math.isfinite(value):
+        return (Tag.REFILL,)
+    return None
+
+
 def _overloads(packet: Any) -> list:
     return [getattr(packet, name) for name in packet.overloads()]
 
@@ -230,6 +247,8 @@ def _build() -> tuple[dict[int, Callable[..., Any]], frozenset[int]]:
     add(aten._to_copy.default, _to_copy)
     add(aten.ones_like.default, _ones_like)
     add(aten.scalar_tensor.default, _scalar_tensor)
+    for op in (aten.masked_fill_.Scalar, aten.masked_fill_.Tensor):
+        add(op, _masked_fill_)
     for op in (aten.cos.default, aten.sin.default):
         add(op, _trig)
     for op in (aten.lerp_.Scalar, aten._foreach_lerp_.Scalar):

@@ -1,0 +1,30 @@
+"""Runtime reproduction of peft-boft-fp32-outputs: PEFT's own package (BOFT, `get_peft_model` with its defaults),
+imported unmodified from the extracted tree (argv[1]/src), on a tiny bf16 Llama; one training step of the adapter
+under ``ampdoctor.audit(policy="bf16-true")``. Prints the findings as JSON.
+
+BOFT builds a CUDA extension when it can; the extracted tree holds no C++/CUDA sources, so it takes its own
+torch fallback (block_diag), as on a machine without a GPU."""
+
+import sys
+from pathlib import Path
+
+import torch
+from _common import audited_step, tiny_llama
+
+import ampdoctor
+
+sys.path.insert(0, str(Path(sys.argv[1]) / "src"))
+from peft import BOFTConfig, get_peft_model  # noqa: E402
+
+torch.manual_seed(0)
+model = get_peft_model(tiny_llama(torch.bfloat16), BOFTConfig(boft_block_size=4, target_modules=["q_proj", "v_proj"]))
+opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+ids = torch.randint(0, 128, (2, 16))
+
+
+def step():
+    model(input_ids=ids, labels=ids).loss.backward()
+    opt.step()
+
+
+audited_step(ampdoctor.audit(policy="bf16-true", model=model), step)
