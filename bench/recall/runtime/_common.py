@@ -30,3 +30,29 @@ def audited_step(audit, step: Callable[[], None]) -> None:
     if "-v" in sys.argv:
         print("\n".join(f"{f.rule_id} {f.severity} {f.location} | {f.message}" for f in findings), file=sys.stderr)
     print(json.dumps([[f.rule_id, getattr(f.severity, "value", str(f.severity))] for f in findings]))
+
+
+def peft_adapter_step(extracted: str, config_of: Callable[[object], object], after: Callable[[object, torch.Tensor], None] | None = None,
+                      **wrap: object) -> None:
+    """PEFT's own package imported unmodified from the extracted tree (`extracted`/src): `get_peft_model` (with `wrap`)
+    with the config `config_of(peft)` makes, on a tiny bf16 Llama, and one audited training step of the adapter under
+    ``ampdoctor.audit(policy="bf16-true")`` (then `after(model, ids)`, inside the audit, if given)."""
+    from pathlib import Path
+
+    import ampdoctor
+
+    sys.path.insert(0, str(Path(extracted) / "src"))
+    import peft
+
+    torch.manual_seed(0)
+    model = peft.get_peft_model(tiny_llama(torch.bfloat16), config_of(peft), **wrap)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+    ids = torch.randint(0, 128, (2, 16))
+
+    def step() -> None:
+        model(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+        if after is not None:
+            after(model, ids)
+
+    audited_step(ampdoctor.audit(policy="bf16-true", model=model), step)

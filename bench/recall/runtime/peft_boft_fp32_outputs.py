@@ -6,25 +6,7 @@ BOFT builds a CUDA extension when it can; the extracted tree holds no C++/CUDA s
 torch fallback (block_diag), as on a machine without a GPU."""
 
 import sys
-from pathlib import Path
 
-import torch
-from _common import audited_step, tiny_llama
+from _common import peft_adapter_step
 
-import ampdoctor
-
-sys.path.insert(0, str(Path(sys.argv[1]) / "src"))
-from peft import BOFTConfig, get_peft_model  # noqa: E402
-
-torch.manual_seed(0)
-model = get_peft_model(tiny_llama(torch.bfloat16), BOFTConfig(boft_block_size=4, target_modules=["q_proj", "v_proj"]))
-opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
-ids = torch.randint(0, 128, (2, 16))
-
-
-def step():
-    model(input_ids=ids, labels=ids).loss.backward()
-    opt.step()
-
-
-audited_step(ampdoctor.audit(policy="bf16-true", model=model), step)
+peft_adapter_step(sys.argv[1], lambda peft: peft.BOFTConfig(boft_block_size=4, target_modules=["q_proj", "v_proj"]))

@@ -4,29 +4,16 @@ of the adapter, then PEFT's `merge_and_unload` and a forward of the merged model
 the findings as JSON."""
 
 import sys
-from pathlib import Path
 
 import torch
-from _common import audited_step, tiny_llama
-
-import ampdoctor
-
-sys.path.insert(0, str(Path(sys.argv[1]) / "src"))
-from peft import IA3Config, get_peft_model  # noqa: E402
-
-torch.manual_seed(0)
-model = get_peft_model(tiny_llama(torch.bfloat16), IA3Config(target_modules=["q_proj", "v_proj", "down_proj"],
-                                                             feedforward_modules=["down_proj"]))
-opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
-ids = torch.randint(0, 128, (2, 16))
+from _common import peft_adapter_step
 
 
-def step():
-    model(input_ids=ids, labels=ids).loss.backward()
-    opt.step()
+def merge_and_run(model, ids):
     merged = model.merge_and_unload()
     with torch.no_grad():
         merged(input_ids=ids)
 
 
-audited_step(ampdoctor.audit(policy="bf16-true", model=model), step)
+peft_adapter_step(sys.argv[1], lambda peft: peft.IA3Config(target_modules=["q_proj", "v_proj", "down_proj"],
+                                                           feedforward_modules=["down_proj"]), merge_and_run)

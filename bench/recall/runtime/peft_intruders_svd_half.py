@@ -6,31 +6,16 @@ the trained model and a forward with the adapter it makes. Prints the findings a
 
 import importlib
 import sys
-from pathlib import Path
 
 import torch
-from _common import audited_step, tiny_llama
-
-import ampdoctor
-
-sys.path.insert(0, str(Path(sys.argv[1]) / "src"))
-from peft import LoraConfig, get_peft_model  # noqa: E402
-
-reduce_intruder_dimension = importlib.import_module("peft.tuners.lora.intruders").reduce_intruder_dimension
-
-torch.manual_seed(0)
-model = get_peft_model(tiny_llama(torch.bfloat16), LoraConfig(r=4, target_modules=["q_proj", "v_proj"]),
-                       autocast_adapter_dtype=False)
-opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
-ids = torch.randint(0, 128, (2, 16))
+from _common import peft_adapter_step
 
 
-def step():
-    model(input_ids=ids, labels=ids).loss.backward()
-    opt.step()
-    reduce_intruder_dimension(model, logging_sink=None)
+def reduce_and_run(model, ids):
+    importlib.import_module("peft.tuners.lora.intruders").reduce_intruder_dimension(model, logging_sink=None)
     with torch.no_grad():
         model(input_ids=ids)
 
 
-audited_step(ampdoctor.audit(policy="bf16-true", model=model), step)
+peft_adapter_step(sys.argv[1], lambda peft: peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"]), reduce_and_run,
+                  autocast_adapter_dtype=False)

@@ -3,25 +3,7 @@ autocast_adapter_dtype=True), imported unmodified from the extracted tree (argv[
 training step of the adapter under ``ampdoctor.audit(policy="bf16-true")``. Prints the findings as JSON."""
 
 import sys
-from pathlib import Path
 
-import torch
-from _common import audited_step, tiny_llama
+from _common import peft_adapter_step
 
-import ampdoctor
-
-sys.path.insert(0, str(Path(sys.argv[1]) / "src"))
-from peft import VeraConfig, get_peft_model  # noqa: E402
-
-torch.manual_seed(0)
-model = get_peft_model(tiny_llama(torch.bfloat16), VeraConfig(r=8, target_modules=["q_proj", "v_proj"]))
-opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
-ids = torch.randint(0, 128, (2, 16))
-
-
-def step():
-    model(input_ids=ids, labels=ids).loss.backward()
-    opt.step()
-
-
-audited_step(ampdoctor.audit(policy="bf16-true", model=model), step)
+peft_adapter_step(sys.argv[1], lambda peft: peft.VeraConfig(r=8, target_modules=["q_proj", "v_proj"]))
