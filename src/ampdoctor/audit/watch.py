@@ -204,15 +204,18 @@ def _scalar_tensor(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: 
     return None
 
 
-def _masked_fill_(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
-    # AMP133: a finite fill in place right after a cast to half repairs the infinities the cast made.
+def _masked_fill(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
+    # AMP133: a finite fill of a cast's half result (in place, or a copy the code goes on with) repairs the infinities
+    # the cast made, when no row is left with nothing but infinities; a fill elsewhere (another mask's positions)
+    # repairs nothing. Larger than the casts judged (`_to_copy`), it cannot be their result: not read.
     value = args[2] if len(args) > 2 else kwargs.get("value")
     if isinstance(value, torch.Tensor) and value.numel() == 1 and not no_values(value):
         value = float(value)
-    dst = args[0] if args else None
-    if isinstance(dst, torch.Tensor) and dst.dtype in _HALF and isinstance(value, (int, float)) and math.isfinite(value):
-        return (Tag.REFILL,)
-    return None
+    if not (isinstance(out, torch.Tensor) and out.dtype in _HALF and isinstance(value, (int, float)) and math.isfinite(value)):
+        return None
+    if no_values(out) or out.numel() > 1 << 16 or (out.dim() and bool(out.isinf().all(dim=-1).any())):
+        return None
+    return (Tag.REFILL,)
 
 
 def _overloads(packet: Any) -> list:
@@ -247,8 +250,8 @@ def _build() -> tuple[dict[int, Callable[..., Any]], frozenset[int]]:
     add(aten._to_copy.default, _to_copy)
     add(aten.ones_like.default, _ones_like)
     add(aten.scalar_tensor.default, _scalar_tensor)
-    for op in (aten.masked_fill_.Scalar, aten.masked_fill_.Tensor):
-        add(op, _masked_fill_)
+    for op in (aten.masked_fill_.Scalar, aten.masked_fill_.Tensor, aten.masked_fill.Scalar, aten.masked_fill.Tensor):
+        add(op, _masked_fill)
     for op in (aten.cos.default, aten.sin.default):
         add(op, _trig)
     for op in (aten.lerp_.Scalar, aten._foreach_lerp_.Scalar):
