@@ -104,9 +104,12 @@ def _to_copy(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) 
                 lost = (s == big[0]) | (s == math.copysign(math.inf, float(big[0])))
                 made = lost.all(dim=-1) & (s == big[0]).any(dim=-1)
                 return (Tag.FILL, float(big[0]), out.dtype, "cast") if bool(made.any()) else None
-        # Positions are finite: a tensor with infinities in it is a mask.
+        # Positions are finite, and more than one negative constant beside zeros: a tensor with infinities in it, or
+        # zeros and one fill (`(1 - keep) * -10000.0`), is an additive mask.
         if whole and top > EXACT_INT[out.dtype] and bool((s == s.round()).all()):
-            return (Tag.POSITIONS, top, "cast")
+            low = s.min()
+            if not (bool(low < 0) and bool(((s == 0) | (s == low)).all())):
+                return (Tag.POSITIONS, top, "cast")
     return None
 
 
