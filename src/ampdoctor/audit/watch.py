@@ -25,8 +25,9 @@ _INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 def no_values(t: torch.Tensor) -> bool:
     """Tensors whose values the audit does not read: fake/meta ones have none, reading a subclass's (a DTensor
     shard) from inside the dispatch mode would run the subclass's own dispatch (sharding propagation) again, and a
-    sparse one's have no kernels for the reductions and indexing the audit reads them with."""
-    return type(t) not in (torch.Tensor, torch.nn.Parameter) or t.device.type == "meta" or t.layout is not torch.strided
+    sparse or nested one's have no kernels for the reductions and indexing the audit reads them with."""
+    return type(t) not in (torch.Tensor, torch.nn.Parameter) or t.device.type == "meta" or t.layout is not torch.strided \
+        or t.is_nested
 
 
 def _shapes(a: Any) -> Any:
