@@ -106,13 +106,17 @@ def _to_copy(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) 
                 lost = (s == big[0]) | (s == math.copysign(math.inf, float(big[0])))
                 made = lost.all(dim=-1) & (s == big[0]).any(dim=-1)
                 return (Tag.FILL, float(big[0]), out.dtype, "cast") if bool(made.any()) else None
-        # Positions are finite, and more than one negative constant beside zeros: a tensor with infinities in it, or
-        # zeros and one fill (`(1 - keep) * -10000.0`), is an additive mask.
-        if whole and top > EXACT_INT[out.dtype] and bool((s == s.round()).all()):
-            low = s.min()
-            if not (bool(low < 0) and bool(((s == 0) | (s == low)).all())):
-                return (Tag.POSITIONS, top, "cast")
+        # Positions are finite: a tensor with infinities in it is a mask.
+        if whole and top > EXACT_INT[out.dtype] and bool((s == s.round()).all()) and not _additive_mask(s):
+            return (Tag.POSITIONS, top, "cast")
     return None
+
+
+def _additive_mask(s: torch.Tensor) -> bool:
+    """Zeros beside one negative constant (`(1 - keep) * -10000.0`, a key padded with float32's min): a mask added to
+    attention scores, whole numbers but no positions."""
+    low = s.min()
+    return bool(low < 0) and bool(((s == 0) | (s == low)).all())
 
 
 def _ones_like(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
