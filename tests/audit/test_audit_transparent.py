@@ -106,3 +106,22 @@ def test_audit_step_runs_a_train_step_and_keeps_results():
     assert a.report.findings == ()
     assert a.output.dtype == torch.bfloat16  # autocast applied by the policy
     assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters()))
+
+
+def test_sparse_and_nested_tensors_cast_to_half_pass_through_the_audit():
+    # a graph's adjacency (COO, CSR) or a batch of ragged sequences (nested) made half: the value watches read plain
+    # strided tensors only (reductions and boolean indexing have no sparse or nested kernels), and the script gets
+    # its tensors as without the audit
+    coo = torch.sparse_coo_tensor(torch.tensor([[0, 1, 2], [1, 0, 2]]), torch.tensor([3.0, -1e9, 500.0]), (3, 3))
+    csr = torch.tensor([[0.0, 700.0], [-1e9, 0.0]]).to_sparse_csr()
+    nested = torch.nested.nested_tensor([torch.tensor([1.0, -1e9]), torch.tensor([300.0, 3.0, -1e9])])
+
+    def casts():
+        return [coo.to(torch.bfloat16).to_dense(), csr.to(torch.float16).to_dense(), coo.long().to(torch.bfloat16).to_dense(),
+                coo.to(torch.bfloat16).sin().to_dense(), nested.to(torch.bfloat16).to_padded_tensor(0.0)]
+
+    plain = casts()
+    with audit("bf16-true"):
+        audited = casts()
+    for a, b in zip(audited, plain):
+        assert torch.equal(a, b)

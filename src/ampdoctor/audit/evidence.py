@@ -54,8 +54,9 @@ class Tag(str, enum.Enum):
     # a finite constant that became inf in a half tensor: (FILL, the number, the dtype, "fill" for a Python number
     # made into the tensor, "cast" for an fp32 tensor holding it, such as a mask filled with float32's min, cast to half)
     FILL = "fill"
-    # a finite number written in place into a half tensor by masked_fill_ (`mask.masked_fill_(mask == -inf,
-    # finfo(half).min)`): code that replaces the infinities a cast just made: (REFILL,)
+    # a finite number written into a half tensor by masked_fill_ or masked_fill (`mask.masked_fill_(mask == -inf,
+    # finfo(half).min)`) that leaves no row of nothing but infinities: code that replaces the infinities a cast just
+    # made: (REFILL,)
     REFILL = "refill"
 
 

@@ -23,9 +23,11 @@ _INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
 def no_values(t: torch.Tensor) -> bool:
-    """Tensors whose values the audit does not read: fake/meta ones have none, and reading a subclass's (a DTensor
-    shard) from inside the dispatch mode would run the subclass's own dispatch (sharding propagation) again."""
-    return type(t) not in (torch.Tensor, torch.nn.Parameter) or t.device.type == "meta"
+    """Tensors whose values the audit does not read: fake/meta ones have none, reading a subclass's (a DTensor
+    shard) from inside the dispatch mode would run the subclass's own dispatch (sharding propagation) again, and a
+    sparse or nested one's have no kernels for the reductions and indexing the audit reads them with."""
+    return type(t) not in (torch.Tensor, torch.nn.Parameter) or t.device.type == "meta" or t.layout is not torch.strided \
+        or t.is_nested
 
 
 def _shapes(a: Any) -> Any:
@@ -105,9 +107,16 @@ def _to_copy(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) 
                 made = lost.all(dim=-1) & (s == big[0]).any(dim=-1)
                 return (Tag.FILL, float(big[0]), out.dtype, "cast") if bool(made.any()) else None
         # Positions are finite: a tensor with infinities in it is a mask.
-        if whole and top > EXACT_INT[out.dtype] and bool((s == s.round()).all()):
+        if whole and top > EXACT_INT[out.dtype] and bool((s == s.round()).all()) and not _additive_mask(s):
             return (Tag.POSITIONS, top, "cast")
     return None
+
+
+def _additive_mask(s: torch.Tensor) -> bool:
+    """Zeros beside one negative constant (`(1 - keep) * -10000.0`, a key padded with float32's min): a mask added to
+    attention scores, whole numbers but no positions."""
+    low = s.min()
+    return bool(low < 0) and bool(((s == 0) | (s == low)).all())
 
 
 def _ones_like(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
@@ -204,15 +213,18 @@ def _scalar_tensor(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: 
     return None
 
 
-def _masked_fill_(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
-    # AMP133: a finite fill in place right after a cast to half repairs the infinities the cast made.
+def _masked_fill(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
+    # AMP133: a finite fill of a cast's half result (in place, or a copy the code goes on with) repairs the infinities
+    # the cast made, when no row is left with nothing but infinities; a fill elsewhere (another mask's positions)
+    # repairs nothing. Larger than the casts judged (`_to_copy`), it cannot be their result: not read.
     value = args[2] if len(args) > 2 else kwargs.get("value")
     if isinstance(value, torch.Tensor) and value.numel() == 1 and not no_values(value):
         value = float(value)
-    dst = args[0] if args else None
-    if isinstance(dst, torch.Tensor) and dst.dtype in _HALF and isinstance(value, (int, float)) and math.isfinite(value):
-        return (Tag.REFILL,)
-    return None
+    if not (isinstance(out, torch.Tensor) and out.dtype in _HALF and isinstance(value, (int, float)) and math.isfinite(value)):
+        return None
+    if no_values(out) or out.numel() > 1 << 16 or (out.dim() and bool(out.isinf().all(dim=-1).any())):
+        return None
+    return (Tag.REFILL,)
 
 
 def _overloads(packet: Any) -> list:
@@ -247,8 +259,8 @@ def _build() -> tuple[dict[int, Callable[..., Any]], frozenset[int]]:
     add(aten._to_copy.default, _to_copy)
     add(aten.ones_like.default, _ones_like)
     add(aten.scalar_tensor.default, _scalar_tensor)
-    for op in (aten.masked_fill_.Scalar, aten.masked_fill_.Tensor):
-        add(op, _masked_fill_)
+    for op in (aten.masked_fill_.Scalar, aten.masked_fill_.Tensor, aten.masked_fill.Scalar, aten.masked_fill.Tensor):
+        add(op, _masked_fill)
     for op in (aten.cos.default, aten.sin.default):
         add(op, _trig)
     for op in (aten.lerp_.Scalar, aten._foreach_lerp_.Scalar):

@@ -239,8 +239,9 @@ def fill_became_inf(ctx: RuntimeContext) -> Iterator[Hit]:
     or an fp32 mask filled with float32's min, with a fully masked row, cast to half. A warning: the step runs on, and
     only fully masked rows turn NaN (the crash of masked_fill is the error the catalog names)."""
     t = ctx.trace
-    # A cast whose result is then filled in place with a finite number (`bias.masked_fill_(bias == -inf,
-    # finfo(bias.dtype).min)`, the fix this rule asks for) does not pass its infinities on.
+    # A cast whose result is then filled with a finite number, in place or into the copy the code goes on with, so
+    # that no row is left all infinite (`bias.masked_fill_(bias == -inf, finfo(bias.dtype).min)`, the fix this rule
+    # asks for), does not pass its infinities on.
     refilled = {op.producers[0] for op in t.tagged(Tag.REFILL) if op.producers}
     for op in t.tagged(Tag.FILL):
         if op.seq in refilled:
