@@ -276,7 +276,7 @@ def read(doc: Document) -> Reading:
     half = BF16 if bf16 else FP16 if fp16 else None
     half_at = doc.at("bf16") if bf16 else doc.at("fp16")
     fsdp = _fsdp_key(doc)
-    params, params_at = (FP32, model_at) if cfg.fact("adapters_only") else (model_dtype, model_at)
+    params, params_at = FP32 if cfg.fact("adapters_only") else model_dtype, model_at
     if fsdp is not None and half is not None and params in (BF16, FP16) and _fsdp_upcasts(doc):
         # accelerate's FSDP preparation upcasts trainable low-precision parameters to fp32 whenever mixed
         # precision is on (FSDP's own param_dtype does the compute cast): the optimizer steps fp32 masters.

@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
 
 
-
-
 @code_check("AMP005", triggers=("rotary", "rope", "Rotary", "RoPE"),
             also=(("float()", "float32", "torch.float", "double()", "bfloat16", "float16", ".half()"),
                   ("assert", "flash_attn", "vllm"), ("dtype", "flash_attn", "vllm")))  # a strict kernel or a dtype assert
