@@ -390,6 +390,9 @@ def fp32_embeddings_into_bf16_model(model, cfg, batch, step):
     model.to(torch.bfloat16)
     batch["inputs_embeds"] = embeds
     del batch["input_ids"]
+    if "labels" in batch and "decoder_input_ids" not in batch and hasattr(model, "prepare_decoder_input_ids_from_labels"):
+        # an encoder-decoder that derives its decoder inputs from `input_ids` (FSMT) has none left to derive them from
+        batch["decoder_input_ids"] = model.prepare_decoder_input_ids_from_labels(labels=batch["labels"])
     step.autocast_dtype = None
     step.policy = "bf16-true"
     ran = []

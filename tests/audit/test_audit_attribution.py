@@ -248,6 +248,30 @@ def test_fp32_embeddings_through_a_weight_upcasting_norm_are_the_unconverted_inp
     assert [(f.rule_id, f.severity.value) for f in a.report.findings if f.severity is not Severity.INFO] == [("AMP131", "error")]
 
 
+class _TableFollowsInput(nn.Module):
+    """A position table that follows its input's dtype and is stored back (CTRL's shape)."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.register_buffer("table", torch.randn(8, dim), persistent=False)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, x):
+        self.table = self.table.to(dtype=x.dtype)
+        return self.norm(x + self.table[: x.shape[1]])
+
+
+@pytest.mark.parametrize("watched", [True, False], ids=["model-given", "model-found"])
+def test_a_buffer_recast_to_the_input_dtype_and_stored_back_leaves_the_input_the_cause(watched):
+    # The model was cast to bf16 before the audit; during the step the buffer is replaced by its fp32 cast. The
+    # replaced bf16 tensor is still the model's (scanned when the step began), so the fp32 operand is the input's.
+    model = _TableFollowsInput(16).to(torch.bfloat16)
+    with pytest.raises(RuntimeError):
+        with audit("bf16-true", model=model if watched else None) as a:
+            model(torch.randn(2, 4, 16)).float().sum().backward()
+    assert [(f.rule_id, f.severity.value) for f in a.report.findings if f.severity is not Severity.INFO] == [("AMP131", "error")]
+
+
 class _LoraLinear(nn.Module):
     """A LoRA layer written for fp32 adapters: it upcasts its input for them."""
 

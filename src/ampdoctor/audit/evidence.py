@@ -132,3 +132,6 @@ class BufferScan:
     shape: tuple
     when: str  # "before" or "after"
     ref: Callable[[], Any]  # weakref of the tensor
+    # The tensor as the record knows it when scanned (its producing op, or minus its id if no recorded op made it):
+    # it names the tensor in the record after the step replaced it.
+    prod: int | None = None

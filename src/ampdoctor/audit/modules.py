@@ -134,7 +134,8 @@ class ModuleTracking:
         items = list(m._buffers.items()) + [(k, v) for k, v in vars(m).items() if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter)]
         for name, t in items:
             if isinstance(t, torch.Tensor) and t.dtype in _FLOATS:
-                self.module_scans.append(BufferScan(idx, name, t.dtype, tuple(t.shape), when, weakref.ref(t)))
+                prod = self.producer_of(t)  # type: ignore[attr-defined]  (the Recorder this mixes into)
+                self.module_scans.append(BufferScan(idx, name, t.dtype, tuple(t.shape), when, weakref.ref(t), prod if prod >= 0 else -id(t)))
 
     def _hook_modules(self) -> None:
         """The global module forward hooks: installed on entry and again when a sample resumes."""

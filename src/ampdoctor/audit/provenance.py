@@ -56,6 +56,10 @@ class Trace:
             ref = rec.produced.get(tid)
             if ref is not None and ref() is not None:
                 self.named_seq[rec.producers[tid]] = name
+        # a buffer made by a recorded op (the model's `.to(bf16)` in an audited script) that the step then replaced
+        for scan in rec.module_scans:
+            if scan.when == "before" and scan.prod is not None and scan.prod >= 0:
+                self.named_seq.setdefault(scan.prod, self._scan_name(scan))
         self._trig: dict[int, bool] = {}
         self._op_names: dict[int, str] = {}  # op id (a record's FUNC) -> name
         self._recorded: frozenset[str] | None = None  # `recorded()`
@@ -190,7 +194,16 @@ class Trace:
                 for k, t in tensors:
                     if t is not None:
                         out.setdefault(id(t), f"{full}.{k}" if full else k)
+        # A buffer the step replaced (`self.table = self.table.to(x.dtype)`) is no longer in its module after the
+        # step, but the ops read it under the id it had when the step began: it is still the model's named tensor.
+        for scan in self.rec.module_scans:
+            if scan.when == "before" and scan.prod is not None and scan.prod < 0:
+                out.setdefault(-scan.prod, self._scan_name(scan))
         return out
+
+    def _scan_name(self, scan: BufferScan) -> str:
+        owner = self.names[scan.module] if 0 <= scan.module < len(self.names) else None
+        return f"{owner}.{scan.name}" if owner else scan.name
 
     def module(self, idx: int) -> str | None:
         return self.names[idx] if idx is not None and idx >= 0 else None
@@ -296,7 +309,7 @@ class Trace:
         the dtype of what it gets, `torch.tensor(scale, dtype=x.dtype)`, decides nothing.)"""
         outside = False
         for s, visit in _walk_back(prods, limit):
-            if s in self.named_seq:
+            if s in self.named_seq and not self._recast_named(s):
                 return False
             ins = [(d, p) for d, p in self.float_inputs(s) if d == dtype]
             inside = self.records[s][MOD] is not None and self.records[s][MOD] >= 0
@@ -321,6 +334,13 @@ class Trace:
                     return False
                 outside = True
         return outside
+
+    def _recast_named(self, seq: int) -> bool:
+        """Is this named tensor a cast of a named tensor made during the step (`self.table =
+        self.table.to(x.dtype)`)? Then it is the model's tensor following another dtype, as a cast that is not
+        stored back would be, not a tensor the model keeps in that dtype."""
+        ins = self.float_inputs(seq)
+        return self.op(seq) == "aten::_to_copy" and bool(ins) and self._named(self.source(ins[0][1]))
 
     def _named(self, prod: int) -> bool:
         """Is this a parameter, buffer or tensor attribute of a module?"""

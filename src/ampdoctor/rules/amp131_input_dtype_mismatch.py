@@ -27,7 +27,7 @@ def batch_in_another_dtype(ctx: RuntimeContext) -> Iterator[Hit]:
     call = ctx.trace.user_call(site.where.module)
     moved = call is not None and (call.file, call.line) != (site.where.file, site.where.line)
     where, related = (call, (site.where,)) if moved else (site.where, ())
-    yield Hit(f"{site.head}: the {name_of(given)} operand never was {name_of(dtype)} inside the model, so the inputs entered it as "
-              f"{name_of(given)} and met the {name_of(dtype)} weights of {weight}; cast them where they enter the model "
+    yield Hit(f"{site.head}: the {name_of(given)} operand comes from inputs that entered the model as {name_of(given)}, and "
+              f"nothing inside it made them {name_of(dtype)} before they met the {name_of(dtype)} weights of {weight}; cast them where they enter the model "
               f"(`x.to({name_of(dtype)})`), or run the forward under autocast with the model kept fp32",
               where, related=related, severity=Severity.ERROR, details={"input_dtype": name_of(given), "module": weight, "weight_dtype": name_of(dtype)})
