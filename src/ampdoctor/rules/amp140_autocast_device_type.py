@@ -9,8 +9,9 @@ import ast
 from typing import Iterator
 
 from ampdoctor.core.registry import code_check
-from ampdoctor.lint.python.context import CodeHit, Context, calls_named
+from ampdoctor.lint.python.context import CodeHit, Context, calls_named, in_class
 from ampdoctor.lint.python.dataflow import autocast_argument
+from ampdoctor.lint.python.project import cpu_autocast_line
 from ampdoctor.lint.python.resolve import dotted
 
 # What reads autocast's state or dtype for a device other than CUDA (or for whichever device a tensor is on).
@@ -28,6 +29,22 @@ def device_object_as_device_type(ctx: Context) -> Iterator[CodeHit]:
         if made is not None:
             yield arg, (f"`{ast.unparse(arg)}` is a `torch.device` ({made}), but autocast takes the device type as a "
                         f"string and raises a TypeError on it: pass `{ast.unparse(arg)}.type`")
+
+
+@code_check("AMP140", triggers=("autocast",), also=(("float32", "torch.float"),))
+def fp32_region_pinned_to_cuda(ctx: Context) -> Iterator[CodeHit]:
+    # diffusers PR#12814: a model's forward decorated `@torch.autocast(device_type="cuda", dtype=torch.float32)` to
+    # keep its time embedding in fp32. Autocast state is per device type: under CPU, MPS or XPU autocast this
+    # region changes nothing, and the embedding runs in the half dtype of the weights or of the ambient autocast.
+    for call, _ in calls_named(ctx, frozenset({"torch.autocast"})):
+        device = autocast_argument(call, "torch.autocast", "device_type")
+        dtype = autocast_argument(call, "torch.autocast", "dtype")
+        if not (_is_cuda(device) and dtype is not None and ctx.qualname(dtype) in ("torch.float32", "torch.float")):
+            continue
+        if in_class(ctx, call):  # model code, which runs on whatever device the model is put on
+            yield call, ("an fp32 autocast region pinned to CUDA: on any other device (CPU, MPS, XPU) it changes "
+                         "nothing, and this code runs in the half dtype of the weights or of that device's autocast; "
+                         "cast explicitly (`.float()`, or keep the module in fp32) or take the device type from the input")
 
 
 def _device_object(ctx: Context, expr: ast.expr | None, scope: ast.AST, depth: int = 0) -> str | None:
@@ -49,10 +66,16 @@ def _device_object(ctx: Context, expr: ast.expr | None, scope: ast.AST, depth: i
     return None
 
 
-@code_check("AMP140", triggers=("is_autocast_enabled",), also=(("cpu", "get_autocast_dtype"),))
+@code_check("AMP140", triggers=("is_autocast_enabled",), also=(("cpu", "get_autocast_dtype"),), project=True)
 def cuda_state_guards_other_devices(ctx: Context) -> Iterator[CodeHit]:
     # OLMo PR#339 (pytorch#110966): `torch.is_autocast_enabled()` without an argument is CUDA's state only; under
-    # CPU autocast it is False, so the CPU branch it guards (`get_autocast_cpu_dtype()`) never runs.
+    # CPU autocast it is False, so the CPU branch it guards (`get_autocast_cpu_dtype()`) never runs. That matters
+    # where the code is run under CPU autocast: the file or another of its project (OLMo's tests) enters it. A
+    # project that autocasts on CUDA only never reaches the dead branch (composer's precision contexts).
+    line = cpu_autocast_line(ctx.src.text)
+    entered = f"line {line}" if line is not None else (ctx.project.cpu_autocast.describe() if ctx.project.cpu_autocast else None)
+    if entered is None:
+        return
     for call, _ in calls_named(ctx, frozenset({"torch.is_autocast_enabled"})):
         if call.args or call.keywords:
             continue
@@ -63,7 +86,8 @@ def cuda_state_guards_other_devices(ctx: Context) -> Iterator[CodeHit]:
         if other is not None:
             node, what = other
             yield call, (f"`torch.is_autocast_enabled()` without a device reads CUDA's autocast state only, so {what} "
-                         f"(line {node.lineno}), which it guards, never runs under CPU autocast: use "
+                         f"(line {node.lineno}), which it guards, never runs under CPU autocast, which this code is run "
+                         f"under ({entered}): use "
                          "`torch.is_autocast_enabled(x.device.type)` (torch>=2.4) or also test `torch.is_autocast_cpu_enabled()`")
 
 

@@ -22,3 +22,9 @@ def cast_bias(bias: torch.Tensor, input_dtype: torch.dtype) -> torch.Tensor:
     if not torch.is_autocast_enabled():  # ampdoctor: expect[AMP140]
         return bias.to(input_dtype)
     return bias.to(torch.get_autocast_dtype(bias.device.type))
+
+
+def smoke_test_on_cpu(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    # the file runs its own code under CPU autocast: the branches above are meant for it
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return model(x)
