@@ -1,5 +1,5 @@
-"""AMP140 autocast-device-type: autocast is entered with a `torch.device`, or CUDA's autocast state is read for
-another device.
+"""AMP140 autocast-device-type: autocast is given a `torch.device` where it takes a device-type string, CUDA's
+autocast state is read for code that runs on another device, or a model's fp32 region is pinned to CUDA.
 
 Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP140`)."""
 
@@ -73,7 +73,8 @@ def cuda_state_guards_other_devices(ctx: Context) -> Iterator[CodeHit]:
     # where the code is run under CPU autocast: the file or another of its project (OLMo's tests) enters it. A
     # project that autocasts on CUDA only never reaches the dead branch (composer's precision contexts).
     line = cpu_autocast_line(ctx.src.text)
-    entered = f"line {line}" if line is not None else (ctx.project.cpu_autocast.describe() if ctx.project.cpu_autocast else None)
+    entered = (f"autocast entered on the CPU at line {line}" if line is not None
+               else ctx.project.cpu_autocast.describe() if ctx.project.cpu_autocast else None)
     if entered is None:
         return
     for call, _ in calls_named(ctx, frozenset({"torch.is_autocast_enabled"})):
@@ -86,9 +87,9 @@ def cuda_state_guards_other_devices(ctx: Context) -> Iterator[CodeHit]:
         if other is not None:
             node, what = other
             yield call, (f"`torch.is_autocast_enabled()` without a device reads CUDA's autocast state only, so {what} "
-                         f"(line {node.lineno}), which it guards, never runs under CPU autocast, which this code is run "
-                         f"under ({entered}): use "
-                         "`torch.is_autocast_enabled(x.device.type)` (torch>=2.4) or also test `torch.is_autocast_cpu_enabled()`")
+                         f"(line {node.lineno}), which it guards, never runs under CPU autocast, which this code meets: "
+                         f"{entered}; use `torch.is_autocast_enabled(x.device.type)` (torch>=2.4) or also test "
+                         "`torch.is_autocast_cpu_enabled()`")
 
 
 def _guarded(ctx: Context, call: ast.Call) -> list[ast.AST] | None:
