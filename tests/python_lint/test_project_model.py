@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from ampdoctor.lint.pins import torch_floor
-from ampdoctor.lint.python.project import Evidence, ProjectModel, Summary, imports_of
+from ampdoctor.lint.python.project import Evidence, ProjectModel, Summary, cpu_autocast_line, imports_of
 
 ROPE = """
 import torch
@@ -178,3 +178,21 @@ def test_autocast_signs_are_read_in_any_case():
     for spelling in ("cfg.SOLVER.AMP.ENABLED = True", "USE_AMP = True", "optim_wrapper = dict(type='AmpOptimWrapper')"):
         texts = {**base, "train.py": base["train.py"] + spelling + "\n"}
         assert "layers.py" not in ProjectModel(quiet, text_of=texts.get, folder=True).contexts(), spelling
+
+
+def test_cpu_autocast_reaches_only_the_files_that_read_cudas_state_with_no_device():
+    # OLMo's tests enter autocast on the CPU through a conditional device type spread over lines
+    test = 'with torch.autocast(\n    device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16\n):\n    pass\n'
+    assert cpu_autocast_line(test) == 1
+    assert cpu_autocast_line("with torch.cpu.amp.autocast():\n    pass\n") == 1
+    # "cpu" elsewhere, or given to a state query rather than to autocast, is not autocast entered on the CPU
+    assert cpu_autocast_line('with torch.autocast("cuda"):\n    x = y.to("cpu")\n') is None
+    assert cpu_autocast_line('torch.is_autocast_enabled("cpu")\n') is None
+    summaries = {"model.py": Summary("model.py", "model", (), autocast_state=True),
+                 "layers.py": Summary("layers.py", "layers", ()),
+                 "tests/amp.py": Summary("tests/amp.py", "tests.amp", (), cpu_autocast=7)}
+    contexts = ProjectModel(summaries).contexts()
+    assert contexts["model.py"].cpu_autocast == Evidence("autocast entered on the CPU", frozenset(), "tests/amp.py", 7)
+    assert "layers.py" not in contexts
+    del summaries["tests/amp.py"]
+    assert "model.py" not in ProjectModel(summaries).contexts()

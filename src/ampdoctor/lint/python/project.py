@@ -60,6 +60,9 @@ class ProjectContext:
     # Other modules of the project turn autocast off around their own math: the project's models are written to run
     # under autocast (weaker than `autocast`; said as such).
     guarded: Evidence | None = None
+    # A file of the project enters autocast on the CPU (a test, say), and this file reads CUDA's autocast state with no
+    # device: its code is run under CPU autocast, where that state is off.
+    cpu_autocast: Evidence | None = None
     # Every half dtype named by the contexts that reach this file (all of them, not only the nearest cited above)
     # and by the project's training configs: {"bf16"} when all the precision this code is run under is bf16.
     precisions: frozenset[str] = frozenset()
@@ -70,7 +73,7 @@ class ProjectContext:
     autocast_nowhere: bool = False
 
     def __bool__(self) -> bool:
-        return any((self.autocast, self.half_model, self.half, self.guarded, self.autocast_nowhere))
+        return any((self.autocast, self.half_model, self.half, self.guarded, self.cpu_autocast, self.autocast_nowhere))
 
     def digest(self) -> str:
         return hashlib.sha256(repr(self).encode()).hexdigest()[:16]
@@ -91,6 +94,8 @@ class Summary:
     guards: int | None = None  # a line where this (library) file turns autocast off around its own math
     angles: bool = False  # the file may compute rotary angles (a matmul of frequencies): a guard elsewhere concerns it
     sensitive: bool = True  # a project context could change the file's findings (a detector that reads it would run)
+    cpu_autocast: int | None = None  # a line where this file enters autocast on the CPU
+    autocast_state: bool = False  # the file reads autocast's state with no device (CUDA's): a CPU autocast elsewhere concerns it
 
 
 _FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+\(?([^#\n]*)", re.M)
@@ -212,6 +217,7 @@ class ProjectModel:
         half_model = self._spread("half_model")
         half = self._spread("half")
         guards = [(p, s.guards) for p, s in sorted(self.summaries.items()) if s.guards is not None]
+        cpu = {p: s.cpu_autocast for p, s in sorted(self.summaries.items()) if s.cpu_autocast is not None}
         configs = frozenset().union(*(e.dtypes for e in self.config_half))
         nowhere = self._autocast_nowhere()
         out: dict[str, ProjectContext] = {}
@@ -223,9 +229,11 @@ class ProjectModel:
             other = _nearest(list(others), path) if others else None
             guarded = Evidence("autocast turned off around its own math in another module of this project", frozenset(),
                                other, others[other]) if other is not None else None
+            near = _nearest(list(cpu), path) if cpu and summary.autocast_state else None
+            cpu_autocast = Evidence("autocast entered on the CPU", frozenset(), near, cpu[near]) if near is not None else None
             own = summary.half.dtypes if summary.half is not None else frozenset()
             ctx = ProjectContext(autocast.get(path), None if path in autocast else half_model.get(path),
-                                 summary.half or half.get(path), self.torch_floor, self.trains_bf16, guarded,
+                                 summary.half or half.get(path), self.torch_floor, self.trains_bf16, guarded, cpu_autocast,
                                  self._reaching.get(path, frozenset()) | own | configs, nowhere)
             if ctx:
                 out[path] = ctx
@@ -337,7 +345,8 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
     # only when the propagation reaches it (`ProjectModel.text_of`).
     imports = imports_of(text, module, rel_path.endswith("__init__.py")) if trains else ()
     if ctx is None or not trains:
-        return Summary(rel_path, module, imports, guards=_autocast_guard(text), angles=_may_compute_angles(text), sensitive=sensitive)
+        return Summary(rel_path, module, imports, guards=_autocast_guard(text), angles=_may_compute_angles(text), sensitive=sensitive,
+                       cpu_autocast=cpu_autocast_line(text), autocast_state=_reads_autocast_state(text))
     facts = ctx.facts
     autocast = half_model = None
     node = facts.half_autocast
@@ -353,7 +362,8 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
         func = cast.node.func
         model_class = facts.class_of(func.value) if isinstance(func, ast.Attribute) else None
     return Summary(rel_path, module, imports, autocast, half_model, model_class, _config_names(ctx),
-                   angles=_may_compute_angles(text), sensitive=sensitive)
+                   angles=_may_compute_angles(text), sensitive=sensitive, cpu_autocast=cpu_autocast_line(text),
+                   autocast_state=_reads_autocast_state(text))
 
 
 # `torch.autocast(device_type, enabled=False)` (any spelling of autocast): read from the text, so that a file only
@@ -366,6 +376,21 @@ def _autocast_guard(text: str) -> int | None:
         return None
     m = _GUARD.search(text)
     return text.count("\n", 0, m.start()) + 1 if m else None
+
+
+# Autocast entered (or turned off) on the CPU: "cpu" given to an autocast call, or the old `torch.cpu.amp.autocast`.
+_CPU_AUTOCAST = re.compile(r"""\bautocast\((?:[^()]|\([^()]*\))*?["']cpu["']|\bcpu\.amp\.autocast\(""")
+
+
+def cpu_autocast_line(text: str) -> int | None:
+    if "cpu" not in text:
+        return None
+    m = _CPU_AUTOCAST.search(text)
+    return text.count("\n", 0, m.start()) + 1 if m else None
+
+
+def _reads_autocast_state(text: str) -> bool:
+    return "is_autocast_enabled()" in text
 
 
 def _may_compute_angles(text: str) -> bool:

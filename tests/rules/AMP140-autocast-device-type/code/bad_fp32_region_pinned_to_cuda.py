@@ -1,0 +1,26 @@
+# diffusers PR #12814: the time embedding of a model kept in fp32 by an autocast region pinned to CUDA; on CPU,
+# MPS or XPU the decorator changes nothing and the embedding runs in the model's bf16.
+import torch
+from torch import nn
+
+
+class TimeEmbeddings(nn.Module):
+    def __init__(self, dim: int, freqs: torch.Tensor) -> None:
+        super().__init__()
+        self.freqs = freqs
+        self.in_layer = nn.Linear(dim, dim)
+
+    @torch.autocast(device_type="cuda", dtype=torch.float32)  # ampdoctor: expect[AMP140]
+    def forward(self, time: torch.Tensor) -> torch.Tensor:
+        args = torch.outer(time, self.freqs.to(device=time.device))
+        return self.in_layer(torch.cat([torch.cos(args), torch.sin(args)], dim=-1))
+
+
+class Modulation(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.out_layer = nn.Linear(dim, 6 * dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.amp.autocast("cuda", dtype=torch.float):  # ampdoctor: expect[AMP140]
+            return self.out_layer(x)
