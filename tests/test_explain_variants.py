@@ -76,3 +76,15 @@ def test_the_shared_scalar_type_message_is_the_bnb_rule_only_beside_a_quantized_
     beside = "  File \"bitsandbytes/nn/modules.py\", line 468, in forward\n    out = bnb.matmul_4bit(x, self.weight.t())\n" + message
     assert first(beside).rule.id == "AMP135" and not first(beside).guess
     assert first(message).rule.id != "AMP135" and first(message).guess
+
+
+def test_older_pytorchs_half_overflow_message_without_at_is_the_mask_fill_rule():
+    text = ("    alignment.data.masked_fill_(mask, self.score_mask_value)\n"
+            "RuntimeError: value cannot be converted to type Half without overflow: -inf")
+    cand = first(text)
+    assert cand.rule.id == "AMP133" and cand.basis == "signature" and not cand.guess
+
+
+def test_fp16_named_before_the_overflow_is_the_overflow_rule():
+    cand = first("When training in half precision (FP16) I keep getting numerical overflow errors; FP32 trains fine.")
+    assert cand.rule.id == "AMP212" and cand.basis == "signature"
