@@ -7,6 +7,10 @@ between rules that share a signature, as "expected scalar type BFloat16 but foun
 A candidate the text supports only weakly is marked a guess: its message is one that other rules match as well
 (or one the catalog itself weighs as generic) and nothing rule-specific comes with it. bench/explain measures on
 real issue texts how often a wrong first answer still comes without that mark.
+
+Where no signature matches, or the best match is only a guess, the rules whose own catalog text (title, why, fix,
+the words of their signatures) is closest to the text's words are offered too, always as guesses (`basis`
+"wording"): a rule the user can check, never a diagnosis.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ SUPPORTING_CONTEXT = 0.25
 WEAK_SHARE = 0.65
 
 # The wording fallback (`_closest_by_wording`): BM25 over each rule's own catalog text. K1/B are BM25's usual
-# saturation and length normalisation; a signature's or context's words count SIGNATURE_WORDS times, since they are
+# saturation and length normalisation (cross-validated on folds of the tune split, no setting did clearly better than
+# these textbook values, so they stay); a signature's or context's words count SIGNATURE_WORDS times, since they are
 # the words an error prints, where why/fix are prose. A rule is offered only with at least CLOSEST_MIN_WORDS words
 # in common with the text.
 BM25_K1 = 1.2
