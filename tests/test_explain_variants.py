@@ -88,3 +88,9 @@ def test_older_pytorchs_half_overflow_message_without_at_is_the_mask_fill_rule()
 def test_fp16_named_before_the_overflow_is_the_overflow_rule():
     cand = first("When training in half precision (FP16) I keep getting numerical overflow errors; FP32 trains fine.")
     assert cand.rule.id == "AMP212" and cand.basis == "signature"
+
+
+def test_torch_cpu_amp_deprecation_warning_alone_is_the_deprecation_rule_by_its_signature():
+    cand = first("torch/utils/checkpoint.py:1399: FutureWarning: `torch.cpu.amp.autocast(args...)` is deprecated. "
+                 "Please use `torch.amp.autocast('cpu', args...)` instead.")
+    assert cand.rule.id == "AMP108" and cand.basis == "signature" and not cand.guess
