@@ -94,3 +94,15 @@ def test_torch_cpu_amp_deprecation_warning_alone_is_the_deprecation_rule_by_its_
     cand = first("torch/utils/checkpoint.py:1399: FutureWarning: `torch.cpu.amp.autocast(args...)` is deprecated. "
                  "Please use `torch.amp.autocast('cpu', args...)` instead.")
     assert cand.rule.id == "AMP108" and cand.basis == "signature" and not cand.guess
+
+
+def test_an_overflow_told_to_end_in_inf_and_nan_is_the_overflow_rule_above_a_softmax_in_the_story():
+    text = ("Mixed precision causes NaN loss: the attention matmul gives huge numbers and overflows,\n"
+            "so after the softmax I get inf and nan values.")
+    cand = first(text)
+    assert cand.rule.id == "AMP212" and cand.basis == "signature"
+
+
+def test_loss_nans_in_a_run_set_to_fp16_is_the_overflow_rule():
+    cand = first("with precision set to fp16\nthe loss nans immediately")
+    assert cand.rule.id == "AMP212" and cand.basis == "signature"
