@@ -185,14 +185,20 @@ def explain(text: str, *, limit: int | None = 5, weak: bool = False, rules: Sequ
     if scored and not weak:
         scored = [c for c in scored if c.score >= WEAK_SHARE * scored[0].score]
     if closest and (not scored or scored[0].guess):
-        have = {c.rule.id for c in scored}
-        rest = text  # the words beside the messages the signatures already read: the wording's own evidence
-        for c in scored:
-            rest = rest.replace(c.matched, " ")
-        wording = [c for c in _closest_by_wording(rest, tuple(pool)) if c.rule.id not in have]
-        keep = min(len(scored), CLOSEST_LIMIT - 1) if wording else len(scored)
-        scored = scored[:keep] + wording[:max(0, CLOSEST_LIMIT - keep)] + scored[keep:]
+        scored = _with_closest(scored, text, tuple(pool))
     return scored[:limit]
+
+
+def _with_closest(scored: list[Candidate], text: str, pool: tuple[Rule, ...]) -> list[Candidate]:
+    """Guesses by signature, with the rules closest in wording among the first `CLOSEST_LIMIT`: the best of them
+    takes at least the last of those places."""
+    rest = text  # the words beside the messages the signatures already read: the wording's own evidence
+    for c in scored:
+        rest = rest.replace(c.matched, " ")
+    have = {c.rule.id for c in scored}
+    wording = [c for c in _closest_by_wording(rest, pool) if c.rule.id not in have]
+    keep = min(len(scored), CLOSEST_LIMIT - 1) if wording else len(scored)
+    return scored[:keep] + wording[:max(0, CLOSEST_LIMIT - keep)] + scored[keep:]
 
 
 # English function words, and the words every traceback prints whatever went wrong (paths, frames, "Error", C++
