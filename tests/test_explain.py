@@ -110,14 +110,41 @@ def test_incident1_context_raises_the_score_over_the_bare_message():
     assert "'bmm'" in full.reason and "'gpt-neox'" in full.reason
 
 
-def test_incident2_has_no_error_text():
-    assert explain((EXAMPLES / "incident2_nanogpt_val_loss.log").read_text()) == []
+def test_incident2_has_no_error_text_so_its_rule_is_only_the_closest_by_wording():
+    log = (EXAMPLES / "incident2_nanogpt_val_loss.log").read_text()
+    assert explain(log, closest=False) == []
+    cands = explain(log)
+    assert cands[0].rule.id == "AMP002" and len(cands) <= 3
+    assert all(c.guess and c.basis == "wording" and c.score < MIN_SCORE for c in cands)
+    assert cands[0].reason.startswith("no signature of this rule matched; closest by wording") and cands[0].location is None
+
+
+def test_a_cause_told_in_words_no_signature_reads_is_offered_as_a_guess_by_its_rules_wording():
+    cands = explain("The EMA copy of the weights is kept in bf16 and after 10k steps it is still identical to the "
+                    "initial weights.")
+    assert [c.basis for c in cands] == ["wording"] * 3 and all(c.guess for c in cands)
+    assert cands[0].rule.id == "AMP138"
+
+
+def test_a_signature_guess_leaves_room_among_the_first_three_for_the_closest_by_wording_of_the_words_beside_it():
+    message = "RuntimeError: expected scalar type BFloat16 but found Float"
+    cands = explain("    ema_model.step(model.parameters())  # shadow weights, decay 0.9999\n" + message)
+    assert cands[0].guess and cands[0].basis == "signature"
+    assert ("AMP138", "wording") in [(c.rule.id, c.basis) for c in cands[:3]]
+    # the message alone: its words are the signatures' already, so the wording has no evidence of its own
+    assert all(c.basis == "signature" for c in explain(message))
+    # a confident answer gets no wording-only company
+    assert all(c.basis == "signature" for c in explain("ValueError: Attempting to unscale FP16 gradients."))
 
 
 def test_unrelated_text_has_no_candidates_and_scores_are_bounded():
     assert explain("ModuleNotFoundError: No module named 'foo'") == []
     for c in explain((EXAMPLES / "incident1_neox_bf16.log").read_text()):
         assert MIN_SCORE <= c.score <= 1.0
+
+
+def test_explain_findings_leave_out_rules_that_are_only_closest_by_wording():
+    assert explain_findings((EXAMPLES / "incident2_nanogpt_val_loss.log").read_text()) == []
 
 
 def test_explain_findings_best_is_error_rest_info():
@@ -152,6 +179,18 @@ def test_cli_explain_no_match_exits_1_and_says_so():
     assert "No rule in the ampdoctor catalog matches" in proc.stdout and "ampdoctor run" in proc.stdout
 
 
+def test_cli_explain_offers_the_closest_by_wording_as_guesses_but_exits_1_as_nothing_matched():
+    text = "The EMA copy of the weights is kept in bf16 and after 10k steps it is still identical to the initial weights."
+    proc = run_cli(text)
+    assert proc.returncode == 1
+    assert "No signature in the ampdoctor catalog matches this text" in proc.stdout
+    assert "1. a guess: AMP138 ema-low-precision" in proc.stdout and "closest by wording" in proc.stdout
+    data = json.loads(run_cli("--format", "json", text).stdout)
+    assert {(c["basis"], c["guess"]) for c in data["candidates"]} == {("wording", True)}
+    assert data["candidates"][0]["matched"] == "" and "location" not in data["candidates"][0]
+    assert json.loads(run_cli("--format", "sarif", text).stdout)["runs"][0]["results"] == []
+
+
 def test_cli_explain_bad_input_exits_2():
     proc = run_cli("--file", "/nonexistent/log.txt")
     assert proc.returncode == 2 and "cannot read /nonexistent/log.txt" in proc.stderr and "Traceback" not in proc.stderr
@@ -168,8 +207,8 @@ BARE = "RuntimeError: expected scalar type BFloat16 but found Float"
 
 
 def test_reasons_say_in_words_what_context_was_missing_and_weak_fits_are_left_out():
-    every = explain(BARE, limit=None, weak=True)
-    shown = explain(BARE, limit=None)
+    every = explain(BARE, limit=None, weak=True, closest=False)
+    shown = explain(BARE, limit=None, closest=False)
     assert len(shown) < len(every)  # the weakest fits of a bare message are dropped by default
     assert all(c.score >= 0.65 * shown[0].score for c in shown)
     amp001 = next(c for c in shown if c.rule.id == "AMP001")

@@ -3,6 +3,7 @@ matter; bench/explain/corpus.yaml has their sources). Each must name its rule fi
 
 import pytest
 
+from ampdoctor.core import get_rule
 from ampdoctor.explain import explain
 
 REAL = [
@@ -69,10 +70,25 @@ def test_a_bare_matmul_message_keeps_the_layer_input_rule_among_the_candidates_b
 def test_a_collective_of_another_op_type_is_not_a_dtype_mismatch():
     text = ("RuntimeError: Detected mismatch between collectives on ranks. ... Collectives differ in the following aspects:"
             "   Op type: ALLREDUCEvs BROADCAST  Tensor Tensor shapes: 25vs 1  Tensor Tensor dtypes: Floatvs Long")
-    assert "AMP209" not in [c.rule.id for c in explain(text)]
+    assert "AMP209" not in [c.rule.id for c in explain(text, closest=False)]
+    assert all(c.guess for c in explain(text))  # the collective rule may be the closest in wording, never more
 
 
 def test_no_gpu_for_fp16_is_no_precision_rule():
     text = '    raise ValueError(err.format(mode="fp16", requirement="a GPU"))\nValueError: fp16 mixed precision requires a GPU'
-    assert explain(text) == []
+    assert explain(text, closest=False) == []
+    assert all(c.guess and c.basis == "wording" for c in explain(text))
+
+
+def test_a_kernel_message_names_bf16_itself_so_its_dtype_is_no_sign_of_a_bf16_run_around_it():
+    # AMP004's context "a run said to be bf16" must come from beside the message, not from the 'BFloat16' it prints
+    amp004 = (get_rule("AMP004"),)
+    msg = 'RuntimeError: "upsample_bilinear2d_out_frame" not implemented for \'BFloat16\''
+    assert explain(msg, rules=amp004, closest=False)[0].guess
+    assert not explain("--bf16 True\n" + msg, rules=amp004, closest=False)[0].guess
+
+
+def test_unscale_before_clip_is_the_fixs_order_and_correct_code_says_it_too_so_alone_it_is_a_guess():
+    cands = explain("    scaler.unscale_(optimizer)  # Unscale gradients before clip", closest=False)
+    assert cands[0].rule.id == "AMP136" and cands[0].guess
 

@@ -76,3 +76,33 @@ def test_the_shared_scalar_type_message_is_the_bnb_rule_only_beside_a_quantized_
     beside = "  File \"bitsandbytes/nn/modules.py\", line 468, in forward\n    out = bnb.matmul_4bit(x, self.weight.t())\n" + message
     assert first(beside).rule.id == "AMP135" and not first(beside).guess
     assert first(message).rule.id != "AMP135" and first(message).guess
+
+
+def test_older_pytorchs_half_overflow_message_without_at_is_the_mask_fill_rule():
+    text = ("    alignment.data.masked_fill_(mask, self.score_mask_value)\n"
+            "RuntimeError: value cannot be converted to type Half without overflow: -inf")
+    cand = first(text)
+    assert cand.rule.id == "AMP133" and cand.basis == "signature" and not cand.guess
+
+
+def test_fp16_named_before_the_overflow_is_the_overflow_rule():
+    cand = first("When training in half precision (FP16) I keep getting numerical overflow errors; FP32 trains fine.")
+    assert cand.rule.id == "AMP212" and cand.basis == "signature"
+
+
+def test_torch_cpu_amp_deprecation_warning_alone_is_the_deprecation_rule_by_its_signature():
+    cand = first("torch/utils/checkpoint.py:1399: FutureWarning: `torch.cpu.amp.autocast(args...)` is deprecated. "
+                 "Please use `torch.amp.autocast('cpu', args...)` instead.")
+    assert cand.rule.id == "AMP108" and cand.basis == "signature" and not cand.guess
+
+
+def test_an_overflow_told_to_end_in_inf_and_nan_is_the_overflow_rule_above_a_softmax_in_the_story():
+    text = ("Mixed precision causes NaN loss: the attention matmul gives huge numbers and overflows,\n"
+            "so after the softmax I get inf and nan values.")
+    cand = first(text)
+    assert cand.rule.id == "AMP212" and cand.basis == "signature"
+
+
+def test_loss_nans_in_a_run_set_to_fp16_is_the_overflow_rule():
+    cand = first("with precision set to fp16\nthe loss nans immediately")
+    assert cand.rule.id == "AMP212" and cand.basis == "signature"

@@ -7,11 +7,18 @@ between rules that share a signature, as "expected scalar type BFloat16 but foun
 A candidate the text supports only weakly is marked a guess: its message is one that other rules match as well
 (or one the catalog itself weighs as generic) and nothing rule-specific comes with it. bench/explain measures on
 real issue texts how often a wrong first answer still comes without that mark.
+
+Where no signature matches, or the best match is only a guess, the rules whose own catalog text (title, why, fix,
+the words of their signatures) is closest to the text's words are offered too, always as guesses (`basis`
+"wording"): a rule the user can check, never a diagnosis.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import re
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
@@ -30,6 +37,18 @@ SUPPORTING_CONTEXT = 0.25
 # Below this share of the best score a candidate does not fit as well as the others: hidden unless asked for all.
 WEAK_SHARE = 0.65
 
+# The wording fallback (`_closest_by_wording`): BM25 over each rule's own catalog text. K1/B are BM25's usual
+# saturation and length normalisation (cross-validated on folds of the tune split, no setting did clearly better than
+# these textbook values, so they stay); a signature's or context's words count SIGNATURE_WORDS times, since they are
+# the words an error prints, where why/fix are prose. A rule is offered only with at least CLOSEST_MIN_WORDS words
+# in common with the text.
+BM25_K1 = 1.2
+BM25_B = 0.75
+SIGNATURE_WORDS = 3
+CLOSEST_MIN_WORDS = 3
+CLOSEST_LIMIT = 3
+CLOSEST_REASON = "no signature of this rule matched; closest by wording"
+
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>\S+))?')
 
 
@@ -43,6 +62,9 @@ class Candidate:
     # The text supports this rule only weakly (a generic message, nothing rule-specific around it): a guess.
     guess: bool = False
     context_matched: bool = True  # what usually comes with the error (the rule's context) is in the text too
+    # "signature": one of the rule's signatures matched; "wording": none did, the rule's catalog text is only the
+    # closest to the text's words (always a guess, scored below MIN_SCORE).
+    basis: str = "signature"
 
     @property
     def confirm(self) -> str:
@@ -54,6 +76,7 @@ class Candidate:
             "id": self.rule.id,
             "score": round(self.score, 3),
             "guess": self.guess,
+            "basis": self.basis,
             "reason": self.reason,
             "fix": self.rule.fix,
             "why": self.rule.why,
@@ -148,10 +171,12 @@ def _in_words(context: Sequence[Signature], most: int = 8) -> str:
     return ", ".join(words[:most]) + (", ..." if len(words) > most else "")
 
 
-def explain(text: str, *, limit: int | None = 5, weak: bool = False, rules: Sequence[Rule] | None = None) -> list[Candidate]:
-    """Candidate rules for an error text, best first; empty when nothing in the catalog matches. Candidates scoring
-    below `WEAK_SHARE` of the best fit worse than it and are left out unless `weak`. `rules`: the rules to consider
-    (default: the catalog)."""
+def explain(text: str, *, limit: int | None = 5, weak: bool = False, rules: Sequence[Rule] | None = None,
+            closest: bool = True) -> list[Candidate]:
+    """Candidate rules for an error text, best first. Candidates scoring below `WEAK_SHARE` of the best fit worse
+    than it and are left out unless `weak`. Where no signature matches, and `closest`, up to `CLOSEST_LIMIT` rules
+    whose catalog text is closest to the text's wording, each a guess (`basis` "wording"); empty when none is close
+    either. `rules`: the rules to consider (default: the catalog)."""
     pool = catalog() if rules is None else rules
     fits = [f for rule in pool if "explain" in rule.detectors if (f := _score(rule, text)) is not None]
     scored = [_as_guess(f.candidate) if _is_guess(f, fits) else f.candidate for f in fits]
@@ -159,7 +184,91 @@ def explain(text: str, *, limit: int | None = 5, weak: bool = False, rules: Sequ
     scored.sort(key=lambda c: (-c.score, c.rule.id))
     if scored and not weak:
         scored = [c for c in scored if c.score >= WEAK_SHARE * scored[0].score]
+    if closest and (not scored or scored[0].guess):
+        scored = _with_closest(scored, text, tuple(pool))
     return scored[:limit]
+
+
+def _with_closest(scored: list[Candidate], text: str, pool: tuple[Rule, ...]) -> list[Candidate]:
+    """Guesses by signature, with the rules closest in wording among the first `CLOSEST_LIMIT`: the best of them
+    takes at least the last of those places."""
+    rest = text  # the words beside the messages the signatures already read: the wording's own evidence
+    for c in scored:
+        rest = rest.replace(c.matched, " ")
+    have = {c.rule.id for c in scored}
+    wording = [c for c in _closest_by_wording(rest, pool) if c.rule.id not in have]
+    keep = min(len(scored), CLOSEST_LIMIT - 1) if wording else len(scored)
+    return scored[:keep] + wording[:max(0, CLOSEST_LIMIT - keep)] + scored[keep:]
+
+
+# English function words, and the words every traceback prints whatever went wrong (paths, frames, "Error", C++
+# type names).
+_STOP = frozenset("""the and for with that this are was were not but from into when where which while its their there
+than then they them you your can will would should could may might has have had been being does did also only more
+most same any each every all some one two other use used using get got set error errors exception traceback file
+line call recent last raise self return def none true false python site packages lib usr home envs named module c10
+struct""".split())
+# Spellings of one dtype that error texts and the catalog's prose use interchangeably.
+_SYNONYMS = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float64": "fp64", "double": "fp64"}
+_IDENT = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_PIECE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+[0-9]*|[0-9]+")
+
+
+def _words(text: str) -> list[str]:
+    """The words of a text for the wording fallback: identifiers lowercased, with their snake_case and CamelCase
+    pieces (`GradScaler` -> gradscaler, grad, scaler), dtype spellings folded together, short and stop words out."""
+    out: list[str] = []
+    for ident in _IDENT.findall(text):
+        forms = {ident.lower()}
+        if "_" in ident or re.search(r"[a-z][A-Z]", ident):
+            forms |= {p.lower() for piece in ident.split("_") for p in _PIECE.findall(piece)}
+        out += [_SYNONYMS.get(w, w) for w in forms if len(w) > 2 and w not in _STOP]
+    return out
+
+
+def _pattern_words(sigs: Sequence[Signature]) -> list[str]:
+    """The literal words of regexes: escapes such as \\b and \\w dropped, not read as the letters b and w."""
+    return _words(" ".join(re.sub(r"\\[A-Za-z]", " ", s.pattern) for s in sigs))
+
+
+@functools.lru_cache(maxsize=4)
+def _wording_index(pool: tuple[Rule, ...]) -> tuple[list[tuple[Rule, Counter[str], int]], dict[str, float], float]:
+    """Each rule's words (its catalog text, its signatures' and context's words weighed SIGNATURE_WORDS times), the
+    words' BM25 idf over the pool, and the mean length of a rule's text."""
+    docs = []
+    for rule in pool:
+        prose = " ".join((rule.name.replace("-", " "), rule.summary, rule.why, rule.fix, rule.example, rule.use_instead))
+        bag = Counter(_words(prose))
+        for word in _pattern_words(rule.signatures + rule.context):
+            bag[word] += SIGNATURE_WORDS
+        docs.append((rule, bag, sum(bag.values())))
+    df = Counter(w for _, bag, _ in docs for w in bag)
+    n = len(docs)
+    idf = {w: math.log(1 + (n - k + 0.5) / (k + 0.5)) for w, k in df.items()}
+    mean = sum(length for *_, length in docs) / max(n, 1)
+    return docs, idf, mean
+
+
+def _closest_by_wording(text: str, pool: tuple[Rule, ...]) -> list[Candidate]:
+    """Rules ranked by BM25 between the text's words and each rule's catalog text: what explain can still offer
+    when no signature matches. Every one is a guess, and scores below MIN_SCORE so that it never outranks a match."""
+    docs, idf, mean = _wording_index(pool)
+    query = set(_words(text))
+    ranked = []
+    for rule, bag, length in docs:
+        shared = sorted((w for w in query if w in bag), key=lambda w: -idf[w])
+        if len(shared) < CLOSEST_MIN_WORDS:
+            continue
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * length / mean)
+        bm25 = sum(idf[w] * bag[w] * (BM25_K1 + 1) / (bag[w] + norm) for w in shared)
+        ranked.append((bm25, rule, shared))
+    ranked.sort(key=lambda r: (-r[0], r[1].id))
+    if not ranked:
+        return []
+    best = ranked[0][0]
+    return [Candidate(rule, MIN_SCORE * bm25 / (bm25 + best), f"{CLOSEST_REASON} (shares {', '.join(shared[:6])})",
+                      "", None, guess=True, context_matched=False, basis="wording")
+            for bm25, rule, shared in ranked]
 
 
 def _as_guess(cand: Candidate) -> Candidate:
@@ -168,9 +277,10 @@ def _as_guess(cand: Candidate) -> Candidate:
 
 def explain_findings(text: str, *, limit: int = 3, location: Location | None = None) -> list[Finding]:
     """The top candidates as findings: the best one an error, the others info, for detectors
-    (such as the runtime audit) that caught an exception and want it diagnosed."""
+    (such as the runtime audit) that caught an exception and want it diagnosed. Only rules a signature matched: a
+    rule whose catalog text is merely the closest in wording is no finding."""
     out = []
-    for rank, cand in enumerate(explain(text, limit=limit)):
+    for rank, cand in enumerate(explain(text, limit=limit, closest=False)):
         out.append(
             finding(
                 cand.rule.name,

@@ -64,11 +64,13 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     if not text.strip():
         raise UsageError("the error text is empty")
     candidates = explain(text, limit=None if args.all else args.limit, weak=args.all)
-    hidden = len(explain(text, limit=None, weak=True)) - len(candidates)
+    shown = {c.rule.id for c in candidates}
+    hidden = sum(c.rule.id not in shown for c in explain(text, limit=None, weak=True))
     answer = Candidates(candidates, hidden, lambda: explain_findings(text, limit=args.limit))
     with output(args.output) as stream:
         renderer(args.format).render_candidates(answer, stream)
-    return 0 if candidates else 1
+    # 0 only where a signature matched: rules that are merely the closest in wording are no diagnosis
+    return 0 if any(c.basis == "signature" for c in candidates) else 1
 
 
 def add_env(sub: argparse._SubParsersAction) -> None:

@@ -28,6 +28,11 @@ def write_candidates(candidates: Sequence[Candidate], stream: IO[str], *, color:
             "dtype flow of one step to find where it goes wrong:\n  ampdoctor run --policy bf16-mixed <your train script>"
         )
         return
+    if all(c.basis == "wording" for c in candidates):
+        console.print(
+            "No signature in the ampdoctor catalog matches this text. The rules below are only the closest to its "
+            "wording: guesses to check, not a diagnosis.\n"
+        )
     for rank, cand in enumerate(candidates, 1):
         head = Text(f"{rank}. ", style="bold")
         if cand.guess:
