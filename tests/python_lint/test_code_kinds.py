@@ -121,3 +121,25 @@ def test_a_cos_sin_table_is_called_rope_only_where_the_file_shows_rotary_embeddi
     plain = one(ROPE_CACHE.replace("Rotary", "Table"), "model.py", "AMP002")
     assert plain.message.startswith("cos/sin table") and "RoPE" not in plain.message
     assert one(ROPE_CACHE, "model.py", "AMP002").message.startswith("RoPE table")
+
+
+def test_main_block_spans_the_module_level_guard_only():
+    from ampdoctor.lint.python.kind import main_block
+
+    text = textwrap.dedent('''\
+        import torch
+
+        def helper():
+            if __name__ == "__main__":
+                pass
+
+        if __name__ == '__main__':
+            x = 1
+        # a comment in column 0 does not end it
+
+            y = 2
+        print("after")
+        ''')
+    assert main_block(text) == (7, 11)
+    assert main_block("import torch\n") is None
+    assert main_block("if __name__ == \"__main__\":\n    run()\n") == (1, 2)

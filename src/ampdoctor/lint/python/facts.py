@@ -270,11 +270,38 @@ class Facts:
     def half_evidence(self) -> ast.AST | None:
         """The first sign that this file runs in bf16 or fp16: `bf16_evidence`, a model cast to half, or an fp16
         dtype (``torch.float16``, ``.half()``, ``"fp16"``)."""
-        if self.bf16_evidence is not None:
-            return self.bf16_evidence
+        chosen = (e for e in self.bf16_places() if not self._handles_dtype(e))
+        found = next(chosen, None)
+        if found is not None:
+            return found
         if self.model_casts:
             return self.model_casts[0].node
-        return next(self._fp16_dtypes(), None)
+        return next((e for e in self._fp16_dtypes() if not self._handles_dtype(e)), None)
+
+    def _handles_dtype(self, node: ast.AST) -> bool:
+        """Is a half dtype named here only to handle what the caller passes: a dtype test
+        (``half_input = x.dtype == torch.float16``) or a cast made only when such a test held
+        (``if half_input: ret = ret.half()``, restoring the input's dtype). Such code runs in whatever precision it
+        is given and says nothing of which that is."""
+        child = node
+        for parent in self.src.ancestors(node):
+            if isinstance(parent, ast.Compare) and self._dtype_test(parent):
+                return True
+            if isinstance(parent, ast.If) and child is not parent.test and self._dtype_test(parent.test):
+                return True
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                return False
+            child = parent
+        return False
+
+    def _dtype_test(self, test: ast.AST) -> bool:
+        """``x.dtype == torch.float16``, ``x.dtype in (...)``, or a name bound to such a comparison before."""
+        if isinstance(test, ast.Name):
+            scope = self.src.scope(test)
+            before = [v for line, v in self.src.bindings(test, scope) if line < test.lineno and v is not None]
+            return bool(before) and self._dtype_test(before[-1])
+        return isinstance(test, ast.Compare) and any(
+            isinstance(side, ast.Attribute) and side.attr == "dtype" for side in (test.left, *test.comparators))
 
     @functools.cached_property
     def bf16_dtype_named(self) -> bool:

@@ -122,6 +122,24 @@ def _evaluation(src: SourceFile, parent: ast.AST, child: ast.AST) -> str | None:
     return None
 
 
+_MAIN = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.M)
+
+
+def main_block(text: str) -> tuple[int, int] | None:
+    """The first and last line of the module-level ``if __name__ == "__main__":`` block, read from the text: the
+    block ends before the next line that starts in column 0 (a comment aside)."""
+    found = _MAIN.search(text)
+    if found is None:
+        return None
+    start = text.count("\n", 0, found.start()) + 1
+    lines = text.splitlines()
+    for index in range(start, len(lines)):  # lines[index] is line index + 1
+        line = lines[index]
+        if line and not line[0].isspace() and not line.startswith("#"):
+            return start, index
+    return start, len(lines)
+
+
 def _no_grad(src: SourceFile, expr: ast.AST) -> bool:
     target = expr.func if isinstance(expr, ast.Call) else expr
     return src.imports.qualname(target) in _NO_GRAD

@@ -76,3 +76,22 @@ def root_of(path: Path | str, roots: Sequence[Path | str]) -> Path | str | None:
 def below(path: Path, roots: Sequence[Path | str]) -> str | None:
     root = root_of(path, roots)
     return path.relative_to(root).as_posix() if root is not None else None
+
+
+def imported_by_training(results: list[FileResult], roots: Sequence[Path | str]) -> dict[str, tuple[str, int]]:
+    """Each file of a linted folder that a training file of the same folder imports: its path -> (the importer,
+    below the folder, and the line of the import). Only training files that name a precision carry their imports in
+    their summaries, so only those are read as importers."""
+    out: dict[str, tuple[str, int]] = {}
+    for root, group in projects(results, roots).items():
+        if root is None:
+            continue  # files named alone are no project
+        summaries = {r[3].path: r[3] for r in group if r[3] is not None}
+        by_rel = {r[3].path: r[0] for r in group if r[3] is not None}
+        model = ProjectModel(summaries)
+        for rel, summary in sorted(summaries.items()):
+            for dotted, line in summary.imports:
+                target = model.resolve(rel, dotted)
+                if target is not None and target != rel and by_rel[target] not in out:
+                    out[by_rel[target]] = (rel, line)
+    return out

@@ -18,12 +18,12 @@ from ampdoctor.lint import cache as lint_cache
 from ampdoctor.lint.python.context import Context
 from ampdoctor.lint.python.embedded import applies as holds_python_config
 from ampdoctor.lint.python.embedded import embedded_findings
-from ampdoctor.lint.python.kind import Kind, file_kind, site_kind
+from ampdoctor.lint.python.kind import CodeKind, Kind, file_kind, main_block, site_kind
 from ampdoctor.lint.python.newer import NEWER_PYTHON, newer_syntax
 from ampdoctor.lint.python.pool import chunk_order, run
 from ampdoctor.lint.python.project import Evidence, ProjectContext, Summary
 from ampdoctor.lint.python.project import summarize as summarize_file
-from ampdoctor.lint.python.reach import FileResult, base_context, below, contexts_reached, root_of
+from ampdoctor.lint.python.reach import FileResult, base_context, below, contexts_reached, imported_by_training, root_of
 from ampdoctor.lint.python.source import SourceFile
 from ampdoctor.lint.python.suppress import Suppressions, is_suppressed, parse_suppressions
 from ampdoctor.lint.python.triggers import checks_for, project_rules, sensitive, trains_in_precision, vocabulary
@@ -282,7 +282,27 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     first, again = _second_phase(tasks, looked, reached, jobs)
     if any(r[3] != f[3] for (r, deferred, _), f in zip(looked, first) if deferred):
         again = _judged_again(first, tasks, again, reached, contexts_reached(first, roots, base, config_half, wanted), jobs)
-    return _report([_merged(first[i], again.get(first[i][0])) for i in chunk_order(len(first), jobs) if first[i][0] in wanted])
+    importers = imported_by_training(first, roots)
+    return _report([_self_tested(_merged(first[i], again.get(first[i][0])), importers.get(first[i][0]))
+                    for i in chunk_order(len(first), jobs) if first[i][0] in wanted])
+
+
+def _self_tested(result: FileResult, importer: tuple[str, int] | None) -> FileResult:
+    """A module that a training file of its project imports is a library of that training: its ``__main__`` block
+    (sd-scripts' pseudo-training loops that measure memory, on random tensors) is a self-test run by hand, never
+    by the training, so its findings are notes, as in a test."""
+    path, found, error, summary = result
+    if importer is None or not found:
+        return result
+    read = _read(path)
+    block = main_block(read[1]) if not isinstance(read, ReportError) else None
+    if block is None:
+        return result
+    kind = Kind(CodeKind.TEST, f"the `__main__` block of a module that {importer[0]}:{importer[1]} imports, run by hand and "
+                               "not by its training")
+    inside = [judged_by_kind(f, kind) if f.location.line is not None and block[0] <= f.location.line <= block[1] else f
+              for f in found]
+    return path, inside, error, summary
 
 
 def _second_phase(tasks: list[Task], looked: list[tuple[FileResult, bool, Known | None]], reached: dict[str, ProjectContext],

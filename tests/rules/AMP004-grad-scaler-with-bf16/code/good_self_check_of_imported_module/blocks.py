@@ -1,0 +1,27 @@
+# A model module that the trainer imports, with a pseudo-training loop under `__main__` for measuring memory by
+# hand (sd-scripts' control-net modules): the scaler there is never part of the training, which is train.py's.
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, dim=64):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.proj(x)
+
+
+if __name__ == "__main__":
+    block = Block().cuda()
+    optimizer = torch.optim.AdamW(block.parameters(), lr=1e-3)
+    scaler = torch.cuda.amp.GradScaler(enabled=True)
+    for step in range(10):
+        x = torch.randn(8, 64, device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = block(x).float().pow(2).mean()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
