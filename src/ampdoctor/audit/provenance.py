@@ -309,7 +309,7 @@ class Trace:
         the dtype of what it gets, `torch.tensor(scale, dtype=x.dtype)`, decides nothing.)"""
         outside = False
         for s, visit in _walk_back(prods, limit):
-            if s in self.named_seq and not self._recast_named(s):
+            if self._kept_named(s):
                 return False
             ins = [(d, p) for d, p in self.float_inputs(s) if d == dtype]
             inside = self.records[s][MOD] is not None and self.records[s][MOD] >= 0
@@ -335,12 +335,14 @@ class Trace:
                 outside = True
         return outside
 
-    def _recast_named(self, seq: int) -> bool:
-        """Is this named tensor a cast of a named tensor made during the step (`self.table =
-        self.table.to(x.dtype)`)? Then it is the model's tensor following another dtype, as a cast that is not
-        stored back would be, not a tensor the model keeps in that dtype."""
+    def _kept_named(self, seq: int) -> bool:
+        """Is `seq` a named tensor the model keeps in its dtype? Not when the step made it by casting a named tensor
+        and stored it back (`self.table = self.table.to(x.dtype)`): that is the model's tensor following another
+        dtype, as a cast that is not stored back would be."""
+        if seq not in self.named_seq:
+            return False
         ins = self.float_inputs(seq)
-        return self.op(seq) == "aten::_to_copy" and bool(ins) and self._named(self.source(ins[0][1]))
+        return not (self.op(seq) == "aten::_to_copy" and ins and self._named(self.source(ins[0][1])))
 
     def _named(self, prod: int) -> bool:
         """Is this a parameter, buffer or tensor attribute of a module?"""
