@@ -114,6 +114,34 @@ class RuntimeContext:
             return None  # the operand came into the model so (AMP131), or no op of the model gave it that dtype
         return name, weight, odd, origin
 
+    def adapter_buffer(self) -> tuple[str, Any, str, Any] | None:
+        """The step failed on a dtype mismatch inside an adapted layer (a module whose trainable parameters are one
+        dtype beside frozen ones of another: the base it adapts) between an operand of the trainable dtype and a
+        buffer of that layer left in the frozen dtype: a cast of the adapter's parameters (an fp32 upcast) that left
+        its buffers behind. Returns (the layer's name, the trainable dtype, the buffer's name, the buffer's dtype)."""
+        site = self.failure
+        dts = {d for d, _ in site.inputs} if site is not None else set()
+        if site is None or len(dts) != 2 or not self.failure_is_dtype_mismatch():
+            return None
+        t = self.trace
+        index = self._failing_module(site)
+        module = t.modules[index] if index >= 0 else None
+        if module is None:
+            return None
+        trained = {p.dtype for p in module.parameters() if p.requires_grad}
+        frozen = {p.dtype for p in module.parameters() if not p.requires_grad}
+        if len(trained) != 1 or not trained < dts:
+            return None
+        weight = next(iter(trained))
+        name = t.module(index) or ""
+        by_id = {id(b): b.dtype for b in module.buffers()}  # a buffer shared by several layers has one of their names
+        by_name = {f"{name}.{n}" if name else n: b.dtype for n, b in module.named_buffers()}
+        for d, p in site.inputs:
+            named = t.named_of(p) if d != weight and d in frozen else None
+            if named is not None and d in (by_name.get(named[0]), by_id.get(-named[1] if named[1] is not None else 0)):
+                return name, weight, named[0], d
+        return None
+
     def _failing_weights(self) -> tuple[int, Any, Any, int | None] | None:
         """A dtype failure of two float dtypes in a module whose own weights are one of them: (the module, the
         weights' dtype, the other dtype, the op where an activation of the weights' dtype became the other, if any)."""

@@ -282,6 +282,18 @@ class Trace:
             depth -= 1
         return prod
 
+    def named_of(self, prod: int) -> tuple[str, int | None] | None:
+        """(the name, minus the leaf id or None) of the parameter, buffer or tensor attribute whose values this tensor
+        is, through views and slices of it (`buf[:, :n].t()`); a named tensor made by a recorded op (the model's
+        `.to(bf16)` in an audited script) has no leaf id. None when an op computed the values."""
+        prod = self.source(prod)
+        if prod >= 0 and prod not in self.named_seq and self.op(prod) in _VIEWS:
+            ins = self.float_inputs(prod)
+            prod = ins[0][1] if len(ins) == 1 and ins[0][0] == self.out_dtype(prod) else prod
+        if prod >= 0:
+            return (self.named_seq[prod], None) if prod in self.named_seq else None
+        return (self.leaf_names[-prod], prod) if -prod in self.leaf_names else None
+
     def describe(self, prod: int, dtype: Any) -> str:
         """`aten::cos in blocks.0.attn.pos_enc` or `buffer blocks.0.attn.rotary.inv_freq`."""
         prod = self.source(prod)
