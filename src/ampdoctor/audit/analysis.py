@@ -120,8 +120,7 @@ class RuntimeContext:
         buffer of that layer left in the frozen dtype: a cast of the adapter's parameters (an fp32 upcast) that left
         its buffers behind. Returns (the layer's name, the trainable dtype, the buffer's name, the buffer's dtype)."""
         site = self.failure
-        dts = {d for d, _ in site.inputs} if site is not None else set()
-        if site is None or len(dts) != 2 or not self.failure_is_dtype_mismatch():
+        if site is None or len({d for d, _ in site.inputs}) != 2 or not self.failure_is_dtype_mismatch():
             return None
         t = self.trace
         index = self._failing_module(site)
@@ -130,16 +129,22 @@ class RuntimeContext:
             return None
         trained = {p.dtype for p in module.parameters() if p.requires_grad}
         frozen = {p.dtype for p in module.parameters() if not p.requires_grad}
-        if len(trained) != 1 or not trained < dts:
+        weight = next(iter(trained)) if len(trained) == 1 else None
+        if weight is None or weight not in {d for d, _ in site.inputs}:
             return None
-        weight = next(iter(trained))
         name = t.module(index) or ""
+        found = self._own_buffer(module, name, [(d, p) for d, p in site.inputs if d != weight and d in frozen])
+        return (name, weight, *found) if found is not None else None
+
+    def _own_buffer(self, module: Any, name: str, operands: list[tuple[Any, int]]) -> tuple[str, Any] | None:
+        """(its name, its dtype) of the first operand whose values are a buffer of `module` (named `name`), in the
+        dtype the buffer has."""
         by_id = {id(b): b.dtype for b in module.buffers()}  # a buffer shared by several layers has one of their names
         by_name = {f"{name}.{n}" if name else n: b.dtype for n, b in module.named_buffers()}
-        for d, p in site.inputs:
-            named = t.named_of(p) if d != weight and d in frozen else None
+        for d, p in operands:
+            named = self.trace.named_of(p)
             if named is not None and d in (by_name.get(named[0]), by_id.get(-named[1] if named[1] is not None else 0)):
-                return name, weight, named[0], d
+                return named[0], d
         return None
 
     def _failing_weights(self) -> tuple[int, Any, Any, int | None] | None:
