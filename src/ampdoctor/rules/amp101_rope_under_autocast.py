@@ -59,7 +59,6 @@ def rope_under_autocast(ctx: Context) -> Iterator[CodeHit]:
                      f"operands; {evidence}. Compute them inside `torch.autocast(device_type, enabled=False)`")
 
 
-
 @runtime_check("AMP101")
 def angles_under_autocast(ctx: RuntimeContext) -> Iterator[Hit]:
     """What the ops show: a matmul that autocast ran in bf16/fp16 on positions it cast from fp32 (integer values
@@ -69,6 +68,6 @@ def angles_under_autocast(ctx: RuntimeContext) -> Iterator[Hit]:
         dt = name_of(t.out_dtype(mm))
         top = max((t.op_at(s).extra[1] for s in trig if t.op_at(s).extra), default=None)
         yield Hit(f"{t.op(mm)} computes rotary angles in {dt} under autocast: autocast cast the fp32 positions to {dt} "
-                  f"({t.op(cast)}) and the product is {dt}" + (f", angles up to {top:g}" if top is not None else "")
-                  + f", then {t.op(trig[0])}; compute the angles inside `torch.autocast(device_type, enabled=False)`",
+                  f"({t.op(cast)}), so the angles" + (f" (up to {top:g})" if top is not None else "")
+                  + f" are {dt} when {t.op(trig[0])} takes them; compute them inside `torch.autocast(device_type, enabled=False)`",
                   t.location(mm), related=(t.location(trig[0], "cos/sin of them"),), details={"dtype": dt, "max_angle": top})
