@@ -138,6 +138,39 @@ def rotary_table_other_dtype(model, cfg, batch, step):
     step.check = lambda: None if fired else "the rotary module returns no real (cos, sin) pair (complex freqs_cis or another layout)"
 
 
+@injector("AMP101")
+def rope_angles_under_autocast(model, cfg, batch, step):
+    """The rotary embedding computes its angles as transformers did before PR #29285: `inv_freq @ position_ids.float()`
+    under the step's bf16 autocast (no `autocast(enabled=False)` around them), then cos/sin of them. Where the
+    module's own (cos, sin) have another layout (partial or multi-axis rotary), it keeps its own."""
+    mods = [m for _, m in rotary_modules(model) if not list(m.children()) and isinstance(getattr(m, "inv_freq", None), torch.Tensor)]
+    if not mods:
+        return "no rotary embedding module with an inv_freq buffer"
+    fired = []
+
+    def under_autocast(module):
+        own = module.forward
+
+        def forward(x, position_ids, *args, **kwargs):
+            cos, sin = own(x, position_ids, *args, **kwargs)
+            if not isinstance(position_ids, torch.Tensor) or position_ids.is_floating_point() or position_ids.dim() != 2:
+                return cos, sin
+            inv = module.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+            freqs = (inv @ position_ids[:, None, :].float()).transpose(1, 2)
+            emb = torch.cat((freqs, freqs), dim=-1)
+            if emb.shape != cos.shape:
+                return cos, sin
+            fired.append(1)
+            scale = getattr(module, "attention_scaling", 1.0)
+            return (emb.cos() * scale).to(x.dtype), (emb.sin() * scale).to(x.dtype)
+
+        return forward
+
+    for m in mods:
+        m.forward = under_autocast(m)
+    step.check = lambda: None if fired else "the rotary module returns no (cos, sin) of inv_freq x position_ids in the Llama layout"
+
+
 @injector("AMP103")
 def positions_in_bf16(model, cfg, batch, step):
     """Position ids 1000..1015 cast to bf16 before the rotary embedding (bf16 is exact for integers up to 256)."""

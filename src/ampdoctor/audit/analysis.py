@@ -18,10 +18,10 @@ from typing import Any, Callable, Iterable, Iterator
 from ampdoctor import dtypes
 from ampdoctor.audit.attribution import attributed, chain_places, folded_into, one_per_place
 from ampdoctor.audit.failure import FailureSite, failure_site, is_dtype_mismatch, is_rope_failure, raise_site
-from ampdoctor.audit.fields import AUTOCAST, BACKWARD, FORWARD, IN_DT, IN_PROD, INNER, MOD, OPTIMIZER, OUT_DT, PHASE
+from ampdoctor.audit.fields import AUTOCAST, BACKWARD, FORWARD, FUNC, IN_DT, IN_PROD, INNER, MOD, OPTIMIZER, OUT_DT, PHASE
 from ampdoctor.audit.names import module_label, relpath
 from ampdoctor.audit.observe import Observed, observe
-from ampdoctor.audit.provenance import FLOATS, HALF, Trace
+from ampdoctor.audit.provenance import FLOATS, HALF, Trace, _walk_back
 from ampdoctor.audit.ranges import ValueFlow, value_table
 from ampdoctor.audit.watch import MATMUL_OPS, matmul_flops
 from ampdoctor.core.catalog import finding_of
@@ -34,6 +34,8 @@ from ampdoctor.report import ErrorKind, Report, ReportError, ReportInfo, Table
 
 # A plain optimizer on half weights is reported when at least this share of sampled updates rounded away.
 ROUNDED_UPDATE_SHARE = 0.01
+# How many ops back from a cos/sin its angles are looked for (transposes, the cat of two halves, an interleave).
+ANGLE_REACH = 64
 
 
 @dataclass
@@ -112,6 +114,39 @@ class RuntimeContext:
             return None  # the operand came into the model so (AMP131), or no op of the model gave it that dtype
         return name, weight, odd, origin
 
+    def adapter_buffer(self) -> tuple[str, Any, str, Any] | None:
+        """The step failed on a dtype mismatch inside an adapted layer (a module whose trainable parameters are one
+        dtype beside frozen ones of another: the base it adapts) between an operand of the trainable dtype and a
+        buffer of that layer left in the frozen dtype: a cast of the adapter's parameters (an fp32 upcast) that left
+        its buffers behind. Returns (the layer's name, the trainable dtype, the buffer's name, the buffer's dtype)."""
+        site = self.failure
+        if site is None or len({d for d, _ in site.inputs}) != 2 or not self.failure_is_dtype_mismatch():
+            return None
+        t = self.trace
+        index = self._failing_module(site)
+        module = t.modules[index] if index >= 0 else None
+        if module is None:
+            return None
+        trained = {p.dtype for p in module.parameters() if p.requires_grad}
+        frozen = {p.dtype for p in module.parameters() if not p.requires_grad}
+        weight = next(iter(trained)) if len(trained) == 1 else None
+        if weight is None or weight not in {d for d, _ in site.inputs}:
+            return None
+        name = t.module(index) or ""
+        found = self._own_buffer(module, name, [(d, p) for d, p in site.inputs if d != weight and d in frozen])
+        return (name, weight, *found) if found is not None else None
+
+    def _own_buffer(self, module: Any, name: str, operands: list[tuple[Any, int]]) -> tuple[str, Any] | None:
+        """(its name, its dtype) of the first operand whose values are a buffer of `module` (named `name`), in the
+        dtype the buffer has."""
+        by_id = {id(b): b.dtype for b in module.buffers()}  # a buffer shared by several layers has one of their names
+        by_name = {f"{name}.{n}" if name else n: b.dtype for n, b in module.named_buffers()}
+        for d, p in operands:
+            named = self.trace.named_of(p)
+            if named is not None and d in (by_name.get(named[0]), by_id.get(-named[1] if named[1] is not None else 0)):
+                return named[0], d
+        return None
+
     def _failing_weights(self) -> tuple[int, Any, Any, int | None] | None:
         """A dtype failure of two float dtypes in a module whose own weights are one of them: (the module, the
         weights' dtype, the other dtype, the op where an activation of the weights' dtype became the other, if any)."""
@@ -178,6 +213,42 @@ class RuntimeContext:
     def operand_location(self, prod: int, dtype: Any, label: str | None = None) -> Location:
         t = self.trace
         return t.location(t.source(prod), label) if prod >= 0 else t.leaf_location(-prod, dtype)
+
+    @functools.cached_property
+    def autocast_angles(self) -> dict[int, tuple[int, list[int]]]:
+        """Rotary angles autocast computed in half precision (AMP101): a matmul that autocast ran in bf16/fp16 on
+        positions it cast from fp32 (`Trace.integer_valued`), whose result reaches a cos/sin within `ANGLE_REACH`
+        ops. The matmul's seq -> (autocast's cast of the positions, the cos/sin ops it reaches). The cast and the
+        half cos/sin are this one cause: AMP103 and AMP002 leave them to AMP101."""
+        t = self.trace
+        found: dict[int, tuple[int, list[int]]] = {}
+        for op in t.ops(FORWARD):
+            if t.op(op.seq) not in ("aten::cos", "aten::sin"):
+                continue
+            for s, visit in _walk_back([p for _, p in t.float_inputs(op.seq)], ANGLE_REACH):
+                if t.records[s][FUNC] not in MATMUL_OPS:
+                    for _, p in t.float_inputs(s):
+                        if p >= 0:
+                            visit(p)
+                    continue  # angles end at the matmul that made them
+                cast = self._autocast_positions(s)
+                if cast is not None:
+                    found.setdefault(s, (cast, []))[1].append(op.seq)
+        return found
+
+    def _autocast_positions(self, seq: int) -> int | None:
+        """The cast by which autocast turned fp32 positions into an operand of the half matmul `seq`, if it did."""
+        t = self.trace
+        if not t.records[seq][AUTOCAST] or t.out_dtype(seq) not in HALF:
+            return None
+        for _, p in t.float_inputs(seq):
+            cast = t.source(p) if p >= 0 else p
+            if cast < 0 or t.op(cast) != "aten::_to_copy" or not t.records[cast][AUTOCAST] or t.out_dtype(cast) not in HALF:
+                continue
+            ins = t.float_inputs(cast)
+            if ins and ins[0][0] not in HALF and t.integer_valued(ins[0][1]):
+                return cast
+        return None
 
     @functools.cached_property
     def promotion_taint(self) -> dict[int, int]:

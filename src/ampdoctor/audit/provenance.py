@@ -282,6 +282,18 @@ class Trace:
             depth -= 1
         return prod
 
+    def named_of(self, prod: int) -> tuple[str, int | None] | None:
+        """(the name, minus the leaf id or None) of the parameter, buffer or tensor attribute whose values this tensor
+        is, through views and slices of it (`buf[:, :n].t()`); a named tensor made by a recorded op (the model's
+        `.to(bf16)` in an audited script) has no leaf id. None when an op computed the values."""
+        prod = self.source(prod)
+        if prod >= 0 and prod not in self.named_seq and self.op(prod) in _VIEWS:
+            ins = self.float_inputs(prod)
+            prod = ins[0][1] if len(ins) == 1 and ins[0][0] == self.out_dtype(prod) else prod
+        if prod >= 0:
+            return (self.named_seq[prod], None) if prod in self.named_seq else None
+        return (self.leaf_names[-prod], prod) if -prod in self.leaf_names else None
+
     def describe(self, prod: int, dtype: Any) -> str:
         """`aten::cos in blocks.0.attn.pos_enc` or `buffer blocks.0.attn.rotary.inv_freq`."""
         prod = self.source(prod)
@@ -393,7 +405,33 @@ class Trace:
         self._trig[prod] = result
         return result
 
+    def integer_valued(self, prod: int, depth: int = 16) -> bool:
+        """Does this float tensor hold integers the step made (positions: an `arange`, or a cast of an integer
+        tensor such as `position_ids.float()`), followed back through views, copies and casts?"""
+        while prod >= 0 and depth > 0:
+            name = self.op(prod)
+            if name == "aten::arange":
+                return True
+            first = self.records[prod][IN_DT][:1]
+            if name == "aten::_to_copy" and first and first[0] is not None and not first[0].is_floating_point:
+                return True
+            ins = self.float_inputs(prod)
+            if name not in _CARRY or len(ins) != 1:
+                return False
+            prod = ins[0][1]
+            depth -= 1
+        return False
+
     # --- provenance walks ------------------------------------------------------------------------
+
+    def upstream(self, prods: Iterable[int], limit: int = 20000) -> Iterator[int]:
+        """The ops whose values flow into these tensors (producer seqs; leaves are skipped), nearest first, each
+        once, at most `limit` of them."""
+        for s, visit in _walk_back(prods, limit):
+            yield s
+            for _, p in self.float_inputs(s):
+                if p >= 0:
+                    visit(p)
 
     def divergence(self, prods: Iterable[int], odd: Any, compute: Any, limit: int = 20000) -> tuple[int | None, list[tuple[int, Any]]]:
         """Walk back from tensors of the `odd` dtype to the first op where an activation in the

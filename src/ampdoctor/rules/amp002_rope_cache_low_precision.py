@@ -275,7 +275,9 @@ def half_tables(ctx: RuntimeContext) -> Iterator[Hit]:
         yield Hit(f"rotary table {full} {list(scan.shape)} is {name_of(scan.dtype)} ({scan.when} the step): positions and angles lose precision; keep it fp32",
                   Location(module=mod, label=scan.name), details={"tensor": full, "dtype": name_of(scan.dtype), "seen": scan.when})
     yield from _cast_when_applied(ctx, seen)
-    angles = [op.seq for op in t.tagged(Tag.ANGLE) if op.extra[1] > EXACT_INT["bf16"]]
+    # cos/sin of angles that autocast's matmul made half are AMP101's: the angles, not a table, are where it went wrong
+    autocast = {s for _, trig in ctx.autocast_angles.values() for s in trig}
+    angles = [op.seq for op in t.tagged(Tag.ANGLE) if op.extra[1] > EXACT_INT["bf16"] and op.seq not in autocast]
     for _, seqs in ctx.grouped(angles, lambda s: (t.op_at(s).module, t.op(s))).items():
         first = seqs[0]
         top = max(t.op_at(s).extra[1] for s in seqs)

@@ -5,11 +5,15 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.core.registry import code_check
+from ampdoctor.core.registry import Hit, code_check, runtime_check
+from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import TRIG, CodeHit, Context, angle_matmuls, rotary_said
 from ampdoctor.lint.python.resolve import tokens
+
+if TYPE_CHECKING:
+    from ampdoctor.audit.analysis import RuntimeContext
 
 
 def _rotary_functions(ctx: Context) -> set[ast.AST]:
@@ -54,3 +58,16 @@ def rope_under_autocast(ctx: Context) -> Iterator[CodeHit]:
         yield node, (f"{kind} `{ast.unparse(node)[:60]}` are a matmul, which autocast runs in bf16/fp16 even on fp32 "
                      f"operands; {evidence}. Compute them inside `torch.autocast(device_type, enabled=False)`")
 
+
+@runtime_check("AMP101")
+def angles_under_autocast(ctx: RuntimeContext) -> Iterator[Hit]:
+    """What the ops show: a matmul that autocast ran in bf16/fp16 on positions it cast from fp32 (integer values
+    from an arange or an integer tensor), whose product reaches a cos/sin (`RuntimeContext.autocast_angles`)."""
+    t = ctx.trace
+    for mm, (cast, trig) in ctx.autocast_angles.items():
+        dt = name_of(t.out_dtype(mm))
+        top = max((t.op_at(s).extra[1] for s in trig if t.op_at(s).extra), default=None)
+        yield Hit(f"{t.op(mm)} computes rotary angles in {dt} under autocast: autocast cast the fp32 positions to {dt} "
+                  f"({t.op(cast)}), so the angles" + (f" (up to {top:g})" if top is not None else "")
+                  + f" are {dt} when {t.op(trig[0])} takes them; compute them inside `torch.autocast(device_type, enabled=False)`",
+                  t.location(mm), related=(t.location(trig[0], "cos/sin of them"),), details={"dtype": dt, "max_angle": top})

@@ -73,7 +73,9 @@ def half_positions(ctx: RuntimeContext) -> Iterator[Hit]:
     t = ctx.trace
     # Positions exist in the forward pass only: integer-valued tensors cast in backward are scaled gradients
     # (a GradScaler's 65536), and in the optimizer step counters.
-    hits = [op.seq for op in t.ops(phase=Phase.FORWARD) if op.extra and op.extra[0] == Tag.POSITIONS]
+    # autocast's own cast of fp32 positions for an angle matmul is AMP101's: the code kept them fp32
+    autocast = {cast for cast, _ in ctx.autocast_angles.values()}
+    hits = [op.seq for op in t.ops(phase=Phase.FORWARD) if op.extra and op.extra[0] == Tag.POSITIONS and op.seq not in autocast]
     for _, seqs in ctx.grouped(hits, lambda s: (t.op_at(s).module, t.line(s))).items():
         first = seqs[0]
         _, top, kind = t.op_at(first).extra

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.evidence import Tag
+from ampdoctor.audit.evidence import Phase, Tag
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_class, in_half_module
@@ -147,4 +147,24 @@ def half_loss(ctx: RuntimeContext) -> Iterator[Hit]:
             maker = t.op(real) if real is not None and real >= 0 else "an op outside the audit"
             yield Hit(f"the loss is computed in {name_of(real_dt)} by {maker}" + (f" (then cast to {name_of(dtype)})" if dtype != real_dt else "")
                       + ": its value and gradient are quantized", t.location(real if real is not None and real >= 0 else op.seq))
+        elif prod is not None and prod >= 0:
+            yield from _half_log_probs(ctx, prod)
         return
+
+
+_LOG_SOFTMAX = frozenset({"aten::_log_softmax", "aten::log_softmax"})
+
+
+def _half_log_probs(ctx: RuntimeContext, loss: int) -> Iterator[Hit]:
+    """An fp32 loss built from log-probabilities taken in half precision outside autocast (OpenRLHF PR #634: a
+    bf16 model's log_softmax, then ratios and KL terms in fp32 by promotion with fp32 advantages): the loss's dtype
+    hides that what it is made of keeps 8 bits. The nearest such log_softmax the loss's values come from."""
+    t = ctx.trace
+    for s in t.upstream([loss]):
+        op = t.op_at(s)
+        if t.op(s) in _LOG_SOFTMAX and op.phase == Phase.FORWARD and not op.autocast and t.out_dtype(s) in ctx.HALF:
+            dt = name_of(t.out_dtype(s))
+            yield Hit(f"the loss is {name_of(t.out_dtype(loss))} but is made from log-probabilities that {t.op(s)} took in {dt} of "
+                      f"{dt} logits, outside autocast: they keep {dt}'s precision, and ratios or differences of them are mostly "
+                      "rounding; take them of `logits.float()`", t.location(s), details={"dtype": dt})
+            return

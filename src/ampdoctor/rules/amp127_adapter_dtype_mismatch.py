@@ -179,3 +179,19 @@ def adapter_boundary_failure(ctx: RuntimeContext) -> Iterator[Hit]:
               f"(`x.to(self.{name.rpartition('.')[2]}.weight.dtype)`), keep adapter and base in one dtype, or run under autocast",
               site.where, related=(made,), severity=Severity.ERROR,
               details={"adapter": name, "weight_dtype": name_of(weight), "input_dtype": name_of(odd)})
+
+
+@runtime_check("AMP127")
+def adapter_buffer_left_behind(ctx: RuntimeContext) -> Iterator[Hit]:
+    """The step failed inside an adapted layer where its trainable parameters' dtype met one of its buffers still in
+    the frozen base's dtype (`RuntimeContext.adapter_buffer`): the adapter was upcast, its buffers were not."""
+    found = ctx.adapter_buffer()
+    site = ctx.failure
+    if found is None or site is None:
+        return
+    name, weight, buffer, dtype = found
+    yield Hit(f"{site.head}: the adapted layer {name} trains {name_of(weight)} parameters, but its buffer {buffer} is "
+              f"{name_of(dtype)}, the dtype of the frozen base: the adapter's parameters were cast and its buffers were not; "
+              f"cast the buffers with them, or cast where they meet",
+              site.where, severity=Severity.ERROR,
+              details={"adapter": name, "weight_dtype": name_of(weight), "buffer": buffer, "buffer_dtype": name_of(dtype)})
