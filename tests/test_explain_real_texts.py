@@ -3,7 +3,7 @@ matter; bench/explain/corpus.yaml has their sources). Each must name its rule fi
 
 import pytest
 
-from ampdoctor.core import get_rule
+from ampdoctor.core import catalog, get_rule
 from ampdoctor.explain import explain
 
 REAL = [
@@ -92,3 +92,44 @@ def test_unscale_before_clip_is_the_fixs_order_and_correct_code_says_it_too_so_a
     cands = explain("    scaler.unscale_(optimizer)  # Unscale gradients before clip", closest=False)
     assert cands[0].rule.id == "AMP136" and cands[0].guess
 
+
+
+def test_deepspeeds_engine_dtype_check_is_generic_so_a_deepspeed_frame_alone_decides_nothing():
+    # The engine's dtype may come from a strategy (AMP116) or a hand cast: without AMP116 in the catalog the message
+    # is still no diagnosis of AMP001, and a deepspeed frame (which every such text has) does not make it one.
+    msg = ("ValueError: torch.float32 is enabled but the following parameters have dtype that is not torch.float32: "
+           "[('module.model.weight', torch.bfloat16)]")
+    without_116 = tuple(r for r in catalog() if r.id != "AMP116")
+    assert explain(msg, rules=without_116)[0].guess
+    framed = '  File "deepspeed/runtime/engine.py", line 1030, in _configure_distributed_model\n' + msg
+    assert explain(framed)[0].guess
+
+
+def test_a_message_several_rules_share_needs_half_its_rules_context_to_be_named_with_confidence():
+    msg = "RuntimeError: expected scalar type BFloat16 but found Float"
+    engine = '  File "deepspeed/runtime/engine.py", line 1836, in forward\n    loss = self.module(*inputs, **kwargs)\n'
+    assert explain(engine + msg)[0].rule.id == "AMP001" and explain(engine + msg)[0].guess  # one broad cue of four
+    bmm = "    matmul_result = torch.baddbmm(matmul_result, query_layer, key_layer)\n"
+    assert not explain(engine + bmm + msg)[0].guess  # the attention bmm beside the engine: GPT-NeoX's case
+
+
+def test_with_each_tune_texts_own_rule_out_of_the_catalog_nothing_is_named_with_confidence():
+    # The corpus's tune split (bench/explain), each text with its labelled rule taken away: whatever explain then
+    # names is wrong, so it must be a guess. A check of calibration, not of the signatures' coverage.
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import benchdocs
+    import yaml
+
+    corpus = yaml.safe_load((Path(__file__).resolve().parents[1] / "bench/explain/corpus.yaml").read_text())
+    pool = catalog()
+    confident = []
+    for e in corpus:
+        if benchdocs.split_of(e["name"]) != "tune" or e["rule"] == "none":
+            continue
+        cands = explain(e["text"], limit=1, rules=tuple(r for r in pool if r.id != e["rule"]))
+        if cands and not cands[0].guess:
+            confident.append((e["name"], cands[0].rule.id))
+    assert confident == []
