@@ -32,14 +32,13 @@ _NEUTRAL_CONTEXT = 0.3
 MIN_SCORE = 0.2
 # A signature below this weight is generic by the catalog's own account (a NaN loss, a shared dtype message).
 SPECIFIC_WEIGHT = 0.8
-# Context that makes a shared or generic message this rule's: at least this share of the rule's context weight.
-SUPPORTING_CONTEXT = 0.25
+# Context that makes a shared or generic message this rule's: at least this share of the rule's context weight. Half,
+# so that one broad cue among several (a deepspeed frame, which most texts of a DeepSpeed run show; "bf16" beside a
+# kernel message that any bf16 run can print) does not decide it.
+SUPPORTING_CONTEXT = 0.5
 # A message the catalog weighs below this (a NaN loss, an overflow told in words) has too many causes to be a
 # diagnosis whatever comes with it: a softmax or an fp16 flag beside "NaN loss" ranks the rules, never decides.
 TELLING_WEIGHT = 0.4
-# Context that decides a message other rules' signatures match as well needs this larger share of the rule's context:
-# one broad cue among several (a deepspeed frame, which most texts of a DeepSpeed run show) does not decide it.
-SHARED_CONTEXT = 0.5
 # Below this share of the best score a candidate does not fit as well as the others: hidden unless asked for all.
 WEAK_SHARE = 0.65
 
@@ -157,14 +156,14 @@ def _is_guess(fit: _Fit, fits: Sequence[_Fit]) -> bool:
     """A fit is a guess unless the rule's own context is in the text, or its message is specific to it: weighed
     as specific, and not matched on the same or a wider stretch of text by another rule's signature. Context
     decides a shared message only when it points at this rule more than at the others: a rival on the same message
-    with as large a share of its own context in the text, and shown beside this one, leaves the choice open. A shared
-    message needs half the rule's context (SHARED_CONTEXT), and one weighed below TELLING_WEIGHT is always a guess.
+    with as large a share of its own context in the text, and shown beside this one, leaves the choice open. A message
+    weighed below TELLING_WEIGHT is always a guess.
     Checked on bench/explain's tune texts with each text's own rule taken out of the catalog: nothing confident."""
     if fit.weight < TELLING_WEIGHT:
         return True
     start, end = fit.span
     shared = [o for o in fits if o is not fit and o.span[0] <= start and o.span[1] >= end]
-    if fit.context >= (SHARED_CONTEXT if shared else SUPPORTING_CONTEXT):
+    if fit.context >= SUPPORTING_CONTEXT:
         return any(o.context >= fit.context and o.candidate.score >= max(MIN_SCORE, WEAK_SHARE * fit.candidate.score)
                    for o in shared)
     if fit.weight < SPECIFIC_WEIGHT:
