@@ -125,12 +125,15 @@ def test_a_message_several_rules_share_needs_half_its_rules_context_to_be_named_
 
 
 def _tune_texts():
-    """bench/explain's tune split (texts labelled with a catalog rule): the texts changes may be judged on."""
+    """bench/explain's tune split (texts labelled with a catalog rule): the texts changes may be judged on. Left out:
+    texts that show two failures (another rule's own message read with confidence beside the labelled one's), where
+    the other rule is a true diagnosis too, so naming it without the labelled rule is not wrong."""
     sys.path.insert(0, str(ROOT / "bench"))
     import benchdocs
 
     corpus = yaml.safe_load((ROOT / "bench/explain/corpus.yaml").read_text())
-    return [e for e in corpus if benchdocs.split_of(e["name"]) == "tune" and e["rule"] != "none"]
+    return [e for e in corpus if benchdocs.split_of(e["name"]) == "tune" and e["rule"] != "none"
+            and not any("more than one failure" in c.reason for c in explain(e["text"], limit=3))]
 
 
 def test_with_each_tune_texts_own_rule_out_of_the_catalog_nothing_is_named_with_confidence():
@@ -156,3 +159,14 @@ def test_with_the_signatures_that_read_each_tune_text_taken_from_its_rule_nothin
         if cands and not cands[0].guess and cands[0].rule.id != e["rule"]:
             confident.append((e["name"], cands[0].rule.id))
     assert confident == []
+
+
+def test_two_rules_read_with_confidence_in_one_text_are_two_failures_so_each_is_a_guess():
+    # An fp16 LoRA run failing in the scaler, and the user's attempt at bf16 on a V100 quoted beside it.
+    text = ("got error `Attempting to unscale FP16 gradients`. When I set flag `bf16`, I got message "
+            "`Your setup doesn't support bf16/gpu.` (I am using V100).")
+    cands = explain(text)
+    assert {"AMP105", "AMP113"} <= {c.rule.id for c in cands[:3]}
+    assert all(c.guess for c in cands)
+    assert "more than one failure" in cands[0].reason
+    assert not explain("ValueError: Attempting to unscale FP16 gradients.")[0].guess  # either alone is still named

@@ -193,6 +193,7 @@ def explain(text: str, *, limit: int | None = 5, weak: bool = False, rules: Sequ
     scored.sort(key=lambda c: (-c.score, c.rule.id))
     if scored and not weak:
         scored = [c for c in scored if c.score >= WEAK_SHARE * scored[0].score]
+    scored = _one_confident(scored)
     if closest and (not scored or scored[0].guess):
         scored = _with_closest(scored, text, tuple(pool))
     return scored[:limit]
@@ -280,8 +281,19 @@ def _closest_by_wording(text: str, pool: tuple[Rule, ...]) -> list[Candidate]:
             for bm25, rule, shared in ranked]
 
 
-def _as_guess(cand: Candidate) -> Candidate:
-    return replace(cand, guess=True, reason=f"a guess: {cand.reason}")
+def _as_guess(cand: Candidate, why: str = "") -> Candidate:
+    return replace(cand, guess=True, reason=f"a guess: {cand.reason}{why}")
+
+
+def _one_confident(scored: list[Candidate]) -> list[Candidate]:
+    """Two rules each read with confidence (each its own specific message, or its message with its own context) mean
+    the text shows two failures, and which one the user is asking about is not in the text: both become guesses."""
+    confident = [c for c in scored if not c.guess]
+    if len(confident) < 2:
+        return scored
+    return [c if c.guess else _as_guess(c, "; the text also shows " + ", ".join(
+        o.rule.id for o in confident if o is not c) + " with confidence, so it holds more than one failure")
+            for c in scored]
 
 
 def explain_findings(text: str, *, limit: int = 3, location: Location | None = None) -> list[Finding]:
