@@ -41,13 +41,18 @@ def test_a_checkpoint_call_whose_dtype_error_surfaces_in_backward_is_the_recompu
 
 
 def test_a_nan_loss_is_the_overflow_rule_only_in_a_run_said_to_be_fp16_and_below_a_rule_whose_cue_is_in_view():
+    # A NaN loss has many causes: it is never named with confidence, whatever comes with it (TELLING_WEIGHT); the
+    # ranking still follows the context.
     in_fp16 = first("Fine-tuning t5-base with --fp16, the training loss becomes nan after 200 steps.")
-    assert in_fp16.rule.id == "AMP212" and not in_fp16.guess
+    assert in_fp16.rule.id == "AMP212" and in_fp16.guess
     unsaid = explain("Fine-tuning t5-base, the training loss becomes nan after 200 steps.")
     assert not unsaid or unsaid[0].guess
     # autocast() without a dtype runs fp16 on CUDA whatever the config says: that rule's own cue is in the text
     cued = first("with torch.cuda.amp.autocast():\n    loss = model(x)\nstep 100 | loss: nan  (fp16 overflow?)")
-    assert cued.rule.id == "AMP107" and not cued.guess
+    assert cued.rule.id == "AMP107" and cued.guess
+    # a softmax in view is AMP124's cue, and still only a guess (the overflow may be anywhere)
+    softmax = first("after a big matmul and the softmax that follows I get NaN loss")
+    assert softmax.rule.id == "AMP124" and softmax.guess
 
 
 def test_a_shared_message_whose_context_points_at_two_rules_is_a_guess():

@@ -32,8 +32,13 @@ _NEUTRAL_CONTEXT = 0.3
 MIN_SCORE = 0.2
 # A signature below this weight is generic by the catalog's own account (a NaN loss, a shared dtype message).
 SPECIFIC_WEIGHT = 0.8
-# Context that makes a shared or generic message this rule's: at least this share of the rule's context weight.
-SUPPORTING_CONTEXT = 0.25
+# Context that makes a shared or generic message this rule's: at least this share of the rule's context weight. Half,
+# so that one broad cue among several (a deepspeed frame, which most texts of a DeepSpeed run show; "bf16" beside a
+# kernel message that any bf16 run can print) does not decide it.
+SUPPORTING_CONTEXT = 0.5
+# A message the catalog weighs below this (a NaN loss, an overflow told in words) has too many causes to be a
+# diagnosis whatever comes with it: a softmax or an fp16 flag beside "NaN loss" ranks the rules, never decides.
+TELLING_WEIGHT = 0.4
 # Below this share of the best score a candidate does not fit as well as the others: hidden unless asked for all.
 WEAK_SHARE = 0.65
 
@@ -151,7 +156,11 @@ def _is_guess(fit: _Fit, fits: Sequence[_Fit]) -> bool:
     """A fit is a guess unless the rule's own context is in the text, or its message is specific to it: weighed
     as specific, and not matched on the same or a wider stretch of text by another rule's signature. Context
     decides a shared message only when it points at this rule more than at the others: a rival on the same message
-    with as large a share of its own context in the text, and shown beside this one, leaves the choice open."""
+    with as large a share of its own context in the text, and shown beside this one, leaves the choice open. A message
+    weighed below TELLING_WEIGHT is always a guess.
+    Checked on bench/explain's tune texts with each text's own rule taken out of the catalog: nothing confident."""
+    if fit.weight < TELLING_WEIGHT:
+        return True
     start, end = fit.span
     shared = [o for o in fits if o is not fit and o.span[0] <= start and o.span[1] >= end]
     if fit.context >= SUPPORTING_CONTEXT:
@@ -184,6 +193,7 @@ def explain(text: str, *, limit: int | None = 5, weak: bool = False, rules: Sequ
     scored.sort(key=lambda c: (-c.score, c.rule.id))
     if scored and not weak:
         scored = [c for c in scored if c.score >= WEAK_SHARE * scored[0].score]
+    scored = _one_confident(scored)
     if closest and (not scored or scored[0].guess):
         scored = _with_closest(scored, text, tuple(pool))
     return scored[:limit]
@@ -271,8 +281,19 @@ def _closest_by_wording(text: str, pool: tuple[Rule, ...]) -> list[Candidate]:
             for bm25, rule, shared in ranked]
 
 
-def _as_guess(cand: Candidate) -> Candidate:
-    return replace(cand, guess=True, reason=f"a guess: {cand.reason}")
+def _as_guess(cand: Candidate, why: str = "") -> Candidate:
+    return replace(cand, guess=True, reason=f"a guess: {cand.reason}{why}")
+
+
+def _one_confident(scored: list[Candidate]) -> list[Candidate]:
+    """Two rules each read with confidence (each its own specific message, or its message with its own context) mean
+    the text shows two failures, and which one the user is asking about is not in the text: both become guesses."""
+    confident = [c for c in scored if not c.guess]
+    if len(confident) < 2:
+        return scored
+    return [c if c.guess else _as_guess(c, "; the text also shows " + ", ".join(
+        o.rule.id for o in confident if o is not c) + " with confidence, so it holds more than one failure")
+            for c in scored]
 
 
 def explain_findings(text: str, *, limit: int = 3, location: Location | None = None) -> list[Finding]:
