@@ -749,7 +749,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-ROTARY_RULES = ("AMP002", "AMP005", "AMP103")  # plantable only where there is a rotary embedding
+ROTARY_RULES = ("AMP002", "AMP005", "AMP101", "AMP103")  # plantable only where there is a rotary embedding
 
 
 def _injection_pool(archs, args, rule):
