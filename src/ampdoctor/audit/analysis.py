@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Iterator
 from ampdoctor import dtypes
 from ampdoctor.audit.attribution import attributed, chain_places, folded_into, one_per_place
 from ampdoctor.audit.failure import FailureSite, failure_site, is_dtype_mismatch, is_rope_failure, raise_site
-from ampdoctor.audit.fields import AUTOCAST, BACKWARD, FORWARD, IN_DT, IN_PROD, INNER, MOD, OPTIMIZER, OUT_DT, PHASE
+from ampdoctor.audit.fields import AUTOCAST, BACKWARD, FORWARD, FUNC, IN_DT, IN_PROD, INNER, MOD, OPTIMIZER, OUT_DT, PHASE
 from ampdoctor.audit.names import module_label, relpath
 from ampdoctor.audit.observe import Observed, observe
 from ampdoctor.audit.provenance import FLOATS, HALF, Trace
@@ -190,6 +190,8 @@ class RuntimeContext:
                 continue
             if r[PHASE] == FORWARD and t.is_promotion(s):
                 taint[s] = s
+                continue
+            if not taint:  # nothing promoted yet: no input can descend from a promotion
                 continue
             for d, p in zip(r[IN_DT], r[IN_PROD]):
                 if p is not None and p >= 0 and p in taint and d not in self.HALF:
@@ -368,8 +370,14 @@ def _cast_counts(trace: Trace) -> dict[int, list[int]]:
     casts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     records = trace.records
     n = len(records)
+    is_cast: dict[int, bool] = {}  # op id -> it is aten::_to_copy
     for i, r in enumerate(records):
-        if r[PHASE] != FORWARD or not r[OUT_DT] or trace.op(i) != "aten::_to_copy":
+        if r[PHASE] != FORWARD or not r[OUT_DT]:
+            continue
+        fid = r[FUNC]
+        if fid not in is_cast:
+            is_cast[fid] = trace.op(i) == "aten::_to_copy"
+        if not is_cast[fid]:
             continue
         by_autocast = False
         if r[AUTOCAST] and r[INNER] is not None:
@@ -406,10 +414,15 @@ def _tensor_dtypes(trace: Trace) -> tuple[dict[int, set], dict[int, set], dict[i
 
 def module_table(trace: Trace) -> Table:
     ops: dict[int, Counter] = defaultdict(Counter)
+    first_float: dict[tuple, str | None] = {}  # a records' shared output dtypes -> the name of its first float dtype
     for r in trace.records:
-        fl = [d for d in (r[OUT_DT] or ()) if d in FLOATS]
-        if fl:
-            ops[r[MOD]][dtypes.name_of(fl[0])] += 1
+        out = r[OUT_DT] or ()
+        if out not in first_float:
+            fl = [d for d in out if d in FLOATS]
+            first_float[out] = dtypes.name_of(fl[0]) if fl else None
+        name = first_float[out]
+        if name is not None:
+            ops[r[MOD]][name] += 1
     casts = _cast_counts(trace)
     params, grads, buffers = _tensor_dtypes(trace)
 
