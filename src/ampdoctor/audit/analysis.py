@@ -412,9 +412,10 @@ def _tensor_dtypes(trace: Trace) -> tuple[dict[int, set], dict[int, set], dict[i
     return params, grads, buffers
 
 
-def module_table(trace: Trace) -> Table:
+def _ops_by_dtype(trace: Trace) -> dict[int, Counter]:
+    """Per module: how many ops made a result of each float dtype (their first float output's)."""
     ops: dict[int, Counter] = defaultdict(Counter)
-    first_float: dict[tuple, str | None] = {}  # a records' shared output dtypes -> the name of its first float dtype
+    first_float: dict[tuple, str | None] = {}  # records share their output dtype tuples: named once per tuple
     for r in trace.records:
         out = r[OUT_DT] or ()
         if out not in first_float:
@@ -423,6 +424,11 @@ def module_table(trace: Trace) -> Table:
         name = first_float[out]
         if name is not None:
             ops[r[MOD]][name] += 1
+    return ops
+
+
+def module_table(trace: Trace) -> Table:
+    ops = _ops_by_dtype(trace)
     casts = _cast_counts(trace)
     params, grads, buffers = _tensor_dtypes(trace)
 
