@@ -105,3 +105,53 @@ def test_a_sampled_fake_audit_keeps_sampling_under_a_mode_the_script_entered_aft
 
     assert run(mode_under=False) == run(mode_under=True)
     assert run(mode_under=False)[:2] == ([1, 3, 5], 0) and not run(mode_under=False)[3]
+
+
+class CastsItsOutput(torch.nn.Module):
+    """A linear layer under autocast whose bf16 result the model's own code casts to fp32: one cast autocast makes
+    (the fp32 weight, inside the linear call) and one the user makes (`.float()`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.lin(x).float().sum()
+
+
+def _cast_columns(a) -> dict:
+    table = next(t for t in a.report.tables if t.title.startswith("Per-module dtypes"))
+    return {row[0]: row[-2:] for row in table.rows}
+
+
+def _audit_casts(fake: bool):
+    with FakeTensorMode() if fake else contextlib.nullcontext():
+        torch.manual_seed(0)
+        return audit_step(CastsItsOutput(), torch.randn(4, 8), loss_fn=lambda out, batch: out, policy="bf16-mixed")
+
+
+def test_fake_audit_records_no_metadata_queries_and_tells_casts_apart_as_on_real_tensors():
+    # Autograd asks a fake tensor's device through dispatch (a real tensor answers in C++): those queries compute
+    # nothing, and recorded they stood between the user's `.float()` and nothing, so the cast read as autocast's.
+    fake, real = _audit_casts(fake=True), _audit_casts(fake=False)
+    ops = {str(fake.recorder.ops[r[1]]) for r in fake.recorder.records}
+    assert not ops & {"prim.device.default", "aten.size.default", "aten.stride.default", "aten.storage_offset.default"}
+    assert "aten.addmm.default" in ops or "aten.mm.default" in ops
+    assert _cast_columns(fake) == _cast_columns(real)
+    assert _cast_columns(fake)["<root>"] == ("0", "1")  # the user's `.float()`
+
+
+def test_value_watch_is_not_asked_about_results_a_fake_only_mode_makes(monkeypatch):
+    # every result of a FakeTensorMode that takes fake inputs only is fake, and the watch measures no fake tensor;
+    # a fake mode that also takes real inputs may hand a real tensor to an in-place op, so it still asks
+    from ampdoctor.audit import values
+
+    asked = []
+    original = values.ValueWatch.output
+    monkeypatch.setattr(values.ValueWatch, "output", lambda self, *a, **k: (asked.append(a[0]), original(self, *a, **k))[1])
+    for allow_real, expect_asked in ((False, False), (True, True)):
+        asked.clear()
+        with FakeTensorMode(allow_non_fake_inputs=allow_real):
+            a = audit_step(MixedHalves(), torch.randn(4, 8, dtype=torch.bfloat16), loss_fn=lambda out, batch: out, policy="bf16-true")
+        assert bool(asked) == expect_asked
+        assert [f.rule_id for f in a.report.findings] == ["AMP121"]

@@ -90,3 +90,24 @@ def test_the_function_mode_leaves_with_the_audit_when_the_step_raises():
     except RuntimeError:
         pass
     assert _get_current_function_mode_stack() == []
+
+
+def test_observed_collectives_and_reduce_dtype_come_from_the_recorded_collective(tmp_path):
+    # the observation asks which op kinds were recorded before walking the trace for a collective: a recorded
+    # all_reduce must still be found, its dtype read as the reduce dtype
+    import torch.distributed as dist
+
+    from ampdoctor.audit.session import Audit
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        model = torch.nn.Linear(4, 4)
+        with Audit("fp32", model=model, device_type="cpu") as a:
+            loss = model(torch.randn(2, 4)).sum()
+            loss.backward()
+            grad = model.weight.grad.to(torch.bfloat16)
+            dist.all_reduce(grad)
+    finally:
+        dist.destroy_process_group()
+    assert [c.op for c in a.observed.collectives] and all(c.dtypes == ("bf16",) for c in a.observed.collectives)
+    assert a.observed.policy.reduce == "bf16"

@@ -262,6 +262,8 @@ class RuntimeContext:
             if r[PHASE] == FORWARD and t.is_promotion(s):
                 taint[s] = s
                 continue
+            if not taint:  # nothing promoted yet: no input can descend from a promotion
+                continue
             for d, p in zip(r[IN_DT], r[IN_PROD]):
                 if p is not None and p >= 0 and p in taint and d not in self.HALF:
                     taint[s] = taint[p]
@@ -439,8 +441,14 @@ def _cast_counts(trace: Trace) -> dict[int, list[int]]:
     casts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     records = trace.records
     n = len(records)
+    is_cast: dict[int, bool] = {}  # op id -> it is aten::_to_copy
     for i, r in enumerate(records):
-        if r[PHASE] != FORWARD or not r[OUT_DT] or trace.op(i) != "aten::_to_copy":
+        if r[PHASE] != FORWARD or not r[OUT_DT]:
+            continue
+        fid = r[FUNC]
+        if fid not in is_cast:
+            is_cast[fid] = trace.op(i) == "aten::_to_copy"
+        if not is_cast[fid]:
             continue
         by_autocast = False
         if r[AUTOCAST] and r[INNER] is not None:
@@ -475,12 +483,23 @@ def _tensor_dtypes(trace: Trace) -> tuple[dict[int, set], dict[int, set], dict[i
     return params, grads, buffers
 
 
-def module_table(trace: Trace) -> Table:
+def _ops_by_dtype(trace: Trace) -> dict[int, Counter]:
+    """Per module: how many ops made a result of each float dtype (their first float output's)."""
     ops: dict[int, Counter] = defaultdict(Counter)
+    first_float: dict[tuple, str | None] = {}  # records share their output dtype tuples: named once per tuple
     for r in trace.records:
-        fl = [d for d in (r[OUT_DT] or ()) if d in FLOATS]
-        if fl:
-            ops[r[MOD]][dtypes.name_of(fl[0])] += 1
+        out = r[OUT_DT] or ()
+        if out not in first_float:
+            fl = [d for d in out if d in FLOATS]
+            first_float[out] = dtypes.name_of(fl[0]) if fl else None
+        name = first_float[out]
+        if name is not None:
+            ops[r[MOD]][name] += 1
+    return ops
+
+
+def module_table(trace: Trace) -> Table:
+    ops = _ops_by_dtype(trace)
     casts = _cast_counts(trace)
     params, grads, buffers = _tensor_dtypes(trace)
 

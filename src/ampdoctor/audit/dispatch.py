@@ -89,6 +89,7 @@ def _inputs(r: "Recorder", args: tuple, kwargs: dict, seq: int) -> tuple[list, t
     if kwargs:
         _flatten(kwargs.values(), ins)
     made = r.produced
+    producers = r.producers
     values = r.values
     in_dt = []
     in_prod = []
@@ -96,11 +97,12 @@ def _inputs(r: "Recorder", args: tuple, kwargs: dict, seq: int) -> tuple[list, t
         dt = t.dtype
         in_dt.append(dt)
         if dt in _FLOATS:
-            ref = made.get(id(t))
+            tid = id(t)
+            ref = made.get(tid)
             if ref is not None and ref() is t:
-                in_prod.append(r.producers[id(t)])
+                in_prod.append(producers[tid])
             else:
-                in_prod.append(-id(t))
+                in_prod.append(-tid)
                 if values is not None:
                     values.leaf(t, seq)
         else:
@@ -151,6 +153,16 @@ def _outputs(out: Any, r: "Recorder", seq: int) -> tuple[list, list]:
     return outs, out_dt
 
 
+# Questions about a tensor's metadata that reach Python dispatch only for tensor subclasses that keep their metadata
+# in Python (fake tensors: autograd asks every differentiable op's inputs and outputs for their device, which is
+# most of a fake step's dispatches). They compute nothing and return no tensor: no dtype flows through them, nothing
+# they return is an input of a later op, and a real tensor answers them in C++ without dispatching, so its record
+# never holds them. The recording passes them through unrecorded (FakeTensorMode answers the same ones straight from
+# its metadata). By id: `OpOverload.__hash__` is Python code.
+_METADATA_QUERIES = frozenset(id(op) for op in (torch.ops.prim.device.default, torch.ops.aten.size.default, torch.ops.aten.stride.default,
+                                                torch.ops.aten.storage_offset.default))
+
+
 @dataclass
 class Failure:
     seq: int
@@ -170,17 +182,22 @@ class RecordingMode(TorchDispatchMode):
         # so fewer garbage-collector passes during a long recording.
         self._shared: dict[tuple, tuple] = {}
         self.fake: Any = None  # the FakeTensorMode whose dispatch records, when recording sits there (`enter`)
+        # Whether an op's results can hold values: not when every op runs in a fake mode that takes fake inputs only
+        # (its results are fake, and so are the arguments an in-place op writes), where the value watch would look
+        # at every op and find nothing to measure. Inputs are still offered to it: a constant the fake mode lifts
+        # is real.
+        self._results_hold_values = True
 
     def _kind(self, fid: int, func: Any) -> tuple[bool, Any]:
         r = self.r
         r.ops[fid] = func
-        measured = r.values is not None and r.values.how(fid, func) is not None
+        measured = r.values is not None and self._results_hold_values and r.values.how(fid, func) is not None
         kind = self._kinds[fid] = (measured, r.watch.get(fid))
         return kind
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if not self.r.active:
+        if not self.r.active or id(func) in _METADATA_QUERIES:
             return func(*args, **kwargs)
         return self.record(func, types, args, kwargs, None)
 
@@ -200,9 +217,10 @@ class RecordingMode(TorchDispatchMode):
             record = self.record
             r = self.r
             depth = threading.local()
+            metadata = _METADATA_QUERIES
 
             def dispatch(func, types, args=(), kwargs=None):
-                if not r.active or getattr(depth, "n", 0):
+                if id(func) in metadata or not r.active or getattr(depth, "n", 0):
                     return inner(func, types, args, kwargs)
                 depth.n = 1
                 try:
@@ -212,6 +230,7 @@ class RecordingMode(TorchDispatchMode):
 
             fake.dispatch = dispatch
             self.fake = fake
+            self._results_hold_values = bool(fake.allow_non_fake_inputs)
         else:
             self.__enter__()
 

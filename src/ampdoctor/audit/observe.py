@@ -56,6 +56,11 @@ def _majority(values: Iterable[Any]) -> Any:
     return counted.most_common(1)[0][0] if counted else None
 
 
+def _any_recorded(trace: Trace, pattern: re.Pattern) -> bool:
+    """Some op of a kind `pattern` matches was recorded: asked before walking every record for the first one."""
+    return any(pattern.match(name) for name in trace.recorded())
+
+
 def _first(trace: Trace, match: Any) -> int | None:
     return next((r[0] for r in trace.records if match(r)), None)
 
@@ -132,7 +137,9 @@ def observe(trace: Trace) -> Observed:
 
 
 def _collectives(trace: Trace) -> tuple[CollectiveCall, ...]:
-    out = []
+    out: list[CollectiveCall] = []
+    if not any(name.startswith("c10d::") for name in trace.recorded()):
+        return ()
     for r in trace.records:
         name = trace.op(r[0])
         if name.startswith("c10d::"):
@@ -149,7 +156,8 @@ def _observed_policy(trace: Trace, params: list[tuple[str, Any]], autocast_seq: 
         given["compute"] = dtypes.name_of(_majority(trace.rec.autocast_dtypes))
         locations["compute"] = locations["autocast"] = trace.location(autocast_seq, "first op under autocast")
     else:
-        gather = _first(trace, lambda r: r[PHASE] == FORWARD and bool(_FORWARD_GATHER.match(trace.op(r[0]))))
+        gather = _first(trace, lambda r: r[PHASE] == FORWARD and bool(_FORWARD_GATHER.match(trace.op(r[0])))) \
+            if _any_recorded(trace, _FORWARD_GATHER) else None
         gathered = trace.float_inputs(gather) if gather is not None else []
         if gathered and gathered[0][0] in HALF_DTYPES:
             given["compute"] = dtypes.name_of(gathered[0][0])
@@ -161,7 +169,7 @@ def _observed_policy(trace: Trace, params: list[tuple[str, Any]], autocast_seq: 
     states = [d for ev in trace.optimizer_steps[:1] for (_, d) in ev.state_dtypes]
     if states:
         given["optimizer_state"] = dtypes.name_of(_majority(states))
-    unscale = _first(trace, lambda r: trace.op(r[0]) in _UNSCALE_OPS)
+    unscale = _first(trace, lambda r: trace.op(r[0]) in _UNSCALE_OPS) if trace.recorded() & set(_UNSCALE_OPS) else None
     given["loss_scale"] = "dynamic" if unscale is not None else "none"
     if unscale is not None:
         locations["loss_scale"] = trace.location(unscale, "GradScaler unscales here")
@@ -171,7 +179,7 @@ def _observed_policy(trace: Trace, params: list[tuple[str, Any]], autocast_seq: 
 
 def _reduce(trace: Trace, given: dict[str, Any], locations: dict[str, Location]) -> dict[str, str]:
     """The dtype a gradient collective ran in; without one seen, what DDP and FSDP reduce: the gradients."""
-    collective = _first(trace, lambda r: bool(_COLLECTIVE.match(trace.op(r[0]))))
+    collective = _first(trace, lambda r: bool(_COLLECTIVE.match(trace.op(r[0])))) if _any_recorded(trace, _COLLECTIVE) else None
     if collective is not None:
         reduced = trace.float_inputs(collective)
         if reduced:

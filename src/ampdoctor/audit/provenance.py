@@ -61,6 +61,7 @@ class Trace:
             if scan.when == "before" and scan.prod is not None and scan.prod >= 0:
                 self.named_seq.setdefault(scan.prod, self._scan_name(scan))
         self._trig: dict[int, bool] = {}
+        self._kinds_in: dict[tuple, int] = {}  # `dtype_kinds`: records share their dtype tuples, so few keys
         self._op_names: dict[int, str] = {}  # op id (a record's FUNC) -> name
         self._recorded: frozenset[str] | None = None  # `recorded()`
         self._views: dict[str | None, list[Op]] | None = None  # `ops()`: all, and by phase
@@ -380,8 +381,19 @@ class Trace:
             depth -= 1
         return None
 
+    def dtype_kinds(self, seq: int) -> int:
+        """How many dtypes the inputs of op `seq` have, float or not: below 2, its float inputs cannot mix. Rules that
+        look for mixed inputs ask this first, so that the ~10^5 ops whose inputs share one dtype cost a lookup."""
+        in_dt = self.records[seq][IN_DT]
+        n = self._kinds_in.get(in_dt)
+        if n is None:
+            n = self._kinds_in[in_dt] = len(set(in_dt))
+        return n
+
     def is_promotion(self, seq: int) -> bool:
         """Mixed float inputs with an output wider than a half-precision input."""
+        if self.dtype_kinds(seq) < 2:
+            return False
         ins = self.float_inputs(seq)
         dts = {d for d, _ in ins}
         out = self.out_dtype(seq)

@@ -98,6 +98,8 @@ def _compares_dtypes(test: ast.AST) -> bool:
 def _table_meets_other(ctx: RuntimeContext, op: Op) -> bool:
     """A cos/sin table and a non-table input of different dtypes, not a promotion autocast undoes (an fp32 table
     against bf16 q/k under autocast is one; a half table against a wide input is not)."""
+    if ctx.trace.dtype_kinds(op.seq) < 2:
+        return False
     ins = ctx.trace.float_inputs(op.seq)
     if len({d for d, _ in ins}) < 2:
         return False

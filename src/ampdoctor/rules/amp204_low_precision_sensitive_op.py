@@ -51,11 +51,17 @@ def sensitive_ops_in_half(ctx: RuntimeContext) -> Iterator[Hit]:
     fp32_ops = AUTOCAST_FP32[device]
     t = ctx.trace
     hits = []
-    for op in t.ops():
-        if op.phase != Phase.FORWARD or op.out_dtypes is None:
+    sensitive: dict[int, bool] = {}  # op id -> autocast runs it in fp32 (asked once per kind of op, not per op)
+    for op in t.ops(Phase.FORWARD):
+        if op.out_dtypes is None:
+            continue
+        fid = op.func_id
+        if fid not in sensitive:
+            sensitive[fid] = autocast_op(t.op(op.seq)) in fp32_ops
+        if not sensitive[fid]:
             continue
         ins = t.float_inputs(op.seq)
-        if ins and ins[0][0] in ctx.HALF and autocast_op(t.op(op.seq)) in fp32_ops:
+        if ins and ins[0][0] in ctx.HALF:
             hits.append(op.seq)
     for _, seqs in ctx.grouped(hits, lambda s: (t.op_at(s).module, t.op(s))).items():
         first = seqs[0]
