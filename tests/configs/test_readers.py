@@ -134,3 +134,20 @@ def test_hf_reader_reads_the_4bit_compute_dtype_where_a_config_writes_it(written
     expected = {"float16": "fp16", "torch.float32": "fp32", "bf16": "bf16"}[written.split(": ")[-1].strip()]
     assert reading.fact("quant_compute_dtype") == expected
     assert reading.locate()("quant_compute_dtype").line == line
+
+
+def test_hf_reader_takes_model_and_generation_keys_alone_for_no_training_config(tmp_path):
+    # A dataset-filtering config beside TRL recipes: the same model-loading keys, but only generation keys with them.
+    # It samples from a bf16 model and trains nothing, so no optimizer rounds its updates away (AMP119); one key of
+    # the training loop makes it a training config again.
+    sampling = ("model_name_or_path: org/model\nmodel_revision: main\ntorch_dtype: bfloat16\n"
+                "attn_implementation: flash_attention_2\nnum_generations: 8\ntemperature: 0.7\n")
+    path = tmp_path / "filter.yaml"
+    path.write_text(sampling)
+    docs, error = load_documents(path)
+    assert error is None and reader_for(docs[0]) is not reader_named("hf")
+    assert not [f for f in lint_config_files([path]).findings if f.rule_id == "AMP119"]
+    path.write_text(sampling + "learning_rate: 1.0e-5\n")
+    docs, _ = load_documents(path)
+    assert reader_for(docs[0]) is reader_named("hf")
+    assert [f for f in lint_config_files([path]).findings if f.rule_id == "AMP119"]

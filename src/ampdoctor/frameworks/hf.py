@@ -10,6 +10,8 @@
 - `fsdp` (axolotl: also an `fsdp_config` block): the accelerate FSDP plugin reduces gradients in the
   mixed-precision dtype, and with mixed precision on, accelerate upcasts trainable half parameters to fp32
   (axolotl's FSDP2 preparation, which replaces accelerate's, does not).
+- A file of model-loading and generation keys with no key of the training loop (a sampling or dataset-filtering
+  config beside the training recipes) is not read: it trains nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +55,14 @@ _ARGS = frozenset({
     "half_precision_backend", "max_grad_norm", "logging_dir", "overwrite_output_dir", "do_train", "do_eval",
 })
 _PRECISION_FLAGS = ("bf16", "fp16", "bf16_full_eval", "fp16_full_eval", "tf32", "torch_dtype", "deepspeed", "half_precision_backend")
+# Keys that set up the training loop or its optimizer: a file of model-loading and generation keys alone (a
+# sampling or dataset-filtering config) loads a model but trains nothing, so it sets no training precision.
+_TRAINING = frozenset({
+    "per_device_train_batch_size", "learning_rate", "num_train_epochs", "gradient_accumulation_steps", "lr_scheduler_type",
+    "warmup_ratio", "warmup_steps", "weight_decay", "bf16", "fp16", "deepspeed", "optim", "gradient_checkpointing",
+    "max_steps", "micro_batch_size", "fsdp", "half_precision_backend", "max_grad_norm", "do_train", "save_steps",
+    "save_strategy",
+})
 
 
 def detect(doc: Document) -> bool:
@@ -61,7 +71,8 @@ def detect(doc: Document) -> bool:
     keys = {k for k in doc.data if isinstance(k, str)}
     if any(isinstance(doc.data.get(k), dict) for k in ("bf16", "fp16")):
         return False  # DeepSpeed blocks
-    return len(keys & _ARGS) >= 3 and bool(keys & set(_PRECISION_FLAGS) | keys & {"per_device_train_batch_size", "micro_batch_size"})
+    return len(keys & _ARGS) >= 3 and bool(keys & set(_PRECISION_FLAGS) | keys & {"per_device_train_batch_size", "micro_batch_size"}) \
+        and bool(keys & _TRAINING)
 
 
 def _flag(doc: Document, key: str) -> bool | None:

@@ -13,7 +13,7 @@ from ampdoctor.lint.cstedit import asked, dotted, imports_torch, with_keyword
 from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, bf16_in_function, calls_named, in_fp16_branch
 from ampdoctor.lint.python.dataflow import autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS
-from ampdoctor.lint.python.resolve import has_star_kwargs
+from ampdoctor.lint.python.resolve import has_star_kwargs, tokens
 
 
 def _always_scaled(ctx: Context) -> ast.Call | None:
@@ -66,6 +66,36 @@ def _dict_without_dtype(value: ast.AST | None) -> bool:
         return all(isinstance(k, ast.Constant) and k.value != "dtype" for k in value.keys)
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict" and not value.args:
         return all(kw.arg not in (None, "dtype") for kw in value.keywords)
+    return False
+
+
+def _older_torch_fallback(ctx: Context, call: ast.Call) -> bool:
+    """The call is one arm of a torch version test whose other arm enters autocast with `dtype=`
+    (``if is_torch_greater_or_equal_than_1_10: autocast(dtype=...) else: autocast()``): the dtype-less arm runs only
+    on a torch too old to take `dtype=`, where CUDA autocast has no dtype but fp16 to give."""
+    child: ast.AST = call
+    for parent in ctx.src.ancestors(call):
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test and _names_torch_version(parent.test):
+            body = parent.body if isinstance(parent.body, list) else [parent.body]
+            orelse = parent.orelse if isinstance(parent.orelse, list) else [parent.orelse]
+            other = orelse if any(child is n for n in body) else body
+            calls = (n for stmt in other for n in ast.walk(stmt) if isinstance(n, ast.Call))
+            named = ((c, ctx.qualname(c.func)) for c in calls)
+            if any(name in AUTOCASTS and autocast_argument(c, name, "dtype") is not None for c, name in named):
+                return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return False
+        child = parent
+    return False
+
+
+def _names_torch_version(test: ast.expr) -> bool:
+    """``torch.__version__ >= "1.10"``, ``version.parse(...)``, ``is_torch_greater_or_equal_than_1_10``."""
+    for node in ast.walk(test):
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+        words = tokens(name or "")
+        if "version" in words or "torch" in words and any(w.isdigit() for w in words):
+            return True
     return False
 
 
@@ -160,8 +190,8 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
         starred = has_star_kwargs(call)
         if starred and not _kwargs_lack_dtype(ctx, call, name):
             continue
-        if _not_fp16_by_default(call, name) or in_fp16_branch(ctx, call) is not None:
-            continue  # off, bf16 by default on its device, or in a branch only fp16 runs take
+        if _not_fp16_by_default(call, name) or in_fp16_branch(ctx, call) is not None or _older_torch_fallback(ctx, call):
+            continue  # off, bf16 by default on its device, in a branch only fp16 runs take, or only old torch takes
         tests = _else_of(ctx, call)
         through = _conjoined_with_bf16(tests)
         if through is not None:

@@ -295,13 +295,24 @@ class Facts:
         return False
 
     def _dtype_test(self, test: ast.AST) -> bool:
-        """``x.dtype == torch.float16``, ``x.dtype in (...)``, or a name bound to such a comparison before."""
+        """``x.dtype == torch.float16``, ``dtype in (...)`` on a dtype the function is given, or a name bound to such a
+        comparison before."""
         if isinstance(test, ast.Name):
             scope = self.src.scope(test)
             before = [v for line, v in self.src.bindings(test, scope) if line < test.lineno and v is not None]
             return bool(before) and self._dtype_test(before[-1])
         return isinstance(test, ast.Compare) and any(
-            isinstance(side, ast.Attribute) and side.attr == "dtype" for side in (test.left, *test.comparators))
+            isinstance(side, ast.Attribute) and side.attr == "dtype" or self._dtype_parameter(side)
+            for side in (test.left, *test.comparators))
+
+    def _dtype_parameter(self, node: ast.AST) -> bool:
+        """A parameter of the enclosing function that holds a dtype (``def build_cache(n, dtype):``): testing it
+        handles what the caller passes, as a test of ``x.dtype`` does."""
+        fn = self.src.enclosing_function(node)
+        if not isinstance(node, ast.Name) or fn is None or "dtype" not in tokens(node.id):
+            return False
+        params = (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)
+        return any(a.arg == node.id for a in params)
 
     @functools.cached_property
     def bf16_dtype_named(self) -> bool:
