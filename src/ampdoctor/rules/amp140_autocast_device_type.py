@@ -17,6 +17,9 @@ from ampdoctor.lint.python.resolve import dotted
 # What reads autocast's state or dtype for a device other than CUDA (or for whichever device a tensor is on).
 _CPU_STATE = frozenset({"torch.get_autocast_cpu_dtype", "torch.is_autocast_cpu_enabled"})
 _ANY_DEVICE_STATE = frozenset({"torch.get_autocast_dtype", "torch.is_autocast_enabled"})
+# A script's settings (argparse's namespace, a config object, hyperparameters): their `.device` is what was typed
+# ("cuda"), a string. HF's `TrainingArguments.device` is a torch.device, and its usual names are not these.
+_SETTINGS = frozenset({"args", "opt", "opts", "options", "cfg", "config", "conf", "hparams", "params", "settings", "flags", "FLAGS"})
 
 
 @code_check("AMP140", triggers=("autocast",), also=(("device",),))
@@ -56,7 +59,7 @@ def _device_object(ctx: Context, expr: ast.expr | None, scope: ast.AST, depth: i
     if isinstance(expr, ast.Call) and ctx.qualname(expr.func) == "torch.device":
         return "made by `torch.device(...)`"
     if isinstance(expr, ast.Attribute) and expr.attr == "device":
-        if not (isinstance(expr.value, ast.Name) and expr.value.id in ("self", "cls")):
+        if not (isinstance(expr.value, ast.Name) and expr.value.id in ("self", "cls")) and not _settings(expr.value):
             return "a tensor's or module's `.device`"
     if isinstance(expr, (ast.Name, ast.Attribute)):
         bound = ctx.src.bindings(expr, scope)
@@ -138,6 +141,12 @@ def _other_device_read(ctx: Context, guarded: list[ast.AST]) -> tuple[ast.AST, s
                 if any(_device_type(s) for s in sides) and any(_non_cuda_literal(s) for s in sides):
                     return node, f"the `{ast.unparse(node)}` branch"
     return None
+
+
+def _settings(expr: ast.expr) -> bool:
+    """``args``, ``cfg``, ``self.config``: an object of settings, whose ``.device`` is the type string it was given."""
+    name = expr.id if isinstance(expr, ast.Name) else expr.attr if isinstance(expr, ast.Attribute) else None
+    return name in _SETTINGS
 
 
 def _is_cuda(expr: ast.expr) -> bool:
