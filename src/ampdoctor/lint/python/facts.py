@@ -301,9 +301,13 @@ class Facts:
             scope = self.src.scope(test)
             before = [v for line, v in self.src.bindings(test, scope) if line < test.lineno and v is not None]
             return bool(before) and self._dtype_test(before[-1])
-        return isinstance(test, ast.Compare) and any(
-            isinstance(side, ast.Attribute) and side.attr == "dtype" or self._dtype_parameter(side)
-            for side in (test.left, *test.comparators))
+        if not isinstance(test, ast.Compare):
+            return False
+        sides = (test.left, *test.comparators)
+        # `cfg.dtype == "bf16"` compares a configured name: it chooses the file's precision, not handles a tensor's.
+        if any(_strings(side) for side in sides):
+            return False
+        return any(isinstance(side, ast.Attribute) and side.attr == "dtype" or self._dtype_parameter(side) for side in sides)
 
     def _dtype_parameter(self, node: ast.AST) -> bool:
         """A parameter of the enclosing function that holds a dtype (``def build_cache(n, dtype):``): testing it
@@ -367,3 +371,10 @@ class Facts:
                     if name in ("torch.backends.cuda.matmul.allow_tf32",):
                         return node
         return None
+
+
+def _strings(node: ast.AST) -> bool:
+    """A string constant, or a tuple, list or set of them."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return bool(node.elts) and all(_strings(e) for e in node.elts)
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
