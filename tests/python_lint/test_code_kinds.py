@@ -143,3 +143,25 @@ def test_main_block_spans_the_module_level_guard_only():
     assert main_block(text) == (7, 11)
     assert main_block("import torch\n") is None
     assert main_block("if __name__ == \"__main__\":\n    run()\n") == (1, 2)
+
+
+def test_main_block_is_read_from_the_code_not_from_column_zero_text():
+    from ampdoctor.lint.python.kind import main_block
+
+    # A usage example in the docstring is no block; a string continued in column 0 does not end the real one.
+    text = textwrap.dedent('''\
+        """Usage:
+
+        if __name__ == "__main__":
+            main()
+        """
+        import torch
+
+        if "__main__" == __name__:
+            parser = make_parser(description="""Train.
+        Runs the loop below.""")
+            loss = step(torch.zeros(3, dtype=torch.float16))
+        else:
+            register()
+        ''')
+    assert main_block(text) == (8, 11)

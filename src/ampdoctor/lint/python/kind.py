@@ -122,22 +122,28 @@ def _evaluation(src: SourceFile, parent: ast.AST, child: ast.AST) -> str | None:
     return None
 
 
-_MAIN = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.M)
-
-
 def main_block(text: str) -> tuple[int, int] | None:
-    """The first and last line of the module-level ``if __name__ == "__main__":`` block, read from the text: the
-    block ends before the next line that starts in column 0 (a comment aside)."""
-    found = _MAIN.search(text)
-    if found is None:
+    """The first and last line of the body of the module-level ``if __name__ == "__main__":`` (its ``else:`` runs on
+    import, so is not part of it). Read from the syntax tree: a docstring's usage example or a string continued in
+    column 0 would fool a reading of the text."""
+    if "__main__" not in text:
         return None
-    start = text.count("\n", 0, found.start()) + 1
-    lines = text.splitlines()
-    for index in range(start, len(lines)):  # lines[index] is line index + 1
-        line = lines[index]
-        if line and not line[0].isspace() and not line.startswith("#"):
-            return start, index
-    return start, len(lines)
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.If) and _is_main_test(node.test):
+            return node.lineno, node.body[-1].end_lineno or node.body[-1].lineno
+    return None
+
+
+def _is_main_test(test: ast.expr) -> bool:
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = (test.left, test.comparators[0])
+    return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and \
+        any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides)
 
 
 def _no_grad(src: SourceFile, expr: ast.AST) -> bool:
