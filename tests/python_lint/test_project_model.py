@@ -188,6 +188,12 @@ def test_cpu_autocast_reaches_only_the_files_that_read_cudas_state_with_no_devic
     # "cpu" elsewhere, or given to a state query rather than to autocast, is not autocast entered on the CPU
     assert cpu_autocast_line('with torch.autocast("cuda"):\n    x = y.to("cpu")\n') is None
     assert cpu_autocast_line('torch.is_autocast_enabled("cpu")\n') is None
+    # nor a call that keeps CPU autocast off: turned off, or enabled only where the device is not the CPU
+    assert cpu_autocast_line('with torch.autocast("cpu", enabled=False):\n    pass\n') is None
+    assert cpu_autocast_line('with torch.autocast(d.type, enabled=d.type != "cpu"):\n    pass\n') is None
+    assert cpu_autocast_line('torch.autocast(d, enabled=d not in ("mps", "cpu"))\n') is None
+    # a "cpu" passed after nested calls is still passed
+    assert cpu_autocast_line('x = 1\ntorch.autocast("cpu", dtype=getattr(torch, cfg.get("dtype")))\n') == 2
     summaries = {"model.py": Summary("model.py", "model", (), autocast_state=True),
                  "layers.py": Summary("layers.py", "layers", ()),
                  "tests/amp.py": Summary("tests/amp.py", "tests.amp", (), cpu_autocast=7)}

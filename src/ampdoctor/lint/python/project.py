@@ -378,15 +378,35 @@ def _autocast_guard(text: str) -> int | None:
     return text.count("\n", 0, m.start()) + 1 if m else None
 
 
-# Autocast entered (or turned off) on the CPU: "cpu" given to an autocast call, or the old `torch.cpu.amp.autocast`.
-_CPU_AUTOCAST = re.compile(r"""\bautocast\((?:[^()]|\([^()]*\))*?["']cpu["']|\bcpu\.amp\.autocast\(""")
+# Autocast entered on the CPU: "cpu" given to an autocast call, or the old `torch.cpu.amp.autocast`. Not a call
+# that turns autocast off (`enabled=False`), nor one whose "cpu" is only compared against (`enabled=dev != "cpu"`):
+# those keep CPU autocast off.
+_AUTOCAST_CALL = re.compile(r"\b(cpu\.amp\.)?autocast\(((?:[^()]|\((?:[^()]|\([^()]*\))*\))*)\)")
+_CPU_LITERAL = re.compile(r"""["']cpu["']""")
+_DISABLED = re.compile(r"\benabled\s*=\s*False\b")
 
 
 def cpu_autocast_line(text: str) -> int | None:
     if "cpu" not in text:
         return None
-    m = _CPU_AUTOCAST.search(text)
-    return text.count("\n", 0, m.start()) + 1 if m else None
+    for m in _AUTOCAST_CALL.finditer(text):
+        args = m.group(2)
+        if _DISABLED.search(args):
+            continue
+        if m.group(1) or (_CPU_LITERAL.search(args) and _cpu_given(args)):
+            return text.count("\n", 0, m.start()) + 1
+    return None
+
+
+def _cpu_given(args: str) -> bool:
+    """A "cpu" literal among an autocast call's arguments is passed (as the device type, or a branch of one), not
+    only compared against; the text that cannot be parsed alone is taken as passing it."""
+    try:
+        call = ast.parse(f"f({args})", mode="eval")
+    except (SyntaxError, ValueError):
+        return True
+    compared = {id(n) for c in ast.walk(call) if isinstance(c, ast.Compare) for n in ast.walk(c)}
+    return any(isinstance(n, ast.Constant) and n.value == "cpu" and id(n) not in compared for n in ast.walk(call))
 
 
 def _reads_autocast_state(text: str) -> bool:
