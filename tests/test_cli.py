@@ -32,3 +32,11 @@ def test_output_file(tmp_path):
 def test_unwritable_output_is_a_usage_error(tmp_path, capsys):
     assert main(["explain", "--output", str(tmp_path / "missing" / "x.txt"), "Expected BFloat16, got Float"]) == 2
     assert "cannot write" in capsys.readouterr().err
+
+
+def test_explain_limit_below_one_is_a_usage_error(capsys):
+    # --limit 0 printed "No rule in the ampdoctor catalog matches" for a text a rule matches; a negative limit
+    # silently dropped the best candidates from the end
+    for limit in ("0", "-1"):
+        assert main(["explain", "--limit", limit, "RuntimeError: expected scalar type BFloat16 but found Float"]) == 2
+        assert "--limit" in capsys.readouterr().err

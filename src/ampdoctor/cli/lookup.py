@@ -60,6 +60,8 @@ def _read_explain_input(args: argparse.Namespace) -> str:
 def _cmd_explain(args: argparse.Namespace) -> int:
     from ampdoctor.explain import explain, explain_findings
 
+    if args.limit < 1:
+        raise UsageError(f"--limit must be at least 1, not {args.limit}")
     text = _read_explain_input(args)
     if not text.strip():
         raise UsageError("the error text is empty")
