@@ -111,3 +111,36 @@ def test_observed_collectives_and_reduce_dtype_come_from_the_recorded_collective
         dist.destroy_process_group()
     assert [c.op for c in a.observed.collectives] and all(c.dtypes == ("bf16",) for c in a.observed.collectives)
     assert a.observed.policy.reduce == "bf16"
+
+
+class _ReplacesItsTable(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.register_buffer("table", torch.randn(8, dim), persistent=False)
+
+    def forward(self, x):
+        self.table = self.table.to(dtype=x.dtype)  # the scanned fp32 table dies here
+        return x + self.table[: x.shape[1]]
+
+
+def test_a_live_tensor_under_the_id_of_a_replaced_buffer_is_not_that_buffer(monkeypatch):
+    # The replaced buffer is named by the id it had when scanned; once it died, CPython may give that id to any new
+    # tensor. A tensor a recorded op made, alive under that id, is that new tensor, not the model's buffer.
+    import weakref
+
+    from ampdoctor.audit.recorder import Recorder
+
+    monkeypatch.setattr(Recorder, "release", lambda self: None)  # keep the record's maps for the Trace below
+    model = _ReplacesItsTable(16)
+    with audit("bf16-mixed", model=model) as a:
+        out = model(torch.randn(2, 8, 16, dtype=torch.bfloat16))
+        kept = out * 2
+    rec = a.recorder
+    [old] = [s for s in rec.module_scans if s.name == "table" and s.when == "before"]
+    assert old.ref() is None and old.prod < 0
+    seq = rec.producers[id(kept)]
+    # as if the loss had been allocated where the old table was
+    rec.produced[-old.prod], rec.producers[-old.prod] = weakref.ref(kept), seq
+    trace = Trace(rec, model)
+    assert trace.named_seq.get(seq) is None
+    assert trace.leaf_names[-old.prod].endswith("table")  # reads of the old table are still named

@@ -48,11 +48,13 @@ class Trace:
         self.records = rec.records
         self.modules = [info.ref() for info in rec.modules]
         self.names = self._module_names(model)
-        self.leaf_names = self._leaf_names()
+        held = self._leaf_names()
+        self.leaf_names = {**self._replaced_names(), **held}
         # Buffers/parameters made by an op inside the audit (when the whole script is audited, the
-        # model's `.to(bf16)` is recorded too): their producing op -> their name.
+        # model's `.to(bf16)` is recorded too): their producing op -> their name. Only the tensors the modules hold:
+        # a live tensor under the id of a replaced buffer that died is a new tensor that was given its id.
         self.named_seq: dict[int, str] = {}
-        for tid, name in self.leaf_names.items():
+        for tid, name in held.items():
             ref = rec.produced.get(tid)
             if ref is not None and ref() is not None:
                 self.named_seq[rec.producers[tid]] = name
@@ -195,8 +197,12 @@ class Trace:
                 for k, t in tensors:
                     if t is not None:
                         out.setdefault(id(t), f"{full}.{k}" if full else k)
-        # A buffer the step replaced (`self.table = self.table.to(x.dtype)`) is no longer in its module after the
-        # step, but the ops read it under the id it had when the step began: it is still the model's named tensor.
+        return out
+
+    def _replaced_names(self) -> dict[int, str]:
+        """A buffer the step replaced (`self.table = self.table.to(x.dtype)`) is no longer in its module after the
+        step, but the ops read it under the id it had when the step began: it is still the model's named tensor."""
+        out: dict[int, str] = {}
         for scan in self.rec.module_scans:
             if scan.when == "before" and scan.prod is not None and scan.prod < 0:
                 out.setdefault(-scan.prod, self._scan_name(scan))
