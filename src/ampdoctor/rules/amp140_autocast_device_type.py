@@ -44,10 +44,44 @@ def fp32_region_pinned_to_cuda(ctx: Context) -> Iterator[CodeHit]:
         dtype = autocast_argument(call, "torch.autocast", "dtype")
         if not (_is_cuda(device) and dtype is not None and ctx.qualname(dtype) in ("torch.float32", "torch.float")):
             continue
-        if in_class(ctx, call):  # model code, which runs on whatever device the model is put on
+        if in_class(ctx, call) and not _cuda_branch(ctx, call):  # model code, run on whatever device it is put on
             yield call, ("an fp32 autocast region pinned to CUDA: on any other device (CPU, MPS, XPU) it changes "
                          "nothing, and this code runs in the half dtype of the weights or of that device's autocast; "
                          "cast explicitly (`.float()`, or keep the module in fp32) or take the device type from the input")
+
+
+def _cuda_branch(ctx: Context, node: ast.AST) -> bool:
+    """Does `node` run only for CUDA tensors: in the body of ``if x.device.type == "cuda"`` (or ``x.is_cuda``), the
+    ``else`` of the opposite test, or after ``if not x.is_cuda: return ...``?"""
+    child = node
+    for parent in ctx.src.ancestors(node):
+        if isinstance(parent, ast.If) and child is not parent.test:
+            if _cuda_test(parent.test) is (child in parent.body):
+                return True
+        block = _block_of(ctx, child) if isinstance(child, ast.stmt) else None
+        for before in (block[:block.index(child)] if block else ()):
+            if isinstance(before, ast.If) and _cuda_test(before.test) is False and before.body \
+                    and isinstance(before.body[-1], (ast.Return, ast.Raise)):
+                return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return False
+        child = parent
+    return False
+
+
+def _cuda_test(test: ast.expr) -> bool | None:
+    """True for a test that a tensor is on CUDA (``x.is_cuda``, ``x.device.type == "cuda"``), False for its negation,
+    None for any other test."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _cuda_test(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.Attribute) and test.attr == "is_cuda":
+        return True
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
+        sides = (test.left, test.comparators[0])
+        if any(_device_type(s) for s in sides) and any(_is_cuda(s) for s in sides):
+            return isinstance(test.ops[0], ast.Eq)
+    return None
 
 
 def _device_object(ctx: Context, expr: ast.expr | None, scope: ast.AST, depth: int = 0) -> str | None:
