@@ -90,13 +90,13 @@ def _older_torch_fallback(ctx: Context, call: ast.Call) -> bool:
 
 
 def _names_torch_version(test: ast.expr) -> bool:
-    """``torch.__version__ >= "1.10"``, ``version.parse(...)``, ``is_torch_greater_or_equal_than_1_10``."""
+    """``torch.__version__ >= "1.10"``, ``version.parse(torch.__version__)``, ``is_torch_greater_or_equal_than_1_10``:
+    torch named beside a version (a model's or a config's version chooses something else)."""
+    words: set[str] = set()
     for node in ast.walk(test):
         name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
-        words = tokens(name or "")
-        if "version" in words or "torch" in words and any(w.isdigit() for w in words):
-            return True
-    return False
+        words |= tokens(name or "")
+    return "torch" in words and ("version" in words or any(w.isdigit() for w in words))
 
 
 def _else_of(ctx: Context, call: ast.Call) -> list[ast.expr]:
