@@ -269,3 +269,24 @@ def test_cli_marks_a_guess_in_text_and_json():
     assert first["guess"] is True and first["reason"].startswith("a guess: ")
     sure = json.loads(run_cli("--format", "json", "ValueError: Attempting to unscale FP16 gradients.").stdout)["candidates"][0]
     assert sure["id"] == "AMP105" and sure["guess"] is False
+
+
+def test_cli_explain_searches_each_signature_once_per_text(monkeypatch, capsys):
+    # The CLI asks twice of one text (what to show, how many are left out); on a whole training log the signature
+    # search is most of the time, so it must run once per rule, not once per question.
+    import importlib
+
+    from ampdoctor.cli import main
+
+    ex = importlib.import_module("ampdoctor.explain")  # the package exports the function under the same name
+
+    calls = []
+    real = ex._score
+    monkeypatch.setattr(ex, "_score", lambda rule, text: calls.append(rule.id) or real(rule, text))
+    for cached in (getattr(ex, "_ranked", None), getattr(ex, "_closest_by_wording", None)):
+        if hasattr(cached, "cache_clear"):
+            cached.cache_clear()  # a text an earlier test explained must not be answered from the cache
+    log = "step 10 loss 2.31\n" * 2000 + "RuntimeError: expected scalar type BFloat16 but found Float\n"
+    assert main(["explain", log]) in (0, 1)
+    assert calls and len(calls) == len(set(calls))
+    capsys.readouterr()

@@ -186,17 +186,26 @@ def explain(text: str, *, limit: int | None = 5, weak: bool = False, rules: Sequ
     than it and are left out unless `weak`. Where no signature matches, and `closest`, up to `CLOSEST_LIMIT` rules
     whose catalog text is closest to the text's wording, each a guess (`basis` "wording"); empty when none is close
     either. `rules`: the rules to consider (default: the catalog)."""
-    pool = catalog() if rules is None else rules
-    fits = [f for rule in pool if "explain" in rule.detectors if (f := _score(rule, text)) is not None]
-    scored = [_as_guess(f.candidate) if _is_guess(f, fits) else f.candidate for f in fits]
-    scored = [c for c in scored if c.score >= MIN_SCORE]
-    scored.sort(key=lambda c: (-c.score, c.rule.id))
+    pool = tuple(catalog() if rules is None else rules)
+    scored = list(_ranked(text, pool))
     if scored and not weak:
         scored = [c for c in scored if c.score >= WEAK_SHARE * scored[0].score]
     scored = _one_confident(scored)
     if closest and (not scored or scored[0].guess):
         scored = _with_closest(scored, text, tuple(pool))
     return scored[:limit]
+
+
+@functools.lru_cache(maxsize=2)
+def _ranked(text: str, pool: tuple[Rule, ...]) -> tuple[Candidate, ...]:
+    """The rules whose signatures match, scored and marked as guesses where the text supports them weakly, best
+    first. Cached for the last texts: the CLI asks twice of one text (what to show, how many are left out), and on a
+    whole training log the signature search is most of the time."""
+    fits = [f for rule in pool if "explain" in rule.detectors if (f := _score(rule, text)) is not None]
+    scored = [_as_guess(f.candidate) if _is_guess(f, fits) else f.candidate for f in fits]
+    scored = [c for c in scored if c.score >= MIN_SCORE]
+    scored.sort(key=lambda c: (-c.score, c.rule.id))
+    return tuple(scored)
 
 
 def _with_closest(scored: list[Candidate], text: str, pool: tuple[Rule, ...]) -> list[Candidate]:
@@ -259,7 +268,8 @@ def _wording_index(pool: tuple[Rule, ...]) -> tuple[list[tuple[Rule, Counter[str
     return docs, idf, mean
 
 
-def _closest_by_wording(text: str, pool: tuple[Rule, ...]) -> list[Candidate]:
+@functools.lru_cache(maxsize=2)  # as `_ranked`: asked twice of one text by the CLI
+def _closest_by_wording(text: str, pool: tuple[Rule, ...]) -> tuple[Candidate, ...]:
     """Rules ranked by BM25 between the text's words and each rule's catalog text: what explain can still offer
     when no signature matches. Every one is a guess, and scores below MIN_SCORE so that it never outranks a match."""
     docs, idf, mean = _wording_index(pool)
@@ -274,11 +284,11 @@ def _closest_by_wording(text: str, pool: tuple[Rule, ...]) -> list[Candidate]:
         ranked.append((bm25, rule, shared))
     ranked.sort(key=lambda r: (-r[0], r[1].id))
     if not ranked:
-        return []
+        return ()
     best = ranked[0][0]
-    return [Candidate(rule, MIN_SCORE * bm25 / (bm25 + best), f"{CLOSEST_REASON} (shares {', '.join(shared[:6])})",
+    return tuple(Candidate(rule, MIN_SCORE * bm25 / (bm25 + best), f"{CLOSEST_REASON} (shares {', '.join(shared[:6])})",
                       "", None, guess=True, context_matched=False, basis="wording")
-            for bm25, rule, shared in ranked]
+                 for bm25, rule, shared in ranked)
 
 
 def _as_guess(cand: Candidate, why: str = "") -> Candidate:
