@@ -47,7 +47,7 @@ def gate_sign(ctx: Context, call: ast.Call, name: str) -> tuple[int | None, ast.
     unknown: ast.AST | None = None
     child: ast.AST = call
     for parent in ctx.src.ancestors(call):
-        if branch_implies_fp16(ctx, parent, child, scope) or _early_exit_unless_fp16(ctx, parent, child, scope):
+        if branch_implies_fp16(ctx, parent, child, scope) or _early_exit_unless_fp16(ctx, child, scope):
             return 1, parent
         if _branch_implies_bf16(ctx, parent, child, scope):
             return -1, parent
@@ -96,17 +96,14 @@ def _elif(parent: ast.If, child: ast.AST) -> bool:
     return isinstance(child, ast.If) and parent.orelse == [child]
 
 
-def _early_exit_unless_fp16(ctx: Context, parent: ast.AST, child: ast.AST, scope: ast.AST) -> bool:
+def _early_exit_unless_fp16(ctx: Context, child: ast.AST, scope: ast.AST) -> bool:
     """An earlier statement of the same block leaves unless fp16: ``if compute != fp16: return None``."""
-    for field in ("body", "orelse", "finalbody"):
-        block = getattr(parent, field, None)
-        if not isinstance(block, list) or child not in block:
-            continue
-        for stmt in block[: block.index(child)]:
-            if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], TERMINATORS):
-                # past `if test: return`, `not test` holds
-                if ctx.flow.fp16_polarity(ast.UnaryOp(op=ast.Not(), operand=stmt.test), scope) == 1:
-                    return True
+    block = ctx.src.block_of(child)
+    for stmt in block[: block.index(child)] if block else ():
+        if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], TERMINATORS):
+            # past `if test: return`, `not test` holds
+            if ctx.flow.fp16_polarity(ast.UnaryOp(op=ast.Not(), operand=stmt.test), scope) == 1:
+                return True
     return False
 
 

@@ -58,7 +58,7 @@ def _cuda_branch(ctx: Context, node: ast.AST) -> bool:
         if isinstance(parent, ast.If) and child is not parent.test:
             if _cuda_test(parent.test) is (child in parent.body):
                 return True
-        block = _block_of(ctx, child) if isinstance(child, ast.stmt) else None
+        block = ctx.src.block_of(child) if isinstance(child, ast.stmt) else None
         for before in (block[:block.index(child)] if block else ()):
             if isinstance(before, ast.If) and _cuda_test(before.test) is False and before.body \
                     and isinstance(before.body[-1], (ast.Return, ast.Raise)):
@@ -146,18 +146,9 @@ def _guarded(ctx: Context, call: ast.Call) -> list[ast.AST] | None:
             if not negated:
                 return list(parent.body) if isinstance(parent, ast.If) else [parent.body]
             if isinstance(parent, ast.If) and parent.body and isinstance(parent.body[-1], (ast.Return, ast.Raise)):
-                block = _block_of(ctx, parent)
+                block = ctx.src.block_of(parent)
                 return block[block.index(parent) + 1:] if block else None
         return None
-    return None
-
-
-def _block_of(ctx: Context, stmt: ast.stmt) -> list[ast.stmt] | None:
-    parent = ctx.src.parents.get(stmt)
-    for field in ("body", "orelse", "finalbody"):
-        block = getattr(parent, field, None)
-        if isinstance(block, list) and stmt in block:
-            return block
     return None
 
 

@@ -116,6 +116,16 @@ class SourceFile:
                 return parent
         return None
 
+    def block_of(self, node: ast.AST) -> list[ast.stmt] | None:
+        """The statement list (a body, an ``else``, a ``finally``) that holds `node`: the statements before it in the
+        list run first, those after it next. None for a node that is no statement of a block."""
+        parent = self.parents.get(node)
+        for part in ("body", "orelse", "finalbody"):
+            block = getattr(parent, part, None)
+            if isinstance(block, list) and node in block:
+                return block
+        return None
+
     def exclusive(self, a: ast.AST, b: ast.AST) -> bool:
         """Can `a` and `b` never run in one pass: the two sides of one ``if``, or ``if x:`` and ``if not x:``?"""
         path_a = {id(p): (p, c) for p, c in self._steps(a)}
