@@ -13,7 +13,7 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ampdoctor import dtypes
 from ampdoctor.audit.evidence import When
@@ -56,9 +56,15 @@ def _majority(values: Iterable[Any]) -> Any:
     return counted.most_common(1)[0][0] if counted else None
 
 
-def _any_recorded(trace: Trace, pattern: re.Pattern) -> bool:
-    """Some op of a kind `pattern` matches was recorded: asked before walking every record for the first one."""
-    return any(pattern.match(name) for name in trace.recorded())
+def _kinds(trace: Trace, named: Callable[[str], Any]) -> frozenset[str]:
+    """The names of the recorded op kinds that `named` accepts: asked before walking every record for one of them."""
+    return frozenset(name for name in trace.recorded() if named(name))
+
+
+def _first_of(trace: Trace, named: Callable[[str], Any], also: Callable[[Any], bool] = lambda r: True) -> int | None:
+    """The first record of an op kind `named` accepts (and `also` of its record); no walk where none was recorded."""
+    kinds = _kinds(trace, named)
+    return _first(trace, lambda r: trace.op(r[0]) in kinds and also(r)) if kinds else None
 
 
 def _first(trace: Trace, match: Any) -> int | None:
@@ -138,11 +144,12 @@ def observe(trace: Trace) -> Observed:
 
 def _collectives(trace: Trace) -> tuple[CollectiveCall, ...]:
     out: list[CollectiveCall] = []
-    if not any(name.startswith("c10d::") for name in trace.recorded()):
+    kinds = _kinds(trace, lambda name: name.startswith("c10d::"))
+    if not kinds:
         return ()
     for r in trace.records:
         name = trace.op(r[0])
-        if name.startswith("c10d::"):
+        if name in kinds:
             out.append(CollectiveCall(name, tuple(dtypes.name_of(d) for d, _ in trace.float_inputs(r[0])), trace.location(r[0])))
             if len(out) >= MAX_COLLECTIVES:
                 break
@@ -156,8 +163,7 @@ def _observed_policy(trace: Trace, params: list[tuple[str, Any]], autocast_seq: 
         given["compute"] = dtypes.name_of(_majority(trace.rec.autocast_dtypes))
         locations["compute"] = locations["autocast"] = trace.location(autocast_seq, "first op under autocast")
     else:
-        gather = _first(trace, lambda r: r[PHASE] == FORWARD and bool(_FORWARD_GATHER.match(trace.op(r[0])))) \
-            if _any_recorded(trace, _FORWARD_GATHER) else None
+        gather = _first_of(trace, _FORWARD_GATHER.match, lambda r: r[PHASE] == FORWARD)
         gathered = trace.float_inputs(gather) if gather is not None else []
         if gathered and gathered[0][0] in HALF_DTYPES:
             given["compute"] = dtypes.name_of(gathered[0][0])
@@ -169,7 +175,7 @@ def _observed_policy(trace: Trace, params: list[tuple[str, Any]], autocast_seq: 
     states = [d for ev in trace.optimizer_steps[:1] for (_, d) in ev.state_dtypes]
     if states:
         given["optimizer_state"] = dtypes.name_of(_majority(states))
-    unscale = _first(trace, lambda r: trace.op(r[0]) in _UNSCALE_OPS) if trace.recorded() & set(_UNSCALE_OPS) else None
+    unscale = _first_of(trace, _UNSCALE_OPS.__contains__)
     given["loss_scale"] = "dynamic" if unscale is not None else "none"
     if unscale is not None:
         locations["loss_scale"] = trace.location(unscale, "GradScaler unscales here")
@@ -179,7 +185,7 @@ def _observed_policy(trace: Trace, params: list[tuple[str, Any]], autocast_seq: 
 
 def _reduce(trace: Trace, given: dict[str, Any], locations: dict[str, Location]) -> dict[str, str]:
     """The dtype a gradient collective ran in; without one seen, what DDP and FSDP reduce: the gradients."""
-    collective = _first(trace, lambda r: bool(_COLLECTIVE.match(trace.op(r[0])))) if _any_recorded(trace, _COLLECTIVE) else None
+    collective = _first_of(trace, _COLLECTIVE.match)
     if collective is not None:
         reduced = trace.float_inputs(collective)
         if reduced:
