@@ -49,7 +49,8 @@ class Trace:
         self.modules = [info.ref() for info in rec.modules]
         self.names = self._module_names(model)
         held = self._leaf_names()
-        self.leaf_names = {**self._replaced_names(), **held}
+        replaced_leaves, replaced_seqs = self._replaced_names()
+        self.leaf_names = {**replaced_leaves, **held}
         # Buffers/parameters made by an op inside the audit (when the whole script is audited, the
         # model's `.to(bf16)` is recorded too): their producing op -> their name. Only the tensors the modules hold:
         # a live tensor under the id of a replaced buffer that died is a new tensor that was given its id.
@@ -58,10 +59,8 @@ class Trace:
             ref = rec.produced.get(tid)
             if ref is not None and ref() is not None:
                 self.named_seq[rec.producers[tid]] = name
-        # a buffer made by a recorded op (the model's `.to(bf16)` in an audited script) that the step then replaced
-        for scan in rec.module_scans:
-            if scan.when == "before" and scan.prod is not None and scan.prod >= 0:
-                self.named_seq.setdefault(scan.prod, self._scan_name(scan))
+        for seq, name in replaced_seqs.items():
+            self.named_seq.setdefault(seq, name)
         self._trig: dict[int, bool] = {}
         self._kinds_in: dict[tuple, int] = {}  # `dtype_kinds`: records share their dtype tuples, so few keys
         self._op_names: dict[int, str] = {}  # op id (a record's FUNC) -> name
@@ -199,14 +198,18 @@ class Trace:
                         out.setdefault(id(t), f"{full}.{k}" if full else k)
         return out
 
-    def _replaced_names(self) -> dict[int, str]:
+    def _replaced_names(self) -> tuple[dict[int, str], dict[int, str]]:
         """A buffer the step replaced (`self.table = self.table.to(x.dtype)`) is no longer in its module after the
-        step, but the ops read it under the id it had when the step began: it is still the model's named tensor."""
-        out: dict[int, str] = {}
+        step, but the ops read it as the record knew it when the step began: it is still the model's named tensor.
+        (its leaf id -> its name, for one no recorded op made; its producing op -> its name, for one a recorded op
+        made, such as the model's `.to(bf16)` in an audited script)."""
+        leaves: dict[int, str] = {}
+        seqs: dict[int, str] = {}
         for scan in self.rec.module_scans:
-            if scan.when == "before" and scan.prod is not None and scan.prod < 0:
-                out.setdefault(-scan.prod, self._scan_name(scan))
-        return out
+            if scan.when == "before" and scan.prod is not None:
+                into, key = (seqs, scan.prod) if scan.prod >= 0 else (leaves, -scan.prod)
+                into.setdefault(key, self._scan_name(scan))
+        return leaves, seqs
 
     def _scan_name(self, scan: BufferScan) -> str:
         owner = self.names[scan.module] if 0 <= scan.module < len(self.names) else None
