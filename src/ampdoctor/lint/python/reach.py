@@ -32,8 +32,7 @@ def contexts_reached(results: list[FileResult], roots: Sequence[Path | str], bas
 def _contexts(results: list[FileResult], known: ProjectContext | None, half: list[Evidence],
               wanted: set[str], folder: bool) -> dict[str, ProjectContext]:
     """The files of one project that its precision reaches, with the context of each."""
-    summaries = {r[3].path: r[3] for r in results if r[3] is not None}
-    by_rel = {r[3].path: r[0] for r in results if r[3] is not None}
+    summaries, by_rel = _summaries(results)
 
     def text_of(rel: str) -> str | None:
         try:
@@ -86,8 +85,7 @@ def imported_by_training(results: list[FileResult], roots: Sequence[Path | str])
     for root, group in projects(results, roots).items():
         if root is None:
             continue  # files named alone are no project
-        summaries = {r[3].path: r[3] for r in group if r[3] is not None}
-        by_rel = {r[3].path: r[0] for r in group if r[3] is not None}
+        summaries, by_rel = _summaries(group)
         model = ProjectModel(summaries)
         for rel, summary in sorted(summaries.items()):
             for dotted, line in summary.imports:
@@ -95,3 +93,9 @@ def imported_by_training(results: list[FileResult], roots: Sequence[Path | str])
                 if target is not None and target != rel and by_rel[target] not in out:
                     out[by_rel[target]] = (rel, line)
     return out
+
+
+def _summaries(results: list[FileResult]) -> tuple[dict[str, Summary], dict[str, str]]:
+    """The summaries of a project's files by their path below it, and each such path's file as linted."""
+    summarised = [r for r in results if r[3] is not None]
+    return {r[3].path: r[3] for r in summarised}, {r[3].path: r[0] for r in summarised}
