@@ -192,7 +192,7 @@ def explain(text: str, *, limit: int | None = 5, weak: bool = False, rules: Sequ
         scored = [c for c in scored if c.score >= WEAK_SHARE * scored[0].score]
     scored = _one_confident(scored)
     if closest and (not scored or scored[0].guess):
-        scored = _with_closest(scored, text, tuple(pool))
+        scored = _with_closest(scored, text, pool)
     return scored[:limit]
 
 
