@@ -21,7 +21,7 @@ from ampdoctor.audit.failure import FailureSite, failure_site, is_dtype_mismatch
 from ampdoctor.audit.fields import AUTOCAST, BACKWARD, FORWARD, FUNC, IN_DT, IN_PROD, INNER, MOD, OPTIMIZER, OUT_DT, PHASE
 from ampdoctor.audit.names import module_label, relpath
 from ampdoctor.audit.observe import Observed, observe
-from ampdoctor.audit.provenance import FLOATS, HALF, Trace, _walk_back
+from ampdoctor.audit.provenance import FLOATS, HALF, Trace
 from ampdoctor.audit.ranges import ValueFlow, value_table
 from ampdoctor.audit.watch import MATMUL_OPS, matmul_flops
 from ampdoctor.core.catalog import finding_of
@@ -222,15 +222,18 @@ class RuntimeContext:
         half cos/sin are this one cause: AMP103 and AMP002 leave them to AMP101."""
         t = self.trace
         found: dict[int, tuple[int, list[int]]] = {}
+
+        def made_by_matmul(s: int) -> bool:
+            return t.records[s][FUNC] in MATMUL_OPS
+
         for op in t.ops(FORWARD):
             if t.op(op.seq) not in ("aten::cos", "aten::sin"):
                 continue
-            for s, visit in _walk_back([p for _, p in t.float_inputs(op.seq)], ANGLE_REACH):
-                if t.records[s][FUNC] not in MATMUL_OPS:
-                    for _, p in t.float_inputs(s):
-                        if p >= 0:
-                            visit(p)
-                    continue  # angles end at the matmul that made them
+            # angles end at the matmul that made them: the walk does not go past one
+            inputs = [p for _, p in t.float_inputs(op.seq)]
+            for s in t.upstream(inputs, ANGLE_REACH, through=lambda s: not made_by_matmul(s)):
+                if not made_by_matmul(s):
+                    continue
                 cast = self._autocast_positions(s)
                 if cast is not None:
                     found.setdefault(s, (cast, []))[1].append(op.seq)

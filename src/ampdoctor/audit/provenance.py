@@ -445,11 +445,13 @@ class Trace:
 
     # --- provenance walks ------------------------------------------------------------------------
 
-    def upstream(self, prods: Iterable[int], limit: int = 20000) -> Iterator[int]:
+    def upstream(self, prods: Iterable[int], limit: int = 20000, through: Callable[[int], bool] | None = None) -> Iterator[int]:
         """The ops whose values flow into these tensors (producer seqs; leaves are skipped), nearest first, each
-        once, at most `limit` of them."""
+        once, at most `limit` of them; with `through`, the walk goes on past an op only where it holds."""
         for s, visit in _walk_back(prods, limit):
             yield s
+            if through is not None and not through(s):
+                continue
             for _, p in self.float_inputs(s):
                 if p >= 0:
                     visit(p)
