@@ -249,6 +249,9 @@ def run(args: argparse.Namespace) -> dict:
     if args.eval_swap:
         summary["swap"] = eval_swap(model, windows, args, policy, device, log)
     if world > 1:
+        # every rank done with its collectives before any tears the group down: a gloo rank whose peer already left
+        # can abort in teardown (seen once in a 2-rank CPU run that had finished training)
+        dist.barrier()
         dist.destroy_process_group()
     return summary
 
