@@ -165,3 +165,14 @@ def test_main_block_is_read_from_the_code_not_from_column_zero_text():
             register()
         ''')
     assert main_block(text) == (8, 11)
+
+
+def test_a_script_named_for_training_is_no_helper_module():
+    from ampdoctor.lint.python.kind import named_training_script
+
+    assert named_training_script("scripts/train.py")
+    assert named_training_script("finetune_lora.py")
+    assert named_training_script("sdxl_train_network.py")
+    assert not named_training_script("library/train_util.py")  # a helper named after training is a library
+    assert not named_training_script("models/unet.py")
+    assert not named_training_script("trainer.py")  # the word is not `train`: a trainer class's module

@@ -72,6 +72,19 @@ def file_kind(path: str, text: str) -> Kind:
     return Kind(CodeKind.LIBRARY, "")
 
 
+# A module named like these is a training script: one that another training script imports (to reuse its model or
+# argument parser) still trains in its own `__main__` block. Helper modules named after training are libraries.
+_TRAIN_NAMES = frozenset({"train", "training", "finetune", "finetuning", "pretrain", "pretraining", "sft"})
+_HELPER_NAMES = frozenset({"util", "utils", "helper", "helpers", "common", "lib", "tools"})
+
+
+def named_training_script(path: str) -> bool:
+    """Whether the file's name says it is a training script (``train.py``, ``finetune_lora.py``), not a helper."""
+    stem = PurePath(path).name.lower().removesuffix(".py")
+    words = tokens(stem)
+    return bool(words & _TRAIN_NAMES) and not words & _HELPER_NAMES
+
+
 def _exercise_kind(name: str, stem: str, folders: list[str]) -> Kind | None:
     if stem.startswith("test_") or stem.endswith("_test") or stem in ("conftest", "tests", "test") or _TEST_DIRS & set(folders):
         where = next((f for f in folders if f in _TEST_DIRS), None)

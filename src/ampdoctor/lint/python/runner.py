@@ -18,7 +18,7 @@ from ampdoctor.lint import cache as lint_cache
 from ampdoctor.lint.python.context import Context
 from ampdoctor.lint.python.embedded import applies as holds_python_config
 from ampdoctor.lint.python.embedded import embedded_findings
-from ampdoctor.lint.python.kind import CodeKind, Kind, file_kind, main_block, site_kind
+from ampdoctor.lint.python.kind import CodeKind, Kind, file_kind, main_block, named_training_script, site_kind
 from ampdoctor.lint.python.newer import NEWER_PYTHON, newer_syntax
 from ampdoctor.lint.python.pool import chunk_order, run
 from ampdoctor.lint.python.project import Evidence, ProjectContext, Summary
@@ -290,9 +290,10 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
 def _self_tested(result: FileResult, importer: tuple[str, int] | None) -> FileResult:
     """A module that a training file of its project imports is a library of that training: its ``__main__`` block
     (sd-scripts' pseudo-training loops that measure memory, on random tensors) is a self-test run by hand, never
-    by the training, so its findings are notes, as in a test."""
+    by the training, so its findings are notes, as in a test. A training script that another imports (to reuse its
+    model or parser) is no such library: its `__main__` block is its own training."""
     path, found, error, summary = result
-    if importer is None or not found:
+    if importer is None or not found or named_training_script(path):
         return result
     read = _read(path)
     block = main_block(read[1]) if not isinstance(read, ReportError) else None
