@@ -71,6 +71,10 @@ class RuntimeContext:
     def matmul_flops(self, extra: tuple) -> int:
         return matmul_flops(extra)
 
+    def made_by_matmul(self, seq: int) -> bool:
+        """The op at `seq` is a matmul (a layer's weights applied): walks of values stop there."""
+        return self.trace.records[seq][FUNC] in self.matmul_ops
+
     def failure_is_dtype_mismatch(self) -> bool:
         """The step failed because operands' dtypes disagree (not a shape error, a missing kernel...)."""
         return is_dtype_mismatch(self.exception)
@@ -222,17 +226,13 @@ class RuntimeContext:
         half cos/sin are this one cause: AMP103 and AMP002 leave them to AMP101."""
         t = self.trace
         found: dict[int, tuple[int, list[int]]] = {}
-
-        def made_by_matmul(s: int) -> bool:
-            return t.records[s][FUNC] in MATMUL_OPS
-
         for op in t.ops(FORWARD):
             if t.op(op.seq) not in ("aten::cos", "aten::sin"):
                 continue
             # angles end at the matmul that made them: the walk does not go past one
             inputs = [p for _, p in t.float_inputs(op.seq)]
-            for s in t.upstream(inputs, ANGLE_REACH, through=lambda s: not made_by_matmul(s)):
-                if not made_by_matmul(s):
+            for s in t.upstream(inputs, ANGLE_REACH, through=lambda s: not self.made_by_matmul(s)):
+                if not self.made_by_matmul(s):
                     continue
                 cast = self._autocast_positions(s)
                 if cast is not None:
