@@ -10,6 +10,7 @@ the rule's trigger allows; the docstring says which.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import socket
 
@@ -261,14 +262,23 @@ def sdpa_mask_other_dtype(model, cfg, batch, step):
 
 @injector("AMP125")
 def loss_in_bf16(model, cfg, batch, step):
-    """The loss computed from bf16 logits outside autocast: `cross_entropy(logits.bfloat16(), labels)`."""
+    """The loss computed from bf16 logits outside autocast, in one of its two forms by the architecture's name (so
+    that each detector meets half the architectures): `cross_entropy(logits.bfloat16(), labels)`, a bf16 loss; or
+    a policy-gradient loss, fp32 by its final cast, made of `log_softmax` taken of the bf16 logits."""
+    log_probs_form = hashlib.sha256(str(getattr(cfg, "model_type", "")).encode()).digest()[0] % 2 == 1
 
     def loss_fn(out, batch):
         logits = getattr(out, "logits", None)
         if logits is None:
             raise RuntimeError("no logits")
         with torch.autocast("cpu", enabled=False):
-            return _lm_loss(logits.to(torch.bfloat16), batch["labels"])
+            if not log_probs_form:
+                return _lm_loss(logits.to(torch.bfloat16), batch["labels"])
+            flat = logits.to(torch.bfloat16).flatten(0, -2)
+            labels = batch["labels"].flatten()[: flat.shape[0]]
+            taken = torch.log_softmax(flat[: labels.numel()], dim=-1).gather(-1, labels.clamp(min=0)[:, None])
+            advantages = torch.linspace(-1.0, 1.0, labels.numel())
+            return -(taken.squeeze(-1).float() * advantages).mean()
 
     step.loss_fn = loss_fn
 
