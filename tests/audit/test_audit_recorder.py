@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from ampdoctor.audit import audit
-from ampdoctor.audit.fields import BACKWARD, EXTRA, FORWARD, MOD, PHASE
+from ampdoctor.audit.fields import BACKWARD, EXTRA, FORWARD, IN_PROD, MOD, PHASE
 from ampdoctor.audit.provenance import Trace
 
 
@@ -144,3 +144,31 @@ def test_a_live_tensor_under_the_id_of_a_replaced_buffer_is_not_that_buffer(monk
     trace = Trace(rec, model)
     assert trace.named_seq.get(seq) is None
     assert trace.leaf_names[-old.prod].endswith("table")  # reads of the old table are still named
+
+
+def test_a_leaf_read_after_a_replaced_buffer_died_is_not_that_buffer(monkeypatch):
+    # The same id reuse for a tensor that no recorded op made (an input built outside torch's dispatcher): only the
+    # reads made before the buffer died are the buffer's.
+    from ampdoctor.audit.recorder import Recorder
+
+    monkeypatch.setattr(Recorder, "release", lambda self: None)
+    model = _ReplacesItsTable(16)
+    outside = torch.randn(8, 16, dtype=torch.bfloat16)
+    with audit("bf16-mixed", model=model) as a:
+        out = model(torch.randn(2, 8, 16, dtype=torch.bfloat16))
+        late = outside * 2
+    rec = a.recorder
+    [old] = [s for s in rec.module_scans if s.name == "table" and s.when == "before"]
+    assert old.ref() is None and old.prod in rec.leaf_deaths
+    reads = [i for i, r in enumerate(rec.records) if old.prod in r[IN_PROD]]
+    assert reads and all(i < rec.leaf_deaths[old.prod] for i in reads)  # the table was read before it died
+    late_seq = rec.producers[id(late)]
+    assert late_seq >= rec.leaf_deaths[old.prod]
+    # as if `outside` had been allocated where the old table was
+    r = rec.records[late_seq]
+    rec.records[late_seq] = (*r[:IN_PROD], tuple(old.prod if p == -id(outside) else p for p in r[IN_PROD]), *r[IN_PROD + 1:])
+    trace = Trace(rec, model)
+    assert all(trace.named_of(p) is None for _, p in trace.float_inputs(late_seq))
+    assert any((trace.named_of(p) or ("",))[0].endswith("table") for i in reads for _, p in trace.float_inputs(i))
+    assert trace.leaf_key(outside) == -id(outside)  # a live tensor under an id no scanned tensor had keeps its key
+    del out

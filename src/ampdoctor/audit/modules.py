@@ -4,6 +4,7 @@ user's graph), each module's callers and input/output dtypes, and scans of buffe
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import weakref
@@ -135,7 +136,16 @@ class ModuleTracking:
         for name, t in items:
             if isinstance(t, torch.Tensor) and t.dtype in _FLOATS:
                 prod = self.producer_of(t)  # type: ignore[attr-defined]  (the Recorder this mixes into)
-                self.module_scans.append(BufferScan(idx, name, t.dtype, tuple(t.shape), when, weakref.ref(t), prod if prod >= 0 else -id(t)))
+                if prod >= 0:
+                    self.module_scans.append(BufferScan(idx, name, t.dtype, tuple(t.shape), when, weakref.ref(t), prod))
+                    continue
+                # a tensor no recorded op made is known by its id, which CPython gives to another tensor once it dies:
+                # when it died tells its reads (before) from the reads of that other tensor (after)
+                ref = weakref.ref(t, functools.partial(self._leaf_died, -id(t)))
+                self.module_scans.append(BufferScan(idx, name, t.dtype, tuple(t.shape), when, ref, -id(t)))
+
+    def _leaf_died(self, key: int, _ref: Any) -> None:
+        self.leaf_deaths.setdefault(key, len(self.records))  # type: ignore[attr-defined]
 
     def _hook_modules(self) -> None:
         """The global module forward hooks: installed on entry and again when a sample resumes."""

@@ -33,6 +33,10 @@ _CARRY = {
 }
 
 
+# Added to minus an id, it makes the key of another tensor under a dead tensor's id: still negative (a leaf), and
+# no id reaches it.
+_REUSED = -(1 << 62)
+
 _VIEWS = {
     "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::slice", "aten::select", "aten::unsqueeze", "aten::squeeze",
     "aten::expand", "aten::t", "aten::transpose", "aten::permute", "aten::alias", "aten::detach", "aten::clone",
@@ -48,6 +52,7 @@ class Trace:
         self.records = rec.records
         self.modules = [info.ref() for info in rec.modules]
         self.names = self._module_names(model)
+        self._split_reused_ids()
         held = self._leaf_names()
         replaced_leaves, replaced_seqs = self._replaced_names()
         self.leaf_names = {**replaced_leaves, **held}
@@ -210,6 +215,26 @@ class Trace:
                 into, key = (seqs, scan.prod) if scan.prod >= 0 else (leaves, -scan.prod)
                 into.setdefault(key, self._scan_name(scan))
         return leaves, seqs
+
+    def _split_reused_ids(self) -> None:
+        """A scanned tensor that died (a buffer the step replaced) gave its id to whatever tensor CPython made next:
+        the reads of that id after the death are of another tensor, so they get a key of their own (`leaf_key`)."""
+        deaths = self.rec.leaf_deaths
+        if not deaths:
+            return
+        records = self.records
+        for i in range(min(deaths.values()), len(records)):
+            r = records[i]
+            prods = r[IN_PROD]
+            if any(p is not None and p < 0 and deaths.get(p, i + 1) <= i for p in prods):
+                records[i] = (*r[:IN_PROD], tuple(_REUSED + p if p is not None and p < 0 and deaths.get(p, i + 1) <= i else p
+                                                  for p in prods), *r[IN_PROD + 1:])
+
+    def leaf_key(self, t: Any) -> int:
+        """How the record knows a live tensor that no recorded op made: minus its id, set apart (as
+        `_split_reused_ids` does) when that id was a dead buffer's."""
+        key = -id(t)
+        return _REUSED + key if key in self.rec.leaf_deaths else key
 
     def _scan_name(self, scan: BufferScan) -> str:
         owner = self.names[scan.module] if 0 <= scan.module < len(self.names) else None

@@ -91,6 +91,7 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Call
         self.grad_events: list[GradSnapshot] = []
         self.params: dict[int, Any] = {}  # id -> weakref of parameters of modules seen
         self.module_scans: list[BufferScan] = []
+        self.leaf_deaths: dict[int, int] = {}  # a scanned tensor no recorded op made: minus its id -> records made before it died
         self._scanned: set[int] = set()
         self._expanded: set[int] = set()  # ids of the roots whose whole tree was scanned (`scan_tree`)
         # id(code) -> (mode machinery?, internal?, code, library?, boundary?); holding the code keeps its id unique.
