@@ -124,6 +124,18 @@ def test_a_message_several_rules_share_needs_half_its_rules_context_to_be_named_
     assert not explain(engine + bmm + msg)[0].guess  # the attention bmm beside the engine: GPT-NeoX's case
 
 
+def test_a_rule_its_context_supports_is_still_a_guess_below_a_rival_reading_the_same_message():
+    # A DeepSpeed run with an 8-bit model: the shared scalar-type message, bitsandbytes in view (all of AMP135's
+    # context), the engine frame (a little of AMP001's). AMP001 still outscores AMP135 on the message, so the context
+    # has not singled AMP135 out: neither may be named with confidence, second place included.
+    text = ('  File "deepspeed/runtime/engine.py", line 1836, in forward\n    loss = self.module(*inputs, **kwargs)\n'
+            "  model = AutoModelForCausalLM.from_pretrained(path, load_in_8bit=True)\n"
+            "RuntimeError: expected scalar type Float but found BFloat16")
+    cands = explain(text, limit=3)
+    assert [c.rule.id for c in cands[:2]] == ["AMP001", "AMP135"]
+    assert all(c.guess for c in cands)
+
+
 def _tune_texts():
     """bench/explain's tune split (texts labelled with a catalog rule): the texts changes may be judged on. Left out:
     texts that show two failures (another rule's own message read with confidence beside the labelled one's), where
@@ -138,13 +150,13 @@ def _tune_texts():
 
 def test_with_each_tune_texts_own_rule_out_of_the_catalog_nothing_is_named_with_confidence():
     # Each tune text with its labelled rule taken out of the catalog: whatever explain then names is wrong, so it must
-    # be a guess. A check of calibration (a cause the catalog lacks), not of the signatures' coverage.
+    # be a guess, first or not (a confident second answer under a guessed first one reads as a diagnosis too). A check
+    # of calibration (a cause the catalog lacks), not of the signatures' coverage.
     pool = catalog()
     confident = []
     for e in _tune_texts():
-        cands = explain(e["text"], limit=1, rules=tuple(r for r in pool if r.id != e["rule"]))
-        if cands and not cands[0].guess:
-            confident.append((e["name"], cands[0].rule.id))
+        cands = explain(e["text"], limit=3, rules=tuple(r for r in pool if r.id != e["rule"]))
+        confident += [(e["name"], c.rule.id) for c in cands if not c.guess]
     assert confident == []
 
 
@@ -155,9 +167,8 @@ def test_with_the_signatures_that_read_each_tune_text_taken_from_its_rule_nothin
     for e in _tune_texts():
         pool = tuple(replace(r, signatures=tuple(s for s in r.signatures if not re.search(s.pattern, e["text"], re.I)))
                      if r.id == e["rule"] else r for r in catalog())
-        cands = explain(e["text"], limit=1, rules=pool)
-        if cands and not cands[0].guess and cands[0].rule.id != e["rule"]:
-            confident.append((e["name"], cands[0].rule.id))
+        cands = explain(e["text"], limit=3, rules=pool)
+        confident += [(e["name"], c.rule.id) for c in cands if not c.guess and c.rule.id != e["rule"]]
     assert confident == []
 
 

@@ -156,15 +156,18 @@ def _is_guess(fit: _Fit, fits: Sequence[_Fit]) -> bool:
     """A fit is a guess unless the rule's own context is in the text, or its message is specific to it: weighed
     as specific, and not matched on the same or a wider stretch of text by another rule's signature. Context
     decides a shared message only when it points at this rule more than at the others: a rival on the same message
-    with as large a share of its own context in the text, and shown beside this one, leaves the choice open. A message
-    weighed below TELLING_WEIGHT is always a guess.
-    Checked on bench/explain's tune texts with each text's own rule taken out of the catalog: nothing confident."""
+    with as large a share of its own context in the text, and shown beside this one, leaves the choice open, and so
+    does a rival on the same message that still scores higher (the context lifted this rule, but not above it). A
+    message weighed below TELLING_WEIGHT is always a guess.
+    Checked on bench/explain's tune texts with each text's own rule taken out of the catalog: nothing confident among
+    the first three."""
     if fit.weight < TELLING_WEIGHT:
         return True
     start, end = fit.span
     shared = [o for o in fits if o is not fit and o.span[0] <= start and o.span[1] >= end]
     if fit.context >= SUPPORTING_CONTEXT:
-        return any(o.context >= fit.context and o.candidate.score >= max(MIN_SCORE, WEAK_SHARE * fit.candidate.score)
+        return any(o.candidate.score > fit.candidate.score or
+                   (o.context >= fit.context and o.candidate.score >= max(MIN_SCORE, WEAK_SHARE * fit.candidate.score))
                    for o in shared)
     if fit.weight < SPECIFIC_WEIGHT:
         return True
