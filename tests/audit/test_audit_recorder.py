@@ -172,3 +172,32 @@ def test_a_leaf_read_after_a_replaced_buffer_died_is_not_that_buffer(monkeypatch
     assert any((trace.named_of(p) or ("",))[0].endswith("table") for i in reads for _, p in trace.float_inputs(i))
     assert trace.leaf_key(outside) == -id(outside)  # a live tensor under an id no scanned tensor had keeps its key
     del out
+
+
+def test_a_live_tensor_at_a_failure_under_a_dead_buffers_id_is_known_by_the_key_of_its_reads(monkeypatch):
+    # A Python-level failure names its operands by what the record calls them: a live tensor that no recorded op made,
+    # under the id of a scanned buffer that died before, is read in the record under a key set apart from the
+    # buffer's, and the failure's inputs must use that same key (else the walk from the failure finds no reads).
+    import pytest
+
+    from ampdoctor.audit.failure import failure_site
+    from ampdoctor.audit.recorder import Recorder
+
+    monkeypatch.setattr(Recorder, "release", lambda self: None)
+    low, high = torch.randn(4, dtype=torch.bfloat16), torch.randn(4)  # made before the audit: leaves
+
+    def combine(a, b):
+        raise ValueError("operands disagree")
+
+    with pytest.raises(ValueError) as raised:
+        with audit("bf16-mixed") as a:
+            doubled = high * 2  # a read of `high`
+            combine(low, high)
+    rec = a.recorder
+    seq = rec.producers[id(doubled)]
+    rec.leaf_deaths[-id(high)] = seq  # as if a scanned buffer under `high`'s id had died just before that read
+    trace = Trace(rec)
+    [read] = [p for _, p in trace.float_inputs(seq) if p < 0]
+    assert read != -id(high)  # set apart from the dead buffer's key
+    site = failure_site(trace, raised.value)
+    assert site is not None and (torch.float32, read) in site.inputs
