@@ -201,3 +201,20 @@ def test_a_live_tensor_at_a_failure_under_a_dead_buffers_id_is_known_by_the_key_
     assert read != -id(high)  # set apart from the dead buffer's key
     site = failure_site(trace, raised.value)
     assert site is not None and (torch.float32, read) in site.inputs
+
+
+def test_a_parameter_changed_in_place_is_named_at_every_op_that_changed_it(monkeypatch):
+    # Built inside the audit, a Linear's weight is made by its in-place initialisation and changed again by the
+    # optimizer: the forward reads the tensor the initialisation made, which is the named weight all along.
+    from ampdoctor.audit.recorder import Recorder
+
+    monkeypatch.setattr(Recorder, "release", lambda self: None)  # keep the record's maps for the Trace below
+    with audit("fp32") as a:
+        layer = nn.Linear(4, 3)
+        optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+        layer(torch.randn(2, 4)).sum().backward()
+        optimizer.step()
+    trace = Trace(a.recorder, layer)
+    [mm] = [op.seq for op in trace.ops(FORWARD) if trace.op(op.seq) == "aten::addmm"]
+    names = {(trace.named_of(p) or ("",))[0] for _, p in trace.float_inputs(mm)}
+    assert {"weight", "bias"} <= names

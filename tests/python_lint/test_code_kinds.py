@@ -174,5 +174,8 @@ def test_a_script_named_for_training_is_no_helper_module():
     assert named_training_script("finetune_lora.py")
     assert named_training_script("sdxl_train_network.py")
     assert not named_training_script("library/train_util.py")  # a helper named after training is a library
+    assert not named_training_script("training_args.py")
+    assert not named_training_script("data/train_dataset.py")
+    assert not named_training_script("sft_data.py")
     assert not named_training_script("models/unet.py")
     assert not named_training_script("trainer.py")  # the word is not `train`: a trainer class's module

@@ -72,8 +72,14 @@ class RuntimeContext:
         return matmul_flops(extra)
 
     def made_by_matmul(self, seq: int) -> bool:
-        """The op at `seq` is a matmul (a layer's weights applied): walks of values stop there."""
+        """The op at `seq` is a matmul: walks of angles stop there."""
         return self.trace.records[seq][FUNC] in self.matmul_ops
+
+    def applies_weight(self, seq: int) -> bool:
+        """The op at `seq` is a matmul with a module's tensor (a layer's weight, as it is or as autocast cast it)
+        for an operand: a layer, where what the model computes begins."""
+        t = self.trace
+        return self.made_by_matmul(seq) and any(t.carried_from(p) is not None for _, p in t.float_inputs(seq))
 
     def failure_is_dtype_mismatch(self) -> bool:
         """The step failed because operands' dtypes disagree (not a shape error, a missing kernel...)."""

@@ -75,6 +75,8 @@ class Trace:
         self._call_starts: list[int] | None = None  # `attention_call_of()`
         self._fwd_seqs: list[int] = rec.values.forward_seqs if rec.values is not None else []
         self._fwd_nrs: list[int] = rec.values.forward_nrs if rec.values is not None else []
+        for seq, name in list(self.named_seq.items()):
+            self._name_in_place_chain(seq, name)
 
     # --- typed views: what runtime rules read (they never touch the recorder) -----------------------
 
@@ -215,6 +217,19 @@ class Trace:
                 into, key = (seqs, scan.prod) if scan.prod >= 0 else (leaves, -scan.prod)
                 into.setdefault(key, self._scan_name(scan))
         return leaves, seqs
+
+    def _name_in_place_chain(self, seq: int, name: str) -> None:
+        """A tensor's record names the op that made it last; an op that changed a named tensor in place (its
+        initialisation, an optimizer's update, in an audited script) made that same tensor, which is its first input:
+        reads of the tensor between those ops are reads of the named tensor too."""
+        for _ in range(len(self.records)):
+            if not self.op(seq).endswith("_"):
+                return
+            ins = self.float_inputs(seq)
+            if not ins or ins[0][1] < 0:
+                return
+            seq = ins[0][1]
+            self.named_seq.setdefault(seq, name)
 
     def _split_reused_ids(self) -> None:
         """A scanned tensor that died (a buffer the step replaced) gave its id to whatever tensor CPython made next:
@@ -399,11 +414,17 @@ class Trace:
         """(the cast, the tensor's name) when `prod` holds a named tensor's values (a parameter, buffer or tensor
         attribute of a module) cast to half on the way, through views, slices, indexing and copies that each have
         that one float input (`cache[pos][..., :d].to(q.dtype)` holds `cache`)."""
+        found = self.carried_from(prod, depth)
+        return (found[0], found[1]) if found is not None and found[0] is not None else None
+
+    def carried_from(self, prod: int, depth: int = 16) -> tuple[int | None, str] | None:
+        """(the last cast to half on the way or None, the tensor's name) when `prod` holds a named tensor's values,
+        cast or not (a layer's weight as autocast hands it to the matmul), as `half_copy_of` follows them."""
         cast = None
         while depth > 0:
             name = self.leaf_names.get(-prod) if prod < 0 else self.named_seq.get(prod)
             if name is not None:
-                return (cast, name) if cast is not None else None
+                return cast, name
             if prod < 0 or self.op(prod) not in _CARRY:
                 return None
             ins = self.float_inputs(prod)

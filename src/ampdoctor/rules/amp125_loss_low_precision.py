@@ -159,9 +159,10 @@ def _half_log_probs(ctx: RuntimeContext, loss: int) -> Iterator[Hit]:
     """An fp32 loss built from log-probabilities taken in half precision outside autocast (OpenRLHF PR #634: a
     bf16 model's log_softmax, then ratios and KL terms in fp32 by promotion with fp32 advantages): the loss's dtype
     hides that what it is made of keeps 8 bits. The nearest such log_softmax the loss's values come from, before
-    any matmul: one behind a layer (a gate inside the model) is the model's arithmetic, not the loss's inputs."""
+    any layer: one behind a layer's weights (a gate inside the model) is the model's arithmetic, not the loss's
+    inputs; a matmul of the loss's own (log-probabilities times advantages) is no layer."""
     t = ctx.trace
-    for s in t.upstream([loss], through=lambda s: not ctx.made_by_matmul(s)):
+    for s in t.upstream([loss], through=lambda s: not ctx.applies_weight(s)):
         op = t.op_at(s)
         if t.op(s) in _LOG_SOFTMAX and op.phase == Phase.FORWARD and not op.autocast and t.out_dtype(s) in ctx.HALF:
             dt = name_of(t.out_dtype(s))

@@ -75,7 +75,8 @@ def file_kind(path: str, text: str) -> Kind:
 # A module named like these is a training script: one that another training script imports (to reuse its model or
 # argument parser) still trains in its own `__main__` block. Helper modules named after training are libraries.
 _TRAIN_NAMES = frozenset({"train", "training", "finetune", "finetuning", "pretrain", "pretraining", "sft"})
-_HELPER_NAMES = frozenset({"util", "utils", "helper", "helpers", "common", "lib", "tools"})
+_HELPER_NAMES = frozenset({"util", "utils", "helper", "helpers", "common", "lib", "tools", "args", "arguments", "config",
+                           "configs", "data", "dataset", "datasets", "dataloader", "loader", "collator", "callbacks"})
 
 
 def named_training_script(path: str) -> bool:
