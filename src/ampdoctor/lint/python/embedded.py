@@ -220,10 +220,12 @@ def _dataclass_configs(ctx: Context, local_hf: frozenset[str]) -> Iterator[Embed
             continue
         values = Values(ctx, ctx.src.path)
         data = _field_defaults(cls, values)
+        # every field of a TrainingArguments subclass is one it adds: the project's own key (`own_argument_fields`)
+        declared = frozenset(data) if hf_based else frozenset()
         reader = _reader_of_fields(ctx, data, hf_based)
         config = _embedded(data, values, reader, cls, f"class {cls.name}") if reader is not None else None
         if config is not None:
-            yield config
+            yield replace(config, document=replace(config.document, own_keys=declared))
 
 
 def _field_defaults(cls: ast.ClassDef, values: Values) -> dict[str, Any]:
