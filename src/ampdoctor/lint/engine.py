@@ -102,7 +102,7 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
         # The files named are judged inside this project: its other files give context, and are not reported.
         context, context_configs, _ = discover([settings.project], settings)
         folders.append(settings.project)
-    own = _own_keys([*configs, *context_configs], [*python, *context], folders)
+    own = own_keys_by_config([*configs, *context_configs], [*python, *context], folders)
     half: list[Evidence] = []
     if configs:
         readings, checked, errors = read_configs(configs, own)
@@ -117,7 +117,7 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
     return replace(report, findings=tuple(f for f in report.findings if settings.enabled(f)))
 
 
-def _own_keys(configs: Sequence[Path], python: Sequence[Path], folders: Sequence[Path]) -> dict[Path, frozenset[str]]:
+def own_keys_by_config(configs: Sequence[Path], python: Sequence[Path], folders: Sequence[Path]) -> dict[Path, frozenset[str]]:
     """By config file, the keys its project's own argument classes declare: a project is each folder linted (the
     innermost that holds the file), or the files named alone together."""
     from ampdoctor.lint.python.embedded import own_argument_fields
