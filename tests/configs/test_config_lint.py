@@ -521,3 +521,39 @@ def test_empty_and_template_json_are_notes_not_input_errors(tmp_path):
     assert [e.file for e in report.errors] == [str(tmp_path / "broken.json")]
     assert sorted(n.split(":")[0] for n in report.info.notes) == [str(tmp_path / "ds_template.json"), str(tmp_path / "empty.json")]
     assert str(tmp_path / "empty.json") not in report.checked
+
+
+# --- keys a project's own argument classes declare ----------------------------------------------------------
+
+_OWN_DTYPE = '''
+from dataclasses import dataclass
+from transformers import TrainingArguments
+
+
+@dataclass
+class Base(TrainingArguments):
+    pass
+
+
+@dataclass
+class RunArguments(Base):
+    dtype: str = "float32"  # the project maps it to accelerate's mixed_precision
+'''
+_PURE_BF16_JSON = '{"model_name_or_path": "m", "output_dir": "o", "per_device_train_batch_size": 8, "learning_rate": 1e-4, "dtype": "bfloat16"}\n'
+
+
+def test_a_key_the_projects_trainingarguments_subclass_declares_is_not_read_as_the_load_dtype(tmp_path):
+    from ampdoctor.lint import LintSettings, lint_paths
+
+    settings = LintSettings(select=frozenset({"ALL"}), jobs=1)
+    own, other, tested = tmp_path / "own", tmp_path / "other", tmp_path / "tested"
+    write(own, "args.py", _OWN_DTYPE)  # declared on a subclass of a subclass, in the same file
+    write(tested, "tests/test_args.py", _OWN_DTYPE)  # a test's class is not the project's argument class
+    for folder in (own, other, tested):
+        write(folder, "train.json", _PURE_BF16_JSON)
+    # each folder linted is its own project: one's declaration does not change how another's configs are read
+    report = lint_paths([own, other, tested], settings)
+    assert sorted(Path(f.location.file).parent.name for f in report.findings if f.rule_id == "AMP119") == ["other", "tested"]
+    # a config named alone is read with the classes of the project it is judged in
+    assert [f for f in lint_paths([own / "train.json"], settings.override(project=own)).findings if f.rule_id == "AMP119"] == []
+    assert [f.rule_id for f in lint_paths([own / "train.json"], settings).findings if f.rule_id == "AMP119"] == ["AMP119"]

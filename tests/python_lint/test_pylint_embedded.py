@@ -174,3 +174,17 @@ def test_a_dict_changed_otherwise_than_key_by_key_is_not_read():
     for change in ('ds_config.update(data_types={"grad_accum_dtype": "fp32"})', "add_fp32_accumulation(ds_config)",
                    'ds_config[key] = {"grad_accum_dtype": "fp32"}', 'ds_config["bf16"].pop("enabled")'):
         assert hits(code.replace("{change}", change)) == [], change
+
+
+def test_a_load_dtype_field_of_a_trainingarguments_subclass_is_the_projects_own():
+    # the subclass adds `dtype`: what it means is up to the project's code (here the mixed precision), not a load dtype
+    ctx = context("""
+    from dataclasses import dataclass
+    from transformers import TrainingArguments
+    @dataclass
+    class RunArguments(TrainingArguments):
+        bf16: bool = False
+        dtype: str = "bfloat16"
+    """)
+    (reading,) = embedded_readings(ctx)
+    assert reading.policy is not None and str(reading.policy.params) == "fp32"

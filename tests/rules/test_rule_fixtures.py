@@ -3,7 +3,9 @@ and negative (good) cases for each detector the rule has; the expected findings 
 
 - ``policy/bad/<case>/`` and ``policy/good/<case>/``: config files linted together. A bad case has an
   ``expected.yaml``: a list of ``{file, line}`` where the rule must be reported (other rules may be too). A good
-  case may not report the rule at all.
+  case may not report the rule at all. A case that holds Python files is linted as a project folder (its Python
+  decides how its configs are read: the keys the project's own argument classes declare); only the findings at its
+  config files count.
 - ``code/bad*.py`` and ``code/good*.py``: Python files; a line ending in ``# ampdoctor: expect[AMP004]`` must be
   reported, and no other line may be; ``expect[AMP004:warning]`` also pins the finding's severity (where a rule's
   severity depends on the situation, as the catalog entry says).
@@ -112,9 +114,12 @@ def test_no_fixture_for_a_detector_the_rule_does_not_have():
 @pytest.mark.parametrize("rule_id, case", cases("policy"))
 def test_policy_fixture(rule_id, case):
     files = sorted(p for p in case.rglob("*") if p.is_file() and p.name != "expected.yaml" and is_config_candidate(p))
-    report = lint_config_files(files)
+    if any(case.rglob("*.py")):
+        report = lint_paths([case], LintSettings(select=frozenset({"ALL"}), jobs=1))
+    else:
+        report = lint_config_files(files)
     assert not [e for e in report.errors if e.fatal], report.errors
-    mine = [f for f in report.findings if f.rule_id == rule_id]
+    mine = [f for f in report.findings if f.rule_id == rule_id and Path(f.location.file) in files]
     got = sorted((Path(f.location.file).relative_to(case).as_posix(), f.location.line) for f in mine)
     if is_bad(case):
         expected = yaml.safe_load((case / "expected.yaml").read_text())

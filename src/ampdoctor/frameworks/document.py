@@ -23,6 +23,9 @@ class Document:
     data: Any
     locations: Mapping[KeyPath, Location] = field(default_factory=dict)
     text: str = ""  # the raw text, kept for env files (flags inside a variable are located in it)
+    # Top-level keys whose meaning the project defines itself (fields its own subclass of a framework's argument
+    # class adds): a reader does not take such a key for the framework's key of the same name.
+    own_keys: frozenset[str] = frozenset()
 
     def get(self, *path: Key, default: Any = None) -> Any:
         node = self.data
@@ -69,7 +72,7 @@ class Document:
             if isinstance(node, dict):
                 node[path[-1]] = value
                 locs[tuple(path)] = loc
-        return Document(self.file, self.syntax, data, locs)
+        return Document(self.file, self.syntax, data, locs, own_keys=self.own_keys)
 
 
 def merge_documents(docs: Iterable[Document], file: str, normalize: Any = None) -> Document:

@@ -3,7 +3,9 @@
 - `bf16`/`fp16` turn on autocast; fp16 also a GradScaler (Trainer: `do_grad_scaling = amp_dtype == fp16`);
   both true is refused by TrainingArguments.
 - The parameter dtype is whatever the model was loaded in: `torch_dtype`/`dtype` (TRL ModelConfig), fp32 if
-  unset. PEFT adapters (`use_peft`, `lora_r`, axolotl `adapter: lora`) are upcast to fp32 by PEFT >= 0.11.
+  unset. TrainingArguments has none of these keys: one that the project's own TrainingArguments subclass declares
+  (`Document.own_keys`) means what the project's code makes of it (a switch for mixed precision, say), not a load
+  dtype, and is not read as one. PEFT adapters (`use_peft`, `lora_r`, axolotl `adapter: lora`) are upcast to fp32 by PEFT >= 0.11.
 - `deepspeed` (a path or an inline dict): the Trainer fills the DeepSpeed "auto" values from these arguments
   and refuses explicit ones that disagree ("Please correct the following DeepSpeed config values that
   mismatch TrainingArguments values"); the DeepSpeed engine then decides the dtypes.
@@ -54,6 +56,9 @@ _ARGS = frozenset({
     "torch_dtype", "attn_implementation", "micro_batch_size", "base_model", "flash_attention", "adapter", "fsdp",
     "half_precision_backend", "max_grad_norm", "logging_dir", "overwrite_output_dir", "do_train", "do_eval",
 })
+# The keys a model-loading config writes the load dtype in (TRL's ModelConfig and axolotl-style files); not
+# TrainingArguments fields.
+MODEL_DTYPE_KEYS = ("torch_dtype", "dtype", "model_dtype")
 _PRECISION_FLAGS = ("bf16", "fp16", "bf16_full_eval", "fp16_full_eval", "tf32", "torch_dtype", "deepspeed", "half_precision_backend")
 # Keys that set up the training loop or its optimizer: a file of model-loading and generation keys alone (a
 # sampling or dataset-filtering config) loads a model but trains nothing, so it sets no training precision.
@@ -121,9 +126,14 @@ def _axolotl_dtype(doc: Document) -> tuple[Any, Location]:
     return "fp32", Location(file=doc.file, label="bf16/fp16 unset: fp32")
 
 
+def _load_dtype_key(doc: Document) -> str | None:
+    """The key the config writes the model's load dtype in; one the project's own argument class declares is not."""
+    return next((k for k in MODEL_DTYPE_KEYS if doc.has(k) and k not in doc.own_keys), None)
+
+
 def _model_facts(doc: Document, cfg: Reading) -> tuple[str | None, Any, Location]:
     """The model-loading arguments: (dtype the model is loaded in, the raw value, where)."""
-    model_key = next((k for k in ("torch_dtype", "dtype", "model_dtype") if doc.has(k)), None)
+    model_key = _load_dtype_key(doc)
     model_raw = doc.get(model_key) if model_key else None
     model_at = doc.at(model_key) if model_key else Location(file=doc.file, label="torch_dtype unset: fp32")
     if is_axolotl(doc):

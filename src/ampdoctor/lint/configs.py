@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from ampdoctor._quote import quoted
 from ampdoctor.core.engine import check_policy
@@ -55,15 +55,19 @@ def lint_readings(readings: list[Reading], checked: tuple[str, ...], errors: lis
                             summary_caveats=(*report.info.summary_caveats, f"{len(skipped)} config file{'s' if many else ''} empty or a template, not checked"))
 
 
-def read_configs(files: list[Path]) -> tuple[list[Reading], tuple[str, ...], list[ReportError]]:
+def read_configs(files: list[Path], own_keys: Mapping[Path, frozenset[str]] | None = None) -> tuple[list[Reading], tuple[str, ...], list[ReportError]]:
     """Every training configuration in `files` as its framework runs it (the files of one run read together,
-    referenced files followed, devices named in a folder added), the files read, and what could not be."""
+    referenced files followed, devices named in a folder added), the files read, and what could not be.
+    `own_keys`: by file, the keys its project's own argument classes declare (`Document.own_keys`)."""
     errors: list[ReportError] = []
     recognised: list[tuple[Document, Reader]] = []
     loaded: dict[Path, list[Document]] = {}
     unreadable: set[str] = set()
     for path in files:
         docs, error = load_documents(path)
+        own = (own_keys or {}).get(path)
+        if own:
+            docs = [replace(doc, own_keys=own) for doc in docs]
         loaded[_key(path)] = docs
         if error is not None:
             # Reported, but the rest of the tree still decides the exit code (one upstream JSON with a trailing

@@ -95,23 +95,46 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
 
     python, configs, missing = discover([Path(p) for p in paths], settings)
     report = Report(errors=tuple(missing))
-    half: list[Evidence] = []
-    if configs:
-        readings, checked, errors = read_configs(configs)
-        report = report.merge(lint_readings(readings, checked, errors))
-        half = half_configs(readings)
     folders = [Path(p) for p in paths if _directory(Path(p))]
     context: list[Path] = []
+    context_configs: list[Path] = []
     if settings.project is not None:
         # The files named are judged inside this project: its other files give context, and are not reported.
         context, context_configs, _ = discover([settings.project], settings)
-        half += half_configs(read_configs([c for c in context_configs if c not in set(configs)])[0])
         folders.append(settings.project)
+    own = own_keys_by_config([*configs, *context_configs], [*python, *context], folders)
+    half: list[Evidence] = []
+    if configs:
+        readings, checked, errors = read_configs(configs, own)
+        report = report.merge(lint_readings(readings, checked, errors))
+        half = half_configs(readings)
+    if context_configs:
+        half += half_configs(read_configs([c for c in context_configs if c not in set(configs)], own)[0])
     if python:
         report = report.merge(lint_python_files(python, jobs=settings.jobs, roots=folders, config_half=half, context_files=context,
                                                 cache=settings.cache))
     report = _with_unrecognised([Path(p) for p in paths], report)
     return replace(report, findings=tuple(f for f in report.findings if settings.enabled(f)))
+
+
+def own_keys_by_config(configs: Sequence[Path], python: Sequence[Path], folders: Sequence[Path]) -> dict[Path, frozenset[str]]:
+    """By config file, the keys its project's own argument classes declare: a project is each folder linted (the
+    innermost that holds the file), or the files named alone together."""
+    from ampdoctor.lint.python.embedded import own_argument_fields
+
+    roots = [f.absolute() for f in folders]
+
+    def project(path: Path) -> Path | None:
+        path = path.absolute()
+        return max((f for f in roots if path.is_relative_to(f)), key=lambda f: len(f.parts), default=None)
+
+    if not configs:
+        return {}
+    by_project: dict[Path | None, list[Path]] = {}
+    for path in python:
+        by_project.setdefault(project(path), []).append(path)
+    declared = {root: own_argument_fields(files) for root, files in by_project.items()}
+    return {path: declared.get(project(path), frozenset()) for path in configs}
 
 
 def half_configs(readings: Sequence[Reading]) -> list[Evidence]:

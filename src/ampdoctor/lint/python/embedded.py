@@ -16,8 +16,8 @@ from __future__ import annotations
 import ast
 import itertools
 from dataclasses import dataclass, replace
-from pathlib import PurePath
-from typing import TYPE_CHECKING, Any, Iterator
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ampdoctor.core.engine import check_policy
 from ampdoctor.core.model import Finding, Location
@@ -220,10 +220,12 @@ def _dataclass_configs(ctx: Context, local_hf: frozenset[str]) -> Iterator[Embed
             continue
         values = Values(ctx, ctx.src.path)
         data = _field_defaults(cls, values)
+        # every field of a TrainingArguments subclass is one it adds: the project's own key (`own_argument_fields`)
+        declared = frozenset(data) if hf_based else frozenset()
         reader = _reader_of_fields(ctx, data, hf_based)
         config = _embedded(data, values, reader, cls, f"class {cls.name}") if reader is not None else None
         if config is not None:
-            yield config
+            yield replace(config, document=replace(config.document, own_keys=declared))
 
 
 def _field_defaults(cls: ast.ClassDef, values: Values) -> dict[str, Any]:
@@ -253,6 +255,33 @@ def _field_default(value: ast.expr | None) -> ast.expr | None:
     if isinstance(value, ast.Call) and last_identifier(value.func) == "field":
         return next((kw.value for kw in value.keywords if kw.arg == "default"), None)
     return value
+
+
+_HF_BASE_NAMES = frozenset(q.rsplit(".", 1)[1] for q in HF_CLASSES)
+
+
+def own_argument_fields(paths: Iterable[Path]) -> frozenset[str]:
+    """The fields the project's own subclasses of HF TrainingArguments add, in the project's Python files outside its
+    tests: a training config of this project sets such a key with the meaning the project's code gives it, which a
+    reader must not take for HF's or TRL's key of that name. Read before the configs are, so by name only: a base
+    named ``TrainingArguments``/``Seq2SeqTrainingArguments``, or a class of the same file that is one."""
+    out: set[str] = set()
+    for path in paths:
+        if _is_test_file(str(path)):
+            continue
+        try:
+            raw = path.read_bytes()
+            tree = ast.parse(raw) if b"TrainingArguments" in raw else None
+        except (OSError, SyntaxError, ValueError, RecursionError):
+            continue
+        if tree is None:
+            continue
+        based = set(_HF_BASE_NAMES)
+        for cls in sorted((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)), key=lambda n: n.lineno):
+            if any(last_identifier(b) in based for b in cls.bases):
+                based.add(cls.name)
+                out.update(s.target.id for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name))
+    return frozenset(out)
 
 
 def _local_hf_classes(ctx: Context) -> frozenset[str]:
