@@ -277,6 +277,10 @@ class ProjectModel:
             evidence = getattr(summary, kind)
             if evidence is not None:
                 queue.append((path, evidence, 0))
+        if kind == "autocast":
+            for path, evidence in self._trainer_autocast().items():
+                reached[path] = evidence
+                queue.append((path, evidence, 0))
         seen_from: set[tuple[str, str]] = set()
         while queue:
             path, evidence, hops = queue.popleft()
@@ -297,6 +301,24 @@ class ProjectModel:
                     reached[target] = passed
                 queue.append((target, passed, hops + 1))
         return reached
+
+
+    def _trainer_autocast(self) -> dict[str, Evidence]:
+        """Training files with no autocast of their own that build a class of a training file that enters one (a
+        trainer): what they build besides it is run under the trainer's autocast (OLMo's and composer's scripts build
+        the model and the `Trainer` whose step enters autocast). Only files whose imports the summaries hold already
+        (training files that name a precision) are asked: reading every file's imports would cost a pass each."""
+        out: dict[str, Evidence] = {}
+        for path, summary in sorted(self.summaries.items()):
+            if summary.autocast is not None or not summary.imports:
+                continue
+            for dotted, line in summary.imports:
+                target = self.resolve(path, dotted)
+                evidence = self.summaries[target].autocast if target is not None and target != path else None
+                if evidence is not None:
+                    out[path] = evidence.via(f"whose `{dotted.rpartition('.')[2]}` {_short(path)} builds (imported at line {line})")
+                    break
+        return out
 
 
 def _nearest(paths: Sequence[str], to: str) -> str:
