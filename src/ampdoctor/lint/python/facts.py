@@ -189,17 +189,16 @@ class Facts:
 
     @functools.cached_property
     def half_autocast(self) -> ast.AST | None:
-        """Autocast entered with an explicit half dtype, or with a dtype the run chooses (``dtype=cfg.autocast_precision``:
-        autocast computes in fp16 or bf16 whenever it is on, so the code runs in one of them), or a framework
-        configured for half mixed precision."""
+        """Autocast entered with an explicit half dtype, with a dtype the run chooses (``dtype=cfg.autocast_precision``)
+        or with none (fp16 on CUDA, bf16 on the CPU): autocast computes in fp16 or bf16 whenever it is on, so the code
+        runs in one of them; or a framework configured for half mixed precision."""
         for node in self.mixed_precision:
             if not isinstance(node, ast.Call):
                 continue
             name = self.src.imports.qualname(node.func)
             if name in AUTOCASTS:
-                given = autocast_argument(node, name, "dtype")
-                dtypes = self.flow.dtype_of(given)
-                if (dtypes and dtypes & HALF) or (given is not None and not dtypes):
+                dtypes = self.flow.dtype_of(autocast_argument(node, name, "dtype"))
+                if not dtypes or dtypes & HALF:
                     return node
             elif name is None and not (isinstance(node.func, ast.Attribute) and node.func.attr == "autocast"):
                 return node

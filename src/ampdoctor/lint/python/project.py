@@ -454,11 +454,13 @@ def _config_names(ctx: "Context") -> tuple[tuple[str, int], ...]:
 
 
 def _autocast_dtypes(ctx: "Context", node: ast.AST) -> frozenset[str]:
+    """The half dtypes an autocast runs in: the one it names; none known for one that names none (its default
+    depends on the device) or one the run chooses (`dtype=cfg.precision`), since which of them a project's runs use
+    is for its configs to say; both for a framework's mixed precision."""
     name = ctx.qualname(node.func) if isinstance(node, ast.Call) else None
     if name in AUTOCASTS:
         found = ctx.flow.dtype_of(autocast_argument(node, name, "dtype"))
-        if found and found & HALF:
-            return frozenset(found & HALF)
+        return frozenset(found & HALF) if found else frozenset()
     return frozenset(HALF)
 
 
