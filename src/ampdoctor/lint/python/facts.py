@@ -198,7 +198,10 @@ class Facts:
             name = self.src.imports.qualname(node.func)
             if name in AUTOCASTS:
                 dtypes = self.flow.dtype_of(autocast_argument(node, name, "dtype"))
-                if not dtypes or dtypes & HALF:
+                if dtypes and dtypes & HALF:
+                    return node
+                # `autocast(**saved_kwargs)` restores a state recorded elsewhere (a recompute), which may be off
+                if not dtypes and not any(kw.arg is None for kw in node.keywords):
                     return node
             elif name is None and not (isinstance(node.func, ast.Attribute) and node.func.attr == "autocast"):
                 return node

@@ -302,11 +302,11 @@ class ProjectModel:
                 queue.append((target, passed, hops + 1))
         return reached
 
-
     def _trainer_autocast(self) -> dict[str, Evidence]:
-        """Training files with no autocast of their own that build a class of a training file that enters one (a
-        trainer): what they build besides it is run under the trainer's autocast (OLMo's and composer's scripts build
-        the model and the `Trainer` whose step enters autocast). Only files whose imports the summaries hold already
+        """Training files with no autocast of their own that build a class whose own methods enter one (a trainer):
+        what they build besides it is run under the trainer's autocast (OLMo's and composer's scripts build the model
+        and the `Trainer` whose step enters autocast). An autocast elsewhere in the class's file (a self-test at the
+        bottom of a model file) is no part of the class. Only files whose imports the summaries hold already
         (training files that name a precision) are asked: reading every file's imports would cost a pass each."""
         out: dict[str, Evidence] = {}
         for path, summary in sorted(self.summaries.items()):
@@ -315,10 +315,21 @@ class ProjectModel:
             for dotted, line in summary.imports:
                 target = self.resolve(path, dotted)
                 evidence = self.summaries[target].autocast if target is not None and target != path else None
-                if evidence is not None:
-                    out[path] = evidence.via(f"whose `{dotted.rpartition('.')[2]}` {_short(path)} builds (imported at line {line})")
+                name = dotted.rpartition(".")[2]
+                if evidence is not None and self._in_class(target, name, evidence.line):
+                    out[path] = evidence.via(f"whose `{name}` {_short(path)} builds (imported at line {line})")
                     break
         return out
+
+    def _in_class(self, path: str, name: str, line: int) -> bool:
+        """Is `line` of the file at `path` inside the body of its class `name`?"""
+        text = self.text_of(path) if self.text_of is not None else None
+        try:
+            tree = ast.parse(text) if text is not None else None
+        except SyntaxError:
+            return False
+        return tree is not None and any(isinstance(n, ast.ClassDef) and n.name == name and n.lineno <= line <= (n.end_lineno or 0)
+                                        for n in tree.body)
 
 
 def _nearest(paths: Sequence[str], to: str) -> str:
