@@ -164,7 +164,7 @@ def keep_table_fp32(module: Any, lines: Mapping[int, tuple[Mapping[str, Any], ..
     return MetadataWrapper(module).visit(Uncast())
 
 
-@code_check("AMP002", triggers=("register_buffer",), also=(ROPE_TRIGGERS,), project=True)
+@code_check("AMP002", triggers=("register_buffer", "Buffer("), also=(ROPE_TRIGGERS,), project=True)
 def rope_buffer_cast_with_model(ctx: Context) -> Iterator[CodeHit]:
     # `model.half()` / `model.to(torch.bfloat16)` casts every floating buffer, persistent or not: an fp32 `inv_freq`
     # registered in __init__ becomes half, and angles computed from it (`type_as(inv_freq)`, `inv_freq @ pos`) are
@@ -190,12 +190,22 @@ def _model_cast(ctx: Context) -> str | None:
 
 
 def _table_buffers(ctx: Context, cls: ast.ClassDef) -> Iterator[tuple[str, ast.Call]]:
+    """The class's buffers named as rotary tables: ``self.register_buffer("inv_freq", ...)``, or an ``nn.Buffer``
+    assigned to an attribute of `self` (torch 2.5's spelling, ``self.cos = nn.Buffer(theta.cos())``), which the
+    model's cast converts all the same."""
     for node in ast.walk(cls):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer" \
+        if not isinstance(node, ast.Call):
+            continue
+        name = None
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer" \
                 and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
             name = node.args[0].value
-            if is_table(tokens(name)):
-                yield name, node
+        elif ctx.qualname(node.func) == "torch.nn.Buffer":
+            target = _stored_in(ctx, node)
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                name = target.attr
+        if name is not None and is_table(tokens(name)):
+            yield name, node
 
 
 def _upcast_where_used(ctx: Context, cls: ast.ClassDef, name: str) -> bool:

@@ -94,13 +94,47 @@ def _written_dtypes(ctx: Context, call: ast.Call, target: ast.AST | None, how: s
     cast = in_half_module(ctx, call) if how != "full_like" else None
     if cast is not None and ctx.facts.fp32_head is None:
         return cast.dtypes, f"the model is cast to {describe(cast.dtypes)} (line {cast.node.lineno}) without autocast"
+    autocast = _autocast_of(ctx)
+    if autocast is not None and target is not None and _matmul_product(ctx, target, call.lineno):
+        dtypes, where = autocast
+        return dtypes or HALF, f"`{ast.unparse(target)[:40]}` is a matmul product, which autocast computes in half precision ({where})"
     return None, ""
+
+
+_MATMULS = frozenset({"torch.matmul", "torch.bmm", "torch.einsum", "torch.baddbmm", "torch.mm"})
+
+
+def _autocast_of(ctx: Context) -> tuple[frozenset, str] | None:
+    """The half autocast this file's code runs under (its dtypes, where; no dtypes when it does not say which): one
+    the file enters itself, or one a training file of the project runs it under."""
+    node = ctx.facts.half_autocast
+    if node is not None:
+        return frozenset(), f"line {node.lineno}"
+    evidence = ctx.project.autocast
+    return (frozenset(evidence.dtypes & HALF), evidence.describe()) if evidence is not None else None
+
+
+def _matmul_product(ctx: Context, expr: ast.AST, line: int, depth: int = 0) -> bool:
+    """Is `expr` the result of a matmul (``q @ k.transpose(-2, -1)``, ``torch.matmul``, ``einsum``), directly or as
+    the value its name was last bound to before `line`? Autocast runs those in its half dtype."""
+    if depth > 2:
+        return False
+    if isinstance(expr, ast.BinOp):
+        return isinstance(expr.op, ast.MatMult) or (isinstance(expr.op, (ast.Mult, ast.Div))
+                                                    and _matmul_product(ctx, expr.left, line, depth + 1))
+    if isinstance(expr, ast.Call):
+        return ctx.qualname(expr.func) in _MATMULS or (isinstance(expr.func, ast.Attribute) and expr.func.attr in ("matmul", "bmm"))
+    if isinstance(expr, ast.Name):
+        before = [(n, v) for n, v in ctx.src.bindings(expr, ctx.src.scope(expr)) if n < line and v is not None]
+        return bool(before) and _matmul_product(ctx, before[-1][1], before[-1][0], depth + 1)
+    return False
 
 
 # Triggers: a constant beyond fp16's 65504 (1e5 and up) or float32's own bounds; `finfo(dtype).min` of the tensor's
 # own dtype is the correct fill and, alone, is no reason to parse a file.
 @code_check("AMP133", triggers=("masked_fill", "fill_", "full", "where"),
-            also=(("e9", "e10", "e5", "e6", "e7", "e8", "e38", "finfo(torch.float", "finfo(float", "float32).m", "MIN", "MAX", "NEG"),))
+            also=(("e9", "e10", "e5", "e6", "e7", "e8", "e38", "finfo(torch.float", "finfo(float", "float32).m", "MIN", "MAX", "NEG"),),
+            project=True)
 def mask_fill_overflow(ctx: Context) -> Iterator[CodeHit]:
     # transformers PR #17306, fairseq #3575: -1e9 / finfo(float32).min written into fp16 attention scores.
     flagged: set[ast.Call] = set()

@@ -59,7 +59,22 @@ def _run_dtype(ctx: Context, config: ast.Call) -> tuple[frozenset | None, ast.AS
     return None, None
 
 
-@code_check("AMP135", triggers=("BitsAndBytesConfig",), also=(("load_in_4bit", "bnb_4bit_compute_dtype"),))
+def _written_out(ctx: Context, given: ast.AST) -> bool:
+    """Is the compute dtype written in the call itself (``torch.float16``, ``"float16"``), not read from an object
+    that other code fills (``model_args.compute_dtype``, assigned fp16 in an unrelated branch)?"""
+    return ctx.qualname(given) in ("torch.float16", "torch.half") or isinstance(given, ast.Constant)
+
+
+def _project_run(ctx: Context) -> tuple[frozenset | None, str]:
+    """The project's training precision, where the file fixes none: bf16 when every training config of the project
+    (and every training context that reaches this file) trains in bf16 and none in fp16."""
+    project = ctx.project
+    if project.trains_bf16 is not None and project.precisions == frozenset({BF16}):
+        return frozenset({BF16}), project.trains_bf16.describe()
+    return None, ""
+
+
+@code_check("AMP135", triggers=("BitsAndBytesConfig",), also=(("load_in_4bit", "bnb_4bit_compute_dtype"),), project=True)
 def bnb_compute_dtype_code(ctx: Context) -> Iterator[CodeHit]:
     for call in ctx.src.calls:
         if last_identifier(call.func) != "BitsAndBytesConfig":
@@ -69,8 +84,14 @@ def bnb_compute_dtype_code(ctx: Context) -> Iterator[CodeHit]:
             continue  # the default (fp32) is left to the runtime warning: the model's own dtype is often set elsewhere
         compute = ctx.flow.dtype_of(given, ctx.src.scope(call))
         run, where = _run_dtype(ctx, call)
+        said = f"line {where.lineno}" if where is not None else ""
+        if not run and compute == frozenset({FP16}) and _written_out(ctx, given):
+            # alignment-handbook PR #107: `bnb_4bit_compute_dtype=torch.float16` written as a constant in a helper,
+            # while every recipe of the project trains in bf16. Only a hard-coded fp16 is judged so: an fp32 compute
+            # dtype is slow, not wrong, and a project that also trains in fp16 may mean it.
+            run, said = _project_run(ctx)
         if not compute or not run or len(compute) != 1 or len(run) != 1 or not run <= HALF or compute == run:
             continue
         (c,), (r,) = compute, run
-        yield given, (f"bnb_4bit_compute_dtype is {describe(compute)} but the model runs in {describe(run)} (line {where.lineno}): "
+        yield given, (f"bnb_4bit_compute_dtype is {describe(compute)} but the model runs in {describe(run)} ({said}): "
                       f"{consequence(c, r)}; pass the model's dtype")

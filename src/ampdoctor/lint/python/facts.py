@@ -189,7 +189,9 @@ class Facts:
 
     @functools.cached_property
     def half_autocast(self) -> ast.AST | None:
-        """Autocast entered with an explicit half dtype, or a framework configured for half mixed precision."""
+        """Autocast entered with an explicit half dtype, with a dtype the run chooses (``dtype=cfg.autocast_precision``)
+        or with none (fp16 on CUDA, bf16 on the CPU): autocast computes in fp16 or bf16 whenever it is on, so the code
+        runs in one of them; or a framework configured for half mixed precision."""
         for node in self.mixed_precision:
             if not isinstance(node, ast.Call):
                 continue
@@ -197,6 +199,9 @@ class Facts:
             if name in AUTOCASTS:
                 dtypes = self.flow.dtype_of(autocast_argument(node, name, "dtype"))
                 if dtypes and dtypes & HALF:
+                    return node
+                # `autocast(**saved_kwargs)` restores a state recorded elsewhere (a recompute), which may be off
+                if not dtypes and not any(kw.arg is None for kw in node.keywords):
                     return node
             elif name is None and not (isinstance(node.func, ast.Attribute) and node.func.attr == "autocast"):
                 return node

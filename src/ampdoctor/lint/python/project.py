@@ -277,6 +277,10 @@ class ProjectModel:
             evidence = getattr(summary, kind)
             if evidence is not None:
                 queue.append((path, evidence, 0))
+        if kind == "autocast":
+            for path, evidence in self._trainer_autocast().items():
+                reached[path] = evidence
+                queue.append((path, evidence, 0))
         seen_from: set[tuple[str, str]] = set()
         while queue:
             path, evidence, hops = queue.popleft()
@@ -297,6 +301,35 @@ class ProjectModel:
                     reached[target] = passed
                 queue.append((target, passed, hops + 1))
         return reached
+
+    def _trainer_autocast(self) -> dict[str, Evidence]:
+        """Training files with no autocast of their own that build a class whose own methods enter one (a trainer):
+        what they build besides it is run under the trainer's autocast (OLMo's and composer's scripts build the model
+        and the `Trainer` whose step enters autocast). An autocast elsewhere in the class's file (a self-test at the
+        bottom of a model file) is no part of the class. Only files whose imports the summaries hold already
+        (training files that name a precision) are asked: reading every file's imports would cost a pass each."""
+        out: dict[str, Evidence] = {}
+        for path, summary in sorted(self.summaries.items()):
+            if summary.autocast is not None or not summary.imports:
+                continue
+            for dotted, line in summary.imports:
+                target = self.resolve(path, dotted)
+                evidence = self.summaries[target].autocast if target is not None and target != path else None
+                name = dotted.rpartition(".")[2]
+                if evidence is not None and self._in_class(target, name, evidence.line):
+                    out[path] = evidence.via(f"whose `{name}` {_short(path)} builds (imported at line {line})")
+                    break
+        return out
+
+    def _in_class(self, path: str, name: str, line: int) -> bool:
+        """Is `line` of the file at `path` inside the body of its class `name`?"""
+        text = self.text_of(path) if self.text_of is not None else None
+        try:
+            tree = ast.parse(text) if text is not None else None
+        except SyntaxError:
+            return False
+        return tree is not None and any(isinstance(n, ast.ClassDef) and n.name == name and n.lineno <= line <= (n.end_lineno or 0)
+                                        for n in tree.body)
 
 
 def _nearest(paths: Sequence[str], to: str) -> str:
@@ -432,11 +465,13 @@ def _config_names(ctx: "Context") -> tuple[tuple[str, int], ...]:
 
 
 def _autocast_dtypes(ctx: "Context", node: ast.AST) -> frozenset[str]:
+    """The half dtypes an autocast runs in: the one it names; none known for one that names none (its default
+    depends on the device) or one the run chooses (`dtype=cfg.precision`), since which of them a project's runs use
+    is for its configs to say; both for a framework's mixed precision."""
     name = ctx.qualname(node.func) if isinstance(node, ast.Call) else None
     if name in AUTOCASTS:
         found = ctx.flow.dtype_of(autocast_argument(node, name, "dtype"))
-        if found and found & HALF:
-            return frozenset(found & HALF)
+        return frozenset(found & HALF) if found else frozenset()
     return frozenset(HALF)
 
 
