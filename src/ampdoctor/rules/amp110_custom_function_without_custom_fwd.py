@@ -41,7 +41,7 @@ def custom_function_without_custom_fwd(ctx: Context) -> Iterator[CodeHit]:
         for stmt in cls.body:
             if isinstance(stmt, ast.FunctionDef) and stmt.name == "forward":
                 if not _decorated(stmt, ctx, "custom_fwd") and not _disables_autocast(stmt, ctx):
-                    yield stmt, f"`{cls.name}.forward` has no `custom_fwd` and {where}: autocast does not cast its inputs, "
-                                f"which arrive in whatever dtypes the ops before it left (mixed, where those disagree), and its "
-                                f"backward runs outside autocast"
+                    yield stmt, (f"`{cls.name}.forward` has no `custom_fwd` and {where}: autocast does not cast its inputs, "
+                                 "which arrive in whatever dtypes the ops before it left (mixed, where those disagree), and its "
+                                 "backward runs outside autocast")
 
