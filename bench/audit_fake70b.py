@@ -13,6 +13,7 @@ the same imports. Targets for the 70B config: audit <= 1.1x bare, <= 1 GiB peak 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import resource
@@ -37,16 +38,26 @@ def side_by_side(path: str, seq_len: int, repeats: int) -> str:
 
     from ampdoctor.audit.hf import audit_hf_config
 
-    def audited() -> float:
-        start = time.perf_counter()
+    def audited() -> None:
         audit_hf_config(path, fake=True, seq_len=seq_len, policy="bf16-mixed")
+
+    def bare() -> None:
+        bare_build_and_step(path, seq_len)
+
+    def timed(run: Callable[[], None]) -> float:
+        # Each run starts on a collected heap and pays for collecting its own cyclic garbage: otherwise one run's
+        # garbage is collected, and timed, inside whichever run comes next.
+        gc.collect()
+        start = time.perf_counter()
+        run()
+        gc.collect()
         return time.perf_counter() - start
 
-    bare_build_and_step(path, seq_len), audited()
+    timed(bare), timed(audited)
     b, a = [], []
     for _ in range(repeats):
-        b.append(bare_build_and_step(path, seq_len))
-        a.append(audited())
+        b.append(timed(bare))
+        a.append(timed(audited))
     mb, ma = statistics.median(b), statistics.median(a)
     return f"bare {mb:.2f} s, audited {ma:.2f} s, ratio {ma / mb:.2f} (median of {repeats})"
 

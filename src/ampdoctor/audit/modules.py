@@ -32,6 +32,10 @@ class ModuleInfo:
     user_call: tuple | None = None
 
 
+def _died(deaths: dict[int, int], records: list, key: int, _ref: Any) -> None:
+    deaths.setdefault(key, len(records))
+
+
 class ModuleTracking:
     """The module half of `Recorder`; the state it reads and writes is set up in `Recorder.__init__`."""
 
@@ -141,11 +145,9 @@ class ModuleTracking:
                     continue
                 # a tensor no recorded op made is known by its id, which CPython gives to another tensor once it dies:
                 # when it died tells its reads (before) from the reads of that other tensor (after)
-                ref = weakref.ref(t, functools.partial(self._leaf_died, -id(t)))
+                # (the callback holds the record and the deaths, not the recorder: no cycle keeps a recorder alive)
+                ref = weakref.ref(t, functools.partial(_died, self.leaf_deaths, self.records, -id(t)))  # type: ignore[attr-defined]
                 self.module_scans.append(BufferScan(idx, name, t.dtype, tuple(t.shape), when, ref, -id(t)))
-
-    def _leaf_died(self, key: int, _ref: Any) -> None:
-        self.leaf_deaths.setdefault(key, len(self.records))  # type: ignore[attr-defined]
 
     def _hook_modules(self) -> None:
         """The global module forward hooks: installed on entry and again when a sample resumes."""
