@@ -200,8 +200,10 @@ class Facts:
                 dtypes = self.flow.dtype_of(autocast_argument(node, name, "dtype"))
                 if dtypes and dtypes & HALF:
                     return node
-                # `autocast(**saved_kwargs)` restores a state recorded elsewhere (a recompute), which may be off
-                if not dtypes and not any(kw.arg is None for kw in node.keywords):
+                # `autocast(**saved_kwargs)` or `autocast(*saved_args)` restores a state recorded elsewhere (a
+                # recompute, a traced region replayed), which may be off
+                if not dtypes and not any(kw.arg is None for kw in node.keywords) \
+                        and not any(isinstance(a, ast.Starred) for a in node.args):
                     return node
             elif name is None and not (isinstance(node.func, ast.Attribute) and node.func.attr == "autocast"):
                 return node
