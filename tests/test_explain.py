@@ -290,3 +290,35 @@ def test_cli_explain_searches_each_signature_once_per_text(monkeypatch, capsys):
     assert main(["explain", log]) in (0, 1)
     assert calls and len(calls) == len(set(calls))
     capsys.readouterr()
+
+
+def test_the_literal_prefilter_never_changes_a_search():
+    # `_search` skips a pattern's regex when a run of characters every match must contain is not in the text: on
+    # every text of the real-text corpus, every pattern of the catalog finds exactly what the plain regex finds.
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from ampdoctor.core import catalog
+    from ampdoctor.explain import _required_text, _search
+
+    corpus = yaml.safe_load((Path(__file__).resolve().parents[1] / "bench/explain/corpus.yaml").read_text())
+    texts = [e["text"] for e in corpus] + ["ſtate_dict ſaved in bf16, K\u212aelvin"]  # non-ASCII folds
+    sigs = {s.pattern: s for r in catalog() for s in (*r.signatures, *r.context)}
+    assert sum(1 for p in sigs if _required_text(p)) > len(sigs) // 2  # the prefilter does apply to most
+    for text in texts:
+        for pattern, sig in sigs.items():
+            plain = re.search(pattern, text, flags=re.IGNORECASE)
+            got = _search(sig, text)
+            assert (got and got.span()) == (plain and plain.span()), (pattern, text[:80])
+
+
+def test_required_text_is_only_what_every_match_contains():
+    from ampdoctor.explain import _required_text
+
+    assert _required_text(r"Expected query, key,? and value") == "expected query, key"  # the longest run, lowered
+    assert _required_text(r"(fp16|bf16) loss") == " loss"
+    assert _required_text(r"a+b?c*") == ""  # repeats and options end a run
+    assert _required_text(r"scaler\.step|unscale_") == ""  # an alternation at the top has no common run
+    assert _required_text(r"[") == ""  # a pattern that does not parse

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
@@ -53,6 +54,14 @@ SIGNATURE_WORDS = 3
 CLOSEST_MIN_WORDS = 3
 CLOSEST_LIMIT = 3
 CLOSEST_REASON = "no signature of this rule matched; closest by wording"
+
+if sys.version_info >= (3, 11):
+    from re import _constants as _re_constants
+    from re import _parser as _re_parser
+else:  # pragma: no cover (Python 3.10)
+    import sre_constants as _re_constants
+    import sre_parse as _re_parser
+_LITERAL = _re_constants.LITERAL
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>\S+))?')
 
@@ -106,7 +115,38 @@ def confirm_command(rule: Rule) -> str:
 
 
 def _search(sig: Signature, text: str) -> re.Match[str] | None:
+    # A regex scan of a multi-MB log costs tens of ms per pattern, a substring test a fraction of that: a pattern
+    # whose required characters are not in the text cannot match it. Only for ASCII texts, where lower-casing is
+    # the case folding IGNORECASE does (in Unicode text a few characters fold to ASCII letters).
+    needed = _required_text(sig.pattern)
+    if needed and text.isascii() and needed not in _lowered(text):
+        return None
     return re.search(sig.pattern, text, flags=re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=2)  # the text of one explain call, asked once per pattern
+def _lowered(text: str) -> str:
+    return text.lower()
+
+
+@functools.lru_cache(maxsize=None)
+def _required_text(pattern: str) -> str:
+    """The longest run of literal characters every match of `pattern` contains, lower-cased: consecutive literals at
+    the top level of the pattern (a repeat, a class, a group, an alternation or an anchor ends a run). Empty when
+    none can be told, or when it is not ASCII."""
+    try:
+        parsed = _re_parser.parse(pattern, re.IGNORECASE)
+    except (re.error, RecursionError, OverflowError):
+        return ""
+    best, run = "", []
+    for op, arg in [*parsed, (None, None)]:
+        if op is _LITERAL:
+            run.append(chr(arg))
+            continue
+        if len(run) > len(best):
+            best = "".join(run)
+        run = []
+    return best.lower() if best.isascii() else ""
 
 
 def _last_frame_before(text: str, position: int) -> Location | None:
