@@ -317,8 +317,10 @@ def test_the_literal_prefilter_never_changes_a_search():
 def test_required_text_is_only_what_every_match_contains():
     from ampdoctor.explain import _required_text
 
-    assert _required_text(r"Expected query, key,? and value") == "expected query, key"  # the longest run, lowered
-    assert _required_text(r"(fp16|bf16) loss") == " loss"
-    assert _required_text(r"a+b?c*") == ""  # repeats and options end a run
-    assert _required_text(r"scaler\.step|unscale_") == ""  # an alternation at the top has no common run
-    assert _required_text(r"[") == ""  # a pattern that does not parse
+    assert _required_text(r"Expected query, key,? and value") == ("expected query, key",)  # the longest run, lowered
+    assert _required_text(r"(fp16|bf16) loss") == (" loss",)  # the option whose shortest string is longest
+    assert _required_text(r"scaler\.step|unscale_") == ("scaler.step", "unscale_")
+    assert _required_text(r"(?:abc)+x") == ("abc",)  # a group repeated at least once
+    assert _required_text(r"(?:abcd)?xy") == ()  # an optional group gives nothing; a 2-char run is too short
+    assert _required_text(r"abc|d+") == ()  # a branch with nothing required
+    assert _required_text(r"[") == ()  # a pattern that does not parse

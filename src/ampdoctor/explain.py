@@ -56,12 +56,11 @@ CLOSEST_LIMIT = 3
 CLOSEST_REASON = "no signature of this rule matched; closest by wording"
 
 if sys.version_info >= (3, 11):
-    from re import _constants as _re_constants
+    from re import _constants as _RE
     from re import _parser as _re_parser
 else:  # pragma: no cover (Python 3.10)
-    import sre_constants as _re_constants
+    import sre_constants as _RE
     import sre_parse as _re_parser
-_LITERAL = _re_constants.LITERAL
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>\S+))?')
 
@@ -116,11 +115,13 @@ def confirm_command(rule: Rule) -> str:
 
 def _search(sig: Signature, text: str) -> re.Match[str] | None:
     # A regex scan of a multi-MB log costs tens of ms per pattern, a substring test a fraction of that: a pattern
-    # whose required characters are not in the text cannot match it. Only for ASCII texts, where lower-casing is
+    # none of whose required strings is in the text cannot match it. Only for ASCII texts, where lower-casing is
     # the case folding IGNORECASE does (in Unicode text a few characters fold to ASCII letters).
     needed = _required_text(sig.pattern)
-    if needed and text.isascii() and needed not in _lowered(text):
-        return None
+    if needed and text.isascii():
+        low = _lowered(text)
+        if not any(n in low for n in needed):
+            return None
     return re.search(sig.pattern, text, flags=re.IGNORECASE)
 
 
@@ -130,23 +131,41 @@ def _lowered(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _required_text(pattern: str) -> str:
-    """The longest run of literal characters every match of `pattern` contains, lower-cased: consecutive literals at
-    the top level of the pattern (a repeat, a class, a group, an alternation or an anchor ends a run). Empty when
-    none can be told, or when it is not ASCII."""
+def _required_text(pattern: str) -> tuple[str, ...]:
+    """Strings, lower-cased, one of which every match of `pattern` contains (empty when none can be told, or when one
+    is shorter than 3 characters or not ASCII): a run of literal characters, or one per branch of an alternation."""
     try:
-        parsed = _re_parser.parse(pattern, re.IGNORECASE)
+        needed = _needs(_re_parser.parse(pattern, re.IGNORECASE))
     except (re.error, RecursionError, OverflowError):
-        return ""
-    best, run = "", []
+        return ()
+    if not needed or any(len(n) < 3 or not n.isascii() for n in needed):
+        return ()
+    return tuple(n.lower() for n in needed)
+
+
+def _needs(parsed: Any) -> tuple[str, ...]:
+    """For a parsed regex: the strings one of which every match contains, the best of those its parts give (a
+    literal run; a group, a repeat at least once, or an alternation whose every branch gives some)."""
+    options: list[tuple[str, ...]] = []
+    run: list[str] = []
     for op, arg in [*parsed, (None, None)]:
-        if op is _LITERAL:
+        if op is _RE.LITERAL:
             run.append(chr(arg))
             continue
-        if len(run) > len(best):
-            best = "".join(run)
-        run = []
-    return best.lower() if best.isascii() else ""
+        if run:
+            options.append(("".join(run),))
+            run = []
+        inner: tuple[str, ...] = ()
+        if op is _RE.SUBPATTERN:
+            inner = _needs(arg[3])
+        elif op in (_RE.MAX_REPEAT, _RE.MIN_REPEAT) and arg[0] >= 1:
+            inner = _needs(arg[2])
+        elif op is _RE.BRANCH:
+            branches = [_needs(b) for b in arg[1]]
+            inner = tuple(n for b in branches for n in b) if all(branches) else ()
+        if inner:
+            options.append(inner)
+    return max(options, key=lambda o: min(len(n) for n in o), default=())
 
 
 def _last_frame_before(text: str, position: int) -> Location | None:
