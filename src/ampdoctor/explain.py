@@ -115,19 +115,21 @@ def confirm_command(rule: Rule) -> str:
 
 def _search(sig: Signature, text: str) -> re.Match[str] | None:
     # A regex scan of a multi-MB log costs tens of ms per pattern, a substring test a fraction of that: a pattern
-    # none of whose required strings is in the text cannot match it. Only for ASCII texts, where lower-casing is
-    # the case folding IGNORECASE does (in Unicode text a few characters fold to ASCII letters).
+    # none of whose required strings is in the text cannot match it.
     needed = _required_text(sig.pattern)
-    if needed and text.isascii():
-        low = _lowered(text)
-        if not any(n in low for n in needed):
-            return None
+    if needed and not any(n in _lowered(text) for n in needed):
+        return None
     return re.search(sig.pattern, text, flags=re.IGNORECASE)
+
+
+# The only characters outside ASCII that IGNORECASE matches to an ASCII character (dotted and dotless i, long s, the
+# Kelvin sign): folded first, so that an ASCII string IGNORECASE finds in the text is in the lower-cased text.
+_FOLDS_TO_ASCII = {0x130: "i", 0x131: "i", 0x17F: "s", 0x212A: "k"}
 
 
 @functools.lru_cache(maxsize=2)  # the text of one explain call, asked once per pattern
 def _lowered(text: str) -> str:
-    return text.lower()
+    return text.lower() if text.isascii() else text.translate(_FOLDS_TO_ASCII).lower()
 
 
 @functools.lru_cache(maxsize=None)
