@@ -327,3 +327,7 @@ def test_required_text_is_only_what_every_match_contains():
     assert _required_text(r"(?:abcd)?xy") == ()  # an optional group gives nothing; a 2-char run is too short
     assert _required_text(r"abc|d+") == ()  # a branch with nothing required
     assert _required_text(r"[") == ()  # a pattern that does not parse
+    # a negative lookaround's characters are what the text must not hold there: never required
+    assert _required_text(r"(?!abcd)xy") == () and _required_text(r"(?<!abcd)xy") == ()
+    assert _required_text(r"(?-i:ABCD)x") == ("abcd",)  # case-sensitive in the regex, lowered like the text
+    assert _required_text("\u212aelvin") == ()  # a non-ASCII letter IGNORECASE folds onto ASCII "k": no requirement

@@ -76,10 +76,11 @@ class RuntimeContext:
         return self.trace.records[seq][FUNC] in self.matmul_ops
 
     def applies_weight(self, seq: int) -> bool:
-        """The op at `seq` is a matmul with a module's tensor (a layer's weight, as it is or as autocast cast it)
-        for an operand: a layer, where what the model computes begins."""
+        """The op at `seq` is a matmul with a module's tensor (a layer's weight, as it is, as autocast cast it or as a
+        parametrization computes it from its parts) for an operand: a layer, where what the model computes begins."""
         t = self.trace
-        return self.made_by_matmul(seq) and any(t.carried_from(p) is not None for _, p in t.float_inputs(seq))
+        return self.made_by_matmul(seq) and any(t.carried_from(p) is not None or t.computed_from_named(p)
+                                                for _, p in t.float_inputs(seq))
 
     def failure_is_dtype_mismatch(self) -> bool:
         """The step failed because operands' dtypes disagree (not a shape error, a missing kernel...)."""

@@ -410,6 +410,29 @@ class Trace:
         """Is this a parameter, buffer or tensor attribute of a module?"""
         return (-prod in self.leaf_names) if prod < 0 else prod in self.named_seq
 
+    def computed_from_named(self, prod: int, limit: int = 32) -> bool:
+        """Are `prod`'s values computed from the model's tensors alone, within `limit` ops: a weight a parametrization
+        makes of its parts (weight norm), a merged adapter? Every path back ends at a parameter, buffer or tensor
+        attribute, or at a constant a module made (an op with no float input), and no op on the way reads an index
+        tensor (an embedding lookup turns the model's tensors into an activation)."""
+        queue, seen, named = [prod], set(), False
+        while queue:
+            p = queue.pop()
+            if p < 0 or p in self.named_seq:
+                if not self._named(p):
+                    return False  # a tensor from outside the model (an input, the advantages)
+                named = True
+                continue
+            if p in seen:
+                continue
+            seen.add(p)
+            ins = self.float_inputs(p)
+            mod = self.records[p][MOD]
+            if len(seen) > limit or len(ins) != len(self.records[p][IN_DT]) or (not ins and (mod is None or mod < 0)):
+                return False  # too far to tell, an index read, or a tensor made outside any module
+            queue.extend(q for _, q in ins)
+        return named
+
     def half_copy_of(self, prod: int, depth: int = 16) -> tuple[int, str] | None:
         """(the cast, the tensor's name) when `prod` holds a named tensor's values (a parameter, buffer or tensor
         attribute of a module) cast to half on the way, through views, slices, indexing and copies that each have
