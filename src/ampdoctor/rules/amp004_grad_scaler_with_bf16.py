@@ -45,8 +45,7 @@ def gate_sign(ctx: Context, call: ast.Call, name: str) -> tuple[int | None, ast.
     elif enabled is not None and ctx.flow.fp16_polarity(enabled, scope) == 1:
         return 1, enabled
     unknown: ast.AST | None = None
-    child: ast.AST = call
-    for parent in ctx.src.ancestors(call):
+    for parent, child in ctx.src.steps(call):
         if branch_implies_fp16(ctx, parent, child, scope) or _early_exit_unless_fp16(ctx, child, scope):
             return 1, parent
         if _branch_implies_bf16(ctx, parent, child, scope):
@@ -57,7 +56,6 @@ def gate_sign(ctx: Context, call: ast.Call, name: str) -> tuple[int | None, ast.
             return 1, parent
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             break
-        child = parent
     return (None, unknown) if unknown is not None else (0, None)
 
 

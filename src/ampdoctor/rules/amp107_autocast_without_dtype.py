@@ -73,8 +73,7 @@ def _older_torch_fallback(ctx: Context, call: ast.Call) -> bool:
     """The call is one arm of a torch version test whose other arm enters autocast with `dtype=`
     (``if is_torch_greater_or_equal_than_1_10: autocast(dtype=...) else: autocast()``): the dtype-less arm runs only
     on a torch too old to take `dtype=`, where CUDA autocast has no dtype but fp16 to give."""
-    child: ast.AST = call
-    for parent in ctx.src.ancestors(call):
+    for parent, child in ctx.src.steps(call):
         if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test and _names_torch_version(parent.test):
             body = parent.body if isinstance(parent.body, list) else [parent.body]
             orelse = parent.orelse if isinstance(parent.orelse, list) else [parent.orelse]
@@ -85,7 +84,6 @@ def _older_torch_fallback(ctx: Context, call: ast.Call) -> bool:
                 return True
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             return False
-        child = parent
     return False
 
 
@@ -101,13 +99,11 @@ def _names_torch_version(test: ast.expr) -> bool:
 
 def _else_of(ctx: Context, call: ast.Call) -> list[ast.expr]:
     """The tests of the if/elif chain whose final `else` holds the call (none if it sits in no such `else`)."""
-    child: ast.AST = call
-    for parent in ctx.src.ancestors(call):
+    for parent, child in ctx.src.steps(call):
         if isinstance(parent, ast.If) and child in parent.orelse and not (len(parent.orelse) == 1 and isinstance(parent.orelse[0], ast.If)):
             return _chain(ctx, parent)
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             return []
-        child = parent
     return []
 
 

@@ -53,8 +53,7 @@ def fp32_region_pinned_to_cuda(ctx: Context) -> Iterator[CodeHit]:
 def _cuda_branch(ctx: Context, node: ast.AST) -> bool:
     """Does `node` run only for CUDA tensors: in the body of ``if x.device.type == "cuda"`` (or ``x.is_cuda``), the
     ``else`` of the opposite test, or after ``if not x.is_cuda: return ...``?"""
-    child = node
-    for parent in ctx.src.ancestors(node):
+    for parent, child in ctx.src.steps(node):
         if isinstance(parent, ast.If) and child is not parent.test:
             if _cuda_test(parent.test) is (child in parent.body):
                 return True
@@ -65,7 +64,6 @@ def _cuda_branch(ctx: Context, node: ast.AST) -> bool:
                 return True
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             return False
-        child = parent
     return False
 
 

@@ -234,13 +234,11 @@ def _on_off_flag(ctx: Context, test: ast.expr, scope: ast.AST) -> bool:
 def in_fp16_branch(ctx: Context, node: ast.AST) -> ast.AST | None:
     """The branch of the enclosing function that only fp16 runs take and that holds `node`, if any."""
     scope = ctx.src.scope(node)
-    child = node
-    for parent in ctx.src.ancestors(node):
+    for parent, child in ctx.src.steps(node):
         if branch_implies_fp16(ctx, parent, child, scope):
             return parent
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             return None
-        child = parent
     return None
 
 

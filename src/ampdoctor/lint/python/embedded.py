@@ -101,13 +101,11 @@ def _is_test_file(path: str) -> bool:
 def _not_run(ctx: Context, node: ast.AST) -> bool:
     """Code that does not configure a run: under ``if TYPE_CHECKING:`` or ``if False:``, in a block written to raise,
     in a test function."""
-    child = node
-    for parent in ctx.src.ancestors(node):
+    for parent, child in ctx.src.steps(node):
         if isinstance(parent, ast.If) and child in parent.body and (
                 ctx.qualname(parent.test) == "typing.TYPE_CHECKING" or (isinstance(parent.test, ast.Name) and parent.test.id == "TYPE_CHECKING")
                 or (isinstance(parent.test, ast.Constant) and not parent.test.value)):
             return True
-        child = parent
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and parent.name.startswith("test"):
             return True
     return ctx.facts.expects_error(node)

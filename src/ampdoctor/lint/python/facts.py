@@ -248,8 +248,7 @@ class Facts:
         in its own function (a nested ``def`` does not inherit the block it is defined in)."""
         if not self.autocast_disabled:
             return False
-        child = node
-        for parent in self.src.ancestors(node):
+        for parent, child in self.src.steps(node):
             if isinstance(parent, (ast.With, ast.AsyncWith)) and child in parent.body and any(
                     isinstance(i.context_expr, ast.Call) and disables_autocast(i.context_expr, self.src) for i in parent.items):
                 return True
@@ -257,20 +256,17 @@ class Facts:
                 return any(isinstance(d, ast.Call) and disables_autocast(d, self.src) for d in parent.decorator_list)
             if isinstance(parent, ast.Lambda):
                 return False
-            child = parent
         return False
 
     def expects_error(self, node: ast.AST) -> bool:
         """Does `node` sit in a block written to raise (``with pytest.raises(...)``, ``with self.assertRaises(...)``,
         in its own function): a test that checks the failure happens, not code that fails by mistake."""
-        child = node
-        for parent in self.src.ancestors(node):
+        for parent, child in self.src.steps(node):
             if isinstance(parent, (ast.With, ast.AsyncWith)) and child in parent.body and any(
                     isinstance(i.context_expr, ast.Call) and _raises_context(i.context_expr, self.src) for i in parent.items):
                 return True
             if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
                 return False
-            child = parent
         return False
 
     @functools.cached_property
@@ -290,15 +286,13 @@ class Facts:
         (``half_input = x.dtype == torch.float16``) or a cast made only when such a test held
         (``if half_input: ret = ret.half()``, restoring the input's dtype). Such code runs in whatever precision it
         is given and says nothing of which that is."""
-        child = node
-        for parent in self.src.ancestors(node):
+        for parent, child in self.src.steps(node):
             if isinstance(parent, ast.Compare) and self._dtype_test(parent):
                 return True
             if isinstance(parent, ast.If) and child is not parent.test and self._dtype_test(parent.test):
                 return True
             if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
                 return False
-            child = parent
         return False
 
     def _dtype_test(self, test: ast.AST) -> bool:

@@ -113,12 +113,10 @@ def site_kind(src: SourceFile, node: ast.AST, file: Kind) -> Kind:
     like validation or sampling, a ``torch.no_grad()`` block, a branch taken for validation)."""
     if file.kind is not CodeKind.TRAINING:
         return file
-    child = node
-    for parent in src.ancestors(node):
+    for parent, child in src.steps(node):
         why = _evaluation(src, parent, child)
         if why:
             return Kind(CodeKind.EVALUATION, why)
-        child = parent
     return file
 
 

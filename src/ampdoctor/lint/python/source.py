@@ -128,8 +128,8 @@ class SourceFile:
 
     def exclusive(self, a: ast.AST, b: ast.AST) -> bool:
         """Can `a` and `b` never run in one pass: the two sides of one ``if``, or ``if x:`` and ``if not x:``?"""
-        path_a = {id(p): (p, c) for p, c in self._steps(a)}
-        for parent, child_b in self._steps(b):
+        path_a = {id(p): (p, c) for p, c in self.steps(a)}
+        for parent, child_b in self.steps(b):
             if id(parent) in path_a:
                 child_a = path_a[id(parent)][1]
                 if isinstance(parent, ast.If) and child_a is not parent.test and child_b is not parent.test:
@@ -140,8 +140,9 @@ class SourceFile:
                 return False
         return False
 
-    def _steps(self, node: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
-        """(ancestor, the child of it on the way to `node`), nearest first."""
+    def steps(self, node: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
+        """(ancestor, the child of it on the way to `node`), nearest first: what a walk up that asks which branch or
+        block of an ancestor holds `node` reads."""
         child = node
         for parent in self.ancestors(node):
             yield parent, child
