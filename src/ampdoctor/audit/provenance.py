@@ -240,10 +240,9 @@ class Trace:
         records = self.records
         for i in range(min(deaths.values()), len(records)):
             r = records[i]
-            prods = r[IN_PROD]
-            if any(p is not None and p < 0 and deaths.get(p, i + 1) <= i for p in prods):
-                records[i] = (*r[:IN_PROD], tuple(_REUSED + p if p is not None and p < 0 and deaths.get(p, i + 1) <= i else p
-                                                  for p in prods), *r[IN_PROD + 1:])
+            prods = tuple(_REUSED + p if p is not None and p < 0 and deaths.get(p, i + 1) <= i else p for p in r[IN_PROD])
+            if prods != r[IN_PROD]:
+                records[i] = (*r[:IN_PROD], prods, *r[IN_PROD + 1:])
 
     def leaf_key(self, t: Any) -> int:
         """How the record knows a live tensor that no recorded op made: minus its id, set apart (as
@@ -438,7 +437,7 @@ class Trace:
         attribute of a module) cast to half on the way, through views, slices, indexing and copies that each have
         that one float input (`cache[pos][..., :d].to(q.dtype)` holds `cache`)."""
         found = self.carried_from(prod, depth)
-        return (found[0], found[1]) if found is not None and found[0] is not None else None
+        return found if found is not None and found[0] is not None else None
 
     def carried_from(self, prod: int, depth: int = 16) -> tuple[int | None, str] | None:
         """(the last cast to half on the way or None, the tensor's name) when `prod` holds a named tensor's values,
