@@ -175,6 +175,7 @@ class ProjectModel:
     _index: dict[str, list[str]] = field(default_factory=dict)
     _imports: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     _reaching: dict[str, frozenset[str]] = field(default_factory=dict)  # path -> the dtypes of every context reaching it
+    _classes: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)  # path -> its classes' names and lines
 
     def __post_init__(self) -> None:
         for path, summary in self.summaries.items():
@@ -322,14 +323,17 @@ class ProjectModel:
         return out
 
     def _in_class(self, path: str, name: str, line: int) -> bool:
-        """Is `line` of the file at `path` inside the body of its class `name`?"""
-        text = self.text_of(path) if self.text_of is not None else None
-        try:
-            tree = ast.parse(text) if text is not None else None
-        except SyntaxError:
-            return False
-        return tree is not None and any(isinstance(n, ast.ClassDef) and n.name == name and n.lineno <= line <= (n.end_lineno or 0)
-                                        for n in tree.body)
+        """Is `line` of the file at `path` inside the body of its class `name`? (Each file parsed once: every training
+        script that imports the trainer asks of the same file.)"""
+        if path not in self._classes:
+            text = self.text_of(path) if self.text_of is not None else None
+            try:
+                tree = ast.parse(text) if text is not None else None
+            except (SyntaxError, ValueError):
+                tree = None
+            self._classes[path] = [(n.name, n.lineno, n.end_lineno or 0) for n in tree.body
+                                   if isinstance(n, ast.ClassDef)] if tree is not None else []
+        return any(n == name and first <= line <= last for n, first, last in self._classes[path])
 
 
 def _nearest(paths: Sequence[str], to: str) -> str:
