@@ -174,6 +174,38 @@ def test_a_leaf_read_after_a_replaced_buffer_died_is_not_that_buffer(monkeypatch
     del out
 
 
+def test_a_held_leaf_under_a_dead_buffers_id_keeps_its_own_name_and_leaves_the_buffer_its_reads(monkeypatch):
+    # A tensor the model holds at the end, under the id of a scanned buffer that died during the step, is a newer
+    # tensor: its reads (after the death) are named after it, and the buffer's reads (before) stay the buffer's.
+    import dataclasses
+
+    from ampdoctor.audit.recorder import Recorder
+
+    monkeypatch.setattr(Recorder, "release", lambda self: None)
+    model = _ReplacesItsTable(16)
+    model.extra = torch.randn(8, 16, dtype=torch.bfloat16)  # made before the audit: a leaf
+    with audit("bf16-mixed", model=model) as a:
+        out = model(torch.randn(2, 8, 16, dtype=torch.bfloat16))
+        late = model.extra * 2
+    rec = a.recorder
+    [i] = [k for k, s in enumerate(rec.module_scans) if s.name == "table" and s.when == "before"]
+    old, key = rec.module_scans[i], -id(model.extra)
+    assert old.ref() is None and old.prod in rec.leaf_deaths
+    # as if `extra` had been allocated where the old table was: the table's scan and reads carry extra's id
+    rec.module_scans[i] = dataclasses.replace(old, prod=key)
+    rec.leaf_deaths[key] = rec.leaf_deaths.pop(old.prod)
+    for k, r in enumerate(rec.records):
+        rec.records[k] = (*r[:IN_PROD], tuple(key if p == old.prod else p for p in r[IN_PROD]), *r[IN_PROD + 1:])
+    reads = [k for k, r in enumerate(rec.records) if key in r[IN_PROD]]
+    late_seq = rec.producers[id(late)]
+    trace = Trace(rec, model)
+    names = {(trace.named_of(p) or ("",))[0] for k in reads if k != late_seq for _, p in trace.float_inputs(k)}
+    assert any(n.endswith("table") for n in names) and not any(n.endswith("extra") for n in names)
+    [(name, _)] = [trace.named_of(p) for _, p in trace.float_inputs(late_seq)]
+    assert name.endswith("extra")
+    del out
+
+
 def test_a_live_tensor_at_a_failure_under_a_dead_buffers_id_is_known_by_the_key_of_its_reads(monkeypatch):
     # A Python-level failure names its operands by what the record calls them: a live tensor that no recorded op made,
     # under the id of a scanned buffer that died before, is read in the record under a key set apart from the

@@ -55,7 +55,9 @@ class Trace:
         self._split_reused_ids()
         held = self._leaf_names()
         replaced_leaves, replaced_seqs = self._replaced_names()
-        self.leaf_names = {**replaced_leaves, **held}
+        # A held tensor under the id of a scanned buffer that died is a newer tensor: its reads carry the key set
+        # apart from the dead buffer's (`leaf_key`), and the dead buffer's name stays with the reads made before.
+        self.leaf_names = {**replaced_leaves, **{-self._key_of_id(tid): name for tid, name in held.items()}}
         # Buffers/parameters made by an op inside the audit (when the whole script is audited, the
         # model's `.to(bf16)` is recorded too): their producing op -> their name. Only the tensors the modules hold:
         # a live tensor under the id of a replaced buffer that died is a new tensor that was given its id.
@@ -247,7 +249,10 @@ class Trace:
     def leaf_key(self, t: Any) -> int:
         """How the record knows a live tensor that no recorded op made: minus its id, set apart (as
         `_split_reused_ids` does) when that id was a dead buffer's."""
-        key = -id(t)
+        return self._key_of_id(id(t))
+
+    def _key_of_id(self, tid: int) -> int:
+        key = -tid
         return _REUSED + key if key in self.rec.leaf_deaths else key
 
     def _scan_name(self, scan: BufferScan) -> str:
@@ -258,7 +263,8 @@ class Trace:
         return self.names[idx] if idx is not None and idx >= 0 else None
 
     def param_name(self, pid: int) -> str:
-        return self.leaf_names.get(pid, f"<parameter {pid:#x}>")
+        """The name of a live parameter, by its id."""
+        return self.leaf_names.get(-self._key_of_id(pid), f"<parameter {pid:#x}>")
 
     # --- records ---------------------------------------------------------------------------------
 
