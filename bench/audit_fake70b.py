@@ -8,6 +8,7 @@ the same imports. Targets for the 70B config: audit <= 1.1x bare, <= 1 GiB peak 
     .venv/bin/python bench/audit_fake70b.py --configs 70b --repeats 5 --layers 8   # a shorter run; no docs
     .venv/bin/python bench/audit_fake70b.py --quick              # a 2-layer config in this process, seconds
     .venv/bin/python bench/audit_fake70b.py --side-by-side 4     # 70B: bare build + step vs audit, alternating, warm
+    .venv/bin/python bench/audit_fake70b.py --parts 6            # 70B: where the audit's time goes (parts switched off)
 """
 
 from __future__ import annotations
@@ -60,6 +61,51 @@ def side_by_side(path: str, seq_len: int, repeats: int) -> str:
         a.append(timed(audited))
     mb, ma = statistics.median(b), statistics.median(a)
     return f"bare {mb:.2f} s, audited {ma:.2f} s, ratio {ma / mb:.2f} (median of {repeats})"
+
+
+def parts(path: str, seq_len: int, repeats: int) -> str:
+    """Where the audit's time goes: the bare run, the whole audit, and the audit with parts of it switched off (the
+    recording's dispatch hook; then also the attention-call watch, the module hooks or the autocast patch), in one
+    warm process, alternating; CPU seconds (fake tensors run no kernels, so they move less with the machine's load
+    than wall seconds), the minimum of `repeats` (load only adds time)."""
+    from ampdoctor.audit import dispatch, recorder
+    from ampdoctor.audit.hf import audit_hf_config
+
+    def audited(*off: tuple[object, str]) -> Callable[[], None]:
+        def run() -> None:
+            saved = [(owner, name, getattr(owner, name)) for owner, name in off]
+            for owner, name in off:
+                setattr(owner, name, lambda *a, **k: None)
+            try:
+                audit_hf_config(path, fake=True, seq_len=seq_len, policy="bf16-mixed")
+            finally:
+                for owner, name, value in saved:
+                    setattr(owner, name, value)
+        return run
+
+    no_recording = (dispatch.RecordingMode, "enter")
+    runs = {"bare FakeTensorMode build + step": lambda: bare_build_and_step(path, seq_len),
+            "the audit": audited(),
+            "the audit without its recording": audited(no_recording),
+            "... and without the attention-call watch": audited(no_recording, (recorder.Recorder, "_enter_calls")),
+            "... and without the module hooks": audited(no_recording, (recorder.Recorder, "_hook_modules")),
+            "... and without the autocast patch": audited(no_recording, (recorder.Recorder, "_patch_autocast"))}
+
+    def cpu(run: Callable[[], None]) -> float:
+        gc.collect()
+        start = time.process_time()
+        run()
+        gc.collect()  # each run pays for collecting its own cyclic garbage
+        return time.process_time() - start
+
+    for run in runs.values():
+        cpu(run)
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            seconds[name].append(cpu(run))
+    bare = min(seconds["bare FakeTensorMode build + step"])
+    return "\n".join(f"{name}: {min(s):.3f} CPU s, {min(s) / bare:.3f}x (min of {repeats})" for name, s in seconds.items())
 
 
 def _import_everything(path: str) -> None:
@@ -181,7 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a 2-layer config, one pair, in this process; no docs")
     parser.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
     parser.add_argument("--side-by-side", type=int, metavar="N", help="70B: bare build + step vs the audit, N alternating repeats")
+    parser.add_argument("--parts", type=int, metavar="N", help="70B: the audit with parts switched off, N alternating repeats")
     args = parser.parse_args(argv)
+    if args.parts:
+        print(parts(with_layers(CONFIG, args.layers), args.seq_len or 2048, args.parts))
+        return 0
     if args.side_by_side:
         print(side_by_side(with_layers(CONFIG, args.layers), args.seq_len or 2048, args.side_by_side))
         return 0
