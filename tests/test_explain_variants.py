@@ -111,3 +111,11 @@ def test_an_overflow_told_to_end_in_inf_and_nan_is_the_overflow_rule_above_a_sof
 def test_loss_nans_in_a_run_set_to_fp16_is_the_overflow_rule():
     cand = first("with precision set to fp16\nthe loss nans immediately")
     assert cand.rule.id == "AMP212" and cand.basis == "signature"
+
+
+def test_a_reporter_saying_the_unscale_fails_because_the_gradients_are_half_is_the_fp16_params_rule():
+    told = "Calling clip_grad_norm_ starts the unscale, and that fails since the gradients are in fp16."
+    cand = first(told)
+    assert cand.rule.id == "AMP105" and not cand.guess  # the clipping call that runs the scaler's unscale is in view
+    bare = first("the unscale step fails: grads are half")
+    assert bare.rule.id == "AMP105" and bare.guess
