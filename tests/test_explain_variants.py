@@ -119,3 +119,29 @@ def test_a_reporter_saying_the_unscale_fails_because_the_gradients_are_half_is_t
     assert cand.rule.id == "AMP105" and not cand.guess  # the clipping call that runs the scaler's unscale is in view
     bare = first("the unscale step fails: grads are half")
     assert bare.rule.id == "AMP105" and bare.guess
+
+
+def test_fsdp2_refusing_a_unit_of_two_float_dtypes_reads_as_fsdp1_does_an_adapter_guess_until_lora_is_in_view():
+    msg = "AssertionError: FSDP expects uniform original parameter dtype but got {torch.bfloat16, torch.float32}"
+    cand = first(msg)
+    assert cand.rule.id == "AMP127" and cand.guess and cand.basis == "signature"
+    assert not first("peft_config = LoraConfig(r=8)\n" + msg).guess
+
+
+def test_a_gradient_refused_for_its_dtype_with_the_c10_namespace_printed_is_the_grad_dtype_rule():
+    cand = first("RuntimeError: attempting to assign a gradient with dtype 'c10::BFloat16' to a tensor with grad_dtype 'Float'.")
+    assert cand.rule.id == "AMP003" and not cand.guess
+
+
+def test_autocast_refusing_a_device_type_it_supports_was_given_a_torch_device():
+    cand = first("RuntimeError: User specified an unsupported autocast device_type 'cuda'")
+    assert cand.rule.id == "AMP140" and not cand.guess
+    # a device string with an index is another slip: no signature reads it
+    indexed = explain("RuntimeError: User specified an unsupported autocast device_type 'cuda:0'")
+    assert all(c.basis == "wording" for c in indexed)
+
+
+def test_bf16_and_fp16_refused_together_outside_deepspeeds_file_is_the_both_enabled_rule_as_a_guess():
+    cand = first("AssertionError: In config, bf16 and fp16 cannot both be true")
+    assert cand.rule.id == "AMP115" and cand.guess and cand.basis == "signature"
+    assert not first("AssertionError: bfloat16 and fp16 modes cannot be simultaneously enabled").guess
