@@ -145,3 +145,19 @@ def test_bf16_and_fp16_refused_together_outside_deepspeeds_file_is_the_both_enab
     cand = first("AssertionError: In config, bf16 and fp16 cannot both be true")
     assert cand.rule.id == "AMP115" and cand.guess and cand.basis == "signature"
     assert not first("AssertionError: bfloat16 and fp16 modes cannot be simultaneously enabled").guess
+
+
+def test_the_mixed_matmul_message_beside_sdpa_is_the_attention_mask_rule_as_a_guess():
+    frame = "    out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)\n"
+    msg = "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: float != c10::BFloat16"
+    cands = explain(frame + msg)
+    assert cands[0].rule.id == "AMP122" and all(c.guess for c in cands)
+    assert "AMP131" in [c.rule.id for c in cands[:3]]  # an fp32 input to a layer prints the same message
+    assert first(msg).rule.id != "AMP122"  # without SDPA in view nothing points at a mask
+
+
+def test_a_reporter_saying_a_half_dtype_cannot_hold_the_ids_or_positions_is_the_positions_rule_as_a_guess():
+    for told in ("bfloat16 is not accurate enough to represent the position ids past 256",
+                 "in fp16 we cannot exactly represent timesteps above 2048"):
+        cand = first(told)
+        assert cand.rule.id == "AMP103" and cand.guess and cand.basis == "signature", told
