@@ -75,6 +75,44 @@ def test_a_bare_matmul_message_keeps_the_layer_input_rule_among_the_candidates_b
     assert cands[0].guess
 
 
+def test_xformers_refusing_mixed_qkv_dtypes_is_the_op_autocast_does_not_cover_first_but_only_a_guess():
+    # memory_efficient_attention is an autograd Function outside autocast's cast lists, so under autocast it gets
+    # the query and the keys in the dtypes they come in; a promotion outside autocast (AMP201) prints the same.
+    text = ("ValueError: Query/Key/Value should either all have the same dtype, or (in the quantized case) Key/Value "
+            "should have dtype torch.int32\n  query.dtype: torch.float32\n  key.dtype  : torch.float16\n"
+            "  value.dtype: torch.float16")
+    cands = explain(text)
+    assert [c.rule.id for c in cands[:2]] == ["AMP110", "AMP201"]
+    assert all(c.guess for c in cands)
+    # a half query beside fp32 keys/values is a promotion's (an fp32 cache or encoder output), not read here
+    half_query = text.replace("query.dtype: torch.float32", "query.dtype: torch.bfloat16").replace(
+        "key.dtype  : torch.float16", "key.dtype  : torch.float32").replace("value.dtype: torch.float16", "value.dtype: torch.float32")
+    assert explain(half_query)[0].rule.id == "AMP201"
+
+
+def test_a_framework_refusing_a_gradient_of_another_dtype_than_its_parameter_is_the_grad_dtype_rule():
+    # MindSpore's FSDP writing an fp32 reduced gradient back onto a bf16 parameter shard
+    text = ("RuntimeError: The grad dtype and shape should be same as source tensor but got\n"
+            "  dtype: Float32 vs BFloat16  shape: {64640, 1024} vs {64640, 1024}")
+    cands = explain(text)
+    assert cands[0].rule.id == "AMP003" and not cands[0].guess
+    # the same refusal between two fp32-family dtypes is no precision rule's
+    other = "RuntimeError: The grad dtype and shape should be same as source tensor but got\n  dtype: Float32 vs Float64"
+    assert "AMP003" not in [c.rule.id for c in explain(other, closest=False)]
+
+
+def test_the_transformers_overflow_detectors_inf_row_is_the_overflow_rule_named_with_confidence_only_in_fp16():
+    table = ("                  model.encoder.layers.10 PegasusEncoderLayer\n2.44e-04 6.86e+04 input[0]\n"
+             "9.77e-04      inf output[0]")
+    cands = explain(table)
+    assert cands[0].rule.id == "AMP212" and cands[0].guess  # the table does not say the run was half precision
+    assert not explain("python train.py --fp16\n" + table)[0].guess
+    report = explain("Detected inf/nan during batch_number=0\nLast 21 forward frames:\nabs min  abs max  metadata")
+    assert report[0].rule.id == "AMP212" and report[0].guess
+    finite = table.replace("     inf output", " 6.0e+04 output")
+    assert "AMP212" not in [c.rule.id for c in explain(finite, closest=False)]
+
+
 def test_a_collective_of_another_op_type_is_not_a_dtype_mismatch():
     text = ("RuntimeError: Detected mismatch between collectives on ranks. ... Collectives differ in the following aspects:"
             "   Op type: ALLREDUCEvs BROADCAST  Tensor Tensor shapes: 25vs 1  Tensor Tensor dtypes: Floatvs Long")

@@ -111,3 +111,53 @@ def test_an_overflow_told_to_end_in_inf_and_nan_is_the_overflow_rule_above_a_sof
 def test_loss_nans_in_a_run_set_to_fp16_is_the_overflow_rule():
     cand = first("with precision set to fp16\nthe loss nans immediately")
     assert cand.rule.id == "AMP212" and cand.basis == "signature"
+
+
+def test_a_reporter_saying_the_unscale_fails_because_the_gradients_are_half_is_the_fp16_params_rule():
+    told = "Calling clip_grad_norm_ starts the unscale, and that fails since the gradients are in fp16."
+    cand = first(told)
+    assert cand.rule.id == "AMP105" and not cand.guess  # the clipping call that runs the scaler's unscale is in view
+    bare = first("the unscale step fails: grads are half")
+    assert bare.rule.id == "AMP105" and bare.guess
+
+
+def test_fsdp2_refusing_a_unit_of_two_float_dtypes_reads_as_fsdp1_does_an_adapter_guess_until_lora_is_in_view():
+    msg = "AssertionError: FSDP expects uniform original parameter dtype but got {torch.bfloat16, torch.float32}"
+    cand = first(msg)
+    assert cand.rule.id == "AMP127" and cand.guess and cand.basis == "signature"
+    assert not first("peft_config = LoraConfig(r=8)\n" + msg).guess
+
+
+def test_a_gradient_refused_for_its_dtype_with_the_c10_namespace_printed_is_the_grad_dtype_rule():
+    cand = first("RuntimeError: attempting to assign a gradient with dtype 'c10::BFloat16' to a tensor with grad_dtype 'Float'.")
+    assert cand.rule.id == "AMP003" and not cand.guess
+
+
+def test_autocast_refusing_a_device_type_it_supports_was_given_a_torch_device():
+    cand = first("RuntimeError: User specified an unsupported autocast device_type 'cuda'")
+    assert cand.rule.id == "AMP140" and not cand.guess
+    # a device string with an index is another slip: no signature reads it
+    indexed = explain("RuntimeError: User specified an unsupported autocast device_type 'cuda:0'")
+    assert all(c.basis == "wording" for c in indexed)
+
+
+def test_bf16_and_fp16_refused_together_outside_deepspeeds_file_is_the_both_enabled_rule_as_a_guess():
+    cand = first("AssertionError: In config, bf16 and fp16 cannot both be true")
+    assert cand.rule.id == "AMP115" and cand.guess and cand.basis == "signature"
+    assert not first("AssertionError: bfloat16 and fp16 modes cannot be simultaneously enabled").guess
+
+
+def test_the_mixed_matmul_message_beside_sdpa_is_the_attention_mask_rule_as_a_guess():
+    frame = "    out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)\n"
+    msg = "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: float != c10::BFloat16"
+    cands = explain(frame + msg)
+    assert cands[0].rule.id == "AMP122" and all(c.guess for c in cands)
+    assert "AMP201" in [c.rule.id for c in cands[:3]]  # any promotion ahead of a matmul prints the same message
+    assert first(msg).rule.id != "AMP122"  # without SDPA in view nothing points at a mask
+
+
+def test_a_reporter_saying_a_half_dtype_cannot_hold_the_ids_or_positions_is_the_positions_rule_as_a_guess():
+    for told in ("bfloat16 is not accurate enough to represent the position ids past 256",
+                 "in fp16 we cannot exactly represent timesteps above 2048"):
+        cand = first(told)
+        assert cand.rule.id == "AMP103" and cand.guess and cand.basis == "signature", told
