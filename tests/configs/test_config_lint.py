@@ -523,6 +523,25 @@ def test_empty_and_template_json_are_notes_not_input_errors(tmp_path):
     assert str(tmp_path / "empty.json") not in report.checked
 
 
+
+def test_another_tools_json_with_comments_is_a_note_and_a_training_config_with_comments_an_input_error(tmp_path):
+    # tsconfig.json and editors' settings are JSONC: read so (comments, trailing commas), they are no training config
+    (tmp_path / "tsconfig.json").write_text('/* header */\n{\n  "compilerOptions": {"strict": true, "paths": {"@/*": ["./src/*"]},},\n'
+                                            '  // the app\n  "include": ["src", "a // b"],\n}\n')
+    # a DeepSpeed config with a comment fails in DeepSpeed's json.load: still an input error
+    (tmp_path / "ds_config.json").write_text('{\n  // bf16 on\n  "bf16": {"enabled": true},\n  "zero_optimization": {"stage": 2}\n}\n')
+    report = lint_config_files(sorted(tmp_path.iterdir()))
+    assert [e.file for e in report.errors] == [str(tmp_path / "ds_config.json")]
+    assert [n.split(":")[0] for n in report.info.notes] == [str(tmp_path / "tsconfig.json")]
+
+
+def test_json_in_utf16_with_a_byte_order_mark_is_read(tmp_path):
+    # Windows tools write JSON in UTF-16 with a BOM (a vocabulary here); Python's json reads it: no input error
+    (tmp_path / "vocab.json").write_bytes('{"0": "\\t", "1": "\\n"}'.encode("utf-16"))
+    (tmp_path / "ds_config.json").write_bytes('{"bf16": {"enabled": true}, "fp16": {"enabled": true}}'.encode("utf-16"))
+    report = lint_config_files(sorted(tmp_path.iterdir()))
+    assert report.errors == () and any(f.rule_id == "AMP115" for f in report.findings)
+
 # --- keys a project's own argument classes declare ----------------------------------------------------------
 
 _OWN_DTYPE = '''

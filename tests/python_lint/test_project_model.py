@@ -180,6 +180,26 @@ def test_autocast_signs_are_read_in_any_case():
         assert "layers.py" not in ProjectModel(quiet, text_of=texts.get, folder=True).contexts(), spelling
 
 
+def test_amp_inside_a_word_and_a_trainer_class_of_the_project_are_no_autocast_signs():
+    quiet = {"layers.py": Summary("layers.py", "layers", ()), "train.py": Summary("train.py", "train", (("layers.Block", 1),))}
+    base = {"layers.py": "class Block: ...\n", "train.py": "from layers import Block\nopt.step()\n"}
+
+    def nowhere(layers: str, train: str) -> bool:
+        texts = {"layers.py": base["layers.py"] + layers, "train.py": base["train.py"] + train}
+        ctx = ProjectModel(quiet, text_of=texts.get, folder=True).contexts().get("layers.py")
+        return bool(ctx and ctx.autocast_nowhere)
+
+    for quiet_text in ("x.clamp_(0)\n", "y = x.clamp(min=0, clamp=True)\n", "max_amplitude = s.amplitude\n"):
+        assert nowhere(quiet_text, ""), quiet_text
+    own = "class LoopTrainer(object):\n    pass\n"
+    assert nowhere(own, "t = LoopTrainer()\n")
+    # a trainer class the project subclasses from a framework's, or one it does not define, is a framework's loop
+    assert not nowhere("class LoopTrainer(Trainer):\n    pass\n", "t = LoopTrainer()\n")
+    assert not nowhere(own, "t = Trainer(model)\n")
+    for spelling in ("use_amp_bf16 = True", "args.amp_dtype", "amp=True", "from torch.cuda import amp\namp.GradScaler()"):
+        assert not nowhere("", spelling + "\n"), spelling
+
+
 def test_cpu_autocast_reaches_only_the_files_that_read_cudas_state_with_no_device():
     # OLMo's tests enter autocast on the CPU through a conditional device type spread over lines
     test = 'with torch.autocast(\n    device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16\n):\n    pass\n'

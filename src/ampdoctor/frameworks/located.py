@@ -8,6 +8,7 @@ finding can point at the exact key that decided a dtype. Parsing problems are re
 from __future__ import annotations
 
 import bisect
+import codecs
 import json
 import re
 import stat
@@ -56,10 +57,20 @@ def read_text(path: Path) -> tuple[str | None, ReportError | None]:
     except ValueError as exc:  # a NUL byte in the name
         return None, ReportError(str(path), f"cannot read: {exc}", kind=ErrorKind.UNREADABLE)
     try:
-        return raw.decode("utf-8-sig"), None
+        return raw.decode(_bom_codec(raw)), None
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         return None, ReportError(str(path), f"not UTF-8 text ({exc.reason})", line, exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1)
+
+
+def _bom_codec(raw: bytes) -> str:
+    """The codec a text file's byte-order mark names (Windows tools write JSON in UTF-16 with one, which Python's
+    `json.loads` of the bytes reads); UTF-8, its BOM optional, otherwise."""
+    if raw.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        return "utf-32"
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"
+    return "utf-8-sig"
 
 
 def syntax_of(path: Path, text: str) -> str:
@@ -159,6 +170,37 @@ def load_json(text: str, file: str) -> tuple[list[Document], ReportError | None]
     except json.JSONDecodeError as exc:
         return [], ReportError(file, f"invalid JSON: {exc.msg}", exc.lineno, exc.colno)
     return [Document(file, "json", data, _LazyLocations(text, file))], None
+
+
+def jsonc_documents(text: str, file: str) -> list[Document] | None:
+    """The documents of a JSON text with comments, read as JSONC readers (TypeScript's tsconfig, editors' settings)
+    read it: ``//`` and ``/* */`` comments and trailing commas dropped. None when the text has no comment, or does not
+    parse even so."""
+    stripped = _without_comments(text)
+    if stripped is None:
+        return None
+    docs, error = load_json(_TRAILING_COMMA.sub(r"\1", stripped), file)
+    return None if error is not None else docs
+
+
+# A comma before a closing bracket, outside strings (comments are gone by then; a string holding ",}" is kept whole).
+_TRAILING_COMMA = re.compile(r'("(?:[^"\\]|\\.)*")|,(?=\s*[}\]])')
+_COMMENT_OR_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/', re.S)
+
+
+def _without_comments(text: str) -> str | None:
+    """`text` with its comments blanked (newlines kept, so that lines stay where they were); None when it has none."""
+    found = False
+
+    def blank(m: re.Match[str]) -> str:
+        nonlocal found
+        if m.group().startswith('"'):
+            return m.group()
+        found = True
+        return re.sub(r"[^\n]", " ", m.group())
+
+    out = _COMMENT_OR_STRING.sub(blank, text)
+    return out if found else None
 
 
 def _json_locations(text: str, file: str) -> dict[KeyPath, Location]:

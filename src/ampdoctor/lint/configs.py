@@ -16,7 +16,7 @@ from ampdoctor.core.engine import check_policy
 from ampdoctor.core.model import Finding
 from ampdoctor.frameworks import devices_named_in, reader_for, reader_named
 from ampdoctor.frameworks.base import Reading, Reference
-from ampdoctor.frameworks.located import Document, load_documents
+from ampdoctor.frameworks.located import Document, jsonc_documents, load_documents, read_text
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.report import ErrorKind, Report, ReportError
 
@@ -65,6 +65,8 @@ def read_configs(files: list[Path], own_keys: Mapping[Path, frozenset[str]] | No
     unreadable: set[str] = set()
     for path in files:
         docs, error = load_documents(path)
+        if error is not None and error.kind is ErrorKind.INPUT:
+            error = _another_tools_jsonc(path, error)
         own = (own_keys or {}).get(path)
         if own:
             docs = [replace(doc, own_keys=own) for doc in docs]
@@ -81,6 +83,20 @@ def read_configs(files: list[Path], own_keys: Mapping[Path, frozenset[str]] | No
             if found is not None:
                 recognised.append((doc, found))
     return _read_recognised(recognised, loaded, errors, unreadable)
+
+
+def _another_tools_jsonc(path: Path, error: ReportError) -> ReportError:
+    """A .json file with comments that, read as JSONC, is no training config of any framework (tsconfig.json, an
+    editor's settings, a devcontainer) is another tool's file: a note. One that a framework would recognise stays an
+    input error: frameworks read their configs with `json.load`, which fails on the comments."""
+    if path.suffix.lower() != ".json":
+        return error
+    text, _ = read_text(path)
+    docs = jsonc_documents(text, str(path)) if text is not None else None
+    if docs is None or any(reader_for(doc) is not None for doc in docs):
+        return error
+    return ReportError(str(path), "JSON with comments (JSONC) of another tool, no training config: not checked", error.line,
+                       error.column, fatal=False, kind=ErrorKind.NOT_A_CONFIG)
 
 
 def _read_recognised(recognised: list[tuple[Document, Reader]], loaded: dict[Path, list[Document]], errors: list[ReportError],

@@ -9,11 +9,8 @@ from typing import Iterator
 
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context
+from ampdoctor.lint.python.facts import handles_autocast
 from ampdoctor.lint.python.resolve import tokens
-
-# Identifier words by which code handles autocast state (`is_autocast_enabled`, `_get_active_autocast_contexts`,
-# `ctx.torch_gpu_amp_ctx`): a forward or backward naming one records or restores it.
-_AUTOCAST_WORDS = frozenset({"autocast", "amp"})
 
 
 def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
@@ -34,20 +31,15 @@ def _stored_functions(forward: ast.FunctionDef) -> set[str]:
     return out
 
 
-def _handles_autocast(node: ast.AST) -> bool:
-    return any(isinstance(n, (ast.Attribute, ast.Name)) and tokens(n.attr if isinstance(n, ast.Attribute) else n.id) & _AUTOCAST_WORDS
-               for n in ast.walk(node))
-
-
 def _under_autocast(ctx: Context, call: ast.Call, backward: ast.FunctionDef) -> bool:
     """The recompute call sits in a ``with <...autocast...>(...)`` block of the backward, or the backward is decorated
     with one (``custom_bwd`` runs it under the forward's autocast state)."""
-    if any(_handles_autocast(d) or "custom_bwd" in ast.unparse(d) for d in backward.decorator_list):
+    if any(handles_autocast(d) or "custom_bwd" in ast.unparse(d) for d in backward.decorator_list):
         return True
     for parent in ctx.src.ancestors(call):
         if parent is backward:
             return False
-        if isinstance(parent, ast.With) and any(_handles_autocast(i.context_expr) for i in parent.items):
+        if isinstance(parent, ast.With) and any(handles_autocast(i.context_expr) for i in parent.items):
             return True
     return False
 
@@ -64,7 +56,7 @@ def recompute_without_autocast(ctx: Context) -> Iterator[CodeHit]:
         if forward is None or backward is None or not backward.args.args:
             continue
         stored = _stored_functions(forward)
-        if not stored or _handles_autocast(forward):
+        if not stored or handles_autocast(forward):
             continue
         ctx_name = backward.args.args[0].arg
         for call in (n for n in ast.walk(backward) if isinstance(n, ast.Call)):

@@ -71,6 +71,27 @@ def disables_autocast(call: ast.Call, src: SourceFile) -> bool:
     return isinstance(enabled, ast.Constant) and enabled.value is False
 
 
+# Identifier words by which code handles autocast state (`is_autocast_enabled`, `_get_active_autocast_contexts`,
+# `ctx.torch_gpu_amp_ctx`): a Function's forward or backward naming one records or restores it.
+_AUTOCAST_STATE_WORDS = frozenset({"autocast", "amp"})
+
+
+def handles_autocast(node: ast.AST) -> bool:
+    """Does `node` name autocast or its state anywhere (``torch.is_autocast_enabled()``, ``torch.cuda.amp.autocast(
+    **ctx.autocast_kwargs)``, ``ctx.amp_state``)?"""
+    return any(isinstance(n, (ast.Attribute, ast.Name)) and tokens(n.attr if isinstance(n, ast.Attribute) else n.id) & _AUTOCAST_STATE_WORDS
+               for n in ast.walk(node))
+
+
+def reenters_autocast(fn: ast.FunctionDef, src: SourceFile) -> bool:
+    """A (backward) method that holds a ``with <...autocast...>(...)`` that does not turn autocast off: it runs its
+    body under autocast again, in the state its forward recorded (``torch.cuda.amp.autocast(**ctx.autocast_kwargs)``)."""
+    return any(isinstance(node, ast.With) and any(handles_autocast(i.context_expr)
+                                                  and not (isinstance(i.context_expr, ast.Call) and disables_autocast(i.context_expr, src))
+                                                  for i in node.items)
+               for node in ast.walk(fn))
+
+
 def _raises_context(call: ast.Call, src: SourceFile) -> bool:
     """``pytest.raises(...)`` (however imported), ``self.assertRaises(...)``/``assertRaisesRegex(...)``."""
     name = src.imports.qualname(call.func) or ""

@@ -250,13 +250,33 @@ class ProjectModel:
         if any(s.autocast is not None or s.guards is not None for s in self.summaries.values()):
             return False
         runs = False
+        own: set[str] | None = None  # the project's own plain trainer classes, read when a `...trainer(` is met
         for path in self.summaries:
             text = self.text_of(path)
             lowered = text.lower() if text is not None else None
-            if lowered is None or any(sign in lowered for sign in AUTOCAST_SIGNS):
+            if lowered is None:
                 return False
+            for sign in AUTOCAST_SIGNS.finditer(lowered):
+                if sign["trainer"] is None:
+                    return False
+                own = self._own_plain_trainers() if own is None else own
+                called = _IDENTIFIER_END.search(lowered, max(0, sign.start() - 200), sign.start()).group() + "trainer"
+                if own is None or called not in own:
+                    return False
             runs = runs or TRAINING_LOOP.search(text) is not None
         return runs
+
+    def _own_plain_trainers(self) -> set[str] | None:
+        """The lowercased names of the classes ending in "trainer" that the project defines on no base class
+        (``class MixedPrecisionTrainer:``, a master-weight helper of a model cast to half): constructing one runs the
+        project's own code, not a framework's that would enter autocast. None when a file cannot be read."""
+        names: set[str] = set()
+        for path in self.summaries:
+            text = self.text_of(path)  # type: ignore[misc]
+            if text is None:
+                return None
+            names.update(m.group(1) for m in _PLAIN_TRAINER_CLASS.finditer(text.lower()))
+        return names
 
     def _name_configs(self) -> None:
         """A training file that names a half-precision training config of the project (by file name) trains in
@@ -363,11 +383,16 @@ PRECISION_WORDS = ("autocast", "bfloat16", "float16", "bf16", "fp16", "half()", 
 
 # What shows that a project's code may run under autocast: autocast itself (entered, decorated, or turned off around
 # some math, which says the code expects it on), AMP flags, or a framework that enters it for the user from a
-# launch flag or config (accelerate, the HF and Lightning trainers, DeepSpeed, mmengine's AmpOptimWrapper). Plain
-# substrings of the lowercased text, broad on purpose (`amp_` is also in `clamp_`; `USE_AMP` and `SOLVER.AMP` count):
-# a project that shows any of them is taken to run under autocast.
-AUTOCAST_SIGNS = ("autocast", "custom_fwd", "mixed_precision", "precision=", "precision =", ".amp", "_amp", "amp_", "amp=",
-                  "ampoptim", "accelerator", "trainingarguments", "trainer(", "fabric", "lightning", "deepspeed", "composer")
+# launch flag or config (accelerate, the HF and Lightning trainers, DeepSpeed, mmengine's AmpOptimWrapper). Read in
+# the lowercased text, broad on purpose (`USE_AMP`, `SOLVER.AMP`, `amp_dtype`, `amp.GradScaler` all count), but "amp"
+# inside a longer word is none (`clamp_`, `clamp=`, `.amplitude`), nor is a call of a ``...Trainer`` class that the
+# project defines itself on no base class (`ProjectModel._own_plain_trainers`): that is a loop of its own.
+AUTOCAST_SIGNS = re.compile(
+    r"autocast|custom_fwd|mixed_precision|precision ?=|\.amp(?![a-z])|_amp(?![a-z])|(?<![a-z])amp[_=.]|ampoptim"
+    r"|accelerator|trainingarguments|fabric|lightning|deepspeed|composer|(?P<trainer>trainer)\(")
+# ``class MixedPrecisionTrainer:`` or ``class LoopTrainer(object):``, in lowercased text.
+_PLAIN_TRAINER_CLASS = re.compile(r"^[ \t]*class[ \t]+(\w*trainer)[ \t]*(?:\([ \t]*(?:object)?[ \t]*\))?[ \t]*:", re.M)
+_IDENTIFIER_END = re.compile(r"\w*$")
 
 
 # A training loop of the project's own: an optimizer stepped or its gradients zeroed, or a trainer's fit/train (not
