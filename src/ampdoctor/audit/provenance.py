@@ -57,6 +57,8 @@ class Trace:
         replaced_leaves, replaced_seqs = self._replaced_names()
         # A held tensor under the id of a scanned buffer that died is a newer tensor: its reads carry the key set
         # apart from the dead buffer's (`leaf_key`), and the dead buffer's name stays with the reads made before.
+        # (Another tensor no recorded op made, alive under that id only between the death and the held tensor's
+        # birth, would share the held tensor's name: the record cannot tell the two apart by id.)
         self.leaf_names = {**replaced_leaves, **{-self._key_of_id(tid): name for tid, name in held.items()}}
         # Buffers/parameters made by an op inside the audit (when the whole script is audited, the
         # model's `.to(bf16)` is recorded too): their producing op -> their name. Only the tensors the modules hold:
