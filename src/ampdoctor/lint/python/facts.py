@@ -25,6 +25,13 @@ _HEAD_WORDS = frozenset({"head", "lm", "classifier", "output", "out", "logits", 
 MIXED_PRECISION_KEYWORDS = frozenset({"mixed_precision", "precision", "amp_dtype", "autocast_dtype"})
 
 
+def _half_mode(keyword_name: str, text: str) -> bool:
+    """A precision setting that runs autocast in a half dtype: Lightning's "bf16-mixed", composer's "amp_bf16",
+    accelerate's ``mixed_precision="fp16"``."""
+    half = bool(STRING_DTYPES.get(text, frozenset()) & HALF)
+    return "mixed" in text or (half and (keyword_name == "mixed_precision" or text.startswith("amp_")))
+
+
 @dataclass(frozen=True)
 class ModelCast:
     node: ast.Call
@@ -108,11 +115,54 @@ class Facts:
             for kw in call.keywords:
                 if kw.arg in ("bf16", "fp16") and isinstance(kw.value, ast.Constant) and kw.value.value is True:
                     out.append(call)
-                elif kw.arg in MIXED_PRECISION_KEYWORDS and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
-                    text = kw.value.value.lower()
-                    if "mixed" in text or (kw.arg == "mixed_precision" and STRING_DTYPES.get(text, frozenset()) & HALF):
-                        out.append(call)
+                elif kw.arg in MIXED_PRECISION_KEYWORDS and any(_half_mode(kw.arg, text) for text in self.run_strings(kw.value)):
+                    out.append(call)
         return out
+
+    def run_strings(self, expr: ast.AST, depth: int = 0) -> frozenset[str]:
+        """The strings (lowercased) a setting may hold in this file's runs: a literal, either branch of
+        ``"fp16" if args.fp16 else "no"``, what a name is bound to, and for ``args.mixed_precision`` the default and
+        the choices of the file's ``add_argument("--mixed_precision", ...)`` or the default of a dataclass field of
+        that name (HfArgumentParser's configs). A script that offers a half mode runs in it when asked to, as
+        ``autocast(dtype=cfg.dtype)`` does: which runs use it is for the command line to say."""
+        if depth > 3:
+            return frozenset()
+        if isinstance(expr, ast.Constant):
+            return frozenset({expr.value.lower()}) if isinstance(expr.value, str) else frozenset()
+        if isinstance(expr, ast.IfExp):
+            return self.run_strings(expr.body, depth + 1) | self.run_strings(expr.orelse, depth + 1)
+        if not isinstance(expr, (ast.Name, ast.Attribute)):
+            return frozenset()
+        bound = [v for _, v in self.src.bindings(expr, self.src.scope(expr)) if v is not None]
+        if bound:
+            return frozenset().union(*(self.run_strings(v, depth + 1) for v in bound))
+        return self.option_strings(expr.attr) if isinstance(expr, ast.Attribute) else frozenset()
+
+    def option_strings(self, name: str) -> frozenset[str]:
+        """The default and choices of the command-line option `name` (``--mixed_precision``/``--mixed-precision``),
+        and the defaults of dataclass fields so named, in this file."""
+        return self._options.get(name.replace("-", "_"), frozenset())
+
+    @functools.cached_property
+    def _options(self) -> dict[str, frozenset[str]]:
+        out: dict[str, set[str]] = {}
+        for call in self.src.calls:
+            if not (isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument"):
+                continue
+            flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")]
+            offered = [keyword(call, "default")]
+            choices = keyword(call, "choices")
+            offered += list(choices.elts) if isinstance(choices, (ast.List, ast.Tuple, ast.Set)) else []
+            texts = {v.value.lower() for v in offered if isinstance(v, ast.Constant) and isinstance(v.value, str)}
+            for flag in flags:
+                out.setdefault(flag[2:].replace("-", "_"), set()).update(texts)
+        for cls in self.src.classes:
+            for stmt in cls.body:
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+                    value = keyword(stmt.value, "default") if isinstance(stmt.value, ast.Call) else stmt.value
+                    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                        out.setdefault(stmt.target.id, set()).add(value.value.lower())
+        return {k: frozenset(v) for k, v in out.items()}
 
     @functools.cached_property
     def model_casts(self) -> list[ModelCast]:
