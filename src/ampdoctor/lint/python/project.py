@@ -98,7 +98,10 @@ class Summary:
     autocast_state: bool = False  # the file reads autocast's state with no device (CUDA's): a CPU autocast elsewhere concerns it
 
 
-_FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+\(?([^#\n]*)", re.M)
+# `from pkg.model import GPT, Config` on one line, or parenthesized over several (black's style for a long list,
+# with comments between the names): the names of the second kind are in the first group, of the first in the second.
+_FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(?:\(([^)]*)\)|([^#\n]*))", re.M)
+_COMMENT = re.compile(r"#[^\n]*")
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w., \t]+?)[ \t]*(?:#.*)?$", re.M)
 
 
@@ -124,7 +127,8 @@ def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int
         base = _absolute(m.group(1), package)
         if not base:
             continue
-        for item in m.group(2).replace(")", "").split(","):
+        names = _COMMENT.sub("", m.group(2)) if m.group(2) is not None else m.group(3)
+        for item in names.split(","):
             name, _, alias = item.strip().partition(" as ")
             name, alias = name.strip(), alias.strip() or name.strip()
             if not name.isidentifier():
