@@ -18,7 +18,8 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from ampdoctor.lint.python.dataflow import HALF, autocast_argument
-from ampdoctor.lint.python.facts import AUTOCASTS
+from ampdoctor.lint.python.facts import AUTOCASTS, MODEL_TOKENS
+from ampdoctor.lint.python.resolve import tokens
 
 if TYPE_CHECKING:
     from ampdoctor.lint.python.context import Context
@@ -114,8 +115,8 @@ def module_name(rel_path: str) -> str:
 
 def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int], ...]:
     """The classes a file imports AND constructs, absolute: ``from .model import GPT`` in ``pkg.train`` with
-    ``GPT(cfg)`` below -> pkg.model.GPT, and ``model.GPT(cfg)`` after ``from pkg import model``. Modules are built
-    from classes; a helper function a trainer calls (a logger, a data loader) is not run under its autocast, and
+    ``GPT(cfg)`` below -> pkg.model.GPT, and ``model.GPT(cfg)`` after ``from pkg import model``; likewise the model
+    factories it calls (``build_model(cfg)``, `builds`). Modules are built from classes; any other helper function a trainer calls (a logger, a data loader) is not run under its autocast, and
     following it would spread the trainer's precision over every module the helper's module imports. A package's
     ``__init__`` keeps all its imports, for the re-exports a class name is found through. Read from the text:
     cheap, and also for files no check parses."""
@@ -133,16 +134,30 @@ def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int
             name, alias = name.strip(), alias.strip() or name.strip()
             if not name.isidentifier():
                 continue
-            if is_package or (name[:1].isupper() and "" in called.get(alias, ())):
+            if is_package or (builds(name) and "" in called.get(alias, ())):
                 out.append((f"{base}.{name}", line))
-            out.extend((f"{base}.{name}.{attr}", line) for attr in called.get(alias, ()) if attr[:1].isupper())
+            out.extend((f"{base}.{name}.{attr}", line) for attr in called.get(alias, ()) if builds(attr))
     for m in _IMPORT.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
         for item in m.group(1).split(","):
             name, _, alias = item.strip().partition(" as ")
             name, alias = name.strip(), alias.strip() or name.strip()
-            out.extend((f"{name}.{attr}", line) for attr in called.get(alias, ()) if name and attr[:1].isupper())
+            out.extend((f"{name}.{attr}", line) for attr in called.get(alias, ()) if name and builds(attr))
     return tuple(out)
+
+
+# A function that builds the model for its caller (`build_model(cfg)`, `create_model`, timm's and detectron2's
+# spelling, `make_policy`, `get_network`, Megatron's `model_provider`): what it constructs runs under the caller's
+# precision as a class built in place would.
+_BUILD_VERBS = frozenset({"build", "create", "make", "get", "load", "init", "instantiate", "setup", "provider", "factory"})
+
+
+def builds(name: str) -> bool:
+    """Does calling `name` build a module: a class (capitalised, by Python's convention) or a model factory?"""
+    if name[:1].isupper():
+        return True
+    words = tokens(name)
+    return bool(words & _BUILD_VERBS and words & MODEL_TOKENS)
 
 
 _CALL = re.compile(r"\b([A-Za-z_]\w*)(?:\.(\w+))?\s*\(")
