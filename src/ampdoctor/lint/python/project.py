@@ -115,8 +115,9 @@ def module_name(rel_path: str) -> str:
 
 def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int], ...]:
     """The classes a file imports AND constructs, absolute: ``from .model import GPT`` in ``pkg.train`` with
-    ``GPT(cfg)`` below -> pkg.model.GPT, and ``model.GPT(cfg)`` after ``from pkg import model``; likewise the model
-    factories it calls (``build_model(cfg)``, `builds`). Modules are built from classes; any other helper function a trainer calls (a logger, a data loader) is not run under its autocast, and
+    ``GPT(cfg)`` (or ``GPT.from_pretrained(...)``) below -> pkg.model.GPT, and ``model.GPT(cfg)`` after ``from pkg
+    import model``; likewise the model factories it calls (``build_model(cfg)``, `builds`). Modules are built from
+    classes; any other helper function a trainer calls (a logger, a data loader) is not run under its autocast, and
     following it would spread the trainer's precision over every module the helper's module imports. A package's
     ``__init__`` keeps all its imports, for the re-exports a class name is found through. Read from the text:
     cheap, and also for files no check parses."""
@@ -134,7 +135,7 @@ def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int
             name, alias = name.strip(), alias.strip() or name.strip()
             if not name.isidentifier():
                 continue
-            if is_package or (builds(name) and "" in called.get(alias, ())):
+            if is_package or (builds(name) and ("" in called.get(alias, ()) or called.get(alias, set()) & _LOADERS)):
                 out.append((f"{base}.{name}", line))
             out.extend((f"{base}.{name}.{attr}", line) for attr in called.get(alias, ()) if builds(attr))
     for m in _IMPORT.finditer(text):
@@ -150,6 +151,11 @@ def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int
 # spelling, `make_policy`, `get_network`, Megatron's `model_provider`): what it constructs runs under the caller's
 # precision as a class built in place would.
 _BUILD_VERBS = frozenset({"build", "create", "make", "get", "load", "init", "instantiate", "setup", "provider", "factory"})
+
+
+# Class methods that build an instance of their class: `UNet2DConditionModel.from_pretrained(...)`, Lightning's
+# `Model.load_from_checkpoint(...)`, diffusers' `from_single_file`.
+_LOADERS = frozenset({"from_pretrained", "from_config", "from_single_file", "from_checkpoint", "load_from_checkpoint"})
 
 
 def builds(name: str) -> bool:
