@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from ampdoctor.lint.python.dataflow import HALF, autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS, MODEL_TOKENS
-from ampdoctor.lint.python.resolve import tokens
 
 if TYPE_CHECKING:
     from ampdoctor.lint.python.context import Context
@@ -149,8 +148,10 @@ def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int
 
 # A function that builds the model for its caller (`build_model(cfg)`, `create_model`, timm's and detectron2's
 # spelling, `make_policy`, `get_network`, Megatron's `model_provider`): what it constructs runs under the caller's
-# precision as a class built in place would.
-_BUILD_VERBS = frozenset({"build", "create", "make", "get", "load", "init", "instantiate", "setup", "provider", "factory"})
+# precision as a class built in place would. Named verb first and model last (`get_config_model_id` returns a name).
+_BUILD_VERBS = frozenset({"build", "create", "make", "get", "load", "init", "instantiate", "setup"})
+_BUILDERS = frozenset({"provider", "factory", "builder"})
+_WORD_START = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
 # Class methods that build an instance of their class: `UNet2DConditionModel.from_pretrained(...)`, Lightning's
@@ -162,8 +163,8 @@ def builds(name: str) -> bool:
     """Does calling `name` build a module: a class (capitalised, by Python's convention) or a model factory?"""
     if name[:1].isupper():
         return True
-    words = tokens(name)
-    return bool(words & _BUILD_VERBS and words & MODEL_TOKENS)
+    words = [w for w in _WORD_START.sub("_", name).lower().split("_") if w]
+    return len(words) > 1 and ((words[0] in _BUILD_VERBS and words[-1] in MODEL_TOKENS) or (words[0] in MODEL_TOKENS and words[-1] in _BUILDERS))
 
 
 _CALL = re.compile(r"\b([A-Za-z_]\w*)(?:\.(\w+))?\s*\(")
