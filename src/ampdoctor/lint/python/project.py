@@ -213,7 +213,7 @@ class ProjectModel:
         """The project file an import names, the one nearest the importer when several end with that name: the
         module itself, or for ``pkg.model.GPT`` the module that defines GPT, following a package's re-export."""
         found = self._lookup(importer, dotted)
-        if found is not None or "." not in dotted or depth > 2:
+        if found is not None or "." not in dotted or depth > 4:
             return found
         owner, _, name = dotted.rpartition(".")
         path = self._lookup(importer, owner)
@@ -232,10 +232,22 @@ class ProjectModel:
         return self._imports[path]
 
     def _lookup(self, importer: str, dotted: str) -> str | None:
-        found = self._index.get(dotted)
+        found = [p for p in self._index.get(dotted, ()) if self._importable(p, dotted, importer)]
         if not found:
             return None
         return found[0] if len(found) == 1 else _nearest(found, importer)
+
+    def _importable(self, path: str, dotted: str, importer: str) -> bool:
+        """Can `dotted` name the file at `path`: does the folder holding its first component sit where imports start
+        (the lint root, a folder that is no package, such as `src/`, or the importer's own folder, for a script's
+        sibling import)? Inside a package it cannot: HF's ``import transformers`` is not diffusers' own
+        ``models/transformers`` subpackage."""
+        parts = PurePosixPath(path).with_suffix("").parts
+        depth = len(dotted.split(".")) + (parts[-1] == "__init__")
+        start = "/".join(parts[:-depth]) if depth < len(parts) else ""
+        if not start or start == str(PurePosixPath(importer).parent):
+            return True
+        return f"{start}/__init__.py" not in self.summaries
 
     def contexts(self) -> dict[str, ProjectContext]:
         """The context of every file a training file's precision reaches (files reached by none are left out)."""
