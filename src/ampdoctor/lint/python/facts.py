@@ -29,6 +29,21 @@ MIXED_PRECISION_KEYWORDS = frozenset({"mixed_precision", "precision", "amp_dtype
 _ENV_READS = frozenset({"os.environ.get", "os.getenv"})
 
 
+def _option(call: ast.Call) -> tuple[list[str], set]:
+    """One ``parser.add_argument(...)``: the attribute names it sets, and the constants it may set them to."""
+    flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")]
+    offered = [keyword(call, "default")]
+    choices = keyword(call, "choices")
+    offered += list(choices.elts) if isinstance(choices, (ast.List, ast.Tuple, ast.Set)) else []
+    values = {v.value for v in offered if isinstance(v, ast.Constant) and isinstance(v.value, (str, bool))}
+    action = keyword(call, "action")
+    if isinstance(action, ast.Constant) and action.value == "store_true":
+        values.add(True)
+    dest = keyword(call, "dest")
+    names = [dest.value] if isinstance(dest, ast.Constant) and isinstance(dest.value, str) else [f[2:].replace("-", "_") for f in flags]
+    return names, values
+
+
 def _half_mode(keyword_name: str, text: str) -> bool:
     """A precision setting that runs autocast in a half dtype: Lightning's "bf16-mixed", composer's "amp_bf16",
     accelerate's ``mixed_precision="fp16"``."""
@@ -156,24 +171,14 @@ class Facts:
     @functools.cached_property
     def _options(self) -> dict[str, frozenset]:
         """What each command-line option of this file (``--mixed_precision``/``--mixed-precision``, by its
-        attribute name: its `dest` where given) may hold: its default and choices, True for a flag that ``store_true`` turns on; and the
-        defaults of dataclass fields (HfArgumentParser's configs) by their name."""
+        attribute name: its `dest` where given) may hold: its default and choices, True for a flag that
+        ``store_true`` turns on; and the defaults of dataclass fields (HfArgumentParser's configs) by their name."""
         out: dict[str, set] = {}
         for call in self.src.calls:
-            if not (isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument"):
-                continue
-            flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")]
-            offered = [keyword(call, "default")]
-            choices = keyword(call, "choices")
-            offered += list(choices.elts) if isinstance(choices, (ast.List, ast.Tuple, ast.Set)) else []
-            values = {v.value for v in offered if isinstance(v, ast.Constant) and isinstance(v.value, (str, bool))}
-            action = keyword(call, "action")
-            if isinstance(action, ast.Constant) and action.value == "store_true":
-                values.add(True)
-            dest = keyword(call, "dest")
-            names = [dest.value] if isinstance(dest, ast.Constant) and isinstance(dest.value, str) else [f[2:].replace("-", "_") for f in flags]
-            for name in names:
-                out.setdefault(name, set()).update(values)
+            if isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument":
+                names, values = _option(call)
+                for name in names:
+                    out.setdefault(name, set()).update(values)
         for cls in self.src.classes:
             for stmt in cls.body:
                 if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
