@@ -515,6 +515,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS, help="where fetch put the repositories")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="where the extracted files go")
     parser.add_argument("--only", help="comma-separated incident names")
+    parser.add_argument("--split", choices=("tune", "heldout"),
+                        help="measure and print one split only (tuning a detector: --split tune shows no heldout row)")
     parser.add_argument("--jobs", type=int, default=2, help="incidents linted at once")
     parser.add_argument("--show", action="store_true", help="list each incident's outcome")
     parser.add_argument("--quick", action="store_true", help="a synthetic repository in a temp folder; no docs")
@@ -538,6 +540,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         wanted = set(args.only.split(","))
         incidents = [i for i in incidents if i.name in wanted]
+    if args.split:
+        incidents = [i for i in incidents if i.split == args.split]
     try:
         run(incidents, mirrors, cache, args.jobs, runtime=not args.no_runtime)
         text = render(incidents, args.show or args.quick)

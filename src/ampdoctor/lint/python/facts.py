@@ -25,6 +25,32 @@ _HEAD_WORDS = frozenset({"head", "lm", "classifier", "output", "out", "logits", 
 MIXED_PRECISION_KEYWORDS = frozenset({"mixed_precision", "precision", "amp_dtype", "autocast_dtype"})
 
 
+# Reads of an environment variable with a default (`os.environ.get(NAME, default)`, `os.getenv(NAME, default)`).
+_ENV_READS = frozenset({"os.environ.get", "os.getenv"})
+
+
+def _option(call: ast.Call) -> tuple[list[str], set]:
+    """One ``parser.add_argument(...)``: the attribute names it sets, and the constants it may set them to."""
+    flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")]
+    offered = [keyword(call, "default")]
+    choices = keyword(call, "choices")
+    offered += list(choices.elts) if isinstance(choices, (ast.List, ast.Tuple, ast.Set)) else []
+    values = {v.value for v in offered if isinstance(v, ast.Constant) and isinstance(v.value, (str, bool))}
+    action = keyword(call, "action")
+    if isinstance(action, ast.Constant) and action.value == "store_true":
+        values.add(True)
+    dest = keyword(call, "dest")
+    names = [dest.value] if isinstance(dest, ast.Constant) and isinstance(dest.value, str) else [f[2:].replace("-", "_") for f in flags]
+    return names, values
+
+
+def _half_mode(keyword_name: str, text: str) -> bool:
+    """A precision setting that runs autocast in a half dtype: Lightning's "bf16-mixed", composer's "amp_bf16",
+    accelerate's ``mixed_precision="fp16"``."""
+    half = bool(STRING_DTYPES.get(text, frozenset()) & HALF)
+    return "mixed" in text or (half and (keyword_name == "mixed_precision" or text.startswith("amp_")))
+
+
 @dataclass(frozen=True)
 class ModelCast:
     node: ast.Call
@@ -127,13 +153,60 @@ class Facts:
                 out.append(call)
                 continue
             for kw in call.keywords:
-                if kw.arg in ("bf16", "fp16") and isinstance(kw.value, ast.Constant) and kw.value.value is True:
+                if kw.arg in ("bf16", "fp16") and self.may_be_true(kw.value):
                     out.append(call)
-                elif kw.arg in MIXED_PRECISION_KEYWORDS and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
-                    text = kw.value.value.lower()
-                    if "mixed" in text or (kw.arg == "mixed_precision" and STRING_DTYPES.get(text, frozenset()) & HALF):
-                        out.append(call)
+                elif kw.arg in MIXED_PRECISION_KEYWORDS and any(_half_mode(kw.arg, text) for text in self.run_strings(kw.value)):
+                    out.append(call)
         return out
+
+    def run_strings(self, expr: ast.AST, depth: int = 0) -> frozenset[str]:
+        """The strings (lowercased) a setting may hold in this file's runs: a literal, either branch of
+        ``"fp16" if args.fp16 else "no"``, what a name is bound to, and for ``args.mixed_precision`` the default and
+        the choices of the file's ``add_argument("--mixed_precision", ...)`` or the default of a dataclass field of
+        that name (HfArgumentParser's configs), the default of ``os.environ.get("MIXED_PRECISION", "bf16")``. A script that offers a half mode runs in it when asked to, as
+        ``autocast(dtype=cfg.dtype)`` does: which runs use it is for the command line to say."""
+        return frozenset(v.lower() for v in self._run_values(expr, depth) if isinstance(v, str))
+
+    def may_be_true(self, expr: ast.AST) -> bool:
+        """``bf16=True``, ``fp16=args.fp16`` where ``--fp16`` is a flag the command line can turn on (``store_true``,
+        or a default of True), either branch of a conditional: a run of this file may set it."""
+        return True in self._run_values(expr, 0)
+
+    def _run_values(self, expr: ast.AST, depth: int) -> frozenset:
+        """The constants (strings, booleans) a setting may hold in this file's runs: see `run_strings`."""
+        if depth > 3:
+            return frozenset()
+        if isinstance(expr, ast.Constant):
+            return frozenset({expr.value}) if isinstance(expr.value, (str, bool)) else frozenset()
+        if isinstance(expr, ast.IfExp):
+            return self._run_values(expr.body, depth + 1) | self._run_values(expr.orelse, depth + 1)
+        if isinstance(expr, ast.Call) and (self.src.imports.qualname(expr.func) or "") in _ENV_READS and len(expr.args) == 2:
+            return self._run_values(expr.args[1], depth + 1)  # os.environ.get("MIXED_PRECISION", "bf16"): its default
+        if not isinstance(expr, (ast.Name, ast.Attribute)):
+            return frozenset()
+        bound = [v for _, v in self.src.bindings(expr, self.src.scope(expr)) if v is not None]
+        if bound:
+            return frozenset().union(*(self._run_values(v, depth + 1) for v in bound))
+        return self._options.get(expr.attr, frozenset()) if isinstance(expr, ast.Attribute) else frozenset()
+
+    @functools.cached_property
+    def _options(self) -> dict[str, frozenset]:
+        """What each command-line option of this file (``--mixed_precision``/``--mixed-precision``, by its
+        attribute name: its `dest` where given) may hold: its default and choices, True for a flag that
+        ``store_true`` turns on; and the defaults of dataclass fields (HfArgumentParser's configs) by their name."""
+        out: dict[str, set] = {}
+        for call in self.src.calls:
+            if isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument":
+                names, values = _option(call)
+                for name in names:
+                    out.setdefault(name, set()).update(values)
+        for cls in self.src.classes:
+            for stmt in cls.body:
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+                    value = keyword(stmt.value, "default") if isinstance(stmt.value, ast.Call) else stmt.value
+                    if isinstance(value, ast.Constant) and isinstance(value.value, (str, bool)):
+                        out.setdefault(stmt.target.id, set()).add(value.value)
+        return {k: frozenset(v) for k, v in out.items()}
 
     @functools.cached_property
     def model_casts(self) -> list[ModelCast]:

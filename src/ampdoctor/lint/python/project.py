@@ -18,7 +18,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from ampdoctor.lint.python.dataflow import HALF, autocast_argument
-from ampdoctor.lint.python.facts import AUTOCASTS
+from ampdoctor.lint.python.facts import AUTOCASTS, MODEL_TOKENS
 
 if TYPE_CHECKING:
     from ampdoctor.lint.python.context import Context
@@ -98,7 +98,10 @@ class Summary:
     autocast_state: bool = False  # the file reads autocast's state with no device (CUDA's): a CPU autocast elsewhere concerns it
 
 
-_FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+\(?([^#\n]*)", re.M)
+# `from pkg.model import GPT, Config` on one line, or parenthesized over several (black's style for a long list,
+# with comments between the names): the names of the second kind are in the first group, of the first in the second.
+_FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(?:\(([^)]*)\)|([^#\n]*))", re.M)
+_COMMENT = re.compile(r"#[^\n]*")
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w., \t]+?)[ \t]*(?:#.*)?$", re.M)
 
 
@@ -111,8 +114,9 @@ def module_name(rel_path: str) -> str:
 
 def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int], ...]:
     """The classes a file imports AND constructs, absolute: ``from .model import GPT`` in ``pkg.train`` with
-    ``GPT(cfg)`` below -> pkg.model.GPT, and ``model.GPT(cfg)`` after ``from pkg import model``. Modules are built
-    from classes; a helper function a trainer calls (a logger, a data loader) is not run under its autocast, and
+    ``GPT(cfg)`` (or ``GPT.from_pretrained(...)``) below -> pkg.model.GPT, and ``model.GPT(cfg)`` after ``from pkg
+    import model``; likewise the model factories it calls (``build_model(cfg)``, `builds`). Modules are built from
+    classes; any other helper function a trainer calls (a logger, a data loader) is not run under its autocast, and
     following it would spread the trainer's precision over every module the helper's module imports. A package's
     ``__init__`` keeps all its imports, for the re-exports a class name is found through. Read from the text:
     cheap, and also for files no check parses."""
@@ -124,21 +128,43 @@ def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int
         base = _absolute(m.group(1), package)
         if not base:
             continue
-        for item in m.group(2).replace(")", "").split(","):
+        names = _COMMENT.sub("", m.group(2)) if m.group(2) is not None else m.group(3)
+        for item in names.split(","):
             name, _, alias = item.strip().partition(" as ")
             name, alias = name.strip(), alias.strip() or name.strip()
             if not name.isidentifier():
                 continue
-            if is_package or (name[:1].isupper() and "" in called.get(alias, ())):
+            if is_package or (builds(name) and ("" in called.get(alias, ()) or called.get(alias, set()) & _LOADERS)):
                 out.append((f"{base}.{name}", line))
-            out.extend((f"{base}.{name}.{attr}", line) for attr in called.get(alias, ()) if attr[:1].isupper())
+            out.extend((f"{base}.{name}.{attr}", line) for attr in called.get(alias, ()) if builds(attr))
     for m in _IMPORT.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
         for item in m.group(1).split(","):
             name, _, alias = item.strip().partition(" as ")
             name, alias = name.strip(), alias.strip() or name.strip()
-            out.extend((f"{name}.{attr}", line) for attr in called.get(alias, ()) if name and attr[:1].isupper())
+            out.extend((f"{name}.{attr}", line) for attr in called.get(alias, ()) if name and builds(attr))
     return tuple(out)
+
+
+# A function that builds the model for its caller (`build_model(cfg)`, `create_model`, timm's and detectron2's
+# spelling, `make_policy`, `get_network`, Megatron's `model_provider`): what it constructs runs under the caller's
+# precision as a class built in place would. Named verb first and model last (`get_config_model_id` returns a name).
+_BUILD_VERBS = frozenset({"build", "create", "make", "get", "load", "init", "instantiate", "setup"})
+_BUILDERS = frozenset({"provider", "factory", "builder"})
+_WORD_START = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+# Class methods that build an instance of their class: `UNet2DConditionModel.from_pretrained(...)`, Lightning's
+# `Model.load_from_checkpoint(...)`, diffusers' `from_single_file`.
+_LOADERS = frozenset({"from_pretrained", "from_config", "from_single_file", "from_checkpoint", "load_from_checkpoint"})
+
+
+def builds(name: str) -> bool:
+    """Does calling `name` build a module: a class (capitalised, by Python's convention) or a model factory?"""
+    if name[:1].isupper():
+        return True
+    words = [w for w in _WORD_START.sub("_", name).lower().split("_") if w]
+    return len(words) > 1 and ((words[0] in _BUILD_VERBS and words[-1] in MODEL_TOKENS) or (words[0] in MODEL_TOKENS and words[-1] in _BUILDERS))
 
 
 _CALL = re.compile(r"\b([A-Za-z_]\w*)(?:\.(\w+))?\s*\(")
@@ -187,7 +213,7 @@ class ProjectModel:
         """The project file an import names, the one nearest the importer when several end with that name: the
         module itself, or for ``pkg.model.GPT`` the module that defines GPT, following a package's re-export."""
         found = self._lookup(importer, dotted)
-        if found is not None or "." not in dotted or depth > 2:
+        if found is not None or "." not in dotted or depth > 4:
             return found
         owner, _, name = dotted.rpartition(".")
         path = self._lookup(importer, owner)
@@ -206,10 +232,22 @@ class ProjectModel:
         return self._imports[path]
 
     def _lookup(self, importer: str, dotted: str) -> str | None:
-        found = self._index.get(dotted)
+        found = [p for p in self._index.get(dotted, ()) if self._importable(p, dotted, importer)]
         if not found:
             return None
         return found[0] if len(found) == 1 else _nearest(found, importer)
+
+    def _importable(self, path: str, dotted: str, importer: str) -> bool:
+        """Can `dotted` name the file at `path`: does the folder holding its first component sit where imports start
+        (the lint root, a folder that is no package, such as `src/`, or the importer's own folder, for a script's
+        sibling import)? Inside a package it cannot: HF's ``import transformers`` is not diffusers' own
+        ``models/transformers`` subpackage."""
+        parts = PurePosixPath(path).with_suffix("").parts
+        depth = len(dotted.split(".")) + (parts[-1] == "__init__")
+        start = "/".join(parts[:-depth]) if depth < len(parts) else ""
+        if not start or start == str(PurePosixPath(importer).parent):
+            return True
+        return f"{start}/__init__.py" not in self.summaries
 
     def contexts(self) -> dict[str, ProjectContext]:
         """The context of every file a training file's precision reaches (files reached by none are left out)."""

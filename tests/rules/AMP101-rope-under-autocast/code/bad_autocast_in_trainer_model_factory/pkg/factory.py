@@ -1,0 +1,11 @@
+import torch
+
+from .model import TinyLM
+
+
+def build_model(dim: int = 64):
+    return TinyLM(dim)
+
+
+def build_optimizer(params, lr: float = 1e-3):
+    return torch.optim.AdamW(params, lr=lr)

@@ -1,0 +1,18 @@
+# The trainer imports the model in black's parenthesized form, over several lines: the bf16 autocast reaches the
+# model file through it all the same.
+import torch
+
+from pkg.model import (
+    TinyLM,  # the model this script trains
+)
+
+
+def main(loader):
+    model = TinyLM()
+    optimizer = torch.optim.AdamW(model.parameters())
+    for x, pos in loader:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x, pos).square().mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()

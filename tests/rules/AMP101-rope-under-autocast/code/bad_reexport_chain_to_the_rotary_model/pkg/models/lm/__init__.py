@@ -1,0 +1,1 @@
+from .rotary_lm import RotaryLM

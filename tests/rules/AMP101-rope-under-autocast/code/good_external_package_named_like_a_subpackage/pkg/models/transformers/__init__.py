@@ -1,0 +1,1 @@
+from .rotary import AutoModel

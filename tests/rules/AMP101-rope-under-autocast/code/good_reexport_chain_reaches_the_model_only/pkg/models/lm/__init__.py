@@ -1,0 +1,2 @@
+from .model import TinyLM
+from .rotary_lm import RotaryLM
