@@ -100,7 +100,8 @@ class Summary:
 
 # `from pkg.model import GPT, Config` on one line, or parenthesized over several (black's style for a long list,
 # with comments between the names): the names of the second kind are in the first group, of the first in the second.
-_FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(?:\(([^)]*)\)|([^#\n]*))", re.M)
+# A comment inside the parentheses may hold a `)` of its own: the group reads comments whole.
+_FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(?:\(((?:[^)#]|#[^\n]*)*)\)|([^#\n]*))", re.M)
 _COMMENT = re.compile(r"#[^\n]*")
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w., \t]+?)[ \t]*(?:#.*)?$", re.M)
 
@@ -151,6 +152,10 @@ def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int
 # precision as a class built in place would. Named verb first and model last (`get_config_model_id` returns a name).
 _BUILD_VERBS = frozenset({"build", "create", "make", "get", "load", "init", "instantiate", "setup"})
 _BUILDERS = frozenset({"provider", "factory", "builder"})
+# The words that end a factory's name: a model's kinds. Not the general words a model is also known by in code
+# (`module`, `pipeline`, `ema`, `lm`): `get_module(model, name)`, `load_module(path)`, `make_pipeline`, `init_ema` and
+# `create_data_module` are helpers, and following them spreads a trainer's precision over a utilities module.
+_FACTORY_WORDS = MODEL_TOKENS - {"models", "module", "lm", "ema", "pipe", "pipeline"}
 _WORD_START = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
@@ -164,7 +169,7 @@ def builds(name: str) -> bool:
     if name[:1].isupper():
         return True
     words = [w for w in _WORD_START.sub("_", name).lower().split("_") if w]
-    return len(words) > 1 and ((words[0] in _BUILD_VERBS and words[-1] in MODEL_TOKENS) or (words[0] in MODEL_TOKENS and words[-1] in _BUILDERS))
+    return len(words) > 1 and ((words[0] in _BUILD_VERBS and words[-1] in _FACTORY_WORDS) or (words[0] in _FACTORY_WORDS and words[-1] in _BUILDERS))
 
 
 _CALL = re.compile(r"\b([A-Za-z_]\w*)(?:\.(\w+))?\s*\(")

@@ -1,9 +1,9 @@
-# The trainer imports the model in black's parenthesized form, over several lines: the bf16 autocast reaches the
-# model file through it all the same.
+# The trainer imports the model in black's parenthesized form, over several lines, with comments that hold
+# parentheses of their own: the bf16 autocast reaches the model file through it all the same.
 import torch
 
-from pkg.model import (
-    TinyLM,  # the model this script trains
+from pkg.model import (  # the model (see pkg/model.py)
+    TinyLM,  # the model this script trains (in bf16 autocast)
 )
 
 
