@@ -59,3 +59,36 @@ def test_fp16_polarity_of_conditions():
         flow, value = last_value(code)
         assert flow.fp16_polarity(value) == expected, code
     assert isinstance(value, ast.Name)
+
+
+def _facts(code: str):
+    from ampdoctor.lint.python.facts import Facts
+
+    src = SourceFile.parse("train.py", textwrap.dedent(code))
+    return Facts(src, Dataflow(src))
+
+
+def test_a_half_mode_a_run_may_choose_is_mixed_precision_but_only_a_default_one_is_on():
+    # `mixed_precision` (may) serves rules that fire under autocast; `mixed_precision_on` (a run that names no
+    # option) serves rules that autocast makes moot: an offered half mode must not silence those.
+    offered = _facts("""
+        import argparse
+        from accelerate import Accelerator
+        p = argparse.ArgumentParser()
+        p.add_argument("--mixed_precision", default="no", choices=["no", "fp16", "bf16"])
+        p.add_argument("--bf16", action="store_true")
+        args = p.parse_args()
+        Accelerator(mixed_precision=args.mixed_precision)
+        TrainingArguments(bf16=args.bf16, fp16=True if args.x else False)
+    """)
+    assert len(offered.mixed_precision) == 2 and offered.mixed_precision_on == []
+    by_default = _facts("""
+        import argparse
+        from accelerate import Accelerator
+        p = argparse.ArgumentParser()
+        p.add_argument("--mixed_precision", default="bf16", choices=["no", "bf16"])
+        args = p.parse_args()
+        Accelerator(mixed_precision=args.mixed_precision)
+        TrainingArguments(bf16=True if args.y else True)
+    """)
+    assert sorted(c.lineno for c in by_default.mixed_precision_on) == [7, 8]

@@ -24,7 +24,7 @@ PLAIN_OPTIMIZERS = frozenset(f"torch.optim.{n}" for n in (
 
 def _cast_model_without_autocast(ctx: Context):
     casts = ctx.facts.model_casts
-    if not casts or ctx.facts.mixed_precision:
+    if not casts or ctx.facts.mixed_precision_on:
         return None
     return casts[0]
 

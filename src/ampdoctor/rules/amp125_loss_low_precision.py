@@ -31,7 +31,7 @@ LOSS_CLASSES = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss", "torc
                                                    "log_prob", "logprob"),), project=True)
 def loss_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # Modalities PR #464: the loss of a half model without `.float()` is quantized to the bf16 grid.
-    if ctx.facts.mixed_precision or ctx.project.autocast is not None:
+    if ctx.facts.mixed_precision_on or ctx.project.autocast is not None:
         return  # autocast runs cross_entropy/nll_loss/log_softmax in fp32 whatever the logits are
     yield from _log_probs_of_half_logits(ctx)
     criteria = set()

@@ -34,7 +34,7 @@ def _peft_wrap(call: ast.Call, ctx: Context) -> bool:
 def adapter_dtype_mismatch(ctx: Context) -> Iterator[CodeHit]:
     # peft PR #1706, #2421, #971: PEFT keeps adapters fp32; casting the wrapped model afterwards casts the
     # trainable adapters too and, with kept-fp32 modules, leaves mixed dtypes that only autocast reconciles.
-    if ctx.facts.mixed_precision:
+    if ctx.facts.mixed_precision_on:
         return  # under autocast the matmuls take mixed dtypes; a file that sets it up is left alone
     wraps: dict[tuple[str, ast.AST], int] = {}
     for call in ctx.src.calls:

@@ -49,7 +49,7 @@ def _cast_again(ctx: Context, cast: ModelCast, line: int) -> bool:
 @code_check("AMP139", triggers=("bfloat16", "float16", ".half()", "bf16", "fp16"), also=(("nn.", "torch.nn"),))
 def layer_added_after_cast(ctx: Context) -> Iterator[CodeHit]:
     # transformers PR #11572/#14181: layers made after `model.to(half)` are fp32 inside a half model.
-    if ctx.facts.mixed_precision:
+    if ctx.facts.mixed_precision_on:
         return  # autocast casts an fp32 layer's weights for its matmuls
     for cast in ctx.facts.model_casts:
         if not cast.name:

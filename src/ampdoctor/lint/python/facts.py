@@ -29,19 +29,22 @@ MIXED_PRECISION_KEYWORDS = frozenset({"mixed_precision", "precision", "amp_dtype
 _ENV_READS = frozenset({"os.environ.get", "os.getenv"})
 
 
-def _option(call: ast.Call) -> tuple[list[str], set]:
-    """One ``parser.add_argument(...)``: the attribute names it sets, and the constants it may set them to."""
+def _option(call: ast.Call) -> tuple[list[str], set, set]:
+    """One ``parser.add_argument(...)``: the attribute names it sets, the constants it may set them to, and the one it
+    holds when the command line does not name it (its default; empty when that is no constant)."""
     flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")]
-    offered = [keyword(call, "default")]
+    default = keyword(call, "default")
+    offered = [default]
     choices = keyword(call, "choices")
     offered += list(choices.elts) if isinstance(choices, (ast.List, ast.Tuple, ast.Set)) else []
     values = {v.value for v in offered if isinstance(v, ast.Constant) and isinstance(v.value, (str, bool))}
+    defaults = {default.value} if isinstance(default, ast.Constant) and isinstance(default.value, (str, bool)) else set()
     action = keyword(call, "action")
     if isinstance(action, ast.Constant) and action.value == "store_true":
         values.add(True)
     dest = keyword(call, "dest")
     names = [dest.value] if isinstance(dest, ast.Constant) and isinstance(dest.value, str) else [f[2:].replace("-", "_") for f in flags]
-    return names, values
+    return names, values, defaults
 
 
 def _half_mode(keyword_name: str, text: str) -> bool:
@@ -142,8 +145,19 @@ class Facts:
 
     @functools.cached_property
     def mixed_precision(self) -> list[ast.AST]:
-        """Places that turn autocast on: an enabled autocast, ``accelerator.autocast()``, or a framework set up
-        for mixed precision (``Accelerator(mixed_precision="bf16")``, ``TrainingArguments(bf16=True)``)."""
+        """Places that may turn autocast on: an enabled autocast, ``accelerator.autocast()``, or a framework set up
+        for mixed precision (``Accelerator(mixed_precision="bf16")``, ``TrainingArguments(bf16=True)``), also where
+        a run of the file may choose it (`_run_values`). For a rule that fires on code run under autocast."""
+        return self._mixed_precision(certain=False)
+
+    @functools.cached_property
+    def mixed_precision_on(self) -> list[ast.AST]:
+        """The places of `mixed_precision` that turn it on in a run the command line does not change (a literal, an
+        option's default, both branches of a conditional): for a rule that autocast, being on, makes moot. An offered
+        ``--mixed_precision bf16`` whose default is ``no`` leaves the default run without autocast."""
+        return self._mixed_precision(certain=True)
+
+    def _mixed_precision(self, certain: bool) -> list[ast.AST]:
         out: list[ast.AST] = []
         for call, name in self.autocast_calls:
             if not disables_autocast(call, self.src):  # enabled=False, or an fp32 region inside an outer autocast
@@ -153,60 +167,61 @@ class Facts:
                 out.append(call)
                 continue
             for kw in call.keywords:
-                if kw.arg in ("bf16", "fp16") and self.may_be_true(kw.value):
-                    out.append(call)
-                elif kw.arg in MIXED_PRECISION_KEYWORDS and any(_half_mode(kw.arg, text) for text in self.run_strings(kw.value)):
-                    out.append(call)
+                values = self._run_values(kw.value, 0, certain) if kw.arg in ("bf16", "fp16") or kw.arg in MIXED_PRECISION_KEYWORDS else ()
+                if True in values if kw.arg in ("bf16", "fp16") else any(_half_mode(kw.arg, v.lower()) for v in values if isinstance(v, str)):
+                    out.append(call)  # once per call
+                    break
         return out
 
-    def run_strings(self, expr: ast.AST, depth: int = 0) -> frozenset[str]:
-        """The strings (lowercased) a setting may hold in this file's runs: a literal, either branch of
+    def _run_values(self, expr: ast.AST, depth: int, certain: bool = False) -> frozenset:
+        """The constants (strings, booleans) a setting may hold in this file's runs: a literal, either branch of
         ``"fp16" if args.fp16 else "no"``, what a name is bound to, and for ``args.mixed_precision`` the default and
-        the choices of the file's ``add_argument("--mixed_precision", ...)`` or the default of a dataclass field of
-        that name (HfArgumentParser's configs), the default of ``os.environ.get("MIXED_PRECISION", "bf16")``. A script that offers a half mode runs in it when asked to, as
-        ``autocast(dtype=cfg.dtype)`` does: which runs use it is for the command line to say."""
-        return frozenset(v.lower() for v in self._run_values(expr, depth) if isinstance(v, str))
-
-    def may_be_true(self, expr: ast.AST) -> bool:
-        """``bf16=True``, ``fp16=args.fp16`` where ``--fp16`` is a flag the command line can turn on (``store_true``,
-        or a default of True), either branch of a conditional: a run of this file may set it."""
-        return True in self._run_values(expr, 0)
-
-    def _run_values(self, expr: ast.AST, depth: int) -> frozenset:
-        """The constants (strings, booleans) a setting may hold in this file's runs: see `run_strings`."""
+        the choices of the file's ``add_argument("--mixed_precision", ...)`` (True for a ``store_true`` flag) or the
+        default of a dataclass field of that name (HfArgumentParser's configs), the default of
+        ``os.environ.get("MIXED_PRECISION", "bf16")``. A script that offers a half mode runs in it when asked to, as
+        ``autocast(dtype=cfg.dtype)`` does: which runs use it is for the command line to say. With `certain`, those
+        it holds in a run whose command line names no option: an option's default, what both branches of a
+        conditional and every binding of a name agree on."""
         if depth > 3:
             return frozenset()
         if isinstance(expr, ast.Constant):
             return frozenset({expr.value}) if isinstance(expr.value, (str, bool)) else frozenset()
         if isinstance(expr, ast.IfExp):
-            return self._run_values(expr.body, depth + 1) | self._run_values(expr.orelse, depth + 1)
+            body, orelse = self._run_values(expr.body, depth + 1, certain), self._run_values(expr.orelse, depth + 1, certain)
+            return body & orelse if certain else body | orelse
         if isinstance(expr, ast.Call) and (self.src.imports.qualname(expr.func) or "") in _ENV_READS and len(expr.args) == 2:
-            return self._run_values(expr.args[1], depth + 1)  # os.environ.get("MIXED_PRECISION", "bf16"): its default
+            return self._run_values(expr.args[1], depth + 1, certain)  # os.environ.get("MIXED_PRECISION", "bf16"): its default
         if not isinstance(expr, (ast.Name, ast.Attribute)):
             return frozenset()
         bound = [v for _, v in self.src.bindings(expr, self.src.scope(expr)) if v is not None]
         if bound:
-            return frozenset().union(*(self._run_values(v, depth + 1) for v in bound))
-        return self._options.get(expr.attr, frozenset()) if isinstance(expr, ast.Attribute) else frozenset()
+            values = [self._run_values(v, depth + 1, certain) for v in bound]
+            return frozenset.intersection(*values) if certain else frozenset().union(*values)
+        options = self._options[1 if certain else 0]
+        return options.get(expr.attr, frozenset()) if isinstance(expr, ast.Attribute) else frozenset()
 
     @functools.cached_property
-    def _options(self) -> dict[str, frozenset]:
+    def _options(self) -> tuple[dict[str, frozenset], dict[str, frozenset]]:
         """What each command-line option of this file (``--mixed_precision``/``--mixed-precision``, by its
         attribute name: its `dest` where given) may hold: its default and choices, True for a flag that
-        ``store_true`` turns on; and the defaults of dataclass fields (HfArgumentParser's configs) by their name."""
-        out: dict[str, set] = {}
+        ``store_true`` turns on; and the defaults of dataclass fields (HfArgumentParser's configs) by their name.
+        Second, the same for a run that names no option: the defaults alone."""
+        may: dict[str, set] = {}
+        default: dict[str, set] = {}
         for call in self.src.calls:
             if isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument":
-                names, values = _option(call)
+                names, values, defaults = _option(call)
                 for name in names:
-                    out.setdefault(name, set()).update(values)
+                    may.setdefault(name, set()).update(values)
+                    default.setdefault(name, set()).update(defaults)
         for cls in self.src.classes:
             for stmt in cls.body:
                 if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
                     value = keyword(stmt.value, "default") if isinstance(stmt.value, ast.Call) else stmt.value
                     if isinstance(value, ast.Constant) and isinstance(value.value, (str, bool)):
-                        out.setdefault(stmt.target.id, set()).add(value.value)
-        return {k: frozenset(v) for k, v in out.items()}
+                        may.setdefault(stmt.target.id, set()).add(value.value)
+                        default.setdefault(stmt.target.id, set()).add(value.value)
+        return {k: frozenset(v) for k, v in may.items()}, {k: frozenset(v) for k, v in default.items()}
 
     @functools.cached_property
     def model_casts(self) -> list[ModelCast]:
@@ -277,7 +292,7 @@ class Facts:
     def local_half_model(self) -> ModelCast | None:
         """A cast of a model whose classes this file defines (nanoGPT-style single-file training), without
         autocast: its modules' activations, softmax and loss all run in the cast dtype."""
-        if self.mixed_precision:
+        if self.mixed_precision_on:
             return None
         return next((c for c in self.model_casts if c.local_class), None)
 

@@ -461,7 +461,7 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
         what = "autocast" if named else f"mixed precision (`{_callee(node)}`)"
         autocast = Evidence(f"{_names(dtypes)} {what}", dtypes, rel_path, node.lineno)
     model_class = None
-    if autocast is None and facts.model_casts and not facts.mixed_precision:
+    if autocast is None and facts.model_casts and not facts.mixed_precision_on:
         cast = facts.model_casts[0]
         half_model = Evidence(f"a model cast to {_names(cast.dtypes)} without autocast", frozenset(cast.dtypes), rel_path, cast.node.lineno)
         func = cast.node.func
