@@ -1,5 +1,7 @@
 """rope-under-autocast, custom-bwd-dtype, norm-low-precision, adapter-dtype-mismatch."""
 
+import textwrap
+
 import torch
 from pylint_helpers import hits
 
@@ -37,6 +39,29 @@ def test_pre_29285_llama_rotary_in_a_file_that_trains_under_autocast():
     """
     rule = "rope-under-autocast"
     assert hits(code, rule) == [(rule, 8)]
+
+
+def test_rope_under_a_half_mode_the_command_line_offers_says_it_may_be_enabled():
+    # The evidence must say what lint knows: the half mode is one the command line offers, off by default.
+    from ampdoctor.lint.python import lint_source
+
+    code = """
+    import argparse
+    import torch
+    from accelerate import Accelerator
+
+    def rope(position_ids, inv_freq):
+        angles = position_ids[:, :, None].float() @ inv_freq[None, None, :].float()
+        return torch.cos(angles), torch.sin(angles)
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mixed_precision", type=str, default="no", choices=["no", "fp16", "bf16"])
+    args = parser.parse_args()
+    accelerator = Accelerator(mixed_precision=args.mixed_precision)
+    """
+    findings, _ = lint_source(textwrap.dedent(code).lstrip("\n"))
+    [f] = [f for f in findings if f.name == "rope-under-autocast"]
+    assert "may enable mixed precision" in f.message and "enables autocast" not in f.message
 
 
 def test_rope_helper_with_einsum_and_aliased_torch_in_a_file_that_guards_attention():

@@ -38,8 +38,10 @@ def rope_under_autocast(ctx: Context) -> Iterator[CodeHit]:
     # Conservative: a library model file that never mentions autocast is not reported; the file has to enable
     # autocast or mixed precision, or disable autocast around other code (so it is meant to run under autocast).
     facts = ctx.facts
-    if facts.mixed_precision:
-        evidence = f"this file enables autocast or mixed precision (line {facts.mixed_precision[0].lineno})"
+    if facts.mixed_precision_on:
+        evidence = f"this file enables autocast or mixed precision (line {facts.mixed_precision_on[0].lineno})"
+    elif facts.mixed_precision:  # offered by the command line or the environment, off in a run that names no option
+        evidence = f"this file may enable mixed precision: its runs can choose a half mode (line {facts.mixed_precision[0].lineno})"
     elif facts.autocast_disabled:
         evidence = f"this file runs under autocast: it turns it off or to fp32 around other code (line {facts.autocast_disabled[0].lineno})"
     elif ctx.project.autocast is not None:
