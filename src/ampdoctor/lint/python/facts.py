@@ -215,6 +215,9 @@ class Facts:
                     may.setdefault(name, set()).update(values)
                     default.setdefault(name, set()).update(defaults)
         for cls in self.src.classes:
+            # a config class's fields (HfArgumentParser and its kin take dataclasses), not any class's attributes
+            if not any(last_identifier(d.func if isinstance(d, ast.Call) else d) == "dataclass" for d in cls.decorator_list):
+                continue
             for stmt in cls.body:
                 if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
                     value = keyword(stmt.value, "default") if isinstance(stmt.value, ast.Call) else stmt.value
