@@ -244,13 +244,17 @@ class ProjectModel:
 
     def _importable(self, path: str, dotted: str, importer: str) -> bool:
         """Can `dotted` name the file at `path`: does the folder holding its first component sit where imports start
-        (the lint root, a folder that is no package, such as `src/`, or the importer's own folder, for a script's
-        sibling import)? Inside a package it cannot: HF's ``import transformers`` is not diffusers' own
-        ``models/transformers`` subpackage."""
+        (the lint root, a folder that is no package, such as `src/`, the importer's own folder, for a script's
+        sibling import, or a folder above a script that is in no package, which such scripts put on `sys.path` to
+        import their project's packages)? Inside a package it cannot: HF's ``import transformers`` is not diffusers'
+        own ``models/transformers`` subpackage."""
         parts = PurePosixPath(path).with_suffix("").parts
         depth = len(dotted.split(".")) + (parts[-1] == "__init__")
         start = "/".join(parts[:-depth]) if depth < len(parts) else ""
-        if not start or start == str(PurePosixPath(importer).parent):
+        folder = PurePosixPath(importer).parent
+        if not start or start == str(folder):
+            return True
+        if folder.is_relative_to(start) and f"{folder}/__init__.py" not in self.summaries:
             return True
         return f"{start}/__init__.py" not in self.summaries
 
