@@ -8,7 +8,7 @@ import ast
 from typing import Iterator
 
 from ampdoctor.core.registry import code_check
-from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, chain_words, in_class, in_half_module
+from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, MATMUL_CALLS, CodeHit, Context, chain_words, in_class, in_half_module
 from ampdoctor.lint.python.dataflow import describe
 from ampdoctor.lint.python.resolve import keyword
 
@@ -16,9 +16,6 @@ SOFTMAXES = frozenset({"torch.softmax", "torch.log_softmax"})
 
 
 ATTENTION_TOKENS = frozenset({"att", "attn", "attention", "scores", "score", "qk", "sim", "affinity", "attns"})
-
-
-MATMULS = frozenset({"torch.matmul", "torch.bmm", "torch.einsum", "torch.baddbmm", "torch.mm"})
 
 
 def _is_fp32(ctx: Context, expr: ast.AST) -> bool:
@@ -32,7 +29,7 @@ def _has_matmul(expr: ast.AST, ctx: Context, depth: int = 0) -> bool:
     for node in ast.walk(expr):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             return True
-        if isinstance(node, ast.Call) and ctx.qualname(node.func) in MATMULS:
+        if isinstance(node, ast.Call) and ctx.qualname(node.func) in MATMUL_CALLS:
             return True
         if depth < 3 and isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             values = [v for line, v in ctx.src.bindings(node, ctx.src.scope(node)) if v is not None and line <= node.lineno]

@@ -11,7 +11,7 @@ from ampdoctor.audit.evidence import Tag
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import BF16, FP16, name_of
-from ampdoctor.lint.python.context import CodeHit, Context, in_half_module
+from ampdoctor.lint.python.context import MATMUL_CALLS, CodeHit, Context, in_half_module
 from ampdoctor.lint.python.dataflow import FP32, FP64, HALF, describe
 from ampdoctor.lint.python.resolve import argument, dotted, keyword
 
@@ -101,9 +101,6 @@ def _written_dtypes(ctx: Context, call: ast.Call, target: ast.AST | None, how: s
     return None, ""
 
 
-_MATMULS = frozenset({"torch.matmul", "torch.bmm", "torch.einsum", "torch.baddbmm", "torch.mm"})
-
-
 def _autocast_of(ctx: Context) -> tuple[frozenset, str] | None:
     """The half autocast this file's code runs under (its dtypes, where; no dtypes when it does not say which): one
     the file enters itself, or one a training file of the project runs it under."""
@@ -123,7 +120,7 @@ def _matmul_product(ctx: Context, expr: ast.AST, line: int, depth: int = 0) -> b
         return isinstance(expr.op, ast.MatMult) or (isinstance(expr.op, (ast.Mult, ast.Div))
                                                     and _matmul_product(ctx, expr.left, line, depth + 1))
     if isinstance(expr, ast.Call):
-        return ctx.qualname(expr.func) in _MATMULS or (isinstance(expr.func, ast.Attribute) and expr.func.attr in ("matmul", "bmm"))
+        return ctx.qualname(expr.func) in MATMUL_CALLS or (isinstance(expr.func, ast.Attribute) and expr.func.attr in ("matmul", "bmm"))
     if isinstance(expr, ast.Name):
         before = [(n, v) for n, v in ctx.src.bindings(expr, ctx.src.scope(expr)) if n < line and v is not None]
         return bool(before) and _matmul_product(ctx, before[-1][1], before[-1][0], depth + 1)

@@ -69,6 +69,8 @@ COMBINE = frozenset({"torch.cat", "torch.stack", "torch.outer", "torch.einsum"})
 # On autocast's lower-precision lists. einsum is not itself: torch decomposes it, into bmm when it contracts an
 # index and into an elementwise mul (left in fp32) when it does not, on CUDA as on CPU (`contracts`).
 ANGLE_MATMULS = frozenset({"torch.matmul", "torch.mm", "torch.bmm", "torch.einsum"})
+# The torch functions whose product autocast computes in its half dtype (attention scores, logits).
+MATMUL_CALLS = ANGLE_MATMULS | {"torch.baddbmm"}
 
 
 def chain_words(expr: ast.AST, ctx: Context, *, calls_too: bool = True) -> frozenset[str]:
