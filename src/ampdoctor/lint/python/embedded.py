@@ -26,7 +26,7 @@ from ampdoctor.frameworks.base import Reading
 from ampdoctor.frameworks.document import Document, KeyPath
 from ampdoctor.frameworks.reader import READ_ERRORS, Reader
 from ampdoctor.lint.python.literal import UNKNOWN, Values
-from ampdoctor.lint.python.resolve import last_identifier
+from ampdoctor.lint.python.resolve import is_dataclass, last_identifier
 
 if TYPE_CHECKING:
     from ampdoctor.lint.python.context import Context
@@ -212,7 +212,7 @@ def _dataclass_configs(ctx: Context, local_hf: frozenset[str]) -> Iterator[Embed
     HF arguments; a plain ``@dataclass`` as the framework whose config its field names are, if any."""
     for cls in ctx.src.classes:
         hf_based = any((ctx.qualname(b) or "") in HF_CLASSES or (isinstance(b, ast.Name) and b.id in local_hf) for b in cls.bases)
-        if not hf_based and not any(last_identifier(d) == "dataclass" for d in cls.decorator_list):
+        if not hf_based and not is_dataclass(cls):
             continue
         if _not_run(ctx, cls):
             continue

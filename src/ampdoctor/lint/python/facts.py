@@ -10,7 +10,7 @@ from typing import Iterator
 
 from ampdoctor.dtypes import ROPE_WORDS
 from ampdoctor.lint.python.dataflow import BF16, FP16, HALF, STRING_DTYPES, Dataflow, autocast_argument
-from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, tokens
+from ampdoctor.lint.python.resolve import dotted, is_dataclass, keyword, last_identifier, tokens
 from ampdoctor.lint.python.source import SourceFile
 
 AUTOCASTS = frozenset({"torch.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast"})
@@ -216,7 +216,7 @@ class Facts:
                     default.setdefault(name, set()).update(defaults)
         for cls in self.src.classes:
             # a config class's fields (HfArgumentParser and its kin take dataclasses), not any class's attributes
-            if not any(last_identifier(d.func if isinstance(d, ast.Call) else d) == "dataclass" for d in cls.decorator_list):
+            if not is_dataclass(cls):
                 continue
             for stmt in cls.body:
                 if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:

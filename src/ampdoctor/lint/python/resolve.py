@@ -91,6 +91,11 @@ def last_identifier(node: ast.AST) -> str | None:
             return None
 
 
+def is_dataclass(cls: ast.ClassDef) -> bool:
+    """Is the class decorated ``@dataclass`` or ``@dataclass(...)`` (however imported)?"""
+    return any(last_identifier(d) == "dataclass" for d in cls.decorator_list)
+
+
 def dotted(node: ast.AST) -> str | None:
     """Source text of a plain Name/Attribute chain (``self.cos_cached``), else None; used as a dataflow key."""
     chain = _chain(node)
