@@ -167,8 +167,13 @@ class Facts:
                 out.append(call)
                 continue
             for kw in call.keywords:
-                values = self._run_values(kw.value, 0, certain) if kw.arg in ("bf16", "fp16") or kw.arg in MIXED_PRECISION_KEYWORDS else ()
-                if True in values if kw.arg in ("bf16", "fp16") else any(_half_mode(kw.arg, v.lower()) for v in values if isinstance(v, str)):
+                if kw.arg in ("bf16", "fp16"):
+                    on = True in self._run_values(kw.value, 0, certain)
+                elif kw.arg in MIXED_PRECISION_KEYWORDS:
+                    on = any(_half_mode(kw.arg, v.lower()) for v in self._run_values(kw.value, 0, certain) if isinstance(v, str))
+                else:
+                    continue
+                if on:
                     out.append(call)  # once per call
                     break
         return out
