@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from ampdoctor.lint.python.dataflow import HALF, autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS, MODEL_TOKENS
+from ampdoctor.lint.python.resolve import words
 
 if TYPE_CHECKING:
     from ampdoctor.lint.python.context import Context
@@ -156,7 +157,6 @@ _BUILDERS = frozenset({"provider", "factory", "builder"})
 # (`module`, `pipeline`, `ema`, `lm`): `get_module(model, name)`, `load_module(path)`, `make_pipeline`, `init_ema` and
 # `create_data_module` are helpers, and following them spreads a trainer's precision over a utilities module.
 _FACTORY_WORDS = MODEL_TOKENS - {"models", "module", "lm", "ema", "pipe", "pipeline"}
-_WORD_START = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
 # Class methods that build an instance of their class: `UNet2DConditionModel.from_pretrained(...)`, Lightning's
@@ -168,8 +168,8 @@ def builds(name: str) -> bool:
     """Does calling `name` build a module: a class (capitalised, by Python's convention) or a model factory?"""
     if name[:1].isupper():
         return True
-    words = [w for w in _WORD_START.sub("_", name).lower().split("_") if w]
-    return len(words) > 1 and ((words[0] in _BUILD_VERBS and words[-1] in _FACTORY_WORDS) or (words[0] in _FACTORY_WORDS and words[-1] in _BUILDERS))
+    parts = words(name)
+    return len(parts) > 1 and ((parts[0] in _BUILD_VERBS and parts[-1] in _FACTORY_WORDS) or (parts[0] in _FACTORY_WORDS and parts[-1] in _BUILDERS))
 
 
 _CALL = re.compile(r"\b([A-Za-z_]\w*)(?:\.(\w+))?\s*\(")

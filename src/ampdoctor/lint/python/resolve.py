@@ -71,9 +71,14 @@ class Imports:
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
+def words(identifier: str) -> list[str]:
+    """Lower-case word pieces of an identifier, in order: ``build_model`` -> [build, model]; ``getNet`` -> [get, net]."""
+    return [t for t in _CAMEL.sub("_", identifier).lower().split("_") if t]
+
+
 def tokens(identifier: str) -> frozenset[str]:
     """Lower-case word pieces of an identifier: ``cos_cached`` -> {cos, cached}; ``invFreq`` -> {inv, freq}."""
-    return frozenset(t for t in _CAMEL.sub("_", identifier).lower().split("_") if t)
+    return frozenset(words(identifier))
 
 
 def last_identifier(node: ast.AST) -> str | None:
