@@ -297,33 +297,23 @@ class ProjectModel:
         if any(s.autocast is not None or s.guards is not None for s in self.summaries.values()):
             return False
         runs = False
-        own: set[str] | None = None  # the project's own plain trainer classes, read when a `...trainer(` is met
+        # A `...trainer(` call is no sign when it builds a class ending in "trainer" that the project defines on no
+        # base class (``class MixedPrecisionTrainer:``, a master-weight helper of a model cast to half): that runs
+        # the project's own code, not a framework's that would enter autocast. Both are collected in the one pass.
+        called: set[str] = set()
+        own: set[str] = set()
         for path in self.summaries:
             text = self.text_of(path)
-            lowered = text.lower() if text is not None else None
-            if lowered is None:
+            if text is None:
                 return False
+            lowered = text.lower()
             for sign in AUTOCAST_SIGNS.finditer(lowered):
                 if sign["trainer"] is None:
                     return False
-                own = self._own_plain_trainers() if own is None else own
-                called = _IDENTIFIER_END.search(lowered, max(0, sign.start() - 200), sign.start()).group() + "trainer"
-                if own is None or called not in own:
-                    return False
+                called.add(_IDENTIFIER_END.search(lowered, max(0, sign.start() - 200), sign.start()).group() + "trainer")
+            own.update(m.group(1) for m in _PLAIN_TRAINER_CLASS.finditer(lowered))
             runs = runs or TRAINING_LOOP.search(text) is not None
-        return runs
-
-    def _own_plain_trainers(self) -> set[str] | None:
-        """The lowercased names of the classes ending in "trainer" that the project defines on no base class
-        (``class MixedPrecisionTrainer:``, a master-weight helper of a model cast to half): constructing one runs the
-        project's own code, not a framework's that would enter autocast. None when a file cannot be read."""
-        names: set[str] = set()
-        for path in self.summaries:
-            text = self.text_of(path)  # type: ignore[misc]
-            if text is None:
-                return None
-            names.update(m.group(1) for m in _PLAIN_TRAINER_CLASS.finditer(text.lower()))
-        return names
+        return runs and called <= own
 
     def _name_configs(self) -> None:
         """A training file that names a half-precision training config of the project (by file name) trains in
@@ -433,7 +423,7 @@ PRECISION_WORDS = ("autocast", "bfloat16", "float16", "bf16", "fp16", "half()", 
 # launch flag or config (accelerate, the HF and Lightning trainers, DeepSpeed, mmengine's AmpOptimWrapper). Read in
 # the lowercased text, broad on purpose (`USE_AMP`, `SOLVER.AMP`, `amp_dtype`, `amp.GradScaler` all count), but "amp"
 # inside a longer word is none (`clamp_`, `clamp=`, `.amplitude`), nor is a call of a ``...Trainer`` class that the
-# project defines itself on no base class (`ProjectModel._own_plain_trainers`): that is a loop of its own.
+# project defines itself on no base class (`ProjectModel._autocast_nowhere`): that is a loop of its own.
 AUTOCAST_SIGNS = re.compile(
     r"autocast|custom_fwd|mixed_precision|precision ?=|\.amp(?![a-z])|_amp(?![a-z])|(?<![a-z])amp[_=.]|ampoptim"
     r"|accelerator|trainingarguments|fabric|lightning|deepspeed|composer|(?P<trainer>trainer)\(")
