@@ -462,3 +462,15 @@ def test_variance_after_a_conversion_to_a_chosen_dtype_or_in_numpy_is_not_report
         mask_value = mask_value.half()
     """
     assert hits(code, "norm-low-precision") == []
+
+
+def test_a_class_method_is_its_last_definition():
+    """A redefined method is the one Python keeps: judging the first would read code that never runs."""
+    import ast
+
+    from ampdoctor.lint.python.resolve import method
+
+    cls = ast.parse("class F:\n    def forward(self):\n        return 1\n    def forward(self, x):\n        return x\n").body[0]
+    assert isinstance(cls, ast.ClassDef)
+    found = method(cls, "forward")
+    assert found is not None and found.lineno == 4 and method(cls, "backward") is None

@@ -70,7 +70,7 @@ def failure_site(trace: Trace, exc: BaseException | None) -> FailureSite | None:
     if boundary is None:
         return None
     where, tensors = boundary
-    ins = tuple((t.dtype, trace.rec.producer_of(t) if trace.rec.producer_of(t) >= 0 else trace.leaf_key(t)) for _, t in tensors)
+    ins = tuple((t.dtype, trace.key_of(t)) for _, t in tensors)
     names = ", ".join(f"{n}={name_of(t.dtype)}" for n, t in tensors)
     return FailureSite(where, ins, f"{where.op} raised {type(exc).__name__} with tensor arguments {names}", None)
 

@@ -248,6 +248,11 @@ class Trace:
             if prods != r[IN_PROD]:
                 records[i] = (*r[:IN_PROD], prods, *r[IN_PROD + 1:])
 
+    def key_of(self, t: Any) -> int:
+        """How the record knows a live tensor: the op that made it, or its leaf key where no recorded op did."""
+        prod = self.rec.producer_of(t)
+        return prod if prod >= 0 else self.leaf_key(t)
+
     def leaf_key(self, t: Any) -> int:
         """How the record knows a live tensor that no recorded op made: minus its id, set apart (as
         `_split_reused_ids` does) when that id was a dead buffer's."""

@@ -10,6 +10,7 @@ from typing import Iterator
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.facts import disables_autocast, reenters_autocast
+from ampdoctor.lint.python.resolve import method
 
 
 def _decorated(fn: ast.FunctionDef, ctx: Context, wanted: str) -> bool:
@@ -38,13 +39,11 @@ def custom_function_without_custom_fwd(ctx: Context) -> Iterator[CodeHit]:
     for cls in ctx.src.classes:
         if not any(ctx.qualname(b) == "torch.autograd.Function" for b in cls.bases):
             continue
-        backward = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "backward"), None)
+        backward, forward = method(cls, "backward"), method(cls, "forward")
         if backward is not None and reenters_autocast(backward, ctx.src):
             continue  # the backward replays the autocast state by hand (an activation checkpoint): what custom_fwd does
-        for stmt in cls.body:
-            if isinstance(stmt, ast.FunctionDef) and stmt.name == "forward":
-                if not _decorated(stmt, ctx, "custom_fwd") and not _disables_autocast(stmt, ctx):
-                    yield stmt, (f"`{cls.name}.forward` has no `custom_fwd` and {where}: autocast does not cast its inputs, "
-                                 "which arrive in whatever dtypes the ops before it left (mixed, where those disagree), and its "
-                                 "backward runs outside autocast")
+        if forward is not None and not _decorated(forward, ctx, "custom_fwd") and not _disables_autocast(forward, ctx):
+            yield forward, (f"`{cls.name}.forward` has no `custom_fwd` and {where}: autocast does not cast its inputs, "
+                            "which arrive in whatever dtypes the ops before it left (mixed, where those disagree), and its "
+                            "backward runs outside autocast")
 

@@ -10,11 +10,7 @@ from typing import Iterator
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.facts import handles_autocast
-from ampdoctor.lint.python.resolve import tokens
-
-
-def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
-    return next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == name), None)
+from ampdoctor.lint.python.resolve import method, tokens
 
 
 def _stored_functions(forward: ast.FunctionDef) -> set[str]:
@@ -52,7 +48,7 @@ def recompute_without_autocast(ctx: Context) -> Iterator[CodeHit]:
     for cls in ctx.src.classes:
         if not any(ctx.qualname(b) == "torch.autograd.Function" for b in cls.bases):
             continue
-        forward, backward = _method(cls, "forward"), _method(cls, "backward")
+        forward, backward = method(cls, "forward"), method(cls, "backward")
         if forward is None or backward is None or not backward.args.args:
             continue
         stored = _stored_functions(forward)

@@ -96,6 +96,11 @@ def last_identifier(node: ast.AST) -> str | None:
             return None
 
 
+def method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+    """The method `name` a class body defines (not one it inherits): its last definition, the one Python keeps."""
+    return next((f for f in reversed(cls.body) if isinstance(f, ast.FunctionDef) and f.name == name), None)
+
+
 def is_dataclass(cls: ast.ClassDef) -> bool:
     """Is the class decorated ``@dataclass`` or ``@dataclass(...)`` (however imported)?"""
     return any(last_identifier(d) == "dataclass" for d in cls.decorator_list)

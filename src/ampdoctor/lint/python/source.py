@@ -7,7 +7,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from ampdoctor.lint.python.resolve import Imports, dotted
+from ampdoctor.lint.python.resolve import Imports, dotted, method
 
 SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
@@ -197,7 +197,7 @@ class SourceFile:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 targets[node.name] = node
             elif isinstance(node, ast.ClassDef):
-                init = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+                init = method(node, "__init__")
                 if init is not None:
                     targets[node.name] = init
         out: dict[ast.AST, list[ast.Call]] = {}
