@@ -250,3 +250,13 @@ def test_the_exception_a_text_raises_is_read_through_prefixes_raise_lines_and_co
     # exception line is read as one of the text's errors.
     chained = "RuntimeError: CUDA error: unspecified launch failure\n\nThe above exception was the direct cause:\n\n" + text
     assert not explain(chained)[0].guess
+
+
+@pytest.mark.parametrize("text", [
+    "RuntimeError: Unconvertible NCCL type BFloat16",
+    '  File "torch/distributed/distributed_c10d.py", line 1700, in all_reduce\n    work = group.allreduce([tensor], opts)\n'
+    "RuntimeError: Input tensor data type is not supported for NCCL process group: BFloat16",
+])
+def test_an_nccl_without_bfloat16_refusing_a_bf16_collective_is_the_unsupported_hardware_rule(text):
+    cand = explain(text)[0]
+    assert cand.rule.id == "AMP113" and not cand.guess
