@@ -244,6 +244,8 @@ def test_a_specific_message_printed_beside_the_exception_the_text_raised_is_only
     "expected dtype torch.bfloat16 for `weight`, but got dtype torch.float32",
     # the exception quoted in the reporter's words
     "I get `ValueError: Attempting to unscale FP16 gradients.` when clipping",
+    # a bare Exception, as DeepSpeed's loss scaler raises it
+    "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
 ])
 def test_the_exception_a_text_raises_is_read_through_prefixes_raise_lines_and_continued_messages(text):
     # Another exception printed first (a chained traceback): the message is named with confidence only if its own

@@ -65,10 +65,10 @@ else:  # pragma: no cover (Python 3.10)
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>\S+))?')
 # The error a text prints: a Python exception named with its message ("RuntimeError: ...", "[rank0]:
-# torch._dynamo.exc.TorchRuntimeError: ...", "`ValueError : ...`" quoted in prose), with the lines of the message that
-# follow, up to the next frame, traceback header or blank line. Exceptions only: a warning is printed beside the
-# failure, not as it.
-_ERROR = re.compile(r"^.*?(?<![\w.])(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)[ \t]*:[ \t]*\S.*"
+# torch._dynamo.exc.TorchRuntimeError: ...", "`ValueError : ...`" quoted in prose, DeepSpeed's bare "Exception: ..."),
+# with the lines of the message that follow, up to the next frame, traceback header or blank line. Exceptions only: a
+# warning is printed beside the failure, not as it.
+_ERROR = re.compile(r"^.*?(?<![\w.])(?:[A-Za-z_][\w.]*\.)?(?:[A-Z]\w*)?(?:Error|Exception)[ \t]*:[ \t]*\S.*"
                     r"(?:\n(?![ \t]*(?:File \"|Traceback|The above exception|During handling|$)).*)*", re.MULTILINE)
 
 
