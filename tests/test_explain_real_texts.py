@@ -219,3 +219,46 @@ def test_two_rules_read_with_confidence_in_one_text_are_two_failures_so_each_is_
     assert all(c.guess for c in cands)
     assert "more than one failure" in cands[0].reason
     assert not explain("ValueError: Attempting to unscale FP16 gradients.")[0].guess  # either alone is still named
+
+
+def test_a_specific_message_printed_beside_the_exception_the_text_raised_is_only_a_guess():
+    # vLLM logs why bf16 cannot run, then raises about another requirement: the log line names the rule, but the
+    # failure the text shows is the exception, so the rule is a guess. As the exception itself it is named.
+    beside = ("Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla V100 GPU has "
+              "compute capability 7.0.\nRuntimeError: GPUs with compute capability below 7.5 are not supported.")
+    first = explain(beside)[0]
+    assert first.rule.id == "AMP113" and first.guess
+    raised = "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla V100 GPU has compute capability 7.0."
+    assert not explain(raised)[0].guess
+    # Told in prose, with no exception printed, nothing tells the error from the rest: the message decides.
+    assert not explain(beside.splitlines()[0])[0].guess
+
+
+@pytest.mark.parametrize("text", [
+    # a rank prefix before the exception
+    "[rank3]: ValueError: Attempting to unscale FP16 gradients.",
+    # the source line that raises it comes first; the exception line is the error
+    '    raise ValueError("Attempting to unscale FP16 gradients.")\nValueError: Attempting to unscale FP16 gradients.',
+    # the message continues on the line after the exception's name
+    "torch._dynamo.exc.TorchRuntimeError: Failed running call_method lerp_(*(FakeTensor(..., dtype=torch.bfloat16),), **{}):\n"
+    "expected dtype torch.bfloat16 for `weight`, but got dtype torch.float32",
+    # the exception quoted in the reporter's words
+    "I get `ValueError: Attempting to unscale FP16 gradients.` when clipping",
+    # a bare Exception, as DeepSpeed's loss scaler raises it
+    "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
+])
+def test_the_exception_a_text_raises_is_read_through_prefixes_raise_lines_and_continued_messages(text):
+    # Another exception printed first (a chained traceback): the message is named with confidence only if its own
+    # exception line is read as one of the text's errors.
+    chained = "RuntimeError: CUDA error: unspecified launch failure\n\nThe above exception was the direct cause:\n\n" + text
+    assert not explain(chained)[0].guess
+
+
+@pytest.mark.parametrize("text", [
+    "RuntimeError: Unconvertible NCCL type BFloat16",
+    '  File "torch/distributed/distributed_c10d.py", line 1700, in all_reduce\n    work = group.allreduce([tensor], opts)\n'
+    "RuntimeError: Input tensor data type is not supported for NCCL process group: BFloat16",
+])
+def test_an_nccl_without_bfloat16_refusing_a_bf16_collective_is_the_unsupported_hardware_rule(text):
+    cand = explain(text)[0]
+    assert cand.rule.id == "AMP113" and not cand.guess

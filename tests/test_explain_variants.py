@@ -161,3 +161,12 @@ def test_a_reporter_saying_a_half_dtype_cannot_hold_the_ids_or_positions_is_the_
                  "in fp16 we cannot exactly represent timesteps above 2048"):
         cand = first(told)
         assert cand.rule.id == "AMP103" and cand.guess and cand.basis == "signature", told
+
+
+def test_a_nan_told_as_the_mixed_precision_runs_is_the_overflow_rule_as_a_guess():
+    cand = first("In mixed-precision training the forward pass starts to give NaN after a few hundred steps; fp32 is fine.")
+    assert cand.rule.id == "AMP212" and cand.basis == "signature" and cand.guess
+    cand = first("Training with automatic mixed precision, I get nan in the encoder outputs")
+    assert cand.rule.id == "AMP212" and cand.basis == "signature" and cand.guess
+    # a NaN with no sign of a half-precision run is no reading of this rule's signature
+    assert all(c.basis == "wording" for c in explain("the forward pass starts to give NaN after a few hundred steps"))

@@ -5,8 +5,9 @@ A rule is a candidate when one of its signatures matches; traceback/log context 
 between rules that share a signature, as "expected scalar type BFloat16 but found Float" is shared.
 
 A candidate the text supports only weakly is marked a guess: its message is one that other rules match as well
-(or one the catalog itself weighs as generic) and nothing rule-specific comes with it. bench/explain measures on
-real issue texts how often a wrong first answer still comes without that mark.
+(or one the catalog itself weighs as generic) and nothing rule-specific comes with it, or the text raised an
+exception and the message is not in it. bench/explain measures on real issue texts how often a wrong first answer
+still comes without that mark.
 
 Where no signature matches, or the best match is only a guess, the rules whose own catalog text (title, why, fix,
 the words of their signatures) is closest to the text's words are offered too, always as guesses (`basis`
@@ -16,6 +17,7 @@ the words of their signatures) is closest to the text's words are offered too, a
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 import sys
@@ -63,6 +65,12 @@ else:  # pragma: no cover (Python 3.10)
     import sre_parse as _re_parser
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>\S+))?')
+# The error a text prints: a Python exception named with its message ("RuntimeError: ...", "[rank0]:
+# torch._dynamo.exc.TorchRuntimeError: ...", "`ValueError : ...`" quoted in prose, DeepSpeed's bare "Exception: ..."),
+# with the lines of the message that follow, up to the next frame, traceback header or blank line. Exceptions only: a
+# warning is printed beside the failure, not as it.
+_ERROR = re.compile(r"^.*?(?<![\w.])(?:[A-Za-z_][\w.]*\.)?(?:[A-Z]\w*)?(?:Error|Exception)[ \t]*:[ \t]*\S.*"
+                    r"(?:\n(?![ \t]*(?:File \"|Traceback|The above exception|During handling|$)).*)*", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -187,6 +195,8 @@ class _Fit:
     span: tuple[int, int]
     weight: float
     context: float  # the share of the rule's context weight found in the text (0 for a rule that names none)
+    # The text prints its error and the rule's message is not in it (only in a log line, a frame, the user's words).
+    beside_error: bool = False
 
 
 def _score(rule: Rule, text: str) -> _Fit | None:
@@ -210,7 +220,22 @@ def _score(rule: Rule, text: str) -> _Fit | None:
         reason += f"; but none of what usually comes with it ({_in_words(rule.context)}) is in the text"
     cand = Candidate(rule, score, reason, match.group(0), _last_frame_before(text, match.start()),
                      context_matched=bool(hits) or not rule.context)
-    return _Fit(cand, match.span(), sig.weight, found)
+    return _Fit(cand, match.span(), sig.weight, found, not _in_error(sig, text, match))
+
+
+@functools.lru_cache(maxsize=2)  # the text of one explain call, asked once per matching rule
+def _errors(text: str) -> tuple[tuple[int, int], ...]:
+    return tuple(m.span() for m in _ERROR.finditer(text))
+
+
+def _in_error(sig: Signature, text: str, first: re.Match[str]) -> bool:
+    """Is the signature's message (one of its matches; a match may begin in the frames above) part of the error the
+    text prints? True where the text prints no exception: then nothing tells the error from the rest."""
+    errors = _errors(text)
+    if not errors:
+        return True
+    matches = itertools.chain((first,), re.compile(sig.pattern, re.IGNORECASE).finditer(text, first.end()))
+    return any(m.start() < end and m.end() > start for m in matches for start, end in errors)
 
 
 def _is_guess(fit: _Fit, fits: Sequence[_Fit]) -> bool:
@@ -219,10 +244,12 @@ def _is_guess(fit: _Fit, fits: Sequence[_Fit]) -> bool:
     decides a shared message only when it points at this rule more than at the others: a rival on the same message
     with as large a share of its own context in the text, and shown beside this one, leaves the choice open, and so
     does a rival on the same message that still scores higher (the context lifted this rule, but not above it). A
-    message weighed below TELLING_WEIGHT is always a guess.
+    message weighed below TELLING_WEIGHT is always a guess, and so is a message the text prints beside its error
+    (a log line, a warning, a frame) while the exception it raised says something else: that exception is the
+    failure, and what the line beside it has to do with it the text does not say.
     Checked on bench/explain's tune texts with each text's own rule taken out of the catalog: nothing confident among
     the first three."""
-    if fit.weight < TELLING_WEIGHT:
+    if fit.weight < TELLING_WEIGHT or fit.beside_error:
         return True
     start, end = fit.span
     shared = [o for o in fits if o is not fit and o.span[0] <= start and o.span[1] >= end]
