@@ -40,3 +40,16 @@ def test_explain_limit_below_one_is_a_usage_error(capsys):
     for limit in ("0", "-1"):
         assert main(["explain", "--limit", limit, "RuntimeError: expected scalar type BFloat16 but found Float"]) == 2
         assert "--limit" in capsys.readouterr().err
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    """`ampdoctor rules --format json | head -c 10`: the pipe closes before the command writes. A traceback there
+    is ampdoctor's own failure shown to the user; the command ends as SIGPIPE would end it (141), with nothing on
+    stderr."""
+    for command in (["rules", "--format", "json"], ["explain", "--format", "json", "RuntimeError: expected scalar type BFloat16 but found Float"]):
+        proc = subprocess.Popen([sys.executable, "-m", "ampdoctor", *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # long before the interpreter has started and imported anything
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=120) == 141, (command, err)
+        assert "Traceback" not in err and "BrokenPipe" not in err, err

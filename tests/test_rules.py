@@ -109,3 +109,18 @@ def test_cli_unknown_rule_exits_2():
     proc = subprocess.run([sys.executable, "-m", "ampdoctor", "rules", "nope"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "unknown rule 'nope'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_detector_is_named_by_its_repository_path_in_a_clone_named_ampdoctor(tmp_path):
+    """`git clone .../ampdoctor` makes a folder named like the package: the detector's file is still the
+    repository's `src/ampdoctor/...` path, not one that starts at the clone's folder (docs/rules.md must not depend
+    on where the clone is)."""
+    import shutil
+
+    src = Path(__file__).resolve().parents[1] / "src"
+    clone_src = tmp_path / "ampdoctor" / "src"
+    shutil.copytree(src / "ampdoctor", clone_src / "ampdoctor", ignore=shutil.ignore_patterns("__pycache__"))
+    code = "from ampdoctor.core.registry import detectors; print(detectors(rule_id='AMP002')[0].file)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(clone_src), "PATH": "/usr/bin:/bin"}).stdout.strip()
+    assert out.startswith("src/ampdoctor/rules/amp002_"), out

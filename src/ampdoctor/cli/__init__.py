@@ -10,6 +10,7 @@ module of its group: `lookup` (rules, explain, env), `lint`, `audit` (run, audit
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ampdoctor._requires import MissingDependency
@@ -47,6 +48,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`ampdoctor rules --format json | head`): nothing more can be said to it. Point
+        # stdout at /dev/null so that the interpreter's own flush at exit does not raise again, and end as a
+        # process that SIGPIPE ended would.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 __all__ = ["UsageError", "build_parser", "main"]

@@ -61,8 +61,10 @@ class Detector:
     @property
     def file(self) -> str:
         """``src/ampdoctor/rules/amp004_grad_scaler_with_bf16.py``: the file as it is in the repository."""
-        parts = Path(self.fn.__code__.co_filename).parts
-        return "/".join(parts[parts.index("ampdoctor") - 1:]) if "ampdoctor" in parts else parts[-1]
+        # Relative to the package, not by looking for a folder named "ampdoctor": a clone is usually one as well.
+        path = Path(self.fn.__code__.co_filename).resolve()
+        package = Path(__file__).resolve().parents[1]
+        return f"src/ampdoctor/{path.relative_to(package).as_posix()}" if path.is_relative_to(package) else path.name
 
     @property
     def where(self) -> str:
