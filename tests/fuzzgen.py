@@ -456,6 +456,8 @@ def _opt(flag: str, values: st.SearchStrategy[str]) -> st.SearchStrategy[list[st
 TARGET_PATHS = st.sampled_from(["{root}", "{root}/ds_config.json", "{root}/args.json", "{root}/missing.json", "{root}/pipe.json",
                                 "{root}/loop.json", "{root}/dir.json", "{root}/locked.json", "{root}/pyproject.toml", "", "-", "\x00",
                                 "{root}/" + "n" * 300, "{root}/train.py"])
+BASELINE_PATHS = st.sampled_from(["{root}/baseline.json", "{root}/ds_config.json", "{root}/dir.json", "{root}/missing/b.json",
+                                  "{root}/garbage.json", "{root}/" + "b" * 300, "{root}/pipe.json", "\x00"])
 OUT_PATHS = st.sampled_from(["{root}/out.txt", "{root}/dir.json", "{root}/missing/out.txt", "{root}/ds_config.json", "/dev/null", "", "\x00",
                              "{root}/" + "o" * 300])
 
@@ -471,8 +473,7 @@ def cli_argvs(draw: st.DrawFn) -> list[str]:
                 _opt("--ignore", st.sampled_from(RULES)), _opt("--per-file-ignores", st.sampled_from(["*:AMP001", "tests/*:AMP004,AMP005", ":",
                                                                                                      "*:", ":AMP001", "[:AMP001", "*:AMP999"])),
                 _opt("--fail-on", st.sampled_from(["error", "warning", "info", "never"])), st.just(["--exit-zero"]), st.just(["--statistics"]),
-                _opt("--baseline", st.sampled_from(["{root}/baseline.json", "{root}/ds_config.json", "{root}/dir.json", "{root}/missing/b.json",
-                                                    "{root}/garbage.json", "{root}/" + "b" * 300, "{root}/pipe.json", "\x00"])),
+                _opt("--baseline", BASELINE_PATHS), _opt("--write-baseline", BASELINE_PATHS),
                 _opt("--jobs", st.sampled_from(["1", "0", "-3", "x", "99999999999999999999"])),
                 _opt("--config", st.sampled_from(["{root}/pyproject.toml", "{root}/missing.toml", "{root}/dir.json", "{root}/ds_config.json",
                                                    "{root}/" + "c" * 300, "{root}/pipe.json", "{root}/loop.json", "\x00"])),

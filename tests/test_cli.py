@@ -1,3 +1,4 @@
+import json
 import subprocess
 import sys
 
@@ -53,3 +54,39 @@ def test_a_reader_that_goes_away_ends_the_command_quietly():
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=120) == 141, (command, err)
         assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+SCALER_UNDER_BF16 = '''import torch
+
+
+def step(model, x, opt):
+    scaler = torch.amp.GradScaler("cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(x).float().mean()
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+'''
+
+
+def test_a_baseline_hides_recorded_findings_and_shows_new_ones(tmp_path, capsys):
+    train, baseline = tmp_path / "train.py", tmp_path / "baseline.json"
+    train.write_text(SCALER_UNDER_BF16)
+    lint = ["lint", "--no-config", "--no-cache", "--format", "json", str(train)]
+    assert main(lint) == 1  # AMP004 is an error
+    capsys.readouterr()
+    # a baseline that does not exist is a usage error: a misspelt path in CI must not pass every run
+    assert main([*lint, "--baseline", str(baseline)]) == 2
+    assert "no such file (record one with --write-baseline" in capsys.readouterr().err and not baseline.exists()
+    assert main([*lint, "--write-baseline", str(baseline)]) == 0 and baseline.exists()
+    capsys.readouterr()
+    # lines added above move the finding; it is still the recorded one
+    train.write_text("# a comment\n\n" + SCALER_UNDER_BF16)
+    assert main([*lint, "--baseline", str(baseline)]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["findings"] == [] and "1 finding(s) already in the baseline" in captured.err
+    # a second scaler is new
+    train.write_text(SCALER_UNDER_BF16 + SCALER_UNDER_BF16.replace("def step", "def step2").split("\n", 2)[2])
+    assert main([*lint, "--baseline", str(baseline)]) == 1
+    new = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["id"], f["location"]["line"]) for f in new] == [("AMP004", 13)]

@@ -113,8 +113,11 @@ def test_odd_names_given_to_the_cli_are_usage_errors(tmp_path, capsys):
     cases = [  # each was a traceback (OSError: File name too long, ValueError: embedded null byte) or a block on the FIFO
         (["lint", long], f"{long}: cannot be read: File name too long"),
         (["lint", "--config", long, str(tmp_path / "ds.json")], f"--config {long}: no such file"),
-        (["lint", "--baseline", long, str(tmp_path / "ds.json")], "cannot write baseline"),
-        (["lint", "--baseline", "\x00", str(tmp_path / "ds.json")], "embedded null byte"),
+        (["lint", "--write-baseline", long, str(tmp_path / "ds.json")], "cannot write baseline"),
+        (["lint", "--write-baseline", "\x00", str(tmp_path / "ds.json")], "embedded null byte"),
+        (["lint", "--write-baseline", str(tmp_path / "pipe.json"), str(tmp_path / "ds.json")], "pipe.json: not a regular file"),
+        (["lint", "--baseline", long, str(tmp_path / "ds.json")], "no such file (record one with --write-baseline"),
+        (["lint", "--baseline", "\x00", str(tmp_path / "ds.json")], "no such file"),
         (["lint", "--baseline", str(tmp_path / "pipe.json"), str(tmp_path / "ds.json")], "pipe.json: not a regular file"),
         (["explain", "--file", "\x00"], "cannot read '\\x00'"),
         (["explain", "--output", "\x00", "loss is nan"], "cannot write '\\x00'"),

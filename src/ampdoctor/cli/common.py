@@ -18,6 +18,20 @@ class UsageError(Exception):
     """Bad arguments or unreadable input: printed as one line, exit 2."""
 
 
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number no smaller than `minimum` (a count of steps, workers, positions...)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below the least allowed value, {minimum}")
+        return value
+    parse.__name__ = f"at least {minimum}"  # what argparse names in its 'invalid ... value' message
+    return parse
+
+
 @contextlib.contextmanager
 def output(path: str | None) -> Iterator[IO[str]]:
     if path is None:

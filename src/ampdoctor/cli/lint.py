@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ampdoctor.cli.common import UsageError, add_output_options, emit, output
+from ampdoctor.cli.common import UsageError, add_output_options, at_least, emit, output
 from ampdoctor.report import Report, exit_code, renderer
 
 if TYPE_CHECKING:
@@ -26,8 +26,10 @@ def add_lint(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fail-on", choices=("error", "warning", "info"), help="lowest severity that fails (default: error)")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings are reported (2 still means unreadable input)")
     p.add_argument("--statistics", action="store_true", help="print how many findings each rule has instead of the findings")
-    p.add_argument("--baseline", metavar="FILE", help="report only findings not in FILE; when FILE does not exist, record today's findings in it")
-    p.add_argument("--jobs", "-j", type=int, help="worker processes for Python files (default: one per core)")
+    baseline = p.add_mutually_exclusive_group()
+    baseline.add_argument("--baseline", metavar="FILE", help="report only findings not recorded in FILE (made by --write-baseline)")
+    baseline.add_argument("--write-baseline", metavar="FILE", help="record today's findings in FILE, to be passed to --baseline later")
+    p.add_argument("--jobs", "-j", type=at_least(0), metavar="N", help="worker processes for Python files (default, or 0: one per core)")
     p.add_argument("--fix", action="store_true", help="apply the safe, mechanical rewrites of the findings that have one, then "
                    "report what remains")
     p.add_argument("--diff", action="store_true", help="print the rewrites --fix would make as a unified diff and change nothing "
@@ -112,16 +114,24 @@ def _cmd_lint(args: argparse.Namespace) -> int:
 
     settings = _lint_settings(args)
     report = lint_paths(args.paths, settings)
+    if args.write_baseline:
+        path = Path(args.write_baseline)
+        if os.path.exists(args.write_baseline) and not os.path.isfile(args.write_baseline):  # os.path never raises
+            raise UsageError(f"--write-baseline {args.write_baseline}: not a regular file")
+        try:
+            count = write_baseline(path, report)
+        except BaselineError as exc:
+            raise UsageError(str(exc)) from None
+        print(f"ampdoctor: recorded {count} finding(s) in the baseline {path}; `--baseline {path}` reports only new ones", file=sys.stderr)
+        return 2 if exit_code(report, settings.fail_on) == 2 else 0
     if args.baseline:
         path = Path(args.baseline)
+        # A missing baseline is an error, not an empty one: a misspelt path in CI would otherwise pass every run.
+        if not os.path.exists(args.baseline):
+            raise UsageError(f"--baseline {args.baseline}: no such file (record one with --write-baseline {args.baseline})")
+        if not os.path.isfile(args.baseline):
+            raise UsageError(f"--baseline {args.baseline}: not a regular file")
         try:
-            exists = os.path.exists(args.baseline)  # os.path never raises (a name too long, a NUL byte): writing says why
-            if exists and not os.path.isfile(args.baseline):
-                raise UsageError(f"--baseline {args.baseline}: not a regular file")
-            if not exists:
-                count = write_baseline(path, report)
-                print(f"ampdoctor: recorded {count} finding(s) in the baseline {path}; later runs report only new ones", file=sys.stderr)
-                return 2 if exit_code(report, settings.fail_on) == 2 else 0
             filtered = only_new(report, load_baseline(path))
         except BaselineError as exc:
             raise UsageError(str(exc)) from None
