@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 from ampdoctor._quote import quoted
 from ampdoctor.core.engine import check_policy
 from ampdoctor.core.model import Finding
+from ampdoctor.dtypes import FP32
 from ampdoctor.frameworks import devices_named_in, reader_for, reader_named
 from ampdoctor.frameworks.base import Reading, Reference
 from ampdoctor.frameworks.located import Document, jsonc_documents, load_documents, read_text
@@ -121,7 +122,32 @@ def _read_recognised(recognised: list[tuple[Document, Reader]], loaded: dict[Pat
     referenced = {target.file for target in followed}
     readings = [cfg for cfg in readings if cfg.file not in referenced] + followed
     _add_devices(readings, by_dir)
+    _launched_with_masters(readings)
     return readings, tuple(sorted(checked)), errors
+
+
+# The sharding strategies whose launch keeps fp32 master weights of half-loaded weights: DeepSpeed's engines hold
+# fp32 partitions in the optimizer, accelerate's FSDP preparation upcasts trainable half parameters.
+_MASTER_KEEPING = ("deepspeed", "fsdp")
+
+
+def _launched_with_masters(readings: list[Reading]) -> None:
+    """A run started by a launcher (`Reader.launched_by`) that shards nothing itself gets the sharding of the launch
+    config it is started with, which its own file does not name. Where the project keeps a launch config that
+    shards with fp32 masters in a folder beside the run's (``accelerate_configs/zero3.yaml`` next to
+    ``recipes/``), whether the run's half weights have a master copy is decided at launch: `master_weights` is
+    "launch", and no rule states a missing master copy as a fact."""
+    launchers = [c for c in readings if c.policy is not None and c.policy.params == FP32 and c.facts.strategy in _MASTER_KEEPING]
+    for cfg in readings:
+        reader = reader_named(cfg.framework)
+        if (reader is None or not reader.launched_by or cfg.policy is None or cfg.policy.params == FP32
+                or cfg.facts.strategy in _MASTER_KEEPING or cfg.facts.master_weights is not None):
+            continue
+        here = Path(cfg.file).resolve().parent
+        launch = next((c for c in launchers if c.framework in reader.launched_by
+                       and here.is_relative_to(Path(c.file).resolve().parent.parent)), None)
+        if launch is not None:
+            cfg.set("master_weights", "launch", launch.locate()("strategy"))
 
 
 def _key(path: Path) -> Path:
