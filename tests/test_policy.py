@@ -104,6 +104,14 @@ def test_dtype_names():
         dtypes.parse("int8")
 
 
+def test_a_dtype_the_run_chooses_is_described_as_one_possibility_not_as_what_it_is():
+    # AMP002/AMP118 on a value a config decides (`reduce_dtype=cfg.reduce_dtype`): "reduced in float32 or bfloat16"
+    # stated as a fact what is a guess.
+    assert dtypes.describe_half({"bf16"}) == "bfloat16"
+    assert dtypes.describe_half({"bf16", "fp16"}) == "bfloat16 or float16"
+    assert dtypes.describe_half({"fp32", "bf16", "fp16"}) == "bfloat16 or float16 where the run chooses it (else float32)"
+
+
 @pytest.mark.parametrize("bad", [None, 3, ["bf16"]])
 def test_parse_rejects_what_is_not_a_string_with_a_value_error(bad):
     with pytest.raises(ValueError, match="a policy is a string"):

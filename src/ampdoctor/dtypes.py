@@ -112,6 +112,18 @@ def describe(names: Any) -> str:
     return " or ".join(ordered) if ordered else "unknown"
 
 
+def describe_half(names: Any) -> str:
+    """The half dtypes among the ones a value can take, said as one possibility where it can also be another:
+    ``{"bf16"}`` -> ``bfloat16``; ``{"fp32", "bf16"}`` -> ``bfloat16 where the run chooses it (else float32)``. A
+    value the run decides (a config field, an argument) is not known to be half: saying "float32 or bfloat16" as
+    what it is would state a guess."""
+    given = set(names)
+    half, other = given & HALF, given - HALF
+    if not other or not half:
+        return describe(given)
+    return f"{describe(half)} where the run chooses it (else {describe(other)})"
+
+
 def to_torch(value: Any) -> Any:
     """The torch dtype for a name or alias (a torch dtype is returned unchanged). Needs torch."""
     import torch

@@ -60,7 +60,9 @@ class RunFacts:
     optimizer: str | None = None
     optimizer_kind: str | None = None  # plain, master, kahan, stochastic-rounding
     optimizer_requires: str | None = None  # the dtype an optimizer insists its parameters have
-    master_weights: str | None = None  # "optimizer" (fp32 partitions it holds), "params", "none"
+    # "optimizer" (fp32 partitions it holds), "params", "none"; "launch": decided by the launch config the run is
+    # started with, where the project keeps one that shards with fp32 masters (`lint.configs._launched_with_masters`)
+    master_weights: str | None = None
     grad_accum_steps: int | None = None
     adapters_only: bool | None = None  # only adapters (LoRA...) train; PEFT keeps them fp32
     autocast: bool | None = None  # compute reaches its dtype through autocast, not by casting the weights
@@ -110,4 +112,4 @@ def half_weights_without_master(policy: "Policy | None", facts: RunFacts) -> boo
     the optimizer, no Kahan summation or stochastic rounding): asked by the pure-bf16 and the autocast-over-half-
     weights rules alike."""
     return (policy is not None and policy.params in HALF and not facts.adapters_only and facts.trains is not False
-            and facts.optimizer_kind not in SAFE_OPTIMIZER_KINDS and facts.master_weights != "optimizer")
+            and facts.optimizer_kind not in SAFE_OPTIMIZER_KINDS and facts.master_weights not in ("optimizer", "launch"))

@@ -102,6 +102,9 @@ def read(doc: Document) -> Reading:
         if dist == "fsdp":
             # FullyShardedDataParallelPlugin.set_mixed_precision: reduce_dtype = the mixed-precision dtype.
             b.set("reduce", half, doc.at("fsdp_config") if doc.has("fsdp_config") else mp_at)
+            # With mixed precision on, accelerate's FSDP preparation upcasts trainable half parameters to fp32:
+            # the run keeps fp32 masters of a model loaded in bf16.
+            cfg.set("master_weights", "params", doc.at("distributed_type"), True)
     cfg.policy, cfg.sources = b.build()
     cfg.set("optimizer_kind", "master", mp_at, True)
     return cfg

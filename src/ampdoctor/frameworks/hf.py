@@ -337,4 +337,4 @@ def export(policy: Policy) -> tuple[dict[str, Any], list[str]]:
     return config, notes
 
 
-READER = Reader(NAME, detect, read, export=export, syntax="json", key="hf")
+READER = Reader(NAME, detect, read, export=export, syntax="json", key="hf", launched_by=("accelerate",))

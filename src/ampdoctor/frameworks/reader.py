@@ -46,6 +46,9 @@ class Reader:
     # torch), and the policy an object runs.
     build: Callable[[Policy], Any] | None = None
     policy_of: Callable[[Any], Policy | None] | None = None
+    # The launchers whose config may start this framework's run and decide its sharding (the HF Trainer's under
+    # `accelerate launch --config_file`): their readers' names.
+    launched_by: tuple[str, ...] = ()
 
     @property
     def title(self) -> str:

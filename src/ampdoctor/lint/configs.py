@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 from ampdoctor._quote import quoted
 from ampdoctor.core.engine import check_policy
 from ampdoctor.core.model import Finding
+from ampdoctor.dtypes import FP32
 from ampdoctor.frameworks import devices_named_in, reader_for, reader_named
 from ampdoctor.frameworks.base import Reading, Reference
 from ampdoctor.frameworks.located import Document, jsonc_documents, load_documents, read_text
@@ -110,18 +111,46 @@ def _read_recognised(recognised: list[tuple[Document, Reader]], loaded: dict[Pat
 
     checked = {doc.file for doc, _ in recognised} | unreadable
     followed: list[Reading] = []
+    launches: list[tuple[Reading, Reading]] = []  # (a config, what it runs: itself or a file it points at)
     for cfg in readings:
+        launches.append((cfg, cfg))
         for ref in cfg.references:
             target = _follow(cfg, ref, loaded, errors)
             if target is not None:
                 followed.append(target)
+                launches.append((cfg, target))
                 checked.update(target.files)
     # A file that a launcher or trainer config refers to runs as that config fills it in: reading it alone as
     # well would judge it without those settings and contradict the followed reading.
     referenced = {target.file for target in followed}
     readings = [cfg for cfg in readings if cfg.file not in referenced] + followed
     _add_devices(readings, by_dir)
+    _launched_with_masters(readings, launches)
     return readings, tuple(sorted(checked)), errors
+
+
+# What a launch config's run keeps of half-loaded weights that says there is an fp32 master copy: fp32 partitions
+# in the optimizer (DeepSpeed's engines), or trainable parameters upcast to fp32 (accelerate's FSDP preparation).
+_MASTERS = ("optimizer", "params")
+
+
+def _launched_with_masters(readings: list[Reading], launches: list[tuple[Reading, Reading]]) -> None:
+    """A run started by a launcher (`Reader.launched_by`) that shards nothing itself gets the sharding of the launch
+    config it is started with, which its own file does not name. Where the project keeps a launch config whose run
+    keeps fp32 masters in a folder beside the run's (``accelerate_configs/zero3.yaml`` next to ``recipes/``),
+    whether the run's half weights have a master copy is decided at launch: `master_weights` is "launch", and no
+    rule states a missing master copy as a fact. (A launch config that keeps none, plain DDP, changes nothing.)"""
+    starters = [(starting, runs) for starting, runs in launches if runs.facts.master_weights in _MASTERS]
+    for cfg in readings:
+        reader = reader_named(cfg.framework)
+        if (reader is None or not reader.launched_by or cfg.policy is None or cfg.policy.params == FP32
+                or cfg.facts.master_weights is not None or cfg.references):
+            continue
+        here = Path(cfg.file).resolve().parent
+        launch = next((runs for starting, runs in starters if starting.framework in reader.launched_by
+                       and here.is_relative_to(Path(starting.file).resolve().parent.parent)), None)
+        if launch is not None:
+            cfg.set("master_weights", "launch", launch.locate()("master_weights"))
 
 
 def _key(path: Path) -> Path:

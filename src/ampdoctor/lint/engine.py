@@ -146,7 +146,7 @@ def half_configs(readings: Sequence[Reading]) -> list[Evidence]:
             continue
         where = cfg.locate()("compute")
         out.append(Evidence(f"{policy.compute} training config ({cfg.framework})", frozenset({str(policy.compute)}),
-                            where.file or cfg.file, where.line or 1))
+                            where.file or cfg.file, where.line or 1, casts_weights=cfg.facts.autocast is False))
     return out
 
 

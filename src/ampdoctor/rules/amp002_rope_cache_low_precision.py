@@ -11,7 +11,7 @@ from ampdoctor.audit.evidence import Phase, Tag
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Location, Severity
 from ampdoctor.core.registry import Hit, code_check, code_fix, policy_check, runtime_check
-from ampdoctor.dtypes import EXACT_INT, HALF, ROPE_TABLE_NAME, name_of
+from ampdoctor.dtypes import EXACT_INT, HALF, ROPE_TABLE_NAME, describe_half, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.cstedit import dotted as cst_dotted
 from ampdoctor.lint.python.context import (
@@ -51,7 +51,7 @@ def rope_cache_low_precision(ctx: Context) -> Iterator[CodeHit]:
         else:
             continue
         uncast = {"uncast": call.col_offset} if stored is not None and _dropped_safely(ctx, call) else {}
-        yield call, f"{table_kind(ctx)} {what} is cast to {describe(dtypes)}; keep cos/sin/inv_freq in float32", None, uncast
+        yield call, f"{table_kind(ctx)} {what} is cast to {describe_half(dtypes)}; keep cos/sin/inv_freq in float32", None, uncast
 
 
 # What a consumer may do to a table on the way to its cast without the table's dtype showing: indexing and the

@@ -50,8 +50,8 @@ def gate_sign(ctx: Context, call: ast.Call, name: str) -> tuple[int | None, ast.
             return 1, parent
         if _branch_implies_bf16(ctx, parent, child, scope):
             return -1, parent
-        if unknown is None and isinstance(parent, ast.If) and _discriminates(ctx, parent.test, scope):
-            unknown = parent
+        if unknown is None and isinstance(parent, (ast.If, ast.IfExp)) and _discriminates(ctx, parent.test, scope):
+            unknown = parent  # ``GradScaler() if <precision test> else None`` is gated as an `if` block is
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and name_polarity(parent.name) == 1:
             return 1, parent
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -65,7 +65,7 @@ def _discriminates(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) 
     for node in ast.walk(expr):
         if isinstance(node, (ast.Compare, ast.Call)) and _mentions_precision(node):
             return True
-        if isinstance(node, ast.Name) and depth < 3:
+        if isinstance(node, (ast.Name, ast.Attribute)) and depth < 3:  # ``self.fp16_mode = mode == 1`` too
             if any(v is not None and _discriminates(ctx, v, scope, depth + 1) for _, v in ctx.src.bindings(node, scope)):
                 return True
     return False

@@ -10,7 +10,7 @@ from typing import Iterator
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, policy_check
-from ampdoctor.dtypes import HALF
+from ampdoctor.dtypes import HALF, describe_half
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context, calls_named
 from ampdoctor.lint.python.dataflow import describe
@@ -36,7 +36,7 @@ def low_precision_reduce(ctx: Context) -> Iterator[CodeHit]:
         if reduce is not None and not (isinstance(reduce, ast.Constant) and reduce.value is None):
             dtypes = ctx.flow.dtype_of(reduce, scope)
             if dtypes and dtypes & HALF:
-                yield reduce, f"gradients are reduced in {describe(dtypes)}; use `reduce_dtype=torch.float32`"
+                yield reduce, f"gradients are reduced in {describe_half(dtypes)}; use `reduce_dtype=torch.float32`"
             continue
         param = ctx.flow.dtype_of(argument(call, 0, "param_dtype"), scope)
         if param and param & HALF:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from ampdoctor.lint.python.resolve import last_identifier, tokens
+from ampdoctor.lint.python.resolve import last_identifier, tokens, words
 from ampdoctor.lint.python.source import SourceFile
 
 
@@ -80,10 +80,12 @@ _HELPER_NAMES = frozenset({"util", "utils", "helper", "helpers", "common", "lib"
 
 
 def named_training_script(path: str) -> bool:
-    """Whether the file's name says it is a training script (``train.py``, ``finetune_lora.py``), not a helper."""
-    stem = PurePath(path).name.lower().removesuffix(".py")
-    words = tokens(stem)
-    return bool(words & _TRAIN_NAMES) and not words & _HELPER_NAMES
+    """Whether the file's name says it is a training script (``train.py``, ``finetune_lora.py``), not a helper.
+    A training word after "for" names what the module serves (``control_net_for_train.py``: the network a
+    training script builds), not the script itself."""
+    pieces = words(PurePath(path).name.lower().removesuffix(".py"))
+    trains = any(w in _TRAIN_NAMES and (i == 0 or pieces[i - 1] != "for") for i, w in enumerate(pieces))
+    return trains and not set(pieces) & _HELPER_NAMES
 
 
 def _exercise_kind(name: str, stem: str, folders: list[str]) -> Kind | None:

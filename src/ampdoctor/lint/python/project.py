@@ -37,6 +37,9 @@ class Evidence:
     file: str
     line: int
     through: str = ""
+    # a training config whose half precision comes from casting the weights (DeepSpeed's bf16/fp16 engines, a
+    # torchtune or bf16-true run): it enters no autocast
+    casts_weights: bool = False
 
     def describe(self) -> str:
         where = f"{self.what} ({self.file}:{self.line}"
@@ -289,10 +292,11 @@ class ProjectModel:
 
     def _autocast_nowhere(self) -> bool:
         """No file of this folder shows a sign of running under autocast (`AUTOCAST_SIGNS`) and no training config
-        of it runs half precision, while some file of it runs a training loop (`TRAINING_LOOP`): a folder with none is
+        of it runs half precision through autocast (one that casts the weights, as DeepSpeed's bf16 engine, enters
+        none), while some file of it runs a training loop (`TRAINING_LOOP`): a folder with none is
         a library, run by its users' code, which may enter autocast. Read from the files' text only when the
         summaries leave it open, and only until the first sign (a file that cannot be read leaves it open: no)."""
-        if not self.folder or self.config_half or self.text_of is None:
+        if not self.folder or self.text_of is None or any(not e.casts_weights for e in self.config_half):
             return False
         if any(s.autocast is not None or s.guards is not None for s in self.summaries.values()):
             return False
@@ -420,13 +424,24 @@ PRECISION_WORDS = ("autocast", "bfloat16", "float16", "bf16", "fp16", "half()", 
 
 # What shows that a project's code may run under autocast: autocast itself (entered, decorated, or turned off around
 # some math, which says the code expects it on), AMP flags, or a framework that enters it for the user from a
-# launch flag or config (accelerate, the HF and Lightning trainers, DeepSpeed, mmengine's AmpOptimWrapper). Read in
-# the lowercased text, broad on purpose (`USE_AMP`, `SOLVER.AMP`, `amp_dtype`, `amp.GradScaler` all count), but "amp"
-# inside a longer word is none (`clamp_`, `clamp=`, `.amplitude`), nor is a call of a ``...Trainer`` class that the
-# project defines itself on no base class (`ProjectModel._autocast_nowhere`): that is a loop of its own.
+# launch flag or config (accelerate's `mixed_precision`, the HF and Lightning trainers and their `precision="..."`,
+# mmengine's AmpOptimWrapper, a DeepSpeed config dict's apex "amp" block; DeepSpeed's own torch_autocast says
+# "autocast", and its JSON configs are read as training configs). Read in the lowercased text, broad on purpose
+# (`USE_AMP`, `SOLVER.AMP`, `amp_dtype`, `amp.GradScaler` all count), but none of these is a sign:
+# - "amp" inside a longer word (`clamp_`, `clamp=`, `.amplitude`);
+# - apex's fused-kernel module `amp_C` and torch's loss-scale kernels `_amp_foreach_non_finite_check_and_unscale_`,
+#   `_amp_update_scale_`: fused optimizers and the hand-written loss scalers of models cast to fp16 call them;
+# - DeepSpeed itself: its bf16/fp16 engines cast the model and enter no autocast;
+# - `mixed_precision` inside a project's own identifier (`_add_mixed_precision_args`), and a `precision` that is
+#   not given a literal mode (`precision=torch.half`, `self.precision = precision`, `precision == ...`): the dtype
+#   of a model cast as often as an autocast mode;
+# - a call of a ``...Trainer`` class that the project defines itself on no base class
+#   (`ProjectModel._autocast_nowhere`): that is a loop of its own.
 AUTOCAST_SIGNS = re.compile(
-    r"autocast|custom_fwd|mixed_precision|precision ?=|\.amp(?![a-z])|_amp(?![a-z])|(?<![a-z])amp[_=.]|ampoptim"
-    r"|accelerator|trainingarguments|fabric|lightning|deepspeed|composer|(?P<trainer>trainer)\(")
+    r"autocast|custom_fwd|(?<![a-z_])mixed_precision(?!_?[a-z])|precision ?= ?[\"'\d]|[\"']amp[\"']"
+    r"|\.amp(?![a-z])|_amp(?![a-z]|_foreach_non_finite|_update_scale)"
+    r"|(?<![a-z])amp(?:[=.]|_(?!c(?![a-z])|foreach_non_finite|update_scale))|ampoptim"
+    r"|accelerator|trainingarguments|fabric|lightning|composer|(?P<trainer>trainer)\(")
 # ``class MixedPrecisionTrainer:`` or ``class LoopTrainer(object):``, in lowercased text.
 _PLAIN_TRAINER_CLASS = re.compile(r"^[ \t]*class[ \t]+(\w*trainer)[ \t]*(?:\([ \t]*(?:object)?[ \t]*\))?[ \t]*:", re.M)
 _IDENTIFIER_END = re.compile(r"\w*$")
