@@ -82,7 +82,11 @@ def _mentions_precision(expr: ast.AST) -> bool:
 
 
 def _branch_implies_bf16(ctx: Context, parent: ast.AST, child: ast.AST, scope: ast.AST) -> bool:
-    """`child` is the body of an `if bf16:` (``elif mixed_precision == "bf16":``) or the else of an `if fp16:`."""
+    """`child` is the body of an `if bf16:` (``elif mixed_precision == "bf16":``) or the else of an `if fp16:`, as a
+    statement or as a conditional expression (``GradScaler() if not fp16 else None``)."""
+    if isinstance(parent, ast.IfExp):
+        sign = ctx.flow.fp16_polarity(parent.test, scope)
+        return (child is parent.body and sign == -1) or (child is parent.orelse and sign == 1)
     if not isinstance(parent, ast.If):
         return False
     sign = ctx.flow.fp16_polarity(parent.test, scope)
@@ -111,7 +115,8 @@ def grad_scaler_with_bf16(ctx: Context) -> Iterator[CodeHit]:
     for call, name in calls_named(ctx, GRAD_SCALERS):
         sign, gate = gate_sign(ctx, call, name)
         if sign == -1 and gate is not None:
-            where = "enabled only for bf16" if isinstance(gate, ast.expr) else f"created in a branch only bf16 runs take (line {gate.lineno})"
+            enabled = any(gate is a for a in (*call.args, *(k.value for k in call.keywords)))
+            where = "enabled only for bf16" if enabled else f"created in a branch only bf16 runs take (line {gate.lineno})"
             yield call, f"`{name.rsplit('.', 1)[-1]}` is {where}: with bf16 it fails in `unscale_` or scales for nothing"
             continue
         if sign != 0 or has_star_kwargs(call) or _paired_with_fp16_autocast(ctx, call):

@@ -258,6 +258,22 @@ class Dataflow:
             return sign
         bindings = self.src.bindings(expr, scope or self.src.scope(expr))
         signs = {self.fp16_polarity(v, scope, depth + 1) if v is not None else 0 for _, v in bindings}
+        sign = signs.pop() if len(signs) == 1 else 0
+        return sign or self._selected_dtype_polarity(expr, scope, depth)
+
+    def _selected_dtype_polarity(self, expr: ast.Name | ast.Attribute, scope: ast.AST | None, depth: int) -> int:
+        """What the file itself makes of the flag: it picks fp16 when true wherever it picks a dtype by it
+        (``dtype = torch.float16 if use_fp16_rather_bf16 else torch.bfloat16``), whatever it is called or bound to."""
+        spelled = ast.dump(expr)
+        values = [a.value for a in self.src.assigns if isinstance(getattr(a, "value", None), ast.IfExp)]
+        values += [k.value for c in self.src.calls for k in c.keywords if isinstance(k.value, ast.IfExp)]
+        signs = set()
+        for pick in values:
+            if ast.dump(pick.test) != spelled:
+                continue
+            when_true, when_false = self._literal_dtype(pick.body, scope, depth), self._literal_dtype(pick.orelse, scope, depth)
+            if {when_true, when_false} == {FP16, BF16}:
+                signs.add(1 if when_true == FP16 else -1)
         return signs.pop() if len(signs) == 1 else 0
 
     def _compare_polarity(self, expr: ast.Compare, scope, depth: int) -> int:
@@ -307,11 +323,8 @@ def _constant_named_like_a_dtype(expr: ast.Name | ast.Attribute) -> DTypes:
 def name_polarity(identifier: str) -> int:
     """+1 for names that say fp16 (``use_fp16``, ``args.half``), -1 for names that say bf16, else 0."""
     words = tokens(identifier)
-    if words & {"bf16", "bfloat16", "bfloat"}:
-        return -1
-    if words & {"fp16", "float16", "half", "f16"}:
-        return 1
-    return 0
+    bf16, fp16 = bool(words & {"bf16", "bfloat16", "bfloat"}), bool(words & {"fp16", "float16", "half", "f16"})
+    return 0 if bf16 == fp16 else (-1 if bf16 else 1)  # both (``use_fp16_rather_bf16``): the name does not say which
 
 
 def _is_device(expr: ast.AST) -> bool:
