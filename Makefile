@@ -11,7 +11,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e ".[torch]"  # torch (as TORCH_SPEC installed it) and NumPy, which torch warns without
 	touch $@
 
 $(VENV)/.dev-installed: $(VENV)/.installed
