@@ -151,3 +151,18 @@ def test_hf_reader_takes_model_and_generation_keys_alone_for_no_training_config(
     docs, _ = load_documents(path)
     assert reader_for(docs[0]) is reader_named("hf")
     assert [f for f in lint_config_files([path]).findings if f.rule_id == "AMP119"]
+
+
+def test_deepspeed_keys_none_of_which_deepspeed_could_read_are_another_programs_file(tmp_path):
+    """A UI's form defaults (`"train_batch_size": {"value": 5, "min": 1}`) hold DeepSpeed's key names with values of
+    no type DeepSpeed takes: another program's file, not a DeepSpeed config with invalid values (input errors on a
+    file DeepSpeed never reads are false). One DeepSpeed-typed key is enough for a config with wrong values."""
+    form = tmp_path / "defaults.json"
+    form.write_text('{"train_batch_size": {"value": 5, "min": 1}, "gradient_accumulation_steps": {"value": 1}}\n')
+    docs, _ = load_documents(form)
+    assert reader_for(docs[0]) is None
+    config = tmp_path / "ds_config.json"
+    config.write_text('{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": {"value": 1}}\n')
+    docs, _ = load_documents(config)
+    assert reader_for(docs[0]) is not None and reader_for(docs[0]).name == "deepspeed"
+    assert any("gradient_accumulation_steps" in e.message for e in lint_config_files([config]).errors)

@@ -40,12 +40,21 @@ _DS_ONLY = frozenset({"zero_optimization", "train_micro_batch_size_per_gpu", "tr
 ENGINE_DTYPE = {"bf16": BF16, "fp16": FP16, "amp": FP16, "fp32": FP32}
 
 
+# The value types DeepSpeed takes for its own keys: a file holding those keys with none of them of its type
+# (`"train_batch_size": {"value": 5, "min": 1}`, a UI's form defaults) is some other program's, not a broken config.
+_DS_ONLY_TYPES: dict[str, tuple[type, ...]] = {
+    "zero_optimization": (dict,), "train_micro_batch_size_per_gpu": (int, str), "train_batch_size": (int, str),
+    "steps_per_print": (int,), "wall_clock_breakdown": (bool,), "zero_allow_untested_optimizer": (bool,),
+    "communication_data_type": (str, type(None)), "torch_autocast": (dict, bool),
+}
+
+
 def detect(doc: Document) -> bool:
     if not isinstance(doc.data, dict):
         return False
     keys = {k for k in doc.data if isinstance(k, str)}
     if keys & _DS_ONLY:
-        return True
+        return any(isinstance(doc.data[k], _DS_ONLY_TYPES[k]) for k in keys & _DS_ONLY)
     blocks = [k for k in ("fp16", "bf16", "bfloat16", "amp") if isinstance(doc.data.get(k), dict)]
     return bool(blocks) and len(keys & DS_KEYS) >= 2
 
