@@ -73,7 +73,7 @@ def test_a_package_that_does_not_parse_passes_no_precision_on(tmp_path):
     good = write(tmp_path / "good", {"pkg/__init__.py": "from .rope import RotaryEmbedding\n", "pkg/rope.py": ROPE, "train.py": train})
     assert [(f, line) for f, line, _ in amp101(lint(str(good)))] == [("rope.py", 11)]
     bad = write(tmp_path / "bad", {"pkg/__init__.py": "from .rope import RotaryEmbedding\nx = (\n", "pkg/rope.py": ROPE, "train.py": train})
-    report = lint(str(bad))
+    report = lint(str(bad), code=2)  # a file that does not parse fails the run, as in ruff; the rest is still checked
     assert amp101(report) == []
     assert [Path(e["file"]).name for e in report["errors"]] == ["__init__.py"]
 

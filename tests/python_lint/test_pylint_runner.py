@@ -37,22 +37,22 @@ def test_syntax_error_is_reported_for_that_file_and_the_run_goes_on(tmp_path: Pa
     (tmp_path / "broken.py").write_text("def f(:\n    pass\n")
     (tmp_path / "train.py").write_text(BUGGY)
     report = lint_paths([tmp_path], LintSettings(jobs=1))
-    assert [(e.file.endswith("broken.py"), e.line, e.fatal) for e in report.errors] == [(True, 1, False)]
+    assert [(e.file.endswith("broken.py"), e.line, e.fatal) for e in report.errors] == [(True, 1, True)]
     assert report.errors[0].message.startswith("syntax error")
     assert sorted((f.name, f.location.line) for f in report.findings) == [("deprecated-cuda-amp", 2), ("grad-scaler-with-bf16", 2)]
     assert len(report.checked) == 2
-    assert exit_code(report, LintSettings().fail_on) == 1
+    assert exit_code(report, LintSettings().fail_on) == 2  # the other file's findings are reported; the run fails
 
 
-def test_only_a_broken_file_exits_2(tmp_path: Path):
+def test_a_broken_file_exits_2_beside_readable_ones_too(tmp_path: Path):
     (tmp_path / "broken.py").write_bytes(b"x = (\n")
     report = lint_paths([tmp_path / "broken.py"], LintSettings(jobs=1))
     assert report.errors and not report.findings
     assert exit_code(report, LintSettings().fail_on) == 2  # the only file checked could not be parsed
     (tmp_path / "fine.py").write_text("x = 1\n")
     report = lint_paths([tmp_path / "broken.py", tmp_path / "fine.py"], LintSettings(jobs=1))
-    assert [e.fatal for e in report.errors] == [False]
-    assert exit_code(report, LintSettings().fail_on) == 0  # a syntax error beside a readable file is reported, not fatal
+    assert [e.fatal for e in report.errors] == [True] and len(report.checked) == 2
+    assert exit_code(report, LintSettings().fail_on) == 2  # as ruff: the readable file is checked, the run still fails
     undecodable = tmp_path / "latin.py"
     undecodable.write_bytes(b"# -*- coding: utf-8 -*-\nx = '\xff'\n")
     report = lint_paths([undecodable], LintSettings(jobs=1))

@@ -72,7 +72,7 @@ class Reader:
         try:
             return self.read(doc)
         except READ_ERRORS as exc:
-            errors.append(ReportError(doc.file, f"cannot interpret this {self.name} config: {type(exc).__name__}: {exc}", fatal=False))
+            errors.append(ReportError(doc.file, f"cannot interpret this {self.name} config: {type(exc).__name__}: {exc}"))
             return None
 
     def read_all(self, docs: list[Document], errors: list[ReportError]) -> list[Reading]:

@@ -46,7 +46,7 @@ def lint_readings(readings: list[Reading], checked: tuple[str, ...], errors: lis
     findings: list[Finding] = []
     for cfg in readings:
         findings.extend(_name_filled_keys(cfg, check_policy(cfg.policy, cfg.facts, cfg.locate())))
-        errors.extend(ReportError(loc.file or cfg.file, message, loc.line, loc.column, fatal=False) for loc, message in cfg.invalid)
+        errors.extend(ReportError(loc.file or cfg.file, message, loc.line, loc.column) for loc, message in cfg.invalid)
     skipped = [e for e in errors if e.kind is ErrorKind.NOT_A_CONFIG]
     report = Report.of(_unique(findings), checked=checked, errors=tuple(dict.fromkeys(e for e in errors if e.kind is not ErrorKind.NOT_A_CONFIG)))
     if not skipped:
@@ -73,9 +73,10 @@ def read_configs(files: list[Path], own_keys: Mapping[Path, frozenset[str]] | No
             docs = [replace(doc, own_keys=own) for doc in docs]
         loaded[_key(path)] = docs
         if error is not None:
-            # Reported, but the rest of the tree still decides the exit code (one upstream JSON with a trailing
-            # comma must not fail a 1,500-file lint); a run where nothing could be read exits 2 all the same.
-            errors.append(replace(error, fatal=False))
+            # The rest of the tree is still checked and reported, and the run exits 2 as ruff's does on a file
+            # that does not parse: a config its framework cannot read fails that run too. A file that is not the
+            # user's to fix belongs in `exclude`.
+            errors.append(error)
             if error.kind is not ErrorKind.NOT_A_CONFIG:
                 unreadable.add(error.file)
             continue

@@ -107,8 +107,10 @@ class ErrorKind(str, Enum):
 class ReportError:
     """Something a report could not do: input a detector could not read (a config that does not parse, a
     script that does not run), a rank that sent no report, an analysis that failed. `file` names the input
-    (or the part of ampdoctor) it concerns. `fatal` errors make the command exit 2; a file with a syntax error
-    is not fatal as long as other files could be checked. `kind` says which of these it is."""
+    (or the part of ampdoctor) it concerns. `fatal` errors make the command exit 2: input that could not be read
+    or that its framework would refuse (the other files are still checked and reported, as ruff does). Not fatal:
+    what is only left unchecked (a file in a newer Python's syntax, a template, a rank that sent no report).
+    `kind` says which of these it is."""
 
     file: str
     message: str

@@ -103,9 +103,9 @@ def _parsed(path: str, text: str, index: bool) -> SourceFile | ReportError | Non
             version = f"{sys.version_info[0]}.{sys.version_info[1]}"
             return ReportError(path, f"{NEWER_PYTHON}{newer}; Python {version} cannot parse it, not checked", exc.lineno, exc.offset,
                                fatal=False, kind=ErrorKind.NEWER_SYNTAX)
-        return ReportError(path, f"syntax error: {exc.msg}", exc.lineno, exc.offset, fatal=False, kind=ErrorKind.SYNTAX)
+        return ReportError(path, f"syntax error: {exc.msg}", exc.lineno, exc.offset, kind=ErrorKind.SYNTAX)
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
-        return ReportError(path, f"syntax error: {exc}", fatal=False, kind=ErrorKind.SYNTAX)
+        return ReportError(path, f"syntax error: {exc}", kind=ErrorKind.SYNTAX)
 
 
 def _check(ctx: Context, checks: list, kind: Kind, suppressions: Suppressions) -> tuple[list[Finding], ReportError | None]:
@@ -179,7 +179,7 @@ def _read(path: str) -> tuple[bytes, str] | ReportError:
         raw = Path(path).read_bytes()
         return raw, importlib.util.decode_source(raw)
     except (OSError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
-        return ReportError(path, f"cannot read: {exc}", fatal=False, kind=ErrorKind.UNREADABLE)
+        return ReportError(path, f"cannot read: {exc}", kind=ErrorKind.UNREADABLE)
 
 
 def _cached(cache: str | None, entry: str | None, path: str) -> FileResult | None:
