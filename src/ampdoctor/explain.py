@@ -215,7 +215,7 @@ def _score(rule: Rule, text: str) -> _Fit | None:
     reason = f"error text matches {match.group(0)!r}"
     if hits:
         shown = ", ".join(repr(_search(c, text).group(0)) for c in hits)  # type: ignore[union-attr]
-        reason += f"; traceback/log context matches {shown}"
+        reason += f"; the text also shows what usually comes with it: {shown}"  # maybe inside the message itself
     elif rule.context:
         reason += f"; but none of what usually comes with it ({_in_words(rule.context)}) is in the text"
     cand = Candidate(rule, score, reason, match.group(0), _last_frame_before(text, match.start()),
