@@ -90,3 +90,15 @@ def test_a_baseline_hides_recorded_findings_and_shows_new_ones(tmp_path, capsys)
     assert main([*lint, "--baseline", str(baseline)]) == 1
     new = json.loads(capsys.readouterr().out)["findings"]
     assert [(f["id"], f["location"]["line"]) for f in new] == [("AMP004", 13)]
+
+
+def test_a_lint_that_finds_nothing_to_check_says_so(tmp_path, capsys):
+    """An empty or unrelated folder (a wrong path, every file excluded) is not a clean bill: the summary says
+    that nothing was checked, as ruff warns that it found no Python files."""
+    (tmp_path / "notes.txt").write_text("hello\n")
+    assert main(["lint", "--no-config", "--no-cache", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "nothing checked: no Python file or training config found" in out and "no findings" not in out
+    (tmp_path / "train.py").write_text("x = 1\n")
+    assert main(["lint", "--no-config", "--no-cache", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip().endswith("no findings in 1 checked")

@@ -114,6 +114,9 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
         report = report.merge(lint_python_files(python, jobs=settings.jobs, roots=folders, config_half=half, context_files=context,
                                                 cache=settings.cache))
     report = _with_unrecognised([Path(p) for p in paths], report)
+    if not report.checked and not report.errors and report.info.summary_when_clean is None:
+        # "no findings" over nothing would read as a clean bill (a wrong folder, every file excluded)
+        report = report.with_info(summary_when_clean="nothing checked: no Python file or training config found")
     return replace(report, findings=tuple(f for f in report.findings if settings.enabled(f)))
 
 
