@@ -11,7 +11,7 @@ import pytest
 from ampdoctor.lint import LintSettings, lint_paths
 from ampdoctor.lint.launch import launched_scripts, launches_in, option_values
 from ampdoctor.lint.python.context import Context
-from ampdoctor.lint.python.project import ProjectContext
+from ampdoctor.lint.python.project import Evidence, ProjectContext, ProjectModel, Summary, module_name
 from ampdoctor.lint.python.source import SourceFile
 
 ROPE = """
@@ -155,3 +155,17 @@ def test_a_literal_value_makes_the_scripts_half_precision_certain_and_a_variable
     assert not facts("python train.py --bf16 $USE_BF16\n").mixed_precision_on
     assert not facts("python train.py\n").mixed_precision_on
     assert all(isinstance(n, ast.Call) for n in facts("python train.py --bf16\n").mixed_precision_on)
+
+
+def test_a_config_a_launch_line_passes_is_a_config_the_script_names():
+    texts = {"train.py": "from pkg.model import GPT\nmodel = GPT()\n", "pkg/model.py": "class GPT: ...\n", "pkg/__init__.py": ""}
+    bf16 = Evidence("bf16 training config (deepspeed)", frozenset({"bf16"}), "configs/ds_config.json", 3)
+
+    def model(launches: dict) -> ProjectModel:
+        return ProjectModel({rel: Summary(rel, module_name(rel), ()) for rel in texts}, [bf16], text_of=texts.get, launches=launches)
+
+    launch = launches_in("deepspeed --num_gpus 8 train.py --deepspeed configs/ds_config.json\n", "scripts/run.sh")
+    half = model({"train.py": launch}).contexts()["pkg/model.py"].half
+    assert half is not None and half.describe() == (
+        "bf16 training config (deepspeed) (configs/ds_config.json:3, named at scripts/run.sh:1, then imported at train.py:1)")
+    assert model({}).contexts().get("pkg/model.py") is None
