@@ -157,15 +157,28 @@ def test_a_literal_value_makes_the_scripts_half_precision_certain_and_a_variable
     assert all(isinstance(n, ast.Call) for n in facts("python train.py --bf16\n").mixed_precision_on)
 
 
-def test_a_config_a_launch_line_passes_is_a_config_the_script_names():
+@pytest.mark.parametrize("line", ["deepspeed --num_gpus 8 train.py --deepspeed configs/ds_config.json",
+                                  "composer train.py configs/ds_config.json --seed 1",
+                                  "accelerate launch --config_file configs/ds_config.json train.py"])
+def test_a_config_a_launch_line_passes_is_a_config_the_script_names(line):
     texts = {"train.py": "from pkg.model import GPT\nmodel = GPT()\n", "pkg/model.py": "class GPT: ...\n", "pkg/__init__.py": ""}
     bf16 = Evidence("bf16 training config (deepspeed)", frozenset({"bf16"}), "configs/ds_config.json", 3)
 
     def model(launches: dict) -> ProjectModel:
         return ProjectModel({rel: Summary(rel, module_name(rel), ()) for rel in texts}, [bf16], text_of=texts.get, launches=launches)
 
-    launch = launches_in("deepspeed --num_gpus 8 train.py --deepspeed configs/ds_config.json\n", "scripts/run.sh")
+    launch = launches_in(line + "\n", "scripts/run.sh")
     half = model({"train.py": launch}).contexts()["pkg/model.py"].half
     assert half is not None and half.describe() == (
         "bf16 training config (deepspeed) (configs/ds_config.json:3, named at scripts/run.sh:1, then imported at train.py:1)")
     assert model({}).contexts().get("pkg/model.py") is None
+
+
+def test_a_half_flag_of_a_run_handed_to_deepspeed_is_no_autocast(tmp_path):
+    # HF's `--deepspeed`: the Trainer leaves bf16 to DeepSpeed's engine, which casts the model; nothing autocasts
+    train = ACCELERATE_TRAIN.replace("accelerate import Accelerator", "transformers import Trainer as Accelerator")
+    root = write(tmp_path, {"train.py": train, "pkg/__init__.py": "", "pkg/rope.py": ROPE,
+                            "run.sh": "torchrun train.py --bf16 True --deepspeed ds_z3.json\n"})
+    assert amp101(root) == []
+    (root / "run.sh").write_text("torchrun train.py --bf16 True\n")
+    assert [name for name, _ in amp101(root)] == ["rope.py"]

@@ -13,7 +13,7 @@ import re
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 SHELL_SUFFIXES = frozenset({".sh", ".bash"})
 # Commands that run the rest of their line (`nohup python ...`, `srun -N 2 python ...`); their own options are skipped.
@@ -27,6 +27,7 @@ _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?[-=+?][^}]*)?\}|([A-Za-z
 # Flags taken as booleans when given with no value or with a truth word (`--bf16`, `--bf16 True`).
 BOOLEAN_FLAGS = frozenset({"bf16", "fp16"})
 _TRUE = frozenset({"true", "1", "yes"})
+_DEEPSPEED_FLAGS = frozenset({"deepspeed", "use_deepspeed", "deepspeed_config_file"})
 _FALSE = frozenset({"false", "0", "no"})
 
 
@@ -54,6 +55,19 @@ class Launch:
     module: bool  # `python -m pkg.train`
     launcher_flags: tuple[Flag, ...]  # the launcher's own (`accelerate launch --mixed_precision bf16`)
     script_flags: tuple[Flag, ...]  # what the script is given
+    # every word the script is given, variables the launcher sets put in (`train.py yamls/mpt-125m.yaml --seed 1`)
+    arguments: tuple[str, ...] = ()
+
+    @property
+    def deepspeed(self) -> bool:
+        """The run is handed to DeepSpeed's engine (HF's `--deepspeed ds_config.json`, `accelerate launch
+        --use_deepspeed`), which runs half precision by casting the model, not under autocast."""
+        return any(f.key in _DEEPSPEED_FLAGS and f.value is not False for f in (*self.launcher_flags, *self.script_flags))
+
+    def values(self) -> Iterator[str]:
+        """Every value on the line: the launcher's flags' and the script's words (a config path among them)."""
+        yield from (f.value for f in self.launcher_flags if isinstance(f.value, str))
+        yield from self.arguments
 
 
 def is_launcher(path: Path) -> bool:
@@ -192,7 +206,8 @@ def _made(words: list[str], at: int, module: bool, launcher: list[Flag], assigne
         script = "/".join(parts[max(i for i, p in enumerate(parts) if set(p) & set("$(){}`")) + 1:])
     if not script or (module and not all(p.isidentifier() for p in script.split("."))):
         return None
-    return Launch(file, line, script, module, tuple(launcher), tuple(_flags(words[at + 1:], assigned, line)))
+    return Launch(file, line, script, module, tuple(launcher), tuple(_flags(words[at + 1:], assigned, line)),
+                  tuple(_expanded(word, assigned)[0] for word in words[at + 1:]))
 
 
 def _expanded(word: str, assigned: Mapping[str, str]) -> tuple[str, bool]:

@@ -335,10 +335,11 @@ class ProjectModel:
         if not by_name:
             return
         for path, summary in list(self.summaries.items()):
-            # named by the script, or passed to it by a launcher (`deepspeed train.py --deepspeed ds_config.json`)
+            # named by the script, or passed to it by a launcher (`deepspeed train.py --deepspeed ds_config.json`,
+            # `composer train.py yamls/mpt-125m.yaml`)
             places = [(n, f"{_short(path)}:{line}") for n, line in summary.configs]
             places += [(name, f"{_short(launch.file)}:{launch.line}") for launch in self.launches.get(path, ())
-                       for flag in (*launch.launcher_flags, *launch.script_flags) if (name := config_name(flag.value)) is not None]
+                       for value in launch.values() if (name := config_name(value)) is not None]
             named = next(((by_name[n], where) for n, where in places if n in by_name), None)
             if named is not None and summary.half is None:
                 evidence, where = named
@@ -350,7 +351,9 @@ class ProjectModel:
         given to the script that its code never names (HF's `--bf16 True`, Lightning's `--precision bf16-mixed`),
         which its framework's argument parser reads. A flag the script names is the script's to interpret: its
         value is one its option holds (`ProjectContext.launch`, read by `Facts`). Only a value written out counts:
-        one read from a shell variable may be anything."""
+        one read from a shell variable may be anything. A launch that hands the run to DeepSpeed (`--deepspeed
+        ds_config.json`) gets no autocast (accelerate and the HF Trainer leave half precision to DeepSpeed's engine,
+        which casts the model): its half flag says only that the run is half (`half`)."""
         for path, launches in sorted(self.launches.items()):
             summary = self.summaries.get(path)
             if summary is None or summary.autocast is not None:
@@ -359,12 +362,18 @@ class ProjectModel:
             for launch in launches:
                 flag = next((f for f in (*launch.launcher_flags, *launch.script_flags) if f.literal and half_setting(f.key, f.value)
                              and (f in launch.launcher_flags or f.key not in named)), None)
-                if flag is not None:
-                    dtypes = half_setting(flag.key, flag.value)
-                    evidence = Evidence(f"{_names(dtypes)} mixed precision (`{flag.text}` on a launch line)", dtypes, launch.file, flag.line)
-                    self._launched[path] = evidence
-                    self.summaries[path] = replace(summary, autocast=evidence)
+                if flag is None:
+                    continue
+                dtypes = half_setting(flag.key, flag.value)
+                if launch.deepspeed:
+                    if summary.half is None:
+                        evidence = Evidence(f"{_names(dtypes)} DeepSpeed engine (`{flag.text}` on a launch line)", dtypes, launch.file, flag.line)
+                        self.summaries[path] = replace(summary, half=evidence)
                     break
+                evidence = Evidence(f"{_names(dtypes)} mixed precision (`{flag.text}` on a launch line)", dtypes, launch.file, flag.line)
+                self._launched[path] = evidence
+                self.summaries[path] = replace(summary, autocast=evidence)
+                break
 
     def _spread(self, kind: str) -> dict[str, Evidence]:
         """Breadth-first from each training file that sets up a context of `kind`, along its imports."""
