@@ -174,11 +174,24 @@ def test_a_config_a_launch_line_passes_is_a_config_the_script_names(line):
     assert model({}).contexts().get("pkg/model.py") is None
 
 
-def test_a_half_flag_of_a_run_handed_to_deepspeed_is_no_autocast(tmp_path):
-    # HF's `--deepspeed`: the Trainer leaves bf16 to DeepSpeed's engine, which casts the model; nothing autocasts
-    train = ACCELERATE_TRAIN.replace("accelerate import Accelerator", "transformers import Trainer as Accelerator")
-    root = write(tmp_path, {"train.py": train, "pkg/__init__.py": "", "pkg/rope.py": ROPE,
-                            "run.sh": "torchrun train.py --bf16 True --deepspeed ds_z3.json\n"})
-    assert amp101(root) == []
-    (root / "run.sh").write_text("torchrun train.py --bf16 True\n")
+HF_TRAIN = """
+from transformers import HfArgumentParser, Trainer, TrainingArguments
+from pkg.rope import RotaryEmbedding
+
+def main():
+    (args,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses()
+    Trainer(model=RotaryEmbedding(64), args=args).train()
+"""
+
+
+def test_a_half_flag_autocasts_only_where_a_framework_that_autocasts_parses_it_and_deepspeed_does_not_run(tmp_path):
+    root = write(tmp_path, {"train.py": HF_TRAIN, "pkg/__init__.py": "", "pkg/rope.py": ROPE, "run.sh": "torchrun train.py --bf16 True\n"})
     assert [name for name, _ in amp101(root)] == ["rope.py"]
+    # HF's `--deepspeed`: the Trainer leaves bf16 to DeepSpeed's engine, which casts the model; nothing autocasts
+    (root / "run.sh").write_text("torchrun train.py --bf16 True --deepspeed ds_z3.json\n")
+    assert amp101(root) == []
+    # a parser of another framework (Megatron's, fairseq's `--bf16` cast the model): the run is half, not autocast
+    (root / "train.py").write_text(textwrap.dedent(HF_TRAIN).replace("HfArgumentParser(TrainingArguments)", "megatron_parser()")
+                                   .replace("from transformers import HfArgumentParser, Trainer, TrainingArguments", "from megatron import Trainer, megatron_parser"))
+    (root / "run.sh").write_text("torchrun train.py --bf16\n")
+    assert amp101(root) == []

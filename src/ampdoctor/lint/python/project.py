@@ -351,9 +351,11 @@ class ProjectModel:
         given to the script that its code never names (HF's `--bf16 True`, Lightning's `--precision bf16-mixed`),
         which its framework's argument parser reads. A flag the script names is the script's to interpret: its
         value is one its option holds (`ProjectContext.launch`, read by `Facts`). Only a value written out counts:
-        one read from a shell variable may be anything. A launch that hands the run to DeepSpeed (`--deepspeed
-        ds_config.json`) gets no autocast (accelerate and the HF Trainer leave half precision to DeepSpeed's engine,
-        which casts the model): its half flag says only that the run is half (`half`)."""
+        one read from a shell variable may be anything. What a flag the script never names does is its framework's:
+        autocast where the script parses its arguments with a parser of a framework that autocasts for such a flag
+        (`AUTOCAST_PARSERS`), and otherwise (Megatron's and fairseq's `--bf16`/`--fp16` cast the model) only that the
+        run is half (`half`). So is a launch that hands the run to DeepSpeed (`--deepspeed ds_config.json`):
+        accelerate and the HF Trainer leave half precision to DeepSpeed's engine, which casts the model."""
         for path, launches in sorted(self.launches.items()):
             summary = self.summaries.get(path)
             if summary is None or summary.autocast is not None:
@@ -365,9 +367,9 @@ class ProjectModel:
                 if flag is None:
                     continue
                 dtypes = half_setting(flag.key, flag.value)
-                if launch.deepspeed:
+                if launch.deepspeed or not (flag in launch.launcher_flags or named & AUTOCAST_PARSERS):
                     if summary.half is None:
-                        evidence = Evidence(f"{_names(dtypes)} DeepSpeed engine (`{flag.text}` on a launch line)", dtypes, launch.file, flag.line)
+                        evidence = Evidence(f"{_names(dtypes)} run (`{flag.text}` on a launch line)", dtypes, launch.file, flag.line)
                         self.summaries[path] = replace(summary, half=evidence)
                     break
                 evidence = Evidence(f"{_names(dtypes)} mixed precision (`{flag.text}` on a launch line)", dtypes, launch.file, flag.line)
@@ -494,6 +496,12 @@ AUTOCAST_SIGNS = re.compile(
 # ``class MixedPrecisionTrainer:`` or ``class LoopTrainer(object):``, in lowercased text.
 _PLAIN_TRAINER_CLASS = re.compile(r"^[ \t]*class[ \t]+(\w*trainer)[ \t]*(?:\([ \t]*(?:object)?[ \t]*\))?[ \t]*:", re.M)
 _IDENTIFIER_END = re.compile(r"\w*$")
+
+
+# Argument parsers whose `--bf16`/`--fp16`/`--precision bf16-mixed` turn autocast on (the HF Trainer's arguments,
+# TRL's, LightningCLI's trainer): a launch flag a script parses with one of them autocasts its run.
+AUTOCAST_PARSERS = frozenset({"TrainingArguments", "Seq2SeqTrainingArguments", "HfArgumentParser", "TrlParser", "SFTConfig",
+                              "DPOConfig", "GRPOConfig", "LightningCLI"})
 
 
 # A training loop of the project's own: an optimizer stepped or its gradients zeroed, or a trainer's fit/train (not
