@@ -159,6 +159,7 @@ def test_a_literal_value_makes_the_scripts_half_precision_certain_and_a_variable
 
 @pytest.mark.parametrize("line", ["deepspeed --num_gpus 8 train.py --deepspeed configs/ds_config.json",
                                   "composer train.py configs/ds_config.json --seed 1",
+                                  "python train.py --deepspeed=configs/ds_config.json",
                                   "accelerate launch --config_file configs/ds_config.json train.py"])
 def test_a_config_a_launch_line_passes_is_a_config_the_script_names(line):
     texts = {"train.py": "from pkg.model import GPT\nmodel = GPT()\n", "pkg/model.py": "class GPT: ...\n", "pkg/__init__.py": ""}

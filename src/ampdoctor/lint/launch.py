@@ -65,8 +65,9 @@ class Launch:
         return any(f.key in _DEEPSPEED_FLAGS and f.value is not False for f in (*self.launcher_flags, *self.script_flags))
 
     def values(self) -> Iterator[str]:
-        """Every value on the line: the launcher's flags' and the script's words (a config path among them)."""
-        yield from (f.value for f in self.launcher_flags if isinstance(f.value, str))
+        """Every value on the line: the flags' (`--deepspeed=ds.json` too) and the script's other words (a config
+        path among them)."""
+        yield from (f.value for f in (*self.launcher_flags, *self.script_flags) if isinstance(f.value, str))
         yield from self.arguments
 
 
