@@ -5,7 +5,7 @@
 
 The repositories are listed in bench/ecosystem/repos.yaml (name, repo, pinned commit, optional paths). Each is
 extracted from its fetched mirror (`fetch github:OWNER/NAME` puts a bare git dir at /work/.mirror/OWNER+NAME/repo;
---mirrors changes that folder) into the cache folder, only the files lint reads (.py, .json, .yaml, .yml, .env),
+--mirrors changes that folder) into the cache folder, only the files lint reads (.py, .json, .yaml, .yml, .env, shell launchers),
 blob by blob so a blob missing from the mirror is skipped and reported, not fatal. Nothing upstream is committed.
 
 Each repository is linted twice, with the default rule set and with every rule (--select ALL). Every warning and
@@ -46,7 +46,9 @@ import benchdocs  # noqa: E402
 MANIFEST = HERE / "repos.yaml"
 VERDICTS = HERE / "verdicts.yaml"
 QUICK_VERDICTS = HERE / "quick-verdicts.yaml"
-LINTED_SUFFIXES = (".py", ".json", ".yaml", ".yml", ".env")
+LINTED_SUFFIXES = (".py", ".json", ".yaml", ".yml", ".env", ".sh", ".bash")  # .sh/.bash: launchers (`lint.launch`)
+# What a finished extraction records first: the commit and the suffixes it took (a cache made with fewer is redone).
+STAMP = "{commit} {suffixes}"
 VERDICT_VALUES = ("true", "false", "debatable")
 MODES = {"default": None, "ALL": "ALL"}
 
@@ -96,7 +98,8 @@ def extract(entry: dict, mirrors: Path, cache: Path) -> tuple[Path | None, list[
     name, repo, commit = entry["name"], entry["repo"], entry["commit"]
     dest = cache / name
     done = dest / ".ecosystem-commit"
-    if done.exists() and done.read_text().split("\n")[0] == commit:
+    stamp = STAMP.format(commit=commit, suffixes=",".join(LINTED_SUFFIXES))
+    if done.exists() and done.read_text().split("\n")[0] == stamp:
         return dest, [n for n in done.read_text().split("\n")[1:] if n]
     gitdir = mirrors / repo.replace("/", "+") / "repo"
     fetch_hint = f"run `fetch github:{repo}`"
@@ -137,7 +140,7 @@ def extract(entry: dict, mirrors: Path, cache: Path) -> tuple[Path | None, list[
     proc.wait()
     notes = [f"{name}: blob missing from the mirror, skipped: {p} (`fetch github:{repo}` again may complete it)"
              for p in missing]
-    done.write_text("\n".join([commit, *notes]))
+    done.write_text("\n".join([stamp, *notes]))
     return dest, notes
 
 

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     for e in entries:
         tree = args.cache / e["name"]
         done = tree / ".ecosystem-commit"
-        if not done.exists() or done.read_text().split("\n")[0] != e["commit"]:
+        if not done.exists() or done.read_text().split("\n")[0].split(" ")[0] != e["commit"]:
             absent.append(e["name"])
             continue
         rows += repository(e["name"], tree, verdicts)

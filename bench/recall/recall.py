@@ -215,10 +215,10 @@ _PROJECT_FILES = ("*.py", "*.json", "*.yaml", "*.yml", "*.toml")
 
 
 def extract_project(gitdir: Path, rev: str, root: Path) -> None:
-    """The repository's Python and config files at `rev`, for context; a snapshot that lacks some blobs gives what it
+    """The repository's Python, config and shell launcher files at `rev`, for context; a snapshot that lacks some blobs gives what it
     has (the listed files are extracted one by one afterwards, and reported when missing)."""
     names = git(gitdir, "ls-tree", "-r", "-z", "--name-only", rev).stdout.decode(errors="replace").split("\0")
-    wanted = [n for n in names if n.endswith((".py", ".json", ".yaml", ".yml", ".toml")) and "/." not in "/" + n]
+    wanted = [n for n in names if n.endswith((".py", ".json", ".yaml", ".yml", ".toml", ".sh", ".bash")) and "/." not in "/" + n]
     batch = subprocess.run(["git", "--git-dir", str(gitdir), "cat-file", "--batch"], input="".join(f"{rev}:{n}\n" for n in wanted).encode(),
                            capture_output=True)
     data, pos = batch.stdout, 0

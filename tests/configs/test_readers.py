@@ -166,3 +166,33 @@ def test_deepspeed_keys_none_of_which_deepspeed_could_read_are_another_programs_
     docs, _ = load_documents(config)
     assert reader_for(docs[0]) is not None and reader_for(docs[0]).name == "deepspeed"
     assert any("gradient_accumulation_steps" in e.message for e in lint_config_files([config]).errors)
+
+
+COMPOSER_RUN = """
+model:
+  name: mpt_causal_lm
+train_loader:
+  name: text
+precision: {precision}
+max_duration: 1000ba
+global_train_batch_size: 256
+"""
+
+
+@pytest.mark.parametrize("precision, compute, scaler", [("amp_bf16", "bf16", "none"), ("amp_fp16", "fp16", "dynamic"),
+                                                          ("fp32", "fp32", "none")])
+def test_a_composer_run_config_autocasts_fp32_weights_to_its_precision(precision, compute, scaler, tmp_path):
+    path = toml(tmp_path, COMPOSER_RUN.format(precision=precision), "run.yaml")
+    [doc] = load_documents(path)[0]
+    assert reader_for(doc) is reader_named("composer")
+    reading = reader_named("composer").read(doc)
+    assert (reading.policy.params, reading.policy.compute, reading.policy.loss_scale) == ("fp32", compute, scaler)
+    assert reading.facts.autocast is (compute != "fp32") and reading.locate()("compute").line == 5
+
+
+def test_a_bare_precision_key_or_an_evaluation_config_is_no_composer_training_run(tmp_path):
+    [bare] = load_documents(toml(tmp_path, "precision: amp_bf16\nname: x\n", "bare.yaml"))[0]
+    assert reader_for(bare) is not reader_named("composer")
+    [evaluation] = load_documents(toml(tmp_path, "precision: amp_bf16\nicl_tasks: tasks.yaml\ndevice_eval_batch_size: 4\n", "eval.yaml"))[0]
+    assert reader_for(evaluation) is reader_named("composer")
+    assert reader_named("composer").read(evaluation).facts.trains is False

@@ -15,7 +15,20 @@ from typing import Any
 
 import yaml
 
-from ampdoctor.frameworks import accelerate, deepspeed, fsdp, h2o, hf, launchers, lightning, neox, simpletuner, torchtitan, torchtune
+from ampdoctor.frameworks import (
+    accelerate,
+    composer,
+    deepspeed,
+    fsdp,
+    h2o,
+    hf,
+    launchers,
+    lightning,
+    neox,
+    simpletuner,
+    torchtitan,
+    torchtune,
+)
 from ampdoctor.frameworks.base import Reading, Reference, Setting
 from ampdoctor.frameworks.launchers import Device, hardware_in
 from ampdoctor.frameworks.located import Document, load_documents
@@ -33,6 +46,7 @@ READERS: tuple[Reader, ...] = (
     h2o.READER,
     torchtune.READER,
     torchtitan.READER,
+    composer.READER,
     simpletuner.READER,
     hf.READER,
     launchers.READER,

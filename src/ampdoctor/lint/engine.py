@@ -12,6 +12,7 @@ from typing import Sequence
 from ampdoctor.dtypes import HALF
 from ampdoctor.frameworks.base import Reading
 from ampdoctor.frameworks.located import file_kind
+from ampdoctor.lint.launch import is_launcher, launched_scripts
 from ampdoctor.lint.python.project import Evidence
 from ampdoctor.lint.settings import LintSettings
 from ampdoctor.report import Report, ReportError
@@ -37,7 +38,8 @@ def _size(path: Path) -> int:
 
 
 def discover(paths: Sequence[Path], settings: LintSettings) -> tuple[list[Path], list[Path], list[ReportError]]:
-    """Python files and config candidates under `paths` (sorted, unique), and paths that do not exist.
+    """Python files and config candidates (shell launchers among them) under `paths` (sorted, unique), and paths
+    that do not exist.
     Files named explicitly are always taken; directories are walked, skipping SKIP_DIRS, hidden folders and what
     `exclude` matches below the directory named (as ruff: naming an excluded folder lints it)."""
     python: set[Path] = set()
@@ -56,7 +58,7 @@ def discover(paths: Sequence[Path], settings: LintSettings) -> tuple[list[Path],
                         continue  # a FIFO, socket or device would block or never end: only regular files are read
                     if path.suffix == ".py":
                         python.add(path)
-                    elif is_config_candidate(path) and _size(path) <= MAX_CONFIG_BYTES:
+                    elif (is_config_candidate(path) or is_launcher(path)) and _size(path) <= MAX_CONFIG_BYTES:
                         configs.add(path)
         else:
             missing.append(ReportError(str(root), _why_unreadable(root)))
@@ -102,6 +104,10 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
         # The files named are judged inside this project: its other files give context, and are not reported.
         context, context_configs, _ = discover([settings.project], settings)
         folders.append(settings.project)
+    # Shell launchers configure the runs of the scripts they start (`lint.launch`): evidence, not configs to judge.
+    launchers = [c for c in [*configs, *context_configs] if is_launcher(c)]
+    configs = [c for c in configs if not is_launcher(c)]
+    context_configs = [c for c in context_configs if not is_launcher(c)]
     own = own_keys_by_config([*configs, *context_configs], [*python, *context], folders)
     half: list[Evidence] = []
     if configs:
@@ -111,12 +117,10 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
     if context_configs:
         half += half_configs(read_configs([c for c in context_configs if c not in set(configs)], own)[0])
     if python:
+        launches = launched_scripts(launchers, [*python, *context], folders) if launchers else {}
         report = report.merge(lint_python_files(python, jobs=settings.jobs, roots=folders, config_half=half, context_files=context,
-                                                cache=settings.cache))
-    report = _with_unrecognised([Path(p) for p in paths], report)
-    if not report.checked and not report.errors and report.info.summary_when_clean is None:
-        # "no findings" over nothing would read as a clean bill (a wrong folder, every file excluded)
-        report = report.with_info(summary_when_clean="nothing checked: no Python file or training config found")
+                                                cache=settings.cache, launches=launches))
+    report = _with_unchecked([Path(p) for p in paths], report)
     return replace(report, findings=tuple(f for f in report.findings if settings.enabled(f)))
 
 
@@ -153,10 +157,13 @@ def half_configs(readings: Sequence[Reading]) -> list[Evidence]:
     return out
 
 
-def _with_unrecognised(named: Sequence[Path], report: Report) -> Report:
+def _with_unchecked(named: Sequence[Path], report: Report) -> Report:
     """Files named on the command line that were neither Python nor a config a reader recognises are said to be
     unchecked (a note, not an input error: they were read, just not ampdoctor's to judge); silence after "no
-    findings" would read as a clean bill for them. Files met while walking a folder are skipped quietly."""
+    findings" would read as a clean bill for them. Files met while walking a folder are skipped quietly. A run
+    that checked nothing at all (a wrong folder, every file excluded) says so instead of "no findings"."""
+    if not report.checked and not report.errors and report.info.summary_when_clean is None:
+        report = report.with_info(summary_when_clean="nothing checked: no Python file or training config found")
     seen = set(report.checked) | {e.file for e in report.errors}
     unchecked = [str(p) for p in named if p.suffix != ".py" and str(p) not in seen and _regular(p)]
     if not unchecked:

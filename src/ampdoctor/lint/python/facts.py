@@ -23,6 +23,8 @@ MODEL_TOKENS = frozenset({
 _HEAD_WORDS = frozenset({"head", "lm", "classifier", "output", "out", "logits", "unembed", "unembedding", "proj"})
 # keyword=value pairs by which a framework object turns on autocast-style mixed precision
 MIXED_PRECISION_KEYWORDS = frozenset({"mixed_precision", "precision", "amp_dtype", "autocast_dtype"})
+# ... and with the bf16/fp16 flags, every keyword `half_setting` reads
+HALF_SWITCHES = MIXED_PRECISION_KEYWORDS | {"bf16", "fp16"}
 
 
 # Reads of an environment variable with a default (`os.environ.get(NAME, default)`, `os.getenv(NAME, default)`).
@@ -52,6 +54,17 @@ def _half_mode(keyword_name: str, text: str) -> bool:
     accelerate's ``mixed_precision="fp16"``."""
     half = bool(STRING_DTYPES.get(text, frozenset()) & HALF)
     return "mixed" in text or (half and (keyword_name == "mixed_precision" or text.startswith("amp_")))
+
+
+def half_setting(name: str, value: object) -> frozenset[str]:
+    """The half dtypes a framework setting turns mixed precision on in (empty: none): ``bf16=True`` (a flag),
+    ``mixed_precision="fp16"``, ``precision="bf16-mixed"``, whether written as a keyword in code or passed on a
+    launch line."""
+    if name in ("bf16", "fp16"):
+        return frozenset({name}) if value is True else frozenset()
+    if name in MIXED_PRECISION_KEYWORDS and isinstance(value, str) and _half_mode(name, value.lower()):
+        return STRING_DTYPES.get(value.lower(), HALF) & HALF
+    return frozenset()
 
 
 @dataclass(frozen=True)
@@ -131,8 +144,9 @@ _FP16_WORDS = frozenset({"fp16", "float16", "half"})
 
 
 class Facts:
-    def __init__(self, src: SourceFile, flow: Dataflow) -> None:
-        self.src, self.flow = src, flow
+    def __init__(self, src: SourceFile, flow: Dataflow, launched: tuple[tuple[str, str | bool, bool], ...] = ()) -> None:
+        # `launched`: the options the project's shell launchers pass this script (name, value, written literally)
+        self.src, self.flow, self.launched = src, flow, launched
 
     @functools.cached_property
     def autocast_calls(self) -> list[tuple[ast.Call, str]]:
@@ -166,16 +180,9 @@ class Facts:
             if isinstance(call.func, ast.Attribute) and call.func.attr == "autocast" and self.src.imports.qualname(call.func) is None:
                 out.append(call)
                 continue
-            for kw in call.keywords:
-                if kw.arg in ("bf16", "fp16"):
-                    on = True in self._run_values(kw.value, 0, certain)
-                elif kw.arg in MIXED_PRECISION_KEYWORDS:
-                    on = any(_half_mode(kw.arg, v.lower()) for v in self._run_values(kw.value, 0, certain) if isinstance(v, str))
-                else:
-                    continue
-                if on:
-                    out.append(call)  # once per call
-                    break
+            if any(kw.arg in HALF_SWITCHES and any(half_setting(kw.arg, v) for v in self._run_values(kw.value, 0, certain))
+                   for kw in call.keywords):
+                out.append(call)  # once per call
         return out
 
     def _run_values(self, expr: ast.AST, depth: int, certain: bool = False) -> frozenset:
@@ -210,7 +217,9 @@ class Facts:
         """What each command-line option of this file (``--mixed_precision``/``--mixed-precision``, by its
         attribute name: its `dest` where given) may hold: its default and choices, True for a flag that
         ``store_true`` turns on; and the defaults of dataclass fields (HfArgumentParser's configs) by their name.
-        Second, the same for a run that names no option: the defaults alone."""
+        Second, the same for a run that names no option: the defaults alone. A value a launcher of the project
+        passes (`launched`) is one the option may hold, and, written literally, one a run holds as surely as the
+        default (the launcher's run); one read from a shell variable only may be."""
         may: dict[str, set] = {}
         default: dict[str, set] = {}
         for call in self.src.calls:
@@ -229,6 +238,10 @@ class Facts:
                     if isinstance(value, ast.Constant) and isinstance(value.value, (str, bool)):
                         may.setdefault(stmt.target.id, set()).add(value.value)
                         default.setdefault(stmt.target.id, set()).add(value.value)
+        for name, value, literal in self.launched:
+            may.setdefault(name, set()).add(value)
+            if literal:
+                default.setdefault(name, set()).add(value)
         return {k: frozenset(v) for k, v in may.items()}, {k: frozenset(v) for k, v in default.items()}
 
     @functools.cached_property

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import re
+import tokenize
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
+from ampdoctor.lint.launch import Launch, option_values
 from ampdoctor.lint.python.dataflow import HALF, autocast_argument
-from ampdoctor.lint.python.facts import AUTOCASTS, MODEL_TOKENS
+from ampdoctor.lint.python.facts import AUTOCASTS, MODEL_TOKENS, half_setting
 from ampdoctor.lint.python.resolve import words
 
 if TYPE_CHECKING:
@@ -75,6 +78,9 @@ class ProjectContext:
     # and the project runs training of its own (`TRAINING_LOOP`; a library is run by its users' code): whatever
     # depends on running under autocast cannot happen in this project's own runs.
     autocast_nowhere: bool = False
+    # The options the project's shell launchers pass this script (`lint.launch`): (name, value, written literally).
+    # Its own facts read them as values its options hold (`Facts._options`).
+    launch: tuple[tuple[str, str | bool, bool], ...] = ()
 
     def __bool__(self) -> bool:
         return any((self.autocast, self.half_model, self.half, self.guarded, self.cpu_autocast, self.autocast_nowhere))
@@ -206,6 +212,10 @@ class ProjectModel:
     torch_floor: tuple[tuple[int, int], str] | None = None
     trains_bf16: Evidence | None = None
     folder: bool = False  # the summaries are every file of a folder linted (files named alone are not a project)
+    # rel path of a Python script -> the commands of the project's shell launchers that start it (their `file`s
+    # below the project too)
+    launches: Mapping[str, Sequence[Launch]] = field(default_factory=dict)
+    _launched: dict[str, Evidence] = field(default_factory=dict)  # path -> the autocast its launcher turns on
     _index: dict[str, list[str]] = field(default_factory=dict)
     _imports: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     _reaching: dict[str, frozenset[str]] = field(default_factory=dict)  # path -> the dtypes of every context reaching it
@@ -264,7 +274,9 @@ class ProjectModel:
     def contexts(self) -> dict[str, ProjectContext]:
         """The context of every file a training file's precision reaches (files reached by none are left out)."""
         self._name_configs()
-        autocast = self._spread("autocast")
+        self._launch_autocast()
+        # a launched script runs under its launcher's autocast itself, as well as what it imports
+        autocast = {**self._spread("autocast"), **self._launched}
         half_model = self._spread("half_model")
         half = self._spread("half")
         guards = [(p, s.guards) for p, s in sorted(self.summaries.items()) if s.guards is not None]
@@ -285,7 +297,8 @@ class ProjectModel:
             own = summary.half.dtypes if summary.half is not None else frozenset()
             ctx = ProjectContext(autocast.get(path), None if path in autocast else half_model.get(path),
                                  summary.half or half.get(path), self.torch_floor, self.trains_bf16, guarded, cpu_autocast,
-                                 self._reaching.get(path, frozenset()) | own | configs, nowhere)
+                                 self._reaching.get(path, frozenset()) | own | configs, nowhere,
+                                 option_values(self.launches.get(path, ())))
             if ctx:
                 out[path] = ctx
         return out
@@ -326,10 +339,47 @@ class ProjectModel:
         if not by_name:
             return
         for path, summary in list(self.summaries.items()):
-            named = next(((by_name[n], line) for n, line in summary.configs if n in by_name), None)
+            # named by the script, or passed to it by a launcher (`deepspeed train.py --deepspeed ds_config.json`,
+            # `composer train.py yamls/mpt-125m.yaml`)
+            places = [(n, f"{_short(path)}:{line}") for n, line in summary.configs]
+            places += [(name, f"{_short(launch.file)}:{launch.line}") for launch in self.launches.get(path, ())
+                       for value in launch.values() if (name := config_name(value)) is not None]
+            named = next(((by_name[n], where) for n, where in places if n in by_name), None)
             if named is not None and summary.half is None:
-                evidence, line = named
-                self.summaries[path] = replace(summary, half=evidence.via(f"named at {_short(path)}:{line}"))
+                evidence, where = named
+                self.summaries[path] = replace(summary, half=evidence.via(f"named at {where}"))
+
+    def _launch_autocast(self) -> None:
+        """A script that a launcher of the project starts with a flag turning half mixed precision on runs what it
+        imports under that autocast: the launcher's own flag (`accelerate launch --mixed_precision bf16`), or one
+        given to the script that its code never names (HF's `--bf16 True`, Lightning's `--precision bf16-mixed`),
+        which its framework's argument parser reads. A flag the script names is the script's to interpret: its
+        value is one its option holds (`ProjectContext.launch`, read by `Facts`). Only a value written out counts:
+        one read from a shell variable may be anything. What a flag the script never names does is its framework's:
+        autocast where the script parses its arguments with a parser of a framework that autocasts for such a flag
+        (`AUTOCAST_PARSERS`), and otherwise (Megatron's and fairseq's `--bf16`/`--fp16` cast the model) only that the
+        run is half (`half`). So is a launch that hands the run to DeepSpeed (`--deepspeed ds_config.json`):
+        accelerate and the HF Trainer leave half precision to DeepSpeed's engine, which casts the model."""
+        for path, launches in sorted(self.launches.items()):
+            summary = self.summaries.get(path)
+            if summary is None or summary.autocast is not None:
+                continue
+            named = _code_names((self.text_of(path) if self.text_of is not None else None) or "")
+            for launch in launches:
+                flag = next((f for f in (*launch.launcher_flags, *launch.script_flags) if f.literal and half_setting(f.key, f.value)
+                             and (f in launch.launcher_flags or f.key not in named)), None)
+                if flag is None:
+                    continue
+                dtypes = half_setting(flag.key, flag.value)
+                if launch.deepspeed or not (flag in launch.launcher_flags or named & AUTOCAST_PARSERS):
+                    if summary.half is None:
+                        evidence = Evidence(f"{_names(dtypes)} run (`{flag.text}` on a launch line)", dtypes, launch.file, flag.line)
+                        self.summaries[path] = replace(summary, half=evidence)
+                    break
+                evidence = Evidence(f"{_names(dtypes)} mixed precision (`{flag.text}` on a launch line)", dtypes, launch.file, flag.line)
+                self._launched[path] = evidence
+                self.summaries[path] = replace(summary, autocast=evidence)
+                break
 
     def _spread(self, kind: str) -> dict[str, Evidence]:
         """Breadth-first from each training file that sets up a context of `kind`, along its imports."""
@@ -397,6 +447,22 @@ class ProjectModel:
         return any(n == name and first <= line <= last for n, first, last in self._classes[path])
 
 
+def _code_names(text: str) -> frozenset[str]:
+    """The identifiers of a file's code and its short strings as option names (``"--bf16"`` -> bf16): what an
+    option the file declares or reads is spelled with, not what its comments and docstrings mention. A file the
+    tokenizer cannot read names every word of its text."""
+    out: set[str] = set()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.NAME:
+                out.add(token.string)
+            elif token.type == tokenize.STRING and len(token.string) < 64:
+                out.add(token.string.strip("\"'rbfuRBFU").lstrip("-").replace("-", "_"))
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return frozenset(re.findall(r"\w+", text))
+    return frozenset(out)
+
+
 def _nearest(paths: Sequence[str], to: str) -> str:
     """The path sharing the longest folder prefix with `to` (its own package before an example or a test), the
     shortest among equals."""
@@ -445,6 +511,12 @@ AUTOCAST_SIGNS = re.compile(
 # ``class MixedPrecisionTrainer:`` or ``class LoopTrainer(object):``, in lowercased text.
 _PLAIN_TRAINER_CLASS = re.compile(r"^[ \t]*class[ \t]+(\w*trainer)[ \t]*(?:\([ \t]*(?:object)?[ \t]*\))?[ \t]*:", re.M)
 _IDENTIFIER_END = re.compile(r"\w*$")
+
+
+# Argument parsers whose `--bf16`/`--fp16`/`--precision bf16-mixed` turn autocast on (the HF Trainer's arguments,
+# TRL's, LightningCLI's trainer): a launch flag a script parses with one of them autocasts its run.
+AUTOCAST_PARSERS = frozenset({"TrainingArguments", "Seq2SeqTrainingArguments", "HfArgumentParser", "TrlParser", "SFTConfig",
+                              "DPOConfig", "GRPOConfig", "LightningCLI"})
 
 
 # A training loop of the project's own: an optimizer stepped or its gradients zeroed, or a trainer's fit/train (not
@@ -537,12 +609,17 @@ _CONFIG_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
 def _config_names(ctx: "Context") -> tuple[tuple[str, int], ...]:
     """Config files a training script names (``open("ds_config.json")``, a default ``--config`` path): the run it
     makes is configured by them."""
-    out = []
-    for const in ctx.src.strings:
-        value = const.value.strip()
-        if value.lower().endswith(_CONFIG_SUFFIXES) and len(value) < 200 and "\n" not in value:
-            out.append((PurePosixPath(value).name, const.lineno))
-    return tuple(out)
+    return tuple((name, const.lineno) for const in ctx.src.strings if (name := config_name(const.value)) is not None)
+
+
+def config_name(value: object) -> str | None:
+    """The file name of a config file a string names (``"configs/ds_config.json"`` -> ``ds_config.json``)."""
+    if not isinstance(value, str):
+        return None
+    value = value.strip()
+    if value.lower().endswith(_CONFIG_SUFFIXES) and len(value) < 200 and "\n" not in value:
+        return PurePosixPath(value).name
+    return None
 
 
 def _autocast_dtypes(ctx: "Context", node: ast.AST) -> frozenset[str]:

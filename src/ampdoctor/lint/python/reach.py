@@ -4,11 +4,12 @@ over the files' summaries); and where a file lies below the folders linted."""
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from ampdoctor.core.model import Finding
+from ampdoctor.lint.launch import Launch
 from ampdoctor.lint.pins import torch_floor
 from ampdoctor.lint.python.project import Evidence, ProjectContext, ProjectModel, Summary
 from ampdoctor.report import ReportError
@@ -18,21 +19,28 @@ FileResult = tuple[str, list[Finding], "ReportError | None", "Summary | None"]
 
 
 def contexts_reached(results: list[FileResult], roots: Sequence[Path | str], base: dict[Path, ProjectContext],
-             config_half: Sequence[Evidence], wanted: set[str]) -> dict[str, ProjectContext]:
-    """The files to judge again, each with the context its project's precision reaches it with."""
+             config_half: Sequence[Evidence], wanted: set[str],
+             launches: Mapping[str, Sequence[Launch]] | None = None) -> dict[str, ProjectContext]:
+    """The files to judge again, each with the context its project's precision reaches it with. `launches`: by
+    file, the commands of the shell launchers that start it (`lint.launch.launched_scripts`)."""
     out: dict[str, ProjectContext] = {}
     for root, group in projects(results, roots).items():
         half = [e for e in config_half if root is None or root_of(e.file, [root])]
         # a folder whose files were all summarised (one that could not be read or parsed here may still run)
         whole = root is not None and all(r[3] is not None for r in group)
-        out.update(_contexts(group, base.get(root) if root is not None else None, half, wanted, whole))
+        out.update(_contexts(group, base.get(root) if root is not None else None, half, wanted, whole, root, launches or {}))
     return out
 
 
 def _contexts(results: list[FileResult], known: ProjectContext | None, half: list[Evidence],
-              wanted: set[str], folder: bool) -> dict[str, ProjectContext]:
+              wanted: set[str], folder: bool, root: Path | None,
+              launches: Mapping[str, Sequence[Launch]]) -> dict[str, ProjectContext]:
     """The files of one project that its precision reaches, with the context of each."""
     summaries, by_rel = _summaries(results)
+    rel_of = {path: rel for rel, path in by_rel.items()}
+    # the launchers' files named below the project, as its Python files are
+    launched = {rel_of[path]: [replace(launch, file=(below(Path(launch.file), [root]) if root is not None else None) or launch.file)
+                               for launch in found] for path, found in launches.items() if path in rel_of}
 
     def text_of(rel: str) -> str | None:
         try:
@@ -41,7 +49,7 @@ def _contexts(results: list[FileResult], known: ProjectContext | None, half: lis
             return None
 
     model = ProjectModel(summaries, half, torch_floor=known.torch_floor if known else None,
-                         trains_bf16=known.trains_bf16 if known else None, folder=folder, text_of=text_of)
+                         trains_bf16=known.trains_bf16 if known else None, folder=folder, text_of=text_of, launches=launched)
     return {by_rel[rel]: ctx for rel, ctx in model.contexts().items() if by_rel[rel] in wanted}
 
 

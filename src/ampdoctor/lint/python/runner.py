@@ -9,12 +9,13 @@ import importlib.util
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ampdoctor.core.catalog import documented_rule, finding
 from ampdoctor.core.model import Finding, Location, Severity
 from ampdoctor.core.registry import detectors
 from ampdoctor.lint import cache as lint_cache
+from ampdoctor.lint.launch import Launch, option_values
 from ampdoctor.lint.python.context import Context
 from ampdoctor.lint.python.embedded import applies as holds_python_config
 from ampdoctor.lint.python.embedded import embedded_findings
@@ -248,7 +249,7 @@ def _finish(task: "Task", again: ProjectContext | None, known: Known | None) -> 
 
 def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequence[Path | str] = (),
                       config_half: Sequence[Evidence] = (), context_files: Sequence[Path | str] = (),
-                      cache: Path | None = None) -> Report:
+                      cache: Path | None = None, launches: Mapping[str, Sequence[Launch]] | None = None) -> Report:
     """Lint `files` with `jobs` worker processes (0: one per core). Every file read is listed in `checked`. A file
     below one of the folders `roots` is judged by its path below that folder (`lint_source`'s `kind_path`).
 
@@ -256,7 +257,8 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     of the training files, and of the first training config in `config_half` that lies in the project, follows
     their imports (`lint.python.project`), and the files it reaches are judged again under it by the rules that
     read it. `context_files` are summarised for that but not reported. With `cache` (a folder), unchanged files
-    are not parsed again (`lint.cache`).
+    are not parsed again (`lint.cache`). `launches`: by file, the shell launcher commands that start it
+    (`lint.launch`); what they pass is part of its context from the first pass.
 
     Two phases: the first reads every file and summarises it (parsing only the training files that name a
     precision); the project model then says which files the precision reaches, and the second phase parses each
@@ -270,18 +272,22 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     # file's context from the first pass.
     base = {Path(r): base_context(Path(r), config_half) for r in roots}
 
+    launches = launches or {}
+
     def start(p: str) -> ProjectContext | None:
         root = root_of(p, roots)
-        return base[Path(root)] if root is not None else None
+        known = base[Path(root)] if root is not None else None
+        passed = option_values(launches.get(p, ()))
+        return replace(known or ProjectContext(), launch=passed) if passed else known
 
     folder = str(cache) if cache is not None else None
     tasks: list[Task] = [(p, below(Path(p), roots), start(p), True, True, folder) for p in named] \
         + [(p, below(Path(p), roots), None, True, False, folder) for p in extra]
     looked = run(_first_look, [(t,) for t in tasks], jobs)
-    reached = contexts_reached([r for r, _, _ in looked], roots, base, config_half, wanted)
+    reached = contexts_reached([r for r, _, _ in looked], roots, base, config_half, wanted, launches)
     first, again = _second_phase(tasks, looked, reached, jobs)
     if any(r[3] != f[3] for (r, deferred, _), f in zip(looked, first) if deferred):
-        again = _judged_again(first, tasks, again, reached, contexts_reached(first, roots, base, config_half, wanted), jobs)
+        again = _judged_again(first, tasks, again, reached, contexts_reached(first, roots, base, config_half, wanted, launches), jobs)
     importers = imported_by_training(first, roots)
     return _report([_self_tested(_merged(first[i], again.get(first[i][0])), importers.get(first[i][0]))
                     for i in chunk_order(len(first), jobs) if first[i][0] in wanted])

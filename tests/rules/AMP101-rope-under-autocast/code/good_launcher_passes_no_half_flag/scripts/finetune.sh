@@ -1,0 +1,9 @@
+#!/bin/bash
+set -e
+OUT=checkpoints/tiny
+torchrun --nproc_per_node 8 \
+    train.py \
+    --output_dir "$OUT" \
+    --bf16 $USE_BF16 \
+    --fp16 False \
+    --learning_rate 2e-5
