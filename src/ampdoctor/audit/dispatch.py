@@ -196,20 +196,22 @@ class RecordingMode(TorchDispatchMode):
         return self in mode_stack()
 
     def _find_entry(self) -> int:
-        """How many frames `record` runs under the Python entry of the mode it records in (`__torch_dispatch__`
-        and its decorators, and the fake mode's dispatch, all mode machinery): the depth of that entry's caller.
-        The same for every op recorded in this placement (`enter` forgets it); learnt at the first one."""
+        """How many frames `record` runs under the Python entry of the mode it records in (`__torch_dispatch__` and
+        its decorators, and the fake mode's dispatch): the depth of that entry's caller, where each op's frame walk
+        may start when every frame up to the entry is mode machinery, which the walk passes (1 otherwise: record's
+        caller). The same for every op recorded in this placement (`enter` forgets it); learnt at the first one."""
         owner = self.fake if self.fake is not None else self
         entry = getattr(type(owner).__torch_dispatch__, "__code__", None)
+        r = self.r
         f = sys._getframe(2)  # record's caller
         depth = 1
-        while f is not None and depth < 64:
+        while f is not None and (r._internal.get(id(f.f_code)) or r._classify(f.f_code))[0]:
             if f.f_code is entry:
                 self._entry_depth = depth + 1
                 return self._entry_depth
             f = f.f_back
             depth += 1
-        self._entry_depth = 1  # not found: walk from record's caller, passing the machinery frame by frame
+        self._entry_depth = 1
         return 1
 
     def record(self, func, types, args, kwargs, through):
