@@ -81,6 +81,82 @@ def _flatten(args: Any, out: list) -> None:
                     out.append(b)
 
 
+def _inputs(r: "Recorder", args: tuple, kwargs: dict, seq: int) -> tuple[list, tuple, tuple]:
+    """An op's tensor inputs, their dtypes and, for float ones, their producer's seq or minus the id of a leaf
+    (parameter, buffer, input: named later); a leaf's values are measured the first time it is read."""
+    ins: list = []
+    _flatten(args, ins)
+    if kwargs:
+        _flatten(kwargs.values(), ins)
+    made = r.produced
+    producers = r.producers
+    values = r.values
+    in_dt = []
+    in_prod = []
+    for t in ins:
+        dt = t.dtype
+        in_dt.append(dt)
+        if dt in _FLOATS:
+            tid = id(t)
+            ref = made.get(tid)
+            if ref is not None and ref() is t:
+                in_prod.append(producers[tid])
+            else:
+                in_prod.append(-tid)
+                if values is not None:
+                    values.leaf(t, seq)
+        else:
+            in_prod.append(None)
+    return ins, tuple(in_dt), tuple(in_prod)
+
+
+def _phase_and_module(r: "Recorder", values: Any, seq: int) -> tuple[str, int, Any]:
+    """The phase an op runs in and the module it belongs to: the running module in forward, the module that made the
+    autograd node in backward (an AccumulateGrad node has no sequence number: its parameter is noted instead)."""
+    node = _current_autograd_node()
+    if node is None:
+        stack = r.stack
+        if r.in_optimizer or (r.saw_backward and not stack):
+            return OPTIMIZER, stack[-1] if stack else -1, None
+        if values is not None:
+            values.forward_seqs.append(seq)
+            values.forward_nrs.append(_peek_sequence_nr())
+        return FORWARD, stack[-1] if stack else -1, None
+    r.saw_backward = True
+    nr = node._sequence_nr()
+    if nr == _NO_SEQUENCE_NR:
+        var = getattr(node, "variable", None)
+        return BACKWARD, -1, (Tag.ACCUMULATE, id(var)) if var is not None else None
+    if values is not None:
+        values.backward_nrs[seq] = nr
+    return BACKWARD, r.module_at(nr), None
+
+
+def _outputs(out: Any, r: "Recorder", seq: int) -> tuple[list, list]:
+    """An op's tensor outputs and their dtypes; each float one is noted as made by op `seq`."""
+    if isinstance(out, torch.Tensor):  # most ops: one tensor
+        dt = out.dtype
+        if dt in _FLOATS:
+            r.produced[id(out)] = weakref.ref(out)
+            r.producers[id(out)] = seq
+        return [out], [dt]
+    outs: list = []
+    if isinstance(out, (list, tuple)):
+        _flatten(out, outs)
+    out_dt = []
+    prov = r.producers
+    made = r.produced
+    for t in outs:
+        dt = t.dtype
+        out_dt.append(dt)
+        if dt in _FLOATS:
+            # No weakref callback: a dead entry is recognised by its dead ref, and one callback
+            # per output costs more than the entries it would drop (`release` clears them).
+            made[id(t)] = weakref.ref(t)
+            prov[id(t)] = seq
+    return outs, out_dt
+
+
 # Questions about a tensor's metadata that reach Python dispatch only for tensor subclasses that keep their metadata
 # in Python (fake tensors: autograd asks every differentiable op's inputs and outputs for their device, which is
 # most of a fake step's dispatches). They compute nothing and return no tensor: no dtype flows through them, nothing
@@ -215,73 +291,20 @@ class RecordingMode(TorchDispatchMode):
         return 1
 
     def record(self, func, types, args, kwargs, through):
-        """Run the op (through `through`, the fake mode's dispatch, when given) and append its record.
-
-        One function, not one per part: it runs for every op, and each call of a helper cost more than the work
-        in it (a 70B fake step records 20,000 ops)."""
+        """Run the op (through `through`, the fake mode's dispatch, when given) and append its record."""
         r = self.r
         records = r.records
         seq = len(records)
         values = r.values
-        made = r.produced
-        producers = r.producers
-        # The inputs: their dtypes and, for float ones, their producer's seq or minus the id of a leaf (parameter,
-        # buffer, input: named later); a leaf's values are measured the first time it is read.
-        ins: list = []
-        _flatten(args, ins)
-        if kwargs:
-            _flatten(kwargs.values(), ins)
-        in_dt = []
-        in_prod = []
-        for t in ins:
-            dt = t.dtype
-            in_dt.append(dt)
-            if dt in _FLOATS:
-                tid = id(t)
-                ref = made.get(tid)
-                if ref is not None and ref() is t:
-                    in_prod.append(producers[tid])
-                else:
-                    in_prod.append(-tid)
-                    if values is not None:
-                        values.leaf(t, seq)
-            else:
-                in_prod.append(None)
-        in_prod = tuple(in_prod)
-        # The phase and the module: the running module in forward, the module that made the autograd node in
-        # backward (an AccumulateGrad node has no sequence number: its parameter is noted instead).
-        extra = None
-        node = _current_autograd_node()
-        if node is None:
-            stack = r.stack
-            mod = stack[-1] if stack else -1
-            if r.in_optimizer or (r.saw_backward and not stack):
-                phase = OPTIMIZER
-            else:
-                phase = FORWARD
-                if values is not None:
-                    values.forward_seqs.append(seq)
-                    values.forward_nrs.append(_peek_sequence_nr())
-        else:
-            phase = BACKWARD
-            r.saw_backward = True
-            nr = node._sequence_nr()
-            if nr == _NO_SEQUENCE_NR:
-                mod = -1
-                var = getattr(node, "variable", None)
-                if var is not None:
-                    extra = (Tag.ACCUMULATE, id(var))
-            else:
-                mod = r.module_at(nr)
-                if values is not None:
-                    values.backward_nrs[seq] = nr
+        ins, in_dt, in_prod = _inputs(r, args, kwargs, seq)
+        phase, mod, extra = _phase_and_module(r, values, seq)
         # The walks start above the mode's own entry, reached in one jump: `sys._getframe` makes a frame object for
         # the frame it returns only, a walk one for every frame it passes (the fake mode's entry is five deep).
         try:
             caller = sys._getframe(self._entry_depth or self._find_entry())
         except ValueError:  # no frame above the entry (an autograd device thread): the walks pass the machinery
             caller = None
-        if phase is BACKWARD and values is not None and r.engine_issued(caller):
+        if phase == BACKWARD and values is not None and r.engine_issued(caller):
             # An op the autograd engine runs has only the `.backward()` call on its Python stack: the report places
             # it at the forward line that built its node (`Trace.location`, through the value watch's sequence
             # numbers). Ops of Python run inside backward (hooks, a Function's backward) keep their own line.
@@ -289,7 +312,6 @@ class RecordingMode(TorchDispatchMode):
         else:
             code, lasti, inner = r.frames(caller)
         shared = self._shared
-        in_dt = tuple(in_dt)
         in_dt = shared.setdefault(in_dt, in_dt)
         if inner is not None:
             inner = shared.setdefault(inner, inner)
@@ -302,34 +324,13 @@ class RecordingMode(TorchDispatchMode):
             records.append((seq, fid, in_dt, in_prod, None, mod, phase, code, lasti, inner, autocast, extra))
             r.failure = Failure(seq, exc)
             raise
-        # The outputs: each float one is noted as made by this op. No weakref callback: a dead entry is recognised by
-        # its dead ref, and one callback per output costs more than the entries it would drop (`release` clears them).
-        if isinstance(out, torch.Tensor):  # most ops: one tensor
-            outs = [out]
-            dt = out.dtype
-            out_dt = (dt,)
-            if dt in _FLOATS:
-                tid = id(out)
-                made[tid] = weakref.ref(out)
-                producers[tid] = seq
-        else:
-            outs = []
-            if isinstance(out, (list, tuple)):
-                _flatten(out, outs)
-            dts = []
-            for t in outs:
-                dt = t.dtype
-                dts.append(dt)
-                if dt in _FLOATS:
-                    tid = id(t)
-                    made[tid] = weakref.ref(t)
-                    producers[tid] = seq
-            out_dt = tuple(dts)
+        outs, out_dt = _outputs(out, r, seq)
         if kind[0] and (out_dt or out is None):
-            values.output(seq, fid, func, args, kwargs, outs, phase is OPTIMIZER)
+            values.output(seq, fid, func, args, kwargs, outs, phase == OPTIMIZER)
         if kind[1] is not None and extra is None:  # an AccumulateGrad add_ keeps its ACCUMULATE tag
             extra = kind[1](r, func, args, kwargs, out, ins)
-        records.append((seq, fid, in_dt, in_prod, shared.setdefault(out_dt, out_dt), mod, phase, code, lasti, inner, autocast, extra))
+        out_t = tuple(out_dt)
+        records.append((seq, fid, in_dt, in_prod, shared.setdefault(out_t, out_t), mod, phase, code, lasti, inner, autocast, extra))
         return out
 
 
