@@ -11,6 +11,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 
 from ampdoctor.audit.dispatch import line_of
+from ampdoctor.audit.evidence import Tag
+from ampdoctor.audit.fields import EXTRA, IN_PROD
 from ampdoctor.audit.session import audit_step
 
 
@@ -155,3 +157,61 @@ def test_value_watch_is_not_asked_about_results_a_fake_only_mode_makes(monkeypat
             a = audit_step(MixedHalves(), torch.randn(4, 8, dtype=torch.bfloat16), loss_fn=lambda out, batch: out, policy="bf16-true")
         assert bool(asked) == expect_asked
         assert [f.rule_id for f in a.report.findings] == ["AMP121"]
+
+
+class Square(torch.autograd.Function):
+    """A Function whose backward is Python: its ops keep their own line, unlike the ops the autograd engine runs."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+class Squares(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return Square.apply(self.lin(x)).float().sum()
+
+
+def _full_records(fake: bool, entry_depth: int | None) -> list:
+    """Every field of every record of an autocast step of `Squares`, with the ids of leaves and of the parameters
+    AccumulateGrad nodes accumulate into as "leaf"; with `entry_depth`, the recording's jump past the mode's entry
+    pinned to that depth."""
+    from ampdoctor.audit import dispatch
+
+    def fields(r: tuple) -> tuple:
+        extra = (Tag.ACCUMULATE, "leaf") if r[EXTRA] and r[EXTRA][0] == Tag.ACCUMULATE else r[EXTRA]
+        return (*r[:IN_PROD], tuple("leaf" if p is not None and p < 0 else p for p in r[IN_PROD]), *r[IN_PROD + 1:EXTRA], extra)
+
+    find = dispatch.RecordingMode._find_entry
+    if entry_depth is not None:
+        dispatch.RecordingMode._find_entry = lambda self: entry_depth
+    try:
+        with FakeTensorMode() if fake else contextlib.nullcontext():
+            torch.manual_seed(0)
+            a = audit_step(Squares(), torch.randn(4, 8), loss_fn=lambda out, batch: out, policy="bf16-mixed")
+    finally:
+        dispatch.RecordingMode._find_entry = find
+    return [fields(r) for r in a.recorder.records]
+
+
+def test_the_frame_walk_jumps_exactly_past_the_modes_entry():
+    # Each op's walk starts at the caller of the mode's `__torch_dispatch__` (found at the first op, reached in one
+    # jump) instead of passing the mode's frames one by one. Pinned to depth 1 (record's caller: every frame walked)
+    # or past the top of the stack (an autograd device thread, where no Python frame lies above the entry), the
+    # records are the same: lines, inner call sites, phases, modules, the engine's ops told from a Function's backward.
+    for fake in (True, False):
+        records = _full_records(fake, None)
+        assert records == _full_records(fake, 1)
+        assert records == _full_records(fake, 10**6)
+        lines = {(r[6], r[7] is not None) for r in records}
+        assert {("forward", True), ("backward", True), ("backward", False)} <= lines

@@ -134,10 +134,14 @@ def _phase_and_module(r: "Recorder", values: Any, seq: int) -> tuple[str, int, A
 
 def _outputs(out: Any, r: "Recorder", seq: int) -> tuple[list, list]:
     """An op's tensor outputs and their dtypes; each float one is noted as made by op `seq`."""
+    if isinstance(out, torch.Tensor):  # most ops: one tensor
+        dt = out.dtype
+        if dt in _FLOATS:
+            r.produced[id(out)] = weakref.ref(out)
+            r.producers[id(out)] = seq
+        return [out], [dt]
     outs: list = []
-    if isinstance(out, torch.Tensor):
-        outs.append(out)
-    elif isinstance(out, (list, tuple)):
+    if isinstance(out, (list, tuple)):
         _flatten(out, outs)
     out_dt = []
     prov = r.producers
@@ -187,6 +191,7 @@ class RecordingMode(TorchDispatchMode):
         # at every op and find nothing to measure. Inputs are still offered to it: a constant the fake mode lifts
         # is real.
         self._results_hold_values = True
+        self._entry_depth = 0  # see `_find_entry`; 0 until the first op
 
     def _kind(self, fid: int, func: Any) -> tuple[bool, Any]:
         r = self.r
@@ -210,6 +215,7 @@ class RecordingMode(TorchDispatchMode):
 
     def enter(self) -> None:
         """Start recording: as the innermost dispatch mode, or inside the only mode on the stack when it is fake."""
+        self._entry_depth = 0
         stack = mode_stack()
         if len(stack) == 1 and type(stack[0]).__name__ == "FakeTensorMode" and "dispatch" not in vars(stack[0]):
             fake = stack[0]
@@ -265,6 +271,25 @@ class RecordingMode(TorchDispatchMode):
             return torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is self.fake
         return self in mode_stack()
 
+    def _find_entry(self) -> int:
+        """How many frames `record` runs under the Python entry of the mode it records in (`__torch_dispatch__` and
+        its decorators, and the fake mode's dispatch): the depth of that entry's caller, where each op's frame walk
+        may start when every frame up to the entry is mode machinery, which the walk passes (1 otherwise: record's
+        caller). The same for every op recorded in this placement (`enter` forgets it); learnt at the first one."""
+        owner = self.fake if self.fake is not None else self
+        entry = getattr(type(owner).__torch_dispatch__, "__code__", None)
+        r = self.r
+        f = sys._getframe(2)  # record's caller
+        depth = 1
+        while f is not None and (r._internal.get(id(f.f_code)) or r._classify(f.f_code))[0]:
+            if f.f_code is entry:
+                self._entry_depth = depth + 1
+                return self._entry_depth
+            f = f.f_back
+            depth += 1
+        self._entry_depth = 1
+        return 1
+
     def record(self, func, types, args, kwargs, through):
         """Run the op (through `through`, the fake mode's dispatch, when given) and append its record."""
         r = self.r
@@ -273,13 +298,19 @@ class RecordingMode(TorchDispatchMode):
         values = r.values
         ins, in_dt, in_prod = _inputs(r, args, kwargs, seq)
         phase, mod, extra = _phase_and_module(r, values, seq)
-        if phase == BACKWARD and values is not None and r.engine_issued():
+        # The walks start above the mode's own entry, reached in one jump: `sys._getframe` makes a frame object for
+        # the frame it returns only, a walk one for every frame it passes (the fake mode's entry is five deep).
+        try:
+            caller = sys._getframe(self._entry_depth or self._find_entry())
+        except ValueError:  # no frame above the entry (an autograd device thread): the walks pass the machinery
+            caller = None
+        if phase == BACKWARD and values is not None and r.engine_issued(caller):
             # An op the autograd engine runs has only the `.backward()` call on its Python stack: the report places
             # it at the forward line that built its node (`Trace.location`, through the value watch's sequence
             # numbers). Ops of Python run inside backward (hooks, a Function's backward) keep their own line.
             code, lasti, inner = None, 0, None
         else:
-            code, lasti, inner = r.frames()
+            code, lasti, inner = r.frames(caller)
         shared = self._shared
         in_dt = shared.setdefault(in_dt, in_dt)
         if inner is not None:
@@ -364,10 +395,12 @@ class FrameWalk:
             f = f.f_back
         return None, 0, inner
 
-    def engine_issued(self) -> bool:
+    def engine_issued(self, f: Any = None) -> bool:
         """The op was called by the autograd engine itself: no Python frame but the mode's own between the op and the
-        engine's entry (or none at all, in an engine device thread)."""
-        f = sys._getframe(2)
+        engine's entry (or none at all, in an engine device thread). Walks from `f`, by default the caller of the
+        caller."""
+        if f is None:
+            f = sys._getframe(2)
         cache = self._internal
         while f is not None:
             c = f.f_code
