@@ -7,26 +7,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from test_project_model import ROPE  # the same rotary module the project-model tests judge
 
 from ampdoctor.lint import LintSettings, lint_paths
 from ampdoctor.lint.launch import launched_scripts, launches_in, option_values
 from ampdoctor.lint.python.context import Context
 from ampdoctor.lint.python.project import Evidence, ProjectContext, ProjectModel, Summary, module_name
 from ampdoctor.lint.python.source import SourceFile
-
-ROPE = """
-import torch
-from torch import nn
-
-class RotaryEmbedding(nn.Module):
-    def __init__(self, dim):
-        super().__init__()
-        self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(0, dim, 2).float() / dim))
-
-    def forward(self, position_ids):
-        freqs = self.inv_freq[None, :, None].float() @ position_ids[:, None, :].float()
-        return freqs.cos(), freqs.sin()
-"""
 
 ACCELERATE_TRAIN = """
 from accelerate import Accelerator
