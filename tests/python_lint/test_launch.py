@@ -183,3 +183,28 @@ def test_a_half_flag_autocasts_only_where_a_framework_that_autocasts_parses_it_a
                                    .replace("from transformers import HfArgumentParser, Trainer, TrainingArguments", "from megatron import Trainer, megatron_parser"))
     (root / "run.sh").write_text("torchrun train.py --bf16\n")
     assert amp101(root) == []
+
+
+HF_TRAIN = """
+from transformers import HfArgumentParser, Trainer, TrainingArguments
+from pkg.rope import RotaryEmbedding
+
+
+def main():
+    (args,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses()
+    Trainer(model=RotaryEmbedding(64), args=args).train()
+"""
+
+
+@pytest.mark.parametrize("line", ["torchrun train.py --bf16 False", "torchrun train.py --bf16=false", "python train.py --fp16 0",
+                                  "python train.py --bf16 $BF16", 'echo "python train.py --bf16 True"',
+                                  "# python train.py --bf16 True", "python train.py --output_dir x | tee log --bf16 True",
+                                  'python -c "import train" --bf16 True'])
+def test_a_launch_line_that_turns_no_half_mode_on_is_no_evidence(tmp_path, line):
+    """Off values, a `$VAR` (the run may choose), a command only printed or commented out, a flag given to another
+    program of a pipe, and code run with -c: none says the script runs in half precision."""
+    files = {"pkg/__init__.py": "", "pkg/rope.py": ROPE, "train.py": HF_TRAIN}
+    assert amp101(write(tmp_path, {**files, "run.sh": f"#!/bin/bash\n{line}\n"})) == []
+    # the same tree with a literal half flag on the launch line: the launcher is the evidence, at its line
+    found = amp101(write(tmp_path, {"run.sh": "#!/bin/bash\npython train.py --bf16 True\n"}))
+    assert [name for name, _ in found] == ["rope.py"] and "run.sh:2" in found[0][1]
