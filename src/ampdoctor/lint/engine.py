@@ -12,7 +12,7 @@ from typing import Sequence
 from ampdoctor.dtypes import HALF
 from ampdoctor.frameworks.base import Reading
 from ampdoctor.frameworks.located import file_kind
-from ampdoctor.lint.launch import is_launcher, launched_scripts
+from ampdoctor.lint.launch import innermost_root, is_launcher, launched_scripts
 from ampdoctor.lint.python.project import Evidence
 from ampdoctor.lint.settings import LintSettings
 from ampdoctor.report import Report, ReportError
@@ -132,8 +132,7 @@ def own_keys_by_config(configs: Sequence[Path], python: Sequence[Path], folders:
     roots = [f.absolute() for f in folders]
 
     def project(path: Path) -> Path | None:
-        path = path.absolute()
-        return max((f for f in roots if path.is_relative_to(f)), key=lambda f: len(f.parts), default=None)
+        return innermost_root(path.absolute(), roots)
 
     if not configs:
         return {}

@@ -9,6 +9,7 @@ lexer cannot read (an open quote, a heredoc) is skipped, never an error: a launc
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from dataclasses import dataclass, replace
@@ -267,7 +268,7 @@ def launched_scripts(launchers: Sequence[Path], python: Sequence[Path], roots: S
     known = {p.as_posix(): p for p in python}
     out: dict[str, list[Launch]] = {}
     for launcher in launchers:
-        root = _root(launcher, roots)
+        root = innermost_root(launcher, roots)
         for launch in read_launches(launcher):
             target = _resolve(launch, Path(launcher), root, known, by_rel)
             if target is not None:
@@ -275,17 +276,9 @@ def launched_scripts(launchers: Sequence[Path], python: Sequence[Path], roots: S
     return out
 
 
-def _root(path: Path, roots: Sequence[Path]) -> Path | None:
-    inside = [r for r in roots if _below(path, r)]
-    return max(inside, key=lambda r: len(r.parts)) if inside else None
-
-
-def _below(path: Path, root: Path) -> bool:
-    try:
-        path.relative_to(root)
-        return True
-    except ValueError:
-        return False
+def innermost_root(path: Path, roots: Sequence[Path]) -> Path | None:
+    """The innermost of the folders `roots` that holds `path` (compared as spelled: give both in one spelling)."""
+    return max((r for r in roots if path.is_relative_to(r)), key=lambda r: len(r.parts), default=None)
 
 
 def _resolve(launch: Launch, launcher: Path, root: Path | None, known: Mapping[str, Path],
@@ -301,32 +294,19 @@ def _resolve(launch: Launch, launcher: Path, root: Path | None, known: Mapping[s
         folder = launcher.parent
         while True:
             candidate = Path(folder, written)
-            found = known.get(_normal(candidate))
+            found = known.get(posixpath.normpath(candidate.as_posix()))  # `.` and `..` folded as the shell does
             if found is not None:
                 return found
-            if root is None or folder == root or not _below(folder, root) or folder == folder.parent:
+            if root is None or folder == root or not folder.is_relative_to(root) or folder == folder.parent:
                 break
             folder = folder.parent
         # `/workspace/repo/train.py`: the longest tail of the path that names one file of the project
         parts = [q for q in written.parts if q not in (".", "..")]
         for i in range(len(parts)):
-            tail = [p for p in by_rel.get("/".join(parts[i:]), []) if root is None or _below(p, root)]
+            tail = [p for p in by_rel.get("/".join(parts[i:]), []) if root is None or p.is_relative_to(root)]
             if tail:
                 return tail[0] if len(tail) == 1 else None
     return None
-
-
-def _normal(path: Path) -> str:
-    """The path with `.` and `..` folded, in the spelling the linted files are given in."""
-    parts: list[str] = []
-    for part in path.as_posix().split("/"):
-        if part == "." or (part == "" and parts):
-            continue
-        if part == ".." and parts and parts[-1] not in ("", ".."):
-            parts.pop()
-        else:
-            parts.append(part)
-    return "/".join(parts)
 
 
 def option_values(launches: Iterable[Launch]) -> tuple[tuple[str, str | bool, bool], ...]:
