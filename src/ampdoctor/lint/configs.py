@@ -65,9 +65,13 @@ def read_configs(files: list[Path], own_keys: Mapping[Path, frozenset[str]] | No
     loaded: dict[Path, list[Document]] = {}
     unreadable: set[str] = set()
     for path in files:
-        docs, error = load_documents(path)
-        if error is not None and error.kind is ErrorKind.INPUT:
-            error = _another_tools_jsonc(path, error)
+        text, error = read_text(path)  # once: a JSON that does not parse is read again as JSONC from it
+        if text is not None:
+            docs, error = load_documents(path, text)
+        else:
+            docs = []
+        if error is not None and error.kind is ErrorKind.INPUT and text is not None:
+            error = _another_tools_jsonc(path, text, error)
         own = (own_keys or {}).get(path)
         if own:
             docs = [replace(doc, own_keys=own) for doc in docs]
@@ -87,14 +91,13 @@ def read_configs(files: list[Path], own_keys: Mapping[Path, frozenset[str]] | No
     return _read_recognised(recognised, loaded, errors, unreadable)
 
 
-def _another_tools_jsonc(path: Path, error: ReportError) -> ReportError:
+def _another_tools_jsonc(path: Path, text: str, error: ReportError) -> ReportError:
     """A .json file with comments that, read as JSONC, is no training config of any framework (tsconfig.json, an
     editor's settings, a devcontainer) is another tool's file: a note. One that a framework would recognise stays an
     input error: frameworks read their configs with `json.load`, which fails on the comments."""
     if path.suffix.lower() != ".json":
         return error
-    text, _ = read_text(path)
-    docs = jsonc_documents(text, str(path)) if text is not None else None
+    docs = jsonc_documents(text, str(path))
     if docs is None or any(reader_for(doc) is not None for doc in docs):
         return error
     return ReportError(str(path), "JSON with comments (JSONC) of another tool, no training config: not checked", error.line,
@@ -141,15 +144,17 @@ def _launched_with_masters(readings: list[Reading], launches: list[tuple[Reading
     keeps fp32 masters in a folder beside the run's (``accelerate_configs/zero3.yaml`` next to ``recipes/``),
     whether the run's half weights have a master copy is decided at launch: `master_weights` is "launch", and no
     rule states a missing master copy as a fact. (A launch config that keeps none, plain DDP, changes nothing.)"""
-    starters = [(starting, runs) for starting, runs in launches if runs.facts.master_weights in _MASTERS]
+    # each with the folder above its own, which the runs it may start lie in
+    starters = [(starting.framework, _key(Path(starting.file)).parent.parent, runs) for starting, runs in launches
+                if runs.facts.master_weights in _MASTERS]
     for cfg in readings:
         reader = reader_named(cfg.framework)
         if (reader is None or not reader.launched_by or cfg.policy is None or cfg.policy.params == FP32
                 or cfg.facts.master_weights is not None or cfg.references):
             continue
-        here = Path(cfg.file).resolve().parent
-        launch = next((runs for starting, runs in starters if starting.framework in reader.launched_by
-                       and here.is_relative_to(Path(starting.file).resolve().parent.parent)), None)
+        here = _key(Path(cfg.file)).parent
+        launch = next((runs for framework, beside, runs in starters if framework in reader.launched_by and here.is_relative_to(beside)),
+                      None)
         if launch is not None:
             cfg.set("master_weights", "launch", launch.locate()("master_weights"))
 
