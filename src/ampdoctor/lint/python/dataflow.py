@@ -19,6 +19,7 @@ the code does not say:
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from typing import Optional
 
@@ -264,17 +265,23 @@ class Dataflow:
     def _selected_dtype_polarity(self, expr: ast.Name | ast.Attribute, scope: ast.AST | None, depth: int) -> int:
         """What the file itself makes of the flag: it picks fp16 when true wherever it picks a dtype by it
         (``dtype = torch.float16 if use_fp16_rather_bf16 else torch.bfloat16``), whatever it is called or bound to."""
-        spelled = ast.dump(expr)
-        values = [a.value for a in self.src.assigns if isinstance(getattr(a, "value", None), ast.IfExp)]
-        values += [k.value for c in self.src.calls for k in c.keywords if isinstance(k.value, ast.IfExp)]
         signs = set()
-        for pick in values:
-            if ast.dump(pick.test) != spelled:
-                continue
+        for pick in self._dtype_picks.get(ast.dump(expr), ()):
             when_true, when_false = self._literal_dtype(pick.body, scope, depth), self._literal_dtype(pick.orelse, scope, depth)
             if {when_true, when_false} == {FP16, BF16}:
                 signs.add(1 if when_true == FP16 else -1)
         return signs.pop() if len(signs) == 1 else 0
+
+    @functools.cached_property
+    def _dtype_picks(self) -> dict[str, list[ast.IfExp]]:
+        """The file's conditional expressions assigned or passed as a keyword, by the spelling of their test: found
+        once per file, not once per flag asked about."""
+        picks = [a.value for a in self.src.assigns if isinstance(getattr(a, "value", None), ast.IfExp)]
+        picks += [k.value for c in self.src.calls for k in c.keywords if isinstance(k.value, ast.IfExp)]
+        out: dict[str, list[ast.IfExp]] = {}
+        for pick in picks:
+            out.setdefault(ast.dump(pick.test), []).append(pick)
+        return out
 
     def _compare_polarity(self, expr: ast.Compare, scope, depth: int) -> int:
         op = expr.ops[0]
