@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_project_model import ROPE  # the same rotary module the project-model tests judge
+from test_project_model import ROPE, write  # the rotary module the project-model tests judge, and their tree writer
 
 from ampdoctor.lint import LintSettings, lint_paths
 from ampdoctor.lint.launch import launched_scripts, launches_in, option_values
@@ -28,14 +28,6 @@ def main(loader):
         accelerator.backward((cos + sin).mean())
         optimizer.step()
 """
-
-
-def write(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return root
 
 
 def amp101(root: Path) -> list[tuple[str, str]]:
