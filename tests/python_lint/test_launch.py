@@ -64,6 +64,19 @@ def test_a_boolean_flag_takes_a_truth_word_or_a_variable_and_nothing_else():
     assert [(f.name, f.value, f.literal) for f in flags] == [("bf16", "$USE_BF16", False), ("fp16", False, True), ("bf16_full_eval", "data.txt", True)]
 
 
+def test_a_command_opened_by_a_shell_keyword_is_a_launch_and_a_comment_continues_no_line():
+    text = textwrap.dedent("""\
+        if [ "$NODES" -gt 1 ]; then torchrun --nnodes 2 train.py --bf16; else python train.py --fp16; fi
+        for seed in 1 2; do accelerate launch finetune.py --seed $seed; done
+        # python old.py \\
+        python new.py --bf16 True
+        """)
+    found = launches_in(text, "run.sh")
+    assert [(launch.script, launch.line, [(f.name, f.value) for f in launch.script_flags]) for launch in found] == [
+        ("train.py", 1, [("bf16", True)]), ("train.py", 1, [("fp16", True)]), ("finetune.py", 2, [("seed", "$seed")]),
+        ("new.py", 4, [("bf16", True)])]
+
+
 @pytest.mark.parametrize("text", ['python train.py --bf16 "unterminated\n', "\x00\xff python\n", "accelerate launch\n", "python -m\n",
                                   "python $(dirname $0)/\n", "torchrun --nnodes 2\n", "\\\n", "exec\n", "python -c 'print(1)'\n"])
 def test_a_malformed_or_incomplete_launcher_is_skipped(text):

@@ -19,6 +19,8 @@ from typing import Iterable, Iterator, Mapping, Sequence
 SHELL_SUFFIXES = frozenset({".sh", ".bash"})
 # Commands that run the rest of their line (`nohup python ...`, `srun -N 2 python ...`); their own options are skipped.
 _WRAPPERS = frozenset({"nohup", "exec", "time", "env", "srun", "mpirun", "mpiexec", "sudo", "stdbuf", "nice", "numactl"})
+# Shell words that open the command after them (`if ...; then python train.py`, `for ...; do torchrun ...`, `! python`).
+_OPENERS = frozenset({"then", "do", "else", "{", "!"})
 # Launchers that take their own options before the script, and the module spelling of each.
 _LAUNCHERS = frozenset({"torchrun", "deepspeed", "accelerate", "composer", "lightning"})
 _LAUNCH_MODULES = frozenset({"torch.distributed.run", "torch.distributed.launch", "accelerate.commands.launch", "deepspeed.launcher.runner"})
@@ -105,7 +107,8 @@ def _commands(text: str) -> Iterable[tuple[int, str, list[str]]]:
         if not parts:
             start = number
         stripped = raw.rstrip()
-        if stripped.endswith("\\") and not stripped.endswith("\\\\"):
+        # a comment's trailing backslash is part of the comment: the shell joins no line to it
+        if stripped.endswith("\\") and not stripped.endswith("\\\\") and not stripped.lstrip().startswith("#"):
             parts.append(stripped[:-1])
             continue
         parts.append(raw)
@@ -151,6 +154,8 @@ def _segments(words: list[str]) -> Iterable[list[str]]:
 
 def _launch(words: list[str], assigned: Mapping[str, str], file: str, line: int) -> Launch | None:
     i = 0
+    while i < len(words) and words[i] in _OPENERS:
+        i += 1
     while i < len(words) and _ASSIGN.match(words[i]):
         i += 1  # `CUDA_VISIBLE_DEVICES=0 python ...`: assignments for this command only
     while i < len(words) and words[i] in _WRAPPERS:
