@@ -137,6 +137,12 @@ def _says_bf16(test: ast.expr) -> bool:
                for side in test.comparators for n in ast.walk(side))
 
 
+def _bf16_runs_elsewhere(ctx: Context, call: ast.Call, tests: list[ast.expr]) -> bool:
+    """A bf16 run takes another branch: an earlier test of the chain whose `else` holds the call says bf16, or
+    another arm of the call's own chain tests the precision for a bf16 value (`_bf16_takes_another_arm`)."""
+    return any(_says_bf16(t) for t in tests) or _bf16_takes_another_arm(ctx, call)
+
+
 def _bf16_takes_another_arm(ctx: Context, call: ast.Call) -> bool:
     """The call is the body of an if/elif arm that compares a value to constants none of which names bf16
     (``if precision == "amp":``), and another arm of the same chain compares that value to one that does
@@ -237,7 +243,7 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
             yield call, (f"autocast without `dtype=` runs in float16 on CUDA, and bf16 runs reach this `else`: the bf16 branch "
                          f"(line {through.lineno}) also needs `{ast.unparse(through)[:60]}`")
             continue
-        if starred or any(_says_bf16(t) for t in tests) or _bf16_takes_another_arm(ctx, call):
+        if starred or _bf16_runs_elsewhere(ctx, call, tests):
             continue  # the dtype is passed on where the call is built, or a bf16 run takes another branch
         near = bf16_in_function(ctx, call)
         if near is not None:

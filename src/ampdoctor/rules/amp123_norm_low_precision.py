@@ -137,31 +137,41 @@ def _callers_keep_out_of_half(ctx: Context, at: ast.Call, base: ast.AST, fn: ast
     does not cast keeps the fp32 of the parameters it comes from."""
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not isinstance(base, ast.Name):
         return False
-    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
-    if base.id not in params and base.id not in (a.arg for a in fn.args.kwonlyargs):
+    position = _parameter_as_passed(ctx, at, base, fn)
+    if position is None:
         return False
+    calls = [c for c in ctx.src.calls if isinstance(c.func, ast.Name) and c.func.id == fn.name]
+    return bool(calls) and all(_call_keeps_out_of_half(ctx, c, base.id, position) for c in calls)
+
+
+def _parameter_as_passed(ctx: Context, at: ast.Call, base: ast.Name, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int | None:
+    """The position of `base` among the parameters of `fn` (-1: keyword-only) where it still holds what the caller
+    passed at `at`, in code that runs no half model and no autocast; None otherwise."""
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    keyword_only = [a.arg for a in fn.args.kwonlyargs]
+    if base.id not in params and base.id not in keyword_only:
+        return None
     if any(fn.body[0].lineno <= line < at.lineno for line, _ in ctx.src.bindings(base, fn)):
-        return False  # rebound in the body before the norm (the parameter itself is bound at the def)
+        return None  # rebound in the body before the norm (the parameter itself is bound at the def)
     project = ctx.project
     if ctx.facts.local_half_model is not None or ctx.facts.half_autocast is not None \
             or project.half_model is not None or project.autocast is not None:
+        return None
+    return params.index(base.id) if base.id in params else -1
+
+
+def _call_keeps_out_of_half(ctx: Context, call: ast.Call, name: str, position: int) -> bool:
+    """Does this call pass the parameter (`name`, at `position`; -1: keyword only) a tensor upcast on the way in, or
+    one left uncast beside another argument it casts?"""
+    arg = keyword(call, name)
+    if arg is None and 0 <= position < len(call.args):
+        arg = call.args[position]
+    if arg is None or isinstance(arg, ast.Starred):
         return False
-    calls = [c for c in ctx.src.calls if isinstance(c.func, ast.Name) and c.func.id == fn.name]
-    if not calls:
-        return False
-    for call in calls:
-        arg = keyword(call, base.id)
-        index = params.index(base.id) if base.id in params else None
-        if arg is None and index is not None and index < len(call.args):
-            arg = call.args[index]
-        if arg is None or isinstance(arg, ast.Starred):
-            return False
-        if _upcast_on_the_way_in(arg, ctx):
-            continue
-        siblings = [a for a in (*call.args, *(kw.value for kw in call.keywords)) if a is not arg]
-        if _cast_here(arg, ctx) or not any(_cast_here(a, ctx) for a in siblings):
-            return False
-    return True
+    if _upcast_on_the_way_in(arg, ctx):
+        return True
+    siblings = [a for a in (*call.args, *(kw.value for kw in call.keywords)) if a is not arg]
+    return not _cast_here(arg, ctx) and any(_cast_here(a, ctx) for a in siblings)
 
 
 def _cast_here(expr: ast.AST, ctx: Context) -> bool:
