@@ -114,7 +114,7 @@ def grad_scaler_with_bf16(ctx: Context) -> Iterator[CodeHit]:
     # Incident 4 (h2o-llmstudio #628): GradScaler() built unconditionally, then run on bf16 grads.
     for call, name in calls_named(ctx, GRAD_SCALERS):
         sign, gate = gate_sign(ctx, call, name)
-        if sign == -1 and gate is not None:
+        if sign == -1 and gate is not None and not _flag_turns_on_fp16_autocast(ctx, gate):
             enabled = any(gate is a for a in (*call.args, *(k.value for k in call.keywords)))
             where = "enabled only for bf16" if enabled else f"created in a branch only bf16 runs take (line {gate.lineno})"
             yield call, f"`{name.rsplit('.', 1)[-1]}` is {where}: with bf16 it fails in `unscale_` or scales for nothing"
@@ -127,6 +127,21 @@ def grad_scaler_with_bf16(ctx: Context) -> Iterator[CodeHit]:
             continue  # a plain fp16 script, or one whose bf16 runs never create this scaler
         gate = fp16_gate(ctx, call, name)
         yield call, *_verdict(ctx, name.rsplit(".", 1)[-1], evidence), {"fp16_gate": gate} if gate else {}
+
+
+def _flag_turns_on_fp16_autocast(ctx: Context, gate: ast.AST) -> bool:
+    """The flag whose name says bf16 (``use_bfloat16``) is what this file's autocast takes as `enabled` where the
+    autocast's dtype is float16 (``autocast(dtype=torch.float16, enabled=use_bfloat16)``): the flag switches fp16
+    AMP on whatever its name says, and the scaler it gates is the one fp16 needs."""
+    test = gate.test if isinstance(gate, (ast.If, ast.IfExp)) else gate
+    flags = {last_identifier(n) for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute))
+             and name_polarity(last_identifier(n) or "") == -1}
+    for call, name in ctx.facts.autocast_calls:
+        enabled = autocast_argument(call, name, "enabled")
+        if isinstance(enabled, (ast.Name, ast.Attribute)) and last_identifier(enabled) in flags \
+                and ctx.flow.dtype_of(autocast_argument(call, name, "dtype")) == {FP16}:
+            return True
+    return False
 
 
 def fp16_gate(ctx: Context, scaler: ast.Call, name: str) -> str | None:

@@ -137,6 +137,55 @@ def _says_bf16(test: ast.expr) -> bool:
                for side in test.comparators for n in ast.walk(side))
 
 
+def _bf16_runs_elsewhere(ctx: Context, call: ast.Call, tests: list[ast.expr]) -> bool:
+    """A bf16 run takes another branch: an earlier test of the chain whose `else` holds the call says bf16, or
+    another arm of the call's own chain tests the precision for a bf16 value (`_bf16_takes_another_arm`)."""
+    return any(_says_bf16(t) for t in tests) or _bf16_takes_another_arm(ctx, call)
+
+
+def _bf16_takes_another_arm(ctx: Context, call: ast.Call) -> bool:
+    """The call is the body of an if/elif arm that compares a value to constants none of which names bf16
+    (``if precision == "amp":``), and another arm of the same chain compares that value to one that does
+    (``elif precision in ("amp_bf16", "amp_bfloat16"):``): equal to one constant, the value is not the other, so a
+    bf16 run takes that arm and never this one."""
+    arm = next((p for p, c in ctx.src.steps(call) if isinstance(p, ast.If) and c in p.body), None)
+    mine = _compared(arm.test) if arm is not None and ctx.src.enclosing_function(arm) is ctx.src.enclosing_function(call) else None
+    if mine is None or any(_names_bf16(v) for v in mine[1]):
+        return False
+    first = arm
+    while isinstance(parent := ctx.src.parents.get(first), ast.If) and parent.orelse == [first]:
+        first = parent
+    node: ast.AST | None = first
+    while isinstance(node, ast.If):
+        other = _compared(node.test) if node is not arm else None
+        if other is not None and other[0] == mine[0] and any(_names_bf16(v) for v in other[1]):
+            return True
+        node = node.orelse[0] if len(node.orelse) == 1 else None
+    return False
+
+
+def _compared(test: ast.expr) -> tuple[str, list[str]] | None:
+    """``x == "a"``, ``x in ("a", "b")``, or an ``or`` of such tests of one value: (that value, the constants)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        parts = [_compared(v) for v in test.values]
+        if any(p is None for p in parts) or len({p[0] for p in parts}) != 1:  # type: ignore[index]
+            return None
+        return parts[0][0], [c for p in parts for c in p[1]]  # type: ignore[index]
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.In))):
+        return None
+    side = test.comparators[0]
+    items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+    if not isinstance(test.left, (ast.Name, ast.Attribute)) or not items:
+        return None
+    if not all(isinstance(i, ast.Constant) and isinstance(i.value, str) for i in items):
+        return None
+    return ast.dump(test.left), [i.value for i in items]  # type: ignore[attr-defined]
+
+
+def _names_bf16(value: str) -> bool:
+    return bool(tokens(value) & {"bf16", "bfloat16"})
+
+
 def _bf16_said(ctx: Context) -> str | None:
     """Where the file or its project says bf16: only then is autocast's fp16 default a surprise."""
     local = ctx.facts.bf16_evidence
@@ -194,8 +243,8 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
             yield call, (f"autocast without `dtype=` runs in float16 on CUDA, and bf16 runs reach this `else`: the bf16 branch "
                          f"(line {through.lineno}) also needs `{ast.unparse(through)[:60]}`")
             continue
-        if starred or any(_says_bf16(t) for t in tests):
-            continue  # the dtype is passed on where the call is built, or a bf16 run took an earlier branch
+        if starred or _bf16_runs_elsewhere(ctx, call, tests):
+            continue  # the dtype is passed on where the call is built, or a bf16 run takes another branch
         near = bf16_in_function(ctx, call)
         if near is not None:
             yield call, f"autocast without `dtype=` runs in float16 on CUDA, while this function uses bf16 (line {near.lineno})"

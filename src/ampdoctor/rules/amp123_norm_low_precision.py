@@ -128,6 +128,69 @@ def _chosen_dtype(expr: ast.AST, ctx: Context, depth: int = 0) -> bool:
     return False
 
 
+def _callers_keep_out_of_half(ctx: Context, at: ast.Call, base: ast.AST, fn: ast.AST) -> bool:
+    """The normalised tensor is a parameter of the norm function `fn`, and every call of `fn` in this file hands it
+    a tensor kept out of half precision: one cast to fp32 on the way in (``f(z.to(torch.float32))``,
+    ``f(self.embed(c.float()))``), or one the caller leaves alone while it casts another argument of the same call
+    (``f(x=x.to(dtype), w=self.weight)``: the caller picks which inputs run in half). Only in a file that casts no
+    model of its own to half and enters no half autocast, and a project that does neither: there a tensor the caller
+    does not cast keeps the fp32 of the parameters it comes from."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not isinstance(base, ast.Name):
+        return False
+    position = _parameter_as_passed(ctx, at, base, fn)
+    if position is None:
+        return False
+    calls = [c for c in ctx.src.calls if isinstance(c.func, ast.Name) and c.func.id == fn.name]
+    return bool(calls) and all(_call_keeps_out_of_half(ctx, c, base.id, position) for c in calls)
+
+
+def _parameter_as_passed(ctx: Context, at: ast.Call, base: ast.Name, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int | None:
+    """The position of `base` among the parameters of `fn` (-1: keyword-only) where it still holds what the caller
+    passed at `at`, in code that runs no half model and no autocast; None otherwise."""
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    keyword_only = [a.arg for a in fn.args.kwonlyargs]
+    if base.id not in params and base.id not in keyword_only:
+        return None
+    if any(fn.body[0].lineno <= line < at.lineno for line, _ in ctx.src.bindings(base, fn)):
+        return None  # rebound in the body before the norm (the parameter itself is bound at the def)
+    project = ctx.project
+    if ctx.facts.local_half_model is not None or ctx.facts.half_autocast is not None \
+            or project.half_model is not None or project.autocast is not None:
+        return None
+    return params.index(base.id) if base.id in params else -1
+
+
+def _call_keeps_out_of_half(ctx: Context, call: ast.Call, name: str, position: int) -> bool:
+    """Does this call pass the parameter (`name`, at `position`; -1: keyword only) a tensor upcast on the way in, or
+    one left uncast beside another argument it casts?"""
+    arg = keyword(call, name)
+    if arg is None and 0 <= position < len(call.args):
+        arg = call.args[position]
+    if arg is None or isinstance(arg, ast.Starred):
+        return False
+    if _upcast_on_the_way_in(arg, ctx):
+        return True
+    siblings = [a for a in (*call.args, *(kw.value for kw in call.keywords)) if a is not arg]
+    return not _cast_here(arg, ctx) and any(_cast_here(a, ctx) for a in siblings)
+
+
+def _cast_here(expr: ast.AST, ctx: Context) -> bool:
+    """``x.to(dtype)``, ``x.half()``, ``x.float()``: the argument is cast where it is passed."""
+    return isinstance(expr, ast.Call) and ctx.flow.cast_dtype(expr, ctx.src.scope(expr)) is not None
+
+
+def _upcast_on_the_way_in(expr: ast.AST, ctx: Context, depth: int = 0) -> bool:
+    """`expr` is cast to fp32/fp64, or computed from one that is (through calls' first argument and method
+    receivers): ``z.to(torch.float32)``, ``self.embed(c.float())``."""
+    if depth > 4 or not isinstance(expr, ast.Call):
+        return False
+    dtypes = ctx.flow.cast_dtype(expr, ctx.src.scope(expr))
+    if dtypes:
+        return dtypes <= FLOAT_UP
+    inner = [expr.func.value] if isinstance(expr.func, ast.Attribute) and ctx.qualname(expr.func) is None else []
+    return any(_upcast_on_the_way_in(e, ctx, depth + 1) for e in (*inner, *expr.args[:1]))
+
+
 @code_check("AMP123", triggers=HALF_WORDS, also=(("mean(", "var(", "var_mean("),), project=True)
 def norm_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # sglang PR #27540: Gemma RMSNorm variance in bf16 -> cosine 0.51 at layer 58; transformers PR #25421.
@@ -149,7 +212,7 @@ def norm_low_precision(ctx: Context) -> Iterator[CodeHit]:
         if dtypes and dtypes <= FLOAT_UP:
             continue
         if not (dtypes and dtypes & HALF):
-            if _chosen_dtype(base, ctx):
+            if _chosen_dtype(base, ctx) or _callers_keep_out_of_half(ctx, call, base, owner):
                 continue
             if upcast_scopes is None:
                 upcast_scopes = _upcast_scopes(ctx)

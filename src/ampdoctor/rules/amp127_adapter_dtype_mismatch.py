@@ -12,6 +12,7 @@ from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import PEFT_FUNCTIONS, CodeHit, Context
 from ampdoctor.lint.python.dataflow import HALF, describe
+from ampdoctor.lint.python.kind import TRAINS
 from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, tokens
 
 if TYPE_CHECKING:
@@ -73,8 +74,26 @@ def _later_casts(ctx: Context, wraps: dict[tuple[str, ast.AST], int]) -> Iterato
         line = wraps.get(key) if key is not None else None
         if line is None or call.lineno <= line or any(line < r < call.lineno for r in rebound.get(key, ())):
             continue
-        if dtypes := _half_cast(call, ctx):
+        if (dtypes := _half_cast(call, ctx)) and not _export_cast(ctx, call, target):
             yield call, _adapter_message(dtypes, line)
+
+
+def _export_cast(ctx: Context, cast: ast.Call, target: str) -> bool:
+    """The cast is an export: the function that holds it saves the model after it (``model.save_pretrained(path)``,
+    ``torch.save(model.state_dict(), path)``) and takes no training step, so no optimizer ever meets the half
+    adapters (a method that writes the weights out in fp16 after training)."""
+    fn = ctx.src.enclosing_function(cast)
+    if fn is None or TRAINS.search(ast.unparse(fn)):
+        return False
+    for call in ast.walk(fn):
+        if not isinstance(call, ast.Call) or call.lineno <= cast.lineno or "save" not in tokens(last_identifier(call.func) or ""):
+            continue
+        func = call.func
+        if isinstance(func, ast.Attribute) and dotted(func.value) == target:
+            return True
+        if any(dotted(n) == target for a in call.args for n in ast.walk(a) if isinstance(n, (ast.Name, ast.Attribute))):
+            return True
+    return False
 
 
 def _rebindings(ctx: Context, wraps: dict[tuple[str, ast.AST], int]) -> dict[tuple[str, ast.AST], list[int]]:

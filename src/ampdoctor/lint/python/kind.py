@@ -47,7 +47,7 @@ _CONVERT = frozenset({"convert", "conversion", "converter", "export", "checkpoin
 _INFER = frozenset({"inference", "infer", "generate", "generation", "sample", "sampling", "demo", "serve", "server",
                     "chat", "eval", "evaluate", "evaluation", "predict", "prediction", "gradio", "webui", "app", "cli_demo"})
 # Calls that only a training loop makes.
-_TRAINS = re.compile(r"\.backward\(|\.step\(\)|\bbackward\(|\.fit\(|\btrainer\.train\(|\.train\(\s*(resume_from_checkpoint|\))|"
+TRAINS = re.compile(r"\.backward\(|\.step\(\)|\bbackward\(|\.fit\(|\btrainer\.train\(|\.train\(\s*(resume_from_checkpoint|\))|"
                      r"\bclip_grad_norm_?\(|\bzero_grad\(")
 
 
@@ -62,7 +62,7 @@ def file_kind(path: str, text: str) -> Kind:
         return found
     words = tokens(stem)
     # substring tests first: the regex over a long file costs a millisecond, and most library files have none
-    trains = any(w in text for w in _TRAIN_WORDS) and _TRAINS.search(text) is not None
+    trains = any(w in text for w in _TRAIN_WORDS) and TRAINS.search(text) is not None
     if trains:
         return Kind(CodeKind.TRAINING, "")
     if words & _CONVERT:
