@@ -10,6 +10,7 @@ from typing import Iterator
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context
 from ampdoctor.lint.python.dataflow import HALF, describe
+from ampdoctor.lint.python.project import cpu_autocast_line
 from ampdoctor.lint.python.resolve import keyword, last_identifier, tokens
 
 SQUARES = frozenset({"torch.square"})
@@ -212,7 +213,7 @@ def norm_low_precision(ctx: Context) -> Iterator[CodeHit]:
         if dtypes and dtypes <= FLOAT_UP:
             continue
         if not (dtypes and dtypes & HALF):
-            if _chosen_dtype(base, ctx) or _callers_keep_out_of_half(ctx, call, base, owner):
+            if _kept_out_of_half(ctx, call, base, owner):
                 continue
             if upcast_scopes is None:
                 upcast_scopes = _upcast_scopes(ctx)
@@ -222,6 +223,43 @@ def norm_low_precision(ctx: Context) -> Iterator[CodeHit]:
         what = describe(dtypes) if dtypes and dtypes & HALF else "the input dtype"
         yield call, (f"{where} computes the variance `{ast.unparse(call)[:50]}` in {what} {said}; "
                      "upcast first: `x.float().pow(2).mean(-1, keepdim=True)`")
+
+
+def _kept_out_of_half(ctx: Context, call: ast.Call, base: ast.AST, owner: ast.AST) -> bool:
+    """A variance of a tensor of unknown dtype that is not computed in half all the same: its input converted to a
+    dtype chosen at run time, every caller keeping it out of half, or squares autocast takes in fp32."""
+    return _chosen_dtype(base, ctx) or _callers_keep_out_of_half(ctx, call, base, owner) or _autocast_squares_in_fp32(ctx, call)
+
+
+def _squares_by_pow(call: ast.Call, ctx: Context) -> bool:
+    """A mean of squares taken with `pow` (``x.pow(2).mean(-1)``, ``(x ** 2).mean()``, ``torch.mean(torch.pow(x, 2))``),
+    not ``x * x`` or ``x.square()``."""
+    func = call.func
+    if ctx.qualname(func) == "torch.mean" and call.args:
+        inner = call.args[0]
+    elif ctx.qualname(func) is None and isinstance(func, ast.Attribute) and func.attr == "mean":
+        inner = func.value
+    else:
+        return False
+    if isinstance(inner, ast.BinOp):
+        return isinstance(inner.op, ast.Pow)
+    return isinstance(inner, ast.Call) and (ctx.qualname(inner.func) == "torch.pow" or (
+        isinstance(inner.func, ast.Attribute) and inner.func.attr == "pow" and ctx.qualname(inner.func) is None))
+
+
+def _autocast_squares_in_fp32(ctx: Context, call: ast.Call) -> bool:
+    """The variance is squared with `pow`, which CUDA autocast runs in fp32 whatever its input (torch's autocast fp32
+    list), and the only half precision the code runs in is such an autocast: no model cast to half, here or in the
+    project, no autocast on the CPU (whose list leaves `pow` in bf16), and autocast not turned off around the norm.
+    The mean of fp32 squares is fp32: the variance the rule is about is not computed in half."""
+    if not _squares_by_pow(call, ctx) or ctx.facts.autocast_off_at(call):
+        return False
+    project = ctx.project
+    if ctx.facts.model_casts or project.half_model is not None or project.half is not None or project.cpu_autocast is not None:
+        return False
+    if ctx.facts.half_autocast is None and project.autocast is None:
+        return False
+    return cpu_autocast_line(ctx.src.text) is None
 
 
 def _half_said(ctx: Context) -> str | None:

@@ -1,11 +1,12 @@
 # A training file that picks its precision from a setting: `cfg.dtype == "bf16"` compares a configured name, not a
-# tensor's dtype, so the bf16 autocast it enters is this file's precision, and the RMSNorm's variance runs in it.
+# tensor's dtype, so the bf16 autocast it enters is this file's precision, and the RMSNorm's variance runs in it:
+# `x * x` is a `mul`, which autocast runs in its input's dtype (a `pow` it would run in fp32 on CUDA).
 import torch
 
 
 class RMSNorm(torch.nn.Module):
     def forward(self, x):
-        variance = x.pow(2).mean(-1, keepdim=True)  # ampdoctor: expect[AMP123]
+        variance = (x * x).mean(-1, keepdim=True)  # ampdoctor: expect[AMP123]
         return x * torch.rsqrt(variance + 1e-6)
 
 
