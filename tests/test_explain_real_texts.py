@@ -293,3 +293,13 @@ def test_a_signatures_unless_pattern_is_validated_and_read():
     assert (sig.pattern, sig.weight, sig.unless) == ("mat1", 0.5, "bmm")
     with pytest.raises(ValueError, match="bad regex"):
         _signatures([{"pattern": "mat1", "unless": "(bmm"}], "rule X")
+
+
+def test_the_dtypes_own_minimum_said_to_overflow_is_the_mask_fill_rule():
+    # Two masks each filled with torch.finfo(dtype).min summed: the fill constant overflows to -inf (then NaN after
+    # softmax). Told in words, with no printed error, it is still the mask fill's failure, ahead of a generic overflow.
+    told = ("the additive attention mask is built by summing two `torch.finfo(dtype).min` planes, which overflows "
+            "bf16 to `-inf`")
+    assert explain(told)[0].rule.id == "AMP133"
+    # An overflow without the dtype's minimum in view is not this rule's.
+    assert explain("the loss overflows to inf in fp16")[0].rule.id == "AMP212"
