@@ -190,6 +190,10 @@ def test_an_fp32_input_into_half_weights_ranks_the_input_rule_first_but_only_as_
     attention = "    attn_output = torch.matmul(attn_weights, value_states)\n"
     assert explain(attention + "RuntimeError: mat1 and mat2 must have the same dtype, but got Float and BFloat16",
                    limit=3)[0].rule.id != "AMP131"
+    # A frame showing the layer's input made with a module attribute (an fp32 buffer) is a promotion inside the model.
+    promoted = "    h = self.proj(h * self.scale)\n"
+    assert explain(promoted + "RuntimeError: mat1 and mat2 must have the same dtype, but got Float and BFloat16",
+                   limit=3)[0].rule.id == "AMP201"
     # An adapter in view still decides for AMP127, with confidence, over the input rule's ranking.
     peft = ('  File "/venv/lib/python3.10/site-packages/peft/tuners/lora.py", line 908, in forward\n'
             "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: float != c10::Half")
