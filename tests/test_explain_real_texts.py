@@ -174,6 +174,32 @@ def test_a_rule_its_context_supports_is_still_a_guess_below_a_rival_reading_the_
     assert all(c.guess for c in cands)
 
 
+def test_an_fp32_input_into_half_weights_ranks_the_input_rule_first_but_only_as_a_guess():
+    # mat1 is the layer's input, mat2 its weight: float into half weights is an fp32 batch into a half model (AMP131)
+    # more often than a promotion inside it (AMP201). The message is still shared, so nothing here is a diagnosis.
+    for msg in ("RuntimeError: mat1 and mat2 must have the same dtype, but got Float and BFloat16",
+                "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: float != c10::Half",
+                "expected mat1 and mat2 to have the same dtype, but got: struct float!= struct c10::Half"):
+        cands = explain(msg, limit=3)
+        assert cands[0].rule.id == "AMP131" and all(c.guess for c in cands), msg
+    # The other order (half input, fp32 weights: an fp32 adapter or kept-fp32 module as often) does not lead with it.
+    for msg in ("RuntimeError: mat1 and mat2 must have the same dtype, but got BFloat16 and Float",
+                "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: c10::BFloat16 != float"):
+        assert explain(msg, limit=3)[0].rule.id != "AMP131", msg
+    # Under an attention matmul mat1 and mat2 are two activations, not an input and a weight: the order tells nothing.
+    attention = "    attn_output = torch.matmul(attn_weights, value_states)\n"
+    assert explain(attention + "RuntimeError: mat1 and mat2 must have the same dtype, but got Float and BFloat16",
+                   limit=3)[0].rule.id != "AMP131"
+    # A frame showing the layer's input made with a module attribute (an fp32 buffer) is a promotion inside the model.
+    promoted = "    h = self.proj(h * self.scale)\n"
+    assert explain(promoted + "RuntimeError: mat1 and mat2 must have the same dtype, but got Float and BFloat16",
+                   limit=3)[0].rule.id == "AMP201"
+    # An adapter in view still decides for AMP127, with confidence, over the input rule's ranking.
+    peft = ('  File "/venv/lib/python3.10/site-packages/peft/tuners/lora.py", line 908, in forward\n'
+            "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: float != c10::Half")
+    assert explain(peft)[0].rule.id == "AMP127" and not explain(peft)[0].guess
+
+
 def _tune_texts():
     """bench/explain's tune split (texts labelled with a catalog rule): the texts changes may be judged on. Left out:
     texts that show two failures (another rule's own message read with confidence beside the labelled one's), where
@@ -262,3 +288,22 @@ def test_the_exception_a_text_raises_is_read_through_prefixes_raise_lines_and_co
 def test_an_nccl_without_bfloat16_refusing_a_bf16_collective_is_the_unsupported_hardware_rule(text):
     cand = explain(text)[0]
     assert cand.rule.id == "AMP113" and not cand.guess
+
+
+def test_a_signatures_unless_pattern_is_validated_and_read():
+    from ampdoctor.core.catalog import _signatures
+
+    sig, = _signatures([{"pattern": "mat1", "weight": 0.5, "unless": "bmm"}], "rule X")
+    assert (sig.pattern, sig.weight, sig.unless) == ("mat1", 0.5, "bmm")
+    with pytest.raises(ValueError, match="bad regex"):
+        _signatures([{"pattern": "mat1", "unless": "(bmm"}], "rule X")
+
+
+def test_the_dtypes_own_minimum_said_to_overflow_is_the_mask_fill_rule():
+    # Two masks each filled with torch.finfo(dtype).min summed: the fill constant overflows to -inf (then NaN after
+    # softmax). Told in words, with no printed error, it is still the mask fill's failure, ahead of a generic overflow.
+    told = ("the additive attention mask is built by summing two `torch.finfo(dtype).min` planes, which overflows "
+            "bf16 to `-inf`")
+    assert explain(told)[0].rule.id == "AMP133"
+    # An overflow without the dtype's minimum in view is not this rule's.
+    assert explain("the loss overflows to inf in fp16")[0].rule.id == "AMP212"

@@ -203,6 +203,8 @@ def _score(rule: Rule, text: str) -> _Fit | None:
     best: tuple[Signature, re.Match[str]] | None = None
     for sig in rule.signatures:
         match = _search(sig, text)
+        if match and sig.unless and _search(Signature(sig.unless), text):
+            continue
         if match and (best is None or sig.weight > best[0].weight):
             best = (sig, match)
     if best is None:

@@ -20,11 +20,12 @@ _ID = re.compile(r"^AMP\d{3}$")
 def _signatures(raw: Iterable[Mapping[str, Any]] | None, where: str) -> tuple[Signature, ...]:
     out = []
     for item in raw or ():
-        sig = Signature(str(item["pattern"]), float(item.get("weight", 1.0)))
-        try:
-            re.compile(sig.pattern)
-        except re.error as exc:
-            raise ValueError(f"{where}: bad regex {sig.pattern!r}: {exc}") from None
+        sig = Signature(str(item["pattern"]), float(item.get("weight", 1.0)), str(item.get("unless", "")))
+        for pattern in filter(None, (sig.pattern, sig.unless)):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{where}: bad regex {pattern!r}: {exc}") from None
         out.append(sig)
     return tuple(out)
 

@@ -84,7 +84,8 @@ def rules_markdown(rules: Iterable[Rule] | None = None) -> str:
             lines += ["### Use instead", "", "```python", r.use_instead, "```", ""]
         lines += ["### Fix", "", r.fix, ""]
         if r.signatures:
-            lines += ["### Error texts it explains", ""] + [f"- `{s.pattern}`" for s in r.signatures] + [""]
+            lines += ["### Error texts it explains", ""] + [f"- `{s.pattern}`" + (f" (not where `{s.unless}` is in the text)" if s.unless else "")
+                                                          for s in r.signatures] + [""]
         lines += ["### Detectors", ""] + [f"- {d.kind}: `{d.fn.__name__}` in `{d.file}`" for d in detectors(rule_id=r.id)]
         lines += ["- explain: the error texts above"] if r.signatures else []
         lines += ["", "### References", ""] + [f"- [{s}]({s.url})" for s in r.sources]

@@ -62,10 +62,13 @@ class Source:
 
 @dataclass(frozen=True)
 class Signature:
-    """An error text that this rule explains; `pattern` is a case-insensitive regular expression."""
+    """An error text that this rule explains; `pattern` is a case-insensitive regular expression. `unless`, when set,
+    is one too: a text it matches shows the message coming from where it means something else, and the signature
+    does not read that text."""
 
     pattern: str
     weight: float = 1.0
+    unless: str = ""
 
 
 @dataclass(frozen=True)
