@@ -268,27 +268,30 @@ def _names_bound_from(ctx: Context, value: ast.AST) -> set[str]:
     """The local names a value is assigned to, through indexing, splits and shape methods
     (``x1, x2 = x.to(torch.bfloat16).chunk(2, dim=-1)`` -> {x1, x2}; ``c, s = self.cos[:n], self.sin[:n]`` -> {c})."""
     node: ast.AST = value
-    while True:
-        parent = ctx.src.parents.get(node)
-        if isinstance(parent, ast.Subscript) and parent.value is node:
-            node = parent
-            continue
-        if isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in _SPLITS:
-            grand = ctx.src.parents.get(parent)
-            if not (isinstance(grand, ast.Call) and grand.func is parent):
-                return set()
-            node = grand
-            continue
-        if isinstance(parent, ast.Tuple) and isinstance(grand := ctx.src.parents.get(parent), ast.Assign) \
-                and len(grand.targets) == 1 and isinstance(grand.targets[0], ast.Tuple) \
-                and len(grand.targets[0].elts) == len(parent.elts):
-            target = grand.targets[0].elts[parent.elts.index(node)]
-            return {target.id} if isinstance(target, ast.Name) else set()
-        if isinstance(parent, ast.Assign) and parent.value is node and len(parent.targets) == 1:
-            target = parent.targets[0]
-            elts = target.elts if isinstance(target, ast.Tuple) else [target]
-            return {e.id for e in elts if isinstance(e, ast.Name)}
-        return set()
+    while (around := _same_values_around(ctx, node)) is not None:
+        node = around
+    parent = ctx.src.parents.get(node)
+    if isinstance(parent, ast.Tuple) and isinstance(grand := ctx.src.parents.get(parent), ast.Assign) \
+            and len(grand.targets) == 1 and isinstance(grand.targets[0], ast.Tuple) \
+            and len(grand.targets[0].elts) == len(parent.elts):
+        target = grand.targets[0].elts[parent.elts.index(node)]
+        return {target.id} if isinstance(target, ast.Name) else set()
+    if isinstance(parent, ast.Assign) and parent.value is node and len(parent.targets) == 1:
+        target = parent.targets[0]
+        return {e.id for e in (target.elts if isinstance(target, ast.Tuple) else [target]) if isinstance(e, ast.Name)}
+    return set()
+
+
+def _same_values_around(ctx: Context, node: ast.AST) -> ast.AST | None:
+    """The expression around `node` that holds its values in its dtype: an index of it, or a split or shape method
+    called on it; None for anything else."""
+    parent = ctx.src.parents.get(node)
+    if isinstance(parent, ast.Subscript) and parent.value is node:
+        return parent
+    if isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in _SPLITS:
+        call = ctx.src.parents.get(parent)
+        return call if isinstance(call, ast.Call) and call.func is parent else None
+    return None
 
 
 def _rotated_by_table(ctx: Context, fn: ast.AST, names: set[str], tables: set[str]) -> tuple[ast.BinOp, ast.AST] | None:
