@@ -224,6 +224,96 @@ def _upcast_where_used(ctx: Context, cls: ast.ClassDef, name: str) -> bool:
     return False
 
 
+@code_check("AMP002", triggers=("register_buffer", "Buffer("), also=(ROPE_TRIGGERS, HALF_WORDS), project=True)
+def rotation_input_cast_to_half(ctx: Context) -> Iterator[CodeHit]:
+    # modded-nanogpt 2025: `x1, x2 = x.to(dtype=torch.bfloat16).chunk(2, -1)` rotated by cos/sin buffers that the
+    # model's `.bfloat16()` made bf16 as well: both operands of every product are bf16, so the whole rotation runs in
+    # bf16. The fix casts the input to fp32 instead, so the products run in fp32 and only the result is rounded.
+    # Reported at the input's cast, since that is the line that decides the rotation's dtype.
+    cast = _model_cast(ctx)
+    if cast is None:
+        return
+    halved = list(half_casts(ctx))
+    for cls in ctx.src.classes:
+        tables = {name for name, _ in _table_buffers(ctx, cls) if not _upcast_where_used(ctx, cls, name)}
+        if not tables:
+            continue
+        for call, dtypes in halved:
+            fn = ctx.src.enclosing_function(call)
+            if fn is None or cls not in ctx.src.ancestors(fn) or not _reads_buffer(fn, tables):
+                continue
+            func = call.func
+            if not isinstance(func, ast.Attribute) or ctx.qualname(func) is not None or is_table(chain_words(func.value, ctx)):
+                continue  # a table's own cast is the other detectors' finding
+            rotated = _rotated_by_table(ctx, fn, _names_bound_from(ctx, call), tables)
+            if rotated is None:
+                continue
+            product, table = rotated
+            yield call, (f"`{ast.unparse(func.value)[:40]}` is cast to {describe_half(dtypes)} and then multiplied by "
+                         f"`{ast.unparse(table)[:40]}` (line {product.lineno}), read from the rotary buffers "
+                         f"({', '.join(sorted(tables))}) that the model's cast makes {cast}: with both operands half, "
+                         "the rotation's products and sums run in half precision; cast the input to float32 here so "
+                         "the rotation runs in fp32, and cast its result back")
+
+
+# Methods that split or reshape a tensor without changing its dtype: `x.to(bf16).chunk(2, -1)` is still bf16.
+_SPLITS = _SHAPE | {"chunk", "split", "unbind", "tensor_split", "unflatten"}
+
+
+def _reads_buffer(fn: ast.AST, tables: set[str]) -> bool:
+    return any(_is_buffer_read(n, tables) for n in ast.walk(fn))
+
+
+def _names_bound_from(ctx: Context, value: ast.AST) -> set[str]:
+    """The local names a value is assigned to, through indexing, splits and shape methods
+    (``x1, x2 = x.to(torch.bfloat16).chunk(2, dim=-1)`` -> {x1, x2}; ``c, s = self.cos[:n], self.sin[:n]`` -> {c})."""
+    node: ast.AST = value
+    while (around := _same_values_around(ctx, node)) is not None:
+        node = around
+    parent = ctx.src.parents.get(node)
+    if isinstance(parent, ast.Tuple) and isinstance(grand := ctx.src.parents.get(parent), ast.Assign) \
+            and len(grand.targets) == 1 and isinstance(grand.targets[0], ast.Tuple) \
+            and len(grand.targets[0].elts) == len(parent.elts):
+        target = grand.targets[0].elts[parent.elts.index(node)]
+        return {target.id} if isinstance(target, ast.Name) else set()
+    if isinstance(parent, ast.Assign) and parent.value is node and len(parent.targets) == 1:
+        target = parent.targets[0]
+        return {e.id for e in (target.elts if isinstance(target, ast.Tuple) else [target]) if isinstance(e, ast.Name)}
+    return set()
+
+
+def _same_values_around(ctx: Context, node: ast.AST) -> ast.AST | None:
+    """The expression around `node` that holds its values in its dtype: an index of it, or a split or shape method
+    called on it; None for anything else."""
+    parent = ctx.src.parents.get(node)
+    if isinstance(parent, ast.Subscript) and parent.value is node:
+        return parent
+    if isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in _SPLITS:
+        call = ctx.src.parents.get(parent)
+        return call if isinstance(call, ast.Call) and call.func is parent else None
+    return None
+
+
+def _rotated_by_table(ctx: Context, fn: ast.AST, names: set[str], tables: set[str]) -> tuple[ast.BinOp, ast.AST] | None:
+    """The first product in `fn` of one of `names` and a rotary table: an expression that reads one of the `tables`
+    buffers, or a name bound to such a read."""
+    if not names:
+        return None
+    from_buffers = set().union(*(_names_bound_from(ctx, n) for n in ast.walk(fn) if _is_buffer_read(n, tables)))
+    for node in ast.walk(fn):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            for mine, other in ((node.left, node.right), (node.right, node.left)):
+                if not (isinstance(mine, ast.Name) and mine.id in names):
+                    continue
+                if isinstance(other, ast.Name) and other.id in from_buffers or any(_is_buffer_read(n, tables) for n in ast.walk(other)):
+                    return node, other
+    return None
+
+
+def _is_buffer_read(node: ast.AST, tables: set[str]) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr in tables and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
 def table_kind(ctx: Context) -> str:
     return "RoPE table" if rotary_said(ctx) else "cos/sin table"
 
