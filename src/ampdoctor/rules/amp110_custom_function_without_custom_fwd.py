@@ -37,6 +37,64 @@ def _returns_its_input(fn: ast.FunctionDef) -> bool:
     return bool(returns) and all(isinstance(r.value, ast.Name) and r.value.id in params - rebound for r in returns)
 
 
+# Ops that need their tensor operands in one dtype (a matmul or convolution of bf16 by fp32 raises; an index or
+# scatter copy demands its source's dtype), where elementwise ops promote. Autocast casts them inside a Function's
+# forward as anywhere else, but not in its backward, which the engine runs with autocast off.
+_UNIFORM_DTYPE_OPS = frozenset({
+    "matmul", "mm", "bmm", "baddbmm", "addmm", "addbmm", "addmv", "mv", "dot", "linear", "bilinear", "einsum", "tensordot",
+    "chain_matmul", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "scaled_dot_product_attention", "index_put", "index_put_", "index_copy", "index_copy_", "scatter", "scatter_",
+    "scatter_add", "scatter_add_", "masked_scatter", "masked_scatter_"})
+# What a Function's methods may call without leaving torch's own promoting ops: the autograd context's bookkeeping,
+# Python builtins, pure-Python math, and in-place methods that take no second tensor.
+_CTX_BOOKKEEPING = frozenset({"save_for_backward", "mark_dirty", "mark_non_differentiable", "set_materialize_grads"})
+_BUILTINS = frozenset({"len", "range", "isinstance", "min", "max", "float", "int", "bool", "tuple", "list", "dict", "set",
+                       "zip", "enumerate", "any", "all", "abs", "getattr", "hasattr", "setattr", "super", "print", "round",
+                       "sorted", "reversed", "type", "str"})
+_OWN_INPLACE = frozenset({"requires_grad_", "detach_", "zero_", "fill_", "clamp_", "clamp_min_", "clamp_max_", "uniform_",
+                          "normal_", "bernoulli_", "resize_", "unsqueeze_", "squeeze_", "t_", "transpose_"})
+_PURE_MODULES = ("torch.", "math.", "operator.", "functools.", "itertools.", "numbers.", "typing.")
+
+
+def _dtype_sensitive_op(fns: list[ast.FunctionDef], ctx: Context) -> str | None:
+    """The first call in the Function's forward or backward that does not promote mixed dtypes: a matmul-like or
+    index-copying op, an in-place op with a tensor operand, a kernel launch (``kernel[grid](...)``), a function of an
+    imported module outside torch (an extension: ``_ext.roi_align_forward``), or code the Function is handed or
+    defines elsewhere (``ctx.run_function(*args)``, a helper), whose ops are unknown here; None when every op is
+    torch's own elementwise kind, which promotes mixed inputs (and the engine casts each returned gradient to its
+    input's dtype)."""
+    imported = {alias.asname or alias.name.split(".", 1)[0] for node in ast.walk(ctx.src.tree)
+                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    for fn in fns:
+        for node in ast.walk(fn):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+                return "@"
+            if isinstance(node, ast.Call) and _call_needs_uniform_dtypes(node, ctx, imported):
+                return ast.unparse(node.func)[:40]
+    return None
+
+
+def _call_needs_uniform_dtypes(call: ast.Call, ctx: Context, imported: set[str]) -> bool:
+    func = call.func
+    if isinstance(func, ast.Subscript):
+        return True  # a Triton kernel launch
+    name = ctx.qualname(func)
+    if name is not None:
+        return name.rsplit(".", 1)[-1] in _UNIFORM_DTYPE_OPS or not name.startswith(_PURE_MODULES)
+    if isinstance(func, ast.Name):
+        return func.id not in _BUILTINS
+    if not isinstance(func, ast.Attribute):
+        return True
+    receiver = func.value
+    if isinstance(receiver, ast.Name) and receiver.id == "ctx":
+        return func.attr not in _CTX_BOOKKEEPING
+    if isinstance(receiver, ast.Name) and receiver.id in imported:
+        return True  # a module's function: an extension's kernel (relative imports included)
+    if func.attr in _UNIFORM_DTYPE_OPS:
+        return True
+    return func.attr.endswith("_") and not func.attr.endswith("__") and func.attr not in _OWN_INPLACE and bool(call.args)
+
+
 @code_check("AMP110", triggers=("Function",), also=(("autocast", "mixed_precision", "precision=", "bf16=", "fp16="),), project=True)
 def custom_function_without_custom_fwd(ctx: Context) -> Iterator[CodeHit]:
     # pytorch #38487: autocast does not reach inside a custom Function, so its kernels see mixed dtypes.
@@ -53,9 +111,11 @@ def custom_function_without_custom_fwd(ctx: Context) -> Iterator[CodeHit]:
         backward, forward = method(cls, "backward"), method(cls, "forward")
         if backward is not None and reenters_autocast(backward, ctx.src):
             continue  # the backward replays the autocast state by hand (an activation checkpoint): what custom_fwd does
-        if forward is not None and not _decorated(forward, ctx, "custom_fwd") and not _disables_autocast(forward, ctx) \
-                and not _returns_its_input(forward):
-            yield forward, (f"`{cls.name}.forward` has no `custom_fwd` and {where}: autocast does not cast its inputs, "
-                            "which arrive in whatever dtypes the ops before it left (mixed, where those disagree), and its "
-                            "backward runs outside autocast")
+        if forward is None or _decorated(forward, ctx, "custom_fwd") or _disables_autocast(forward, ctx) or _returns_its_input(forward):
+            continue
+        sensitive = _dtype_sensitive_op([f for f in (forward, backward) if f is not None], ctx)
+        if sensitive is not None:
+            yield forward, (f"`{cls.name}.forward` has no `custom_fwd` and {where}: `{sensitive}` in the Function needs "
+                            "its tensors in one dtype, but what reaches it keeps whatever dtypes the ops before it left "
+                            "(mixed, where those disagree), and its backward runs outside autocast")
 

@@ -1,11 +1,13 @@
-# Like an identity gradient hook, but the forward computes its output from the inputs (and rebinds the name it
-# returns): those ops run on whatever dtypes arrive, which autocast does not cast.
+# Functions whose forward and backward hold only elementwise torch ops: autocast applies to the ops of a Function's
+# forward as anywhere else, elementwise ops promote mixed inputs (bf16 activation * fp32 parameter -> fp32) instead
+# of raising, and the engine casts each gradient the backward returns to its input's dtype. Mixed dtypes reaching
+# them cost nothing that custom_fwd would save.
 import torch
 
 
 class ScaledSwish(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, beta):  # ampdoctor: expect[AMP110]
+    def forward(ctx, x, beta):
         ctx.save_for_backward(x, beta)
         x = x * torch.sigmoid(beta * x)
         return x
@@ -19,7 +21,7 @@ class ScaledSwish(torch.autograd.Function):
 
 class Gate(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, w):  # ampdoctor: expect[AMP110]
+    def forward(ctx, x, w):
         if w is None:
             return x
         return x * w
