@@ -60,21 +60,24 @@ def _dtype_sensitive_op(fns: list[ast.FunctionDef], ctx: Context) -> str | None:
     """The first call in the Function's forward or backward that does not promote mixed dtypes: a matmul-like or
     index-copying op, an in-place op with a tensor operand, a kernel launch (``kernel[grid](...)``), a function of an
     imported module outside torch (an extension: ``_ext.roi_align_forward``), or code the Function is handed or
-    defines elsewhere (``ctx.run_function(*args)``, a helper), whose ops are unknown here; None when every op is
+    defines elsewhere (``ctx.run_function(*args)``, a helper, a method of a module-level object), whose ops are
+    unknown here; None when every op is
     torch's own elementwise kind, which promotes mixed inputs (and the engine casts each returned gradient to its
     input's dtype)."""
-    imported = {alias.asname or alias.name.split(".", 1)[0] for node in ast.walk(ctx.src.tree)
-                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
     for fn in fns:
+        # the function's own names (its tensors); any other name a method is called on is the module's: an import
+        # or a global object, such as an extension module
+        local = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)} | {
+            n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         for node in ast.walk(fn):
             if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
                 return "@"
-            if isinstance(node, ast.Call) and _call_needs_uniform_dtypes(node, ctx, imported):
+            if isinstance(node, ast.Call) and _call_needs_uniform_dtypes(node, ctx, local):
                 return ast.unparse(node.func)[:40]
     return None
 
 
-def _call_needs_uniform_dtypes(call: ast.Call, ctx: Context, imported: set[str]) -> bool:
+def _call_needs_uniform_dtypes(call: ast.Call, ctx: Context, local: set[str]) -> bool:
     func = call.func
     if isinstance(func, ast.Subscript):
         return True  # a Triton kernel launch
@@ -88,7 +91,7 @@ def _call_needs_uniform_dtypes(call: ast.Call, ctx: Context, imported: set[str])
     receiver = func.value
     if isinstance(receiver, ast.Name) and receiver.id == "ctx":
         return func.attr not in _CTX_BOOKKEEPING
-    if isinstance(receiver, ast.Name) and receiver.id in imported:
+    if isinstance(receiver, ast.Name) and receiver.id not in local:
         return True  # a module's function: an extension's kernel (relative imports included)
     if func.attr in _UNIFORM_DTYPE_OPS:
         return True
