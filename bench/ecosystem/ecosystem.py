@@ -153,7 +153,8 @@ def lint_tree(name: str, tree: Path, select: str | None, verdicts: dict) -> tupl
     report = lint_paths([tree], settings)
     cache: dict[str, list[str] | None] = {}
     out = []
-    for f in report.findings:
+    ranks: dict[str, int] = {}
+    for f in sorted(report.findings, key=lambda f: (f.location.file or "", f.location.line or 0, f.rule_id)):
         if f.severity.rank < Severity.WARNING.rank:
             continue
         rel = Path(f.location.file).resolve().relative_to(tree.resolve()).as_posix() if f.location.file else ""
@@ -161,6 +162,12 @@ def lint_tree(name: str, tree: Path, select: str | None, verdicts: dict) -> tupl
             cache[rel] = Path(f.location.file).read_text(encoding="utf-8", errors="replace").splitlines()
         moved = replace(f, location=replace(f.location, file=rel or None))
         key = f"{name}:{fingerprint(moved, cache)}"
+        # A baseline's fingerprint is the rule, the file and the line's text, so two findings of one rule on
+        # identical lines of a file (two `def forward(` of two Functions) share it; each gets a verdict of its own:
+        # the second and later, in line order, carry their rank.
+        rank = ranks[key] = ranks.get(key, 0) + 1
+        if rank > 1:
+            key = f"{key}#{rank}"
         v = verdicts.get(key) or {}
         out.append(Judged(key, name, f.rule_id, f.severity.value, f"{rel}:{f.location.line}", f.message,
                           v.get("verdict"), v.get("why", "")))
