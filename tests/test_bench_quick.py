@@ -218,3 +218,29 @@ def test_explain_bench_quick_answers_its_handful_right_and_writes_no_docs(docs, 
     assert "| split | texts counted | n | top-1 | top-3 | confident wrong | guesses |" in out
     assert "| tune | catalog |" in out and "| heldout | pending |" in out
     assert not docs.exists()
+
+
+def test_ecosystem_gives_findings_on_identical_lines_a_verdict_key_each(tmp_path):
+    # Two Functions' `def forward(ctx, x, w):` lines have the same text, so their findings share a baseline
+    # fingerprint; the bench keys the second with its rank, so that each is judged on its own code.
+    eco = load("ecosystem/ecosystem.py")
+    function = '''
+class {name}(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        return x @ w
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, g
+'''
+    (tmp_path / "train.py").write_text("import torch\n" + function.format(name="A") + function.format(name="B") + '''
+
+def step(x, w):
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        return A.apply(x, w) + B.apply(x, w)
+''')
+    _, judged, _ = eco.lint_tree("t", tmp_path, "AMP110", {})
+    keys = [(j.key, j.at) for j in judged]
+    assert len(keys) == 2 and keys[1][0] == keys[0][0] + "#2", keys
+    assert [at for _, at in keys] == ["train.py:5", "train.py:14"]
