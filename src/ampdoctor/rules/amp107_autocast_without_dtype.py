@@ -108,13 +108,20 @@ def _else_of(ctx: Context, call: ast.Call) -> list[ast.expr]:
 
 
 def _chain(ctx: Context, last: ast.If) -> list[ast.expr]:
-    """The tests of an if/elif chain, given its last `if`."""
-    tests = [last.test]
-    node: ast.AST = last
-    while isinstance(parent := ctx.src.parents.get(node), ast.If) and parent.orelse == [node]:
-        tests.append(parent.test)
-        node = parent
-    return tests
+    """The tests of an if/elif chain, given its last `if`, from it up to the first."""
+    arms = _arms(ctx, last)
+    return [arm.test for arm in reversed(arms[:arms.index(last) + 1])]
+
+
+def _arms(ctx: Context, node: ast.If) -> list[ast.If]:
+    """Every `if`/`elif` of the chain `node` belongs to, first to last."""
+    first = node
+    while isinstance(parent := ctx.src.parents.get(first), ast.If) and parent.orelse == [first]:
+        first = parent
+    arms = [first]
+    while len(arms[-1].orelse) == 1 and isinstance(arms[-1].orelse[0], ast.If):
+        arms.append(arms[-1].orelse[0])
+    return arms
 
 
 def _conjoined_with_bf16(tests: list[ast.expr]) -> ast.expr | None:
@@ -152,16 +159,8 @@ def _bf16_takes_another_arm(ctx: Context, call: ast.Call) -> bool:
     mine = _compared(arm.test) if arm is not None and ctx.src.enclosing_function(arm) is ctx.src.enclosing_function(call) else None
     if mine is None or any(_names_bf16(v) for v in mine[1]):
         return False
-    first = arm
-    while isinstance(parent := ctx.src.parents.get(first), ast.If) and parent.orelse == [first]:
-        first = parent
-    node: ast.AST | None = first
-    while isinstance(node, ast.If):
-        other = _compared(node.test) if node is not arm else None
-        if other is not None and other[0] == mine[0] and any(_names_bf16(v) for v in other[1]):
-            return True
-        node = node.orelse[0] if len(node.orelse) == 1 else None
-    return False
+    others = (_compared(other.test) for other in _arms(ctx, arm) if other is not arm)
+    return any(o is not None and o[0] == mine[0] and any(_names_bf16(v) for v in o[1]) for o in others)
 
 
 def _compared(test: ast.expr) -> tuple[str, list[str]] | None:
