@@ -58,11 +58,8 @@ def _variance_input(call: ast.Call, ctx: Context) -> ast.AST | None:
     name, func = ctx.qualname(call.func), call.func
     if any(kw.arg in ("keepdims", "ddof") for kw in call.keywords):
         return None  # NumPy's spelling: a reference implementation, not a torch norm
-    if name is None and isinstance(func, ast.Attribute) and func.attr in ("mean", "var"):
-        inner = func.value
-    elif name in ("torch.mean", *VARIANCES) and call.args:
-        inner = call.args[0]
-    else:
+    inner = _reduced(call, ctx)
+    if inner is None:
         return None
     if name in VARIANCES or (name is None and func.attr == "var"):
         base = inner
@@ -74,6 +71,17 @@ def _variance_input(call: ast.Call, ctx: Context) -> ast.AST | None:
     if isinstance(base, ast.BinOp) and isinstance(base.op, ast.Sub):
         base = base.left
     return base
+
+
+def _reduced(call: ast.Call, ctx: Context) -> ast.AST | None:
+    """What a mean or variance call reduces: ``x`` of ``x.mean(-1)``, ``torch.mean(x)``, ``x.var()``,
+    ``torch.var_mean(x)``; None for any other call."""
+    name, func = ctx.qualname(call.func), call.func
+    if name is None and isinstance(func, ast.Attribute) and func.attr in ("mean", "var"):
+        return func.value
+    if name in ("torch.mean", *VARIANCES) and call.args:
+        return call.args[0]
+    return None
 
 
 def _norm_name(name: str) -> bool:
@@ -233,18 +241,13 @@ def _kept_out_of_half(ctx: Context, call: ast.Call, base: ast.AST, owner: ast.AS
 
 def _squares_by_pow(call: ast.Call, ctx: Context) -> bool:
     """A mean of squares taken with `pow` (``x.pow(2).mean(-1)``, ``(x ** 2).mean()``, ``torch.mean(torch.pow(x, 2))``),
-    not ``x * x`` or ``x.square()``."""
-    func = call.func
-    if ctx.qualname(func) == "torch.mean" and call.args:
-        inner = call.args[0]
-    elif ctx.qualname(func) is None and isinstance(func, ast.Attribute) and func.attr == "mean":
-        inner = func.value
-    else:
+    not ``x * x`` or ``x.square()``, nor a variance call."""
+    inner = _reduced(call, ctx) if last_identifier(call.func) == "mean" else None
+    if inner is None or _squared(inner, ctx) is None:
         return False
     if isinstance(inner, ast.BinOp):
         return isinstance(inner.op, ast.Pow)
-    return isinstance(inner, ast.Call) and (ctx.qualname(inner.func) == "torch.pow" or (
-        isinstance(inner.func, ast.Attribute) and inner.func.attr == "pow" and ctx.qualname(inner.func) is None))
+    return isinstance(inner, ast.Call) and last_identifier(inner.func) == "pow"
 
 
 def _autocast_squares_in_fp32(ctx: Context, call: ast.Call) -> bool:
