@@ -131,9 +131,9 @@ def test_clean_presets_validate_clean():
 
 
 def test_bf16_with_loss_scaling_is_grad_scaler_with_bf16():
-    # fp32 weights: the scaler is pointless (a warning); bf16 weights: unscale_ fails on CUDA (an error, incident 4)
+    # fp32 weights: the scaler is pointless (a note); bf16 weights: unscale_ fails on CUDA (an error, incident 4)
     found = Policy.parse("params=fp32,compute=bf16,loss_scale=dynamic").validate()
-    assert [(f.name, f.severity.value, f.rule_id) for f in found] == [("grad-scaler-with-bf16", "warning", "AMP004")]
+    assert [(f.name, f.severity.value, f.rule_id) for f in found] == [("grad-scaler-with-bf16", "info", "AMP004")]
     found = Policy.parse("params=bf16,loss_scale=dynamic").validate()
     assert ("grad-scaler-with-bf16", "error") in [(f.name, f.severity.value) for f in found]
 

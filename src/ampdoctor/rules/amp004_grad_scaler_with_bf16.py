@@ -249,7 +249,8 @@ def _autocast_dtype(ctx: Context, call: ast.Call, name: str, bf16_here: bool) ->
 
 def _verdict(ctx: Context, scaler: str, evidence: ast.AST) -> tuple[str, Severity | None]:
     """The message and severity of the policy predicate's situation: bf16 weights (bf16 gradients) are an error;
-    weights this file builds in fp32 are a warning; weights it does not show are an error, as in incident 4."""
+    weights this file builds in fp32 are a note (their gradients unscale fine: the scaler wastes work and changes no
+    number); weights it does not show are an error, as in incident 4."""
     weights = bf16_weights(ctx)
     if weights is not None:
         return (f"`{scaler}` is created without an fp16 gate while the weights are bf16 (line {weights.lineno}): "
@@ -257,7 +258,7 @@ def _verdict(ctx: Context, scaler: str, evidence: ast.AST) -> tuple[str, Severit
     built = fp32_weights(ctx)
     if built is not None:  # fp32 gradients unscale fine: the policy predicate's warning
         return (f"`{scaler}` is created without an fp16 gate in a file that uses bf16 (line {evidence.lineno}) while its "
-                f"weights stay fp32 (line {built.lineno}): bf16 has fp32's range, so it scales for nothing"), Severity.WARNING
+                f"weights stay fp32 (line {built.lineno}): bf16 has fp32's range, so it scales for nothing"), Severity.INFO
     return (f"`{scaler}` is created without an fp16 gate in a file that uses bf16 (line {evidence.lineno}); "
             "with bf16 it fails in `unscale_` or scales for nothing"), None
 
@@ -308,6 +309,6 @@ def grad_scaler_with_bf16_policy(policy: Policy | None, facts: RunFacts, at: Pla
                   "'\"_amp_foreach_non_finite_check_and_unscale_cuda\" not implemented for 'BFloat16'' (incident 4)",
                   here, related=at.others(here, "params"))
     else:
-        # fp32 gradients unscale fine: the scaler only costs time and hides nothing.
+        # fp32 gradients unscale fine: the scaler only costs time and changes no number, so it is a note.
         yield Hit(f"a GradScaler is on ({reason}) while compute is bf16, which has fp32's range and needs no loss scaling",
-                  here, severity=Severity.WARNING, related=at.others(here, "compute"))
+                  here, severity=Severity.INFO, related=at.others(here, "compute"))

@@ -1,5 +1,5 @@
 # The same loop in a module that no training file of the project imports: its `__main__` block is how it is run,
-# so the scaler that scales bf16 for nothing is part of a training run.
+# so the scaler that meets bf16 gradients there is part of a training run.
 import torch
 from torch import nn
 
@@ -14,7 +14,7 @@ class Block(nn.Module):
 
 
 if __name__ == "__main__":
-    block = Block().cuda()
+    block = Block().cuda().to(torch.bfloat16)
     optimizer = torch.optim.AdamW(block.parameters(), lr=1e-3)
     scaler = torch.cuda.amp.GradScaler(enabled=True)  # ampdoctor: expect[AMP004]
     for step in range(10):

@@ -1,5 +1,6 @@
 # A training script whose loop is its `__main__` block, and which another training script imports to reuse its
-# model: being imported does not make this loop a hand-run self-check, it is how this script trains.
+# model: being imported does not make this loop a hand-run self-check, it is how this script trains (in bf16 weights,
+# whose gradients the scaler cannot unscale).
 import torch
 from torch import nn
 
@@ -14,7 +15,7 @@ class Net(nn.Module):
 
 
 if __name__ == "__main__":
-    model = Net().cuda()
+    model = Net().cuda().to(torch.bfloat16)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     scaler = torch.cuda.amp.GradScaler(enabled=True)  # ampdoctor: expect[AMP004]
     for step in range(1000):

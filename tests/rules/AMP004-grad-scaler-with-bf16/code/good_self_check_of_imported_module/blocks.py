@@ -14,7 +14,7 @@ class Block(nn.Module):
 
 
 if __name__ == "__main__":
-    block = Block().cuda()
+    block = Block().cuda().to(torch.bfloat16)
     optimizer = torch.optim.AdamW(block.parameters(), lr=1e-3)
     scaler = torch.cuda.amp.GradScaler(enabled=True)
     for step in range(10):
