@@ -8,6 +8,7 @@ Dtypes are canonical names ("bf16"), see `ampdoctor.dtypes`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
 # Optimizer kinds that keep small updates of half-precision weights (fp32 master copy, Kahan sums,
 # stochastic rounding); a "plain" optimizer updates half weights in place and loses them (pytorch/ao PR #1124).
 SAFE_OPTIMIZER_KINDS = frozenset({"master", "kahan", "stochastic-rounding"})
+# Optimizers that wrap a plain one and hold fp32 master partitions of half-precision parameters: DeepSpeed's BF16/FP16
+# optimizers and ZeRO, Megatron's Float16 optimizers (the "master" kind). Their parameters are half on purpose.
+MASTER_OPTIMIZERS = re.compile(r"BF16_Optimizer|FP16_Optimizer|DeepSpeedZeroOptimizer|Float16Optimizer|MixedPrecisionOptimizer|DistributedOptimizer")
 
 
 @dataclass(frozen=True)

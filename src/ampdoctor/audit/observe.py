@@ -22,7 +22,7 @@ from ampdoctor.audit.provenance import FLOATS, Trace, relpath
 from ampdoctor.audit.provenance import HALF as HALF_DTYPES
 from ampdoctor.audit.rankfacts import MAX_COLLECTIVES, CollectiveCall, RankFacts
 from ampdoctor.core.model import Location
-from ampdoctor.facts import Device, RunFacts
+from ampdoctor.facts import MASTER_OPTIMIZERS, Device, RunFacts
 from ampdoctor.policy import Policy
 
 _UNSCALE_OPS = ("aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_update_scale_")
@@ -31,9 +31,6 @@ _COLLECTIVE = re.compile(r"c10d::_?(allreduce|all_reduce|reduce_scatter|reduce)"
 # All-gathers in the forward: FSDP2 gathers the sharded parameters in its `MixedPrecisionPolicy.param_dtype`,
 # which is then the dtype the forward computes in (no autocast involved).
 _FORWARD_GATHER = re.compile(r"c10d::_?(allgather|all_gather)")
-# Optimizers that hold fp32 master partitions of half-precision parameters: DeepSpeed's BF16/FP16 optimizers
-# and ZeRO, Megatron's Float16 optimizers. Their parameters are bf16 on purpose.
-_MASTER_OPTIMIZERS = re.compile(r"BF16_Optimizer|FP16_Optimizer|DeepSpeedZeroOptimizer|Float16Optimizer|MixedPrecisionOptimizer|DistributedOptimizer")
 # Trainable parameters of adapters (PEFT LoRA/IA3/prompt tuning, adapter-transformers).
 _ADAPTER = re.compile(r"(^|\.)(lora_|ia3_|adapter|prompt_encoder|modules_to_save)")
 
@@ -87,7 +84,7 @@ def _optimizer_facts(trace: Trace) -> tuple[dict[str, Any], Location | None]:
     ev = events[0]
     code, line = ev.frame
     where = Location(file=relpath(code.co_filename) if code else None, line=line or None, phase="optimizer", op=f"{ev.optimizer}.step")
-    master = bool(_MASTER_OPTIMIZERS.search(ev.optimizer))
+    master = bool(MASTER_OPTIMIZERS.search(ev.optimizer))
     plain = ev.module.startswith("torch.optim")
     facts = {
         "trains": True,
