@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from ampdoctor.lint.pins import torch_floor
-from ampdoctor.lint.python.project import Evidence, ProjectModel, Summary, cpu_autocast_line, imports_of
+from ampdoctor.lint.python.project import Evidence, ProjectModel, Summary, apply_helpers, cpu_autocast_line, imports_of
 
 ROPE = """
 import torch
@@ -222,3 +222,56 @@ def test_cpu_autocast_reaches_only_the_files_that_read_cudas_state_with_no_devic
     assert "layers.py" not in contexts
     del summaries["tests/amp.py"]
     assert "model.py" not in ProjectModel(summaries).contexts()
+
+
+HELPERS = '''\
+import torch
+
+
+class Recompute(torch.autograd.Function):
+    pass
+
+
+def checkpoint(func, inputs, flag):
+    """Recompute in backward (gradient checkpointing)."""
+    return Recompute.apply(func, *inputs) if flag else func(*inputs)
+
+
+@torch.no_grad()
+def registered(x):
+    return Recompute.apply(x)
+
+
+def long_signature(
+    x,
+):
+    return Recompute.apply(x)
+
+
+def plain(x):
+    return x
+'''
+
+
+def test_the_module_level_functions_that_apply_a_function_are_read_from_the_text():
+    # a decorated one is handed to something that calls it; a signature closed in the first column is not a body end
+    assert apply_helpers(HELPERS) == ("checkpoint", "long_signature")
+    assert apply_helpers("def f(x):\n    return x.apply(g)\n") == ()  # no autograd Function in the file
+
+
+def test_a_helper_is_unused_only_when_no_file_of_the_project_imports_it():
+    util = Summary("pkg/util.py", "pkg.util", (), helpers=("checkpoint",))
+    other = Summary("pkg/model.py", "pkg.model", ())
+
+    def unused(model_text: str, **kwargs) -> frozenset[str]:
+        texts = {"pkg/util.py": HELPERS, "pkg/model.py": model_text}
+        model = ProjectModel({"pkg/util.py": util, "pkg/model.py": other}, text_of=texts.get, folder=True, **kwargs)
+        return model.contexts()["pkg/util.py"].unused_helpers if "pkg/util.py" in model.contexts() else frozenset()
+
+    # torch's own checkpoint, and a comment, are not this helper
+    assert unused("from torch.utils.checkpoint import checkpoint\n# our checkpoint is unused\ny = checkpoint(f, x)\n") == {"checkpoint"}
+    assert unused("from .util import checkpoint as ckpt\ny = ckpt(f, (x,), True)\n") == frozenset()
+    assert unused("from pkg.util import *\ny = checkpoint(f, (x,), True)\n") == frozenset()
+    assert unused("from pkg import util\ny = util.checkpoint(f, (x,), True)\n") == frozenset()
+    assert unused("import pkg.util as u\ny = u.checkpoint(f, (x,), True)\n") == frozenset()
+    assert unused("x = 1\n", packaged=True) == frozenset()  # a package's users may call it

@@ -40,13 +40,29 @@ def _under_autocast(ctx: Context, call: ast.Call, backward: ast.FunctionDef) -> 
     return False
 
 
+def _never_applied(ctx: Context, cls: ast.ClassDef) -> bool:
+    """Every mention of the Function in its file is a ``Cls.apply(...)`` inside module-level functions that nothing in
+    the project calls (`ProjectContext.unused_helpers`): the project's own runs never recompute through it."""
+    unused = ctx.project.unused_helpers
+    if not unused:
+        return False
+    mentions = [n for n in ast.walk(ctx.src.tree) if isinstance(n, ast.Name) and n.id == cls.name]
+    for name in mentions:
+        parent = ctx.src.parents.get(name)
+        helper = next((a for a in ctx.src.ancestors(name) if isinstance(a, ast.FunctionDef)), None)
+        if not (isinstance(parent, ast.Attribute) and parent.attr == "apply" and helper is not None
+                and ctx.src.parents.get(helper) is ctx.src.tree and helper.name in unused):
+            return False
+    return bool(mentions)
+
+
 @code_check("AMP134", triggers=("autograd.Function", "Function)"), also=(("backward",),), project=True)
 def recompute_without_autocast(ctx: Context) -> Iterator[CodeHit]:
     # pytorch #71124, TransformerEngine #787: a checkpoint that recomputes in backward outside the forward's autocast.
     if ctx.project.autocast_nowhere:
         return  # no run of this project has an autocast state for the recompute to lose (half comes from casts)
     for cls in ctx.src.classes:
-        if not any(ctx.qualname(b) == "torch.autograd.Function" for b in cls.bases):
+        if not any(ctx.qualname(b) == "torch.autograd.Function" for b in cls.bases) or _never_applied(ctx, cls):
             continue
         forward, backward = method(cls, "forward"), method(cls, "backward")
         if forward is None or backward is None or not backward.args.args:

@@ -81,9 +81,14 @@ class ProjectContext:
     # The options the project's shell launchers pass this script (`lint.launch`): (name, value, written literally).
     # Its own facts read them as values its options hold (`Facts._options`).
     launch: tuple[tuple[str, str | bool, bool], ...] = ()
+    # Module-level functions of this file that apply an autograd Function (`Summary.helpers`) and that nothing in its
+    # project calls or imports, in a project that is no installable package (whose users could call them): code its
+    # own runs never reach.
+    unused_helpers: frozenset[str] = frozenset()
 
     def __bool__(self) -> bool:
-        return any((self.autocast, self.half_model, self.half, self.guarded, self.cpu_autocast, self.autocast_nowhere))
+        return any((self.autocast, self.half_model, self.half, self.guarded, self.cpu_autocast, self.autocast_nowhere,
+                    self.unused_helpers))
 
     def digest(self) -> str:
         return hashlib.sha256(repr(self).encode()).hexdigest()[:16]
@@ -106,6 +111,7 @@ class Summary:
     sensitive: bool = True  # a project context could change the file's findings (a detector that reads it would run)
     cpu_autocast: int | None = None  # a line where this file enters autocast on the CPU
     autocast_state: bool = False  # the file reads autocast's state with no device (CUDA's): a CPU autocast elsewhere concerns it
+    helpers: tuple[str, ...] = ()  # module-level functions that apply an autograd Function (`apply_helpers`)
 
 
 # `from pkg.model import GPT, Config` on one line, or parenthesized over several (black's style for a long list,
@@ -212,6 +218,7 @@ class ProjectModel:
     torch_floor: tuple[tuple[int, int], str] | None = None
     trains_bf16: Evidence | None = None
     folder: bool = False  # the summaries are every file of a folder linted (files named alone are not a project)
+    packaged: bool = False  # the project is an installable package (pyproject.toml, setup.py): users call its functions
     # rel path of a Python script -> the commands of the project's shell launchers that start it (their `file`s
     # below the project too)
     launches: Mapping[str, Sequence[Launch]] = field(default_factory=dict)
@@ -298,10 +305,58 @@ class ProjectModel:
             ctx = ProjectContext(autocast.get(path), None if path in autocast else half_model.get(path),
                                  summary.half or half.get(path), self.torch_floor, self.trains_bf16, guarded, cpu_autocast,
                                  self._reaching.get(path, frozenset()) | own | configs, nowhere,
-                                 option_values(self.launches.get(path, ())))
+                                 option_values(self.launches.get(path, ())), self._unused_helpers(path))
             if ctx:
                 out[path] = ctx
         return out
+
+    def _unused_helpers(self, path: str) -> frozenset[str]:
+        """Which of the file's `helpers` nothing in the project calls: not the file itself (any other mention of the
+        name), and no other file that imports it from this module (``from .util import checkpoint``, a star import)
+        or imports the module and names it as an attribute (``util.checkpoint``). Only in a folder that is no
+        installable package, or for private names: a package's public functions are called by its users' code."""
+        helpers = self.summaries[path].helpers
+        if not helpers or not self.folder or self.text_of is None:
+            return frozenset()
+        own = self.text_of(path)
+        if own is None:
+            return frozenset()
+        out = set()
+        for name in helpers:
+            if (self.packaged and not name.startswith("_")) or _name_tokens(own, name) != 1:
+                continue  # public in a package, or named again in its own file's code (called, passed, exported)
+            if not any(self._imports_helper(other, path, name) for other in self.summaries if other != path):
+                out.add(name)
+        return frozenset(out)
+
+    def _imports_helper(self, importer: str, path: str, name: str) -> bool:
+        """Does `importer` reach the function `name` of the file at `path` (unreadable: assumed so)?"""
+        text = self.text_of(importer)
+        if text is None:
+            return True
+        if not re.search(rf"\b{name}\b", text):
+            return False
+        module = self.summaries[importer].module
+        package = module if importer.endswith("__init__.py") else module.rpartition(".")[0]
+        for m in _FROM.finditer(text):
+            base = _absolute(m.group(1), package)
+            names = {item.strip().partition(" as ")[0].strip()
+                     for item in _COMMENT.sub("", m.group(2) if m.group(2) is not None else m.group(3)).split(",")}
+            if base and self._from_import_reaches(importer, path, name, base, names, text):
+                return True
+        for m in _IMPORT.finditer(text):
+            for item in m.group(1).split(","):
+                dotted = item.strip().partition(" as ")[0].strip()
+                if dotted and self.resolve(importer, dotted) == path and f".{name}" in text:
+                    return True
+        return False
+
+    def _from_import_reaches(self, importer: str, path: str, name: str, base: str, names: set[str], text: str) -> bool:
+        """``from base import names`` in `importer` brings in the function itself (by name or a star), or the module
+        at `path`, which the text then names it through (``util.checkpoint``)."""
+        if (name in names or "*" in names) and self.resolve(importer, f"{base}.{name}") == path:
+            return True
+        return any(self.resolve(importer, f"{base}.{n}") == path and f"{n}.{name}" in text for n in names if n.isidentifier())
 
     def _autocast_nowhere(self) -> bool:
         """No file of this folder shows a sign of running under autocast (`AUTOCAST_SIGNS`) and no training config
@@ -532,7 +587,7 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
     imports = imports_of(text, module, rel_path.endswith("__init__.py")) if trains else ()
     if ctx is None or not trains:
         return Summary(rel_path, module, imports, guards=_autocast_guard(text), angles=_may_compute_angles(text), sensitive=sensitive,
-                       cpu_autocast=cpu_autocast_line(text), autocast_state=_reads_autocast_state(text))
+                       cpu_autocast=cpu_autocast_line(text), autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text))
     facts = ctx.facts
     autocast = half_model = None
     node = facts.half_autocast
@@ -549,7 +604,7 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
         model_class = facts.class_of(func.value) if isinstance(func, ast.Attribute) else None
     return Summary(rel_path, module, imports, autocast, half_model, model_class, _config_names(ctx),
                    angles=_may_compute_angles(text), sensitive=sensitive, cpu_autocast=cpu_autocast_line(text),
-                   autocast_state=_reads_autocast_state(text))
+                   autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text))
 
 
 # `torch.autocast(device_type, enabled=False)` (any spelling of autocast): read from the text, so that a file only
@@ -593,6 +648,42 @@ def _cpu_given(args: str) -> bool:
         return True
     compared = {id(n) for c in ast.walk(call) if isinstance(c, ast.Compare) for n in ast.walk(c)}
     return any(isinstance(n, ast.Constant) and n.value == "cpu" and id(n) not in compared for n in ast.walk(call))
+
+
+def _name_tokens(text: str, name: str) -> int:
+    """How often `name` is written in the code of `text` (not its comments; strings count, `__all__` lists them);
+    a text the tokenizer cannot read counts as naming it often."""
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    try:
+        return sum(1 for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                   if t.string == name or (t.type == tokenize.STRING and word.search(t.string)))
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return 2
+
+
+# A module-level statement (a `def`, `class`, assignment, decorator...): where the body of the one before it ends.
+# Not a closing bracket in the first column: the end of a signature or call written over several lines.
+_TOP_LEVEL = re.compile(r"^(?:(def)[ \t]+(\w+)|[^\s#)\]}])", re.M)
+_APPLY = re.compile(r"\b[A-Z]\w*\.apply\(")
+
+
+def apply_helpers(text: str) -> tuple[str, ...]:
+    """The undecorated module-level functions whose body applies an autograd Function (``Cls.apply(``), read from
+    the text (cheap, and only where a Function is applied at all): whether anything calls them is the project's
+    question (`ProjectModel._unused_helpers`)."""
+    if ".apply(" not in text or "Function" not in text:
+        return ()
+    out = []
+    starts = list(_TOP_LEVEL.finditer(text))
+    for here, after in zip(starts, starts[1:] + [None]):
+        if here.group(1) is None:
+            continue
+        before = text.rfind("\n", 0, max(0, here.start() - 1))
+        if text[before + 1:here.start()].lstrip().startswith("@"):
+            continue  # decorated: registered or wrapped, called by what it is handed to
+        if _APPLY.search(text, here.end(), after.start() if after is not None else len(text)):
+            out.append(here.group(2))
+    return tuple(out)
 
 
 def _reads_autocast_state(text: str) -> bool:

@@ -49,8 +49,22 @@ def _contexts(results: list[FileResult], known: ProjectContext | None, half: lis
             return None
 
     model = ProjectModel(summaries, half, torch_floor=known.torch_floor if known else None,
-                         trains_bf16=known.trains_bf16 if known else None, folder=folder, text_of=text_of, launches=launched)
+                         trains_bf16=known.trains_bf16 if known else None, folder=folder, text_of=text_of, launches=launched,
+                         packaged=root is not None and packaged(root))
     return {by_rel[rel]: ctx for rel, ctx in model.contexts().items() if by_rel[rel] in wanted}
+
+
+def packaged(root: Path) -> bool:
+    """Is the folder an installable package (its functions are called by its users' code, not only its own)?
+    A setup.py or setup.cfg, or a pyproject.toml that names a project or a build system (not one that only configures
+    tools)."""
+    if (root / "setup.py").is_file() or (root / "setup.cfg").is_file():
+        return True
+    try:
+        text = (root / "pyproject.toml").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return any(section in text for section in ("[project]", "[build-system]", "[tool.poetry]"))
 
 
 def base_context(root: Path, config_half: Sequence[Evidence]) -> ProjectContext:
