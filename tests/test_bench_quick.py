@@ -244,3 +244,12 @@ def step(x, w):
     keys = [(j.key, j.at) for j in judged]
     assert len(keys) == 2 and keys[1][0] == keys[0][0] + "#2", keys
     assert [at for _, at in keys] == ["train.py:5", "train.py:14"]
+
+
+def test_ecosystem_extracts_the_root_files_that_say_what_the_project_is():
+    # lint reads them for the project itself (an installable package? which torch?), whatever folders are linted
+    eco = load("ecosystem/ecosystem.py")
+    assert eco._wanted("pyproject.toml", ["src/"]) and eco._wanted("setup.cfg", None)
+    assert eco._wanted("requirements-dev.txt", ["src/"]) and eco._wanted("requirements/base.txt", None)
+    assert not eco._wanted("docs/requirements.txt", None) and not eco._wanted("data/vocab.txt", None)
+    assert not eco._wanted("sub/pyproject.toml", None) and not eco._wanted("README.md", None)

@@ -47,8 +47,11 @@ MANIFEST = HERE / "repos.yaml"
 VERDICTS = HERE / "verdicts.yaml"
 QUICK_VERDICTS = HERE / "quick-verdicts.yaml"
 LINTED_SUFFIXES = (".py", ".json", ".yaml", ".yml", ".env", ".sh", ".bash")  # .sh/.bash: launchers (`lint.launch`)
-# What a finished extraction records first: the commit and the suffixes it took (a cache made with fewer is redone).
-STAMP = "{commit} {suffixes}"
+# Files of the repository's root that lint reads about the project itself, taken whatever `paths` says: whether it is
+# an installable package (`reach.packaged`) and the oldest torch it requires (`pins.torch_floor`).
+PROJECT_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "environment.yml", "environment.yaml")
+# What a finished extraction records first: the commit and what it took (a cache made with less is redone).
+STAMP = "{commit} {suffixes} {project}"
 VERDICT_VALUES = ("true", "false", "debatable")
 MODES = {"default": None, "ALL": "ALL"}
 
@@ -84,7 +87,17 @@ class Tally:
 
 # --- extraction -------------------------------------------------------------------------------------------------
 
+def _project_file(path: str) -> bool:
+    """A root file in PROJECT_FILES, or a requirements list where `pins` looks for one (``requirements*.txt`` at the
+    root, ``requirements/*.txt``)."""
+    folder, _, name = path.rpartition("/")
+    requirements = name.endswith(".txt") and ((not folder and name.startswith("requirements")) or folder == "requirements")
+    return requirements or (not folder and name in PROJECT_FILES)
+
+
 def _wanted(path: str, paths: list[str] | None) -> bool:
+    if _project_file(path):
+        return True
     if not path.endswith(LINTED_SUFFIXES) and not path.endswith(".env"):
         return False
     if not paths:
@@ -98,7 +111,7 @@ def extract(entry: dict, mirrors: Path, cache: Path) -> tuple[Path | None, list[
     name, repo, commit = entry["name"], entry["repo"], entry["commit"]
     dest = cache / name
     done = dest / ".ecosystem-commit"
-    stamp = STAMP.format(commit=commit, suffixes=",".join(LINTED_SUFFIXES))
+    stamp = STAMP.format(commit=commit, suffixes=",".join(LINTED_SUFFIXES), project=",".join(PROJECT_FILES) + ",requirements")
     if done.exists() and done.read_text().split("\n")[0] == stamp:
         return dest, [n for n in done.read_text().split("\n")[1:] if n]
     gitdir = mirrors / repo.replace("/", "+") / "repo"
