@@ -227,6 +227,7 @@ class ProjectModel:
     _imports: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     _reaching: dict[str, frozenset[str]] = field(default_factory=dict)  # path -> the dtypes of every context reaching it
     _classes: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)  # path -> its classes' names and lines
+    _mentions: dict[str, list[str]] | None = None  # helper name -> the files whose text names it (`_mentioned`)
 
     def __post_init__(self) -> None:
         for path, summary in self.summaries.items():
@@ -321,21 +322,34 @@ class ProjectModel:
         own = self.text_of(path)
         if own is None:
             return frozenset()
+        mentioned = self._mentioned()
         out = set()
         for name in helpers:
             if (self.packaged and not name.startswith("_")) or _name_tokens(own, name) != 1:
                 continue  # public in a package, or named again in its own file's code (called, passed, exported)
-            if not any(self._imports_helper(other, path, name) for other in self.summaries if other != path):
+            if not any(self._imports_helper(other, path, name) for other in mentioned.get(name, ()) if other != path):
                 out.add(name)
         return frozenset(out)
+
+    def _mentioned(self) -> dict[str, list[str]]:
+        """Every helper name of the project's files -> the files whose text names it (an unreadable file: every
+        name), found in one pass over the project's texts, and only once a file with helpers asks."""
+        if self._mentions is None:
+            names = sorted({n for s in self.summaries.values() if s.sensitive for n in s.helpers})
+            words = {n: re.compile(rf"\b{re.escape(n)}\b") for n in names}
+            self._mentions = {n: [] for n in names}
+            for path in self.summaries if names and self.text_of is not None else ():
+                text = self.text_of(path)
+                for n in names:
+                    if text is None or (n in text and words[n].search(text)):
+                        self._mentions[n].append(path)
+        return self._mentions
 
     def _imports_helper(self, importer: str, path: str, name: str) -> bool:
         """Does `importer` reach the function `name` of the file at `path` (unreadable: assumed so)?"""
         text = self.text_of(importer)
         if text is None:
             return True
-        if not re.search(rf"\b{name}\b", text):
-            return False
         module = self.summaries[importer].module
         package = module if importer.endswith("__init__.py") else module.rpartition(".")[0]
         for m in _FROM.finditer(text):
