@@ -227,6 +227,7 @@ class ProjectModel:
     _imports: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     _reaching: dict[str, frozenset[str]] = field(default_factory=dict)  # path -> the dtypes of every context reaching it
     _classes: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)  # path -> its classes' names and lines
+    _helper_candidates: dict[str, tuple[str, ...]] | None = None  # `_candidates`
     _mentions: dict[str, list[str]] | None = None  # helper name -> the files whose text names it (`_mentioned`)
 
     def __post_init__(self) -> None:
@@ -316,26 +317,30 @@ class ProjectModel:
         name), and no other file that imports it from this module (``from .util import checkpoint``, a star import)
         or imports the module and names it as an attribute (``util.checkpoint``). Only in a folder that is no
         installable package, or for private names: a package's public functions are called by its users' code."""
-        helpers = self.summaries[path].helpers
-        if not helpers or not self.folder or self.text_of is None:
-            return frozenset()
-        own = self.text_of(path)
-        if own is None:
+        candidates = self._candidates().get(path, ())
+        if not candidates:
             return frozenset()
         mentioned = self._mentioned()
-        out = set()
-        for name in helpers:
-            if (self.packaged and not name.startswith("_")) or _name_tokens(own, name) != 1:
-                continue  # public in a package, or named again in its own file's code (called, passed, exported)
-            if not any(self._imports_helper(other, path, name) for other in mentioned.get(name, ()) if other != path):
-                out.add(name)
-        return frozenset(out)
+        return frozenset(name for name in candidates
+                         if not any(self._imports_helper(other, path, name) for other in mentioned[name] if other != path))
+
+    def _candidates(self) -> dict[str, tuple[str, ...]]:
+        """By file, its helpers that its own code names only where it defines them (not called, passed or exported
+        there), and that a package's users cannot call (private, or no package)."""
+        if self._helper_candidates is None:
+            self._helper_candidates = {}
+            for path, summary in self.summaries.items() if self.folder and self.text_of is not None else ():
+                names = [n for n in summary.helpers if summary.sensitive and not (self.packaged and not n.startswith("_"))]
+                own = self.text_of(path) if names else None
+                if own is not None:
+                    self._helper_candidates[path] = tuple(n for n in names if _name_tokens(own, n) == 1)
+        return self._helper_candidates
 
     def _mentioned(self) -> dict[str, list[str]]:
-        """Every helper name of the project's files -> the files whose text names it (an unreadable file: every
-        name), found in one pass over the project's texts, and only once a file with helpers asks."""
+        """Every candidate helper name (`_candidates`) -> the files whose text names it (an unreadable file: every
+        name), found in one pass over the project's texts, and only once a file with such a helper asks."""
         if self._mentions is None:
-            names = sorted({n for s in self.summaries.values() if s.sensitive for n in s.helpers})
+            names = sorted({n for found in self._candidates().values() for n in found})
             words = {n: re.compile(rf"\b{re.escape(n)}\b") for n in names}
             self._mentions = {n: [] for n in names}
             for path in self.summaries if names and self.text_of is not None else ():
