@@ -307,3 +307,22 @@ def test_the_dtypes_own_minimum_said_to_overflow_is_the_mask_fill_rule():
     assert explain(told)[0].rule.id == "AMP133"
     # An overflow without the dtype's minimum in view is not this rule's.
     assert explain("the loss overflows to inf in fp16")[0].rule.id == "AMP212"
+
+
+def test_an_op_without_a_half_kernel_is_read_whether_or_not_the_dtype_is_quoted():
+    # ATen's dispatch quotes the dtype ('Half'); an op's own check, or an issue title retyping the message, does not.
+    # Either way it is the missing kernel, and the scaler's kernel (AMP004's) is not read from a bare dtype either.
+    for msg in ("RuntimeError: grid_sampler_2d_cpu not implemented for Half",
+                "svd_cuda_gesvdjBatched not implemented for BFloat16"):
+        cands = explain(msg, closest=False)
+        assert cands and cands[0].rule.id == "AMP130", (msg, [c.rule.id for c in cands])
+    assert "AMP130" not in [c.rule.id for c in explain("some_op not implemented for Halfway", closest=False)]
+
+
+def test_a_mask_constant_beyond_fp16_told_in_words_is_the_mask_fill_rule():
+    # No code and no error message: a user says the mask is set to a constant fp16 cannot hold, in an fp16 run.
+    text = "The padding is masked with -1e12 before the softmax; training in fp16 the gradients are NaN."
+    cands = explain(text)
+    assert cands[0].rule.id == "AMP133" and not cands[0].guess, [c.rule.id for c in cands]
+    # a constant fp16 holds (-1e4) is no such overflow
+    assert "AMP133" not in [c.rule.id for c in explain(text.replace("-1e12", "-1e4"), closest=False)]
