@@ -40,10 +40,14 @@ def bnb_compute_dtype_config(policy: Policy | None, facts: RunFacts, at: Places)
 
 def _run_dtype(ctx: Context, config: ast.Call) -> tuple[frozenset | None, ast.AST | None]:
     """The dtype the quantized model runs in: `torch_dtype=`/`dtype=` of the call loading it with this config, else the
-    one half mode turned on in the same scope (``TrainingArguments(bf16=True)``)."""
+    one half mode turned on in the same scope (``TrainingArguments(bf16=True)``). Failing both, a `from_pretrained` here
+    that names no dtype answers (None, that call): the file loads the model itself, in the loader's default
+    (transformers' 4-bit quantizer fills a missing torch_dtype with fp16), so no other file's training precision is
+    this model's."""
     name = assigned_name(ctx, config)
     scope = ctx.src.scope(config)
     calls = [c for c in ctx.src.calls if ctx.src.scope(c) is scope]  # a name like `bnb_config` means another object elsewhere
+    loaded_here = None
     for call in calls:
         given = keyword(call, "quantization_config")
         if given is config or (name is not None and given is not None and last_identifier(given) == name):
@@ -51,12 +55,14 @@ def _run_dtype(ctx: Context, config: ast.Call) -> tuple[frozenset | None, ast.AS
             found = ctx.flow.dtype_of(dtype, ctx.src.scope(call)) if dtype is not None else None
             if found:
                 return found, dtype
+            if dtype is None and last_identifier(call.func) == "from_pretrained":
+                loaded_here = call
     modes = {(kw.arg, call) for call in calls for kw in call.keywords
              if kw.arg in ("bf16", "fp16") and isinstance(kw.value, ast.Constant) and kw.value.value is True}
     if len({mode for mode, _ in modes}) == 1:
         mode, call = modes.pop()
         return frozenset({mode}), call
-    return None, None
+    return None, loaded_here
 
 
 def _written_out(ctx: Context, given: ast.AST) -> bool:
@@ -85,10 +91,11 @@ def bnb_compute_dtype_code(ctx: Context) -> Iterator[CodeHit]:
         compute = ctx.flow.dtype_of(given, ctx.src.scope(call))
         run, where = _run_dtype(ctx, call)
         said = f"line {where.lineno}" if where is not None else ""
-        if not run and compute == frozenset({FP16}) and _written_out(ctx, given):
+        if not run and where is None and compute == frozenset({FP16}) and _written_out(ctx, given):
             # alignment-handbook PR #107: `bnb_4bit_compute_dtype=torch.float16` written as a constant in a helper,
             # while every recipe of the project trains in bf16. Only a hard-coded fp16 is judged so: an fp32 compute
-            # dtype is slow, not wrong, and a project that also trains in fp16 may mean it.
+            # dtype is slow, not wrong, and a project that also trains in fp16 may mean it. A file that loads the model
+            # itself (`where`, a from_pretrained with no dtype) has decided its dtype: the project's runs are not it.
             run, said = _project_run(ctx)
         if not compute or not run or len(compute) != 1 or len(run) != 1 or not run <= HALF or compute == run:
             continue
