@@ -51,10 +51,8 @@ def _wrapped_in_master(ctx: Context, call: ast.Call) -> bool:
     one itself: what steps the half weights is the wrapper, from its fp32 copy."""
     if not any(MASTER_OPTIMIZERS.fullmatch(last_identifier(c.func) or "") for c in ctx.src.calls):
         return False
-    parent = ctx.src.parents.get(call)
-    name = dotted(parent.targets[0]) if isinstance(parent, ast.Assign) and len(parent.targets) == 1 else None
-    return not any(isinstance(c.func, ast.Attribute) and c.func.attr == "step" and name is not None and dotted(c.func.value) == name
-                   for c in ctx.src.calls)
+    name = _stored_as(ctx, call)
+    return name is None or not _steps_itself(ctx, name)
 
 
 def _steps_other_modules(ctx: Context, call: ast.Call) -> bool:
@@ -164,21 +162,26 @@ def _stepped(ctx: Context, call: ast.Call) -> bool:
     """Is the optimizer `call` builds the one that trains: stepped (`opt.step()`), handed to something that steps it
     (`accelerator.prepare(model, opt)`, `scaler.step(opt)`, `Trainer(optimizers=(opt, ...))`), or returned (a
     `configure_optimizers`). One built only to load a checkpoint into is not."""
-    parent = ctx.src.parents.get(call)
-    if isinstance(parent, (ast.Return, ast.Call, ast.Tuple, ast.List, ast.keyword)):
-        return True
-    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1):
-        return True  # used where this check cannot follow it: assume it trains
-    name = dotted(parent.targets[0])
+    name = _stored_as(ctx, call)
     if name is None:
+        return True  # returned, handed on in place, or used where this check cannot follow it: assume it trains
+    if _steps_itself(ctx, name):
         return True
     for use in ctx.src.calls:
-        func = use.func
-        if isinstance(func, ast.Attribute) and func.attr == "step" and dotted(func.value) == name:
-            return True
-        if (last_identifier(func) or "") in _STEPPERS and any(dotted(a) == name for a in (*use.args, *(k.value for k in use.keywords))):
+        if (last_identifier(use.func) or "") in _STEPPERS and any(dotted(a) == name for a in (*use.args, *(k.value for k in use.keywords))):
             return True
     return any(isinstance(node, ast.Return) and node.value is not None and dotted(node.value) == name for node in ast.walk(ctx.src.tree))
+
+
+def _stored_as(ctx: Context, call: ast.Call) -> str | None:
+    """The variable or attribute the optimizer `call` builds is assigned to (``opt = AdamW(...)``), else None."""
+    parent = ctx.src.parents.get(call)
+    return dotted(parent.targets[0]) if isinstance(parent, ast.Assign) and len(parent.targets) == 1 else None
+
+
+def _steps_itself(ctx: Context, name: str) -> bool:
+    """The file calls ``name.step()``."""
+    return any(isinstance(c.func, ast.Attribute) and c.func.attr == "step" and dotted(c.func.value) == name for c in ctx.src.calls)
 
 
 @policy_check("AMP119")
