@@ -145,10 +145,7 @@ def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int
         base = _absolute(m.group(1), package)
         if not base:
             continue
-        names = _COMMENT.sub("", m.group(2)) if m.group(2) is not None else m.group(3)
-        for item in names.split(","):
-            name, _, alias = item.strip().partition(" as ")
-            name, alias = name.strip(), alias.strip() or name.strip()
+        for name, alias in _from_items(m):
             if not name.isidentifier():
                 continue
             if is_package or (builds(name) and ("" in called.get(alias, ()) or called.get(alias, set()) & _LOADERS)):
@@ -156,9 +153,7 @@ def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int
             out.extend((f"{base}.{name}.{attr}", line) for attr in called.get(alias, ()) if builds(attr))
     for m in _IMPORT.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
-        for item in m.group(1).split(","):
-            name, _, alias = item.strip().partition(" as ")
-            name, alias = name.strip(), alias.strip() or name.strip()
+        for name, alias in _import_items(m):
             out.extend((f"{name}.{attr}", line) for attr in called.get(alias, ()) if name and builds(attr))
     return tuple(out)
 
@@ -196,6 +191,22 @@ def _called_names(text: str) -> dict[str, set[str]]:
     for m in _CALL.finditer(text):
         out.setdefault(m.group(1), set()).add(m.group(2) or "")
     return out
+
+
+def _from_items(m: re.Match[str]) -> list[tuple[str, str]]:
+    """The (name, alias) pairs of a `_FROM` match: ``from x import a as b, c`` -> [(a, b), (c, c)]."""
+    names = _COMMENT.sub("", m.group(2)) if m.group(2) is not None else m.group(3)
+    return [_as(item) for item in names.split(",")]
+
+
+def _import_items(m: re.Match[str]) -> list[tuple[str, str]]:
+    """The (dotted name, alias) pairs of an `_IMPORT` match: ``import a.b as c, d`` -> [(a.b, c), (d, d)]."""
+    return [_as(item) for item in m.group(1).split(",")]
+
+
+def _as(item: str) -> tuple[str, str]:
+    name, _, alias = item.strip().partition(" as ")
+    return name.strip(), alias.strip() or name.strip()
 
 
 def _absolute(base: str, package: str) -> str:
@@ -330,7 +341,9 @@ class ProjectModel:
         if self._helper_candidates is None:
             self._helper_candidates = {}
             for path, summary in self.summaries.items() if self.folder and self.text_of is not None else ():
-                names = [n for n in summary.helpers if summary.sensitive and not (self.packaged and not n.startswith("_"))]
+                if not summary.sensitive:
+                    continue
+                names = [n for n in summary.helpers if not (self.packaged and not n.startswith("_"))]
                 own = self.text_of(path) if names else None
                 if own is not None:
                     self._helper_candidates[path] = tuple(n for n in names if _name_tokens(own, n) == 1)
@@ -359,16 +372,10 @@ class ProjectModel:
         package = module if importer.endswith("__init__.py") else module.rpartition(".")[0]
         for m in _FROM.finditer(text):
             base = _absolute(m.group(1), package)
-            names = {item.strip().partition(" as ")[0].strip()
-                     for item in _COMMENT.sub("", m.group(2) if m.group(2) is not None else m.group(3)).split(",")}
-            if base and self._from_import_reaches(importer, path, name, base, names, text):
+            if base and self._from_import_reaches(importer, path, name, base, {n for n, _ in _from_items(m)}, text):
                 return True
-        for m in _IMPORT.finditer(text):
-            for item in m.group(1).split(","):
-                dotted = item.strip().partition(" as ")[0].strip()
-                if dotted and self.resolve(importer, dotted) == path and f".{name}" in text:
-                    return True
-        return False
+        return any(dotted and self.resolve(importer, dotted) == path and f".{name}" in text
+                   for m in _IMPORT.finditer(text) for dotted, _ in _import_items(m))
 
     def _from_import_reaches(self, importer: str, path: str, name: str, base: str, names: set[str], text: str) -> bool:
         """``from base import names`` in `importer` brings in the function itself (by name or a star), or the module
