@@ -317,3 +317,14 @@ def _resolve(launch: Launch, launcher: Path, root: Path | None, known: Mapping[s
 def option_values(launches: Iterable[Launch]) -> tuple[tuple[str, str | bool, bool], ...]:
     """What the launches pass their script, as (option name, value, written literally), in a stable order."""
     return tuple(sorted({(f.key, f.value, f.literal) for launch in launches for f in launch.script_flags}, key=repr))
+
+
+def runs_of(launches: Iterable[Launch]) -> tuple[tuple[str, tuple[tuple[str, str | bool, bool], ...]], ...]:
+    """One run per launch line: where it is (`exps/train.sh:13`, the launcher's folder and name) and what it passes
+    the script, as (option name, value, written literally); in a stable order."""
+    out = set()
+    for launch in launches:
+        parts = PurePosixPath(Path(launch.file).as_posix()).parts
+        where = "/".join(parts[-2:]) + f":{launch.line}"
+        out.add((where, tuple(sorted({(f.key, f.value, f.literal) for f in launch.script_flags}, key=repr))))
+    return tuple(sorted(out))

@@ -34,14 +34,36 @@ def low_precision_reduce(ctx: Context) -> Iterator[CodeHit]:
         reduce = argument(call, 1, "reduce_dtype")
         # `reduce_dtype=None` is the default spelled out: both FSDP APIs then reduce in the param dtype.
         if reduce is not None and not (isinstance(reduce, ast.Constant) and reduce.value is None):
-            dtypes = ctx.flow.dtype_of(reduce, scope)
-            if dtypes and dtypes & HALF:
-                yield reduce, f"gradients are reduced in {describe_half(dtypes)}; use `reduce_dtype=torch.float32`"
+            said = _half(ctx, reduce, scope)
+            if said:
+                yield reduce, f"gradients are reduced in {said}; use `reduce_dtype=torch.float32`"
             continue
-        param = ctx.flow.dtype_of(argument(call, 0, "param_dtype"), scope)
-        if param and param & HALF:
+        said = _half(ctx, argument(call, 0, "param_dtype"), scope, describe)
+        if said:
             yield call, (f"`{name.rsplit('.', 1)[-1]}` without `reduce_dtype` reduces gradients in the param dtype "
-                         f"({describe(param)}); pass `reduce_dtype=torch.float32`")
+                         f"({said}); pass `reduce_dtype=torch.float32`")
+
+
+def _half(ctx: Context, expr: ast.AST | None, scope: ast.AST, say=describe_half) -> str | None:
+    """The half dtype `expr` names, said with the runs it holds in; None where it names none. A dtype the run
+    chooses (``{...}[args.grad_precision or args.precision]``) is judged in the runs the project makes of the file
+    (`Facts.dtypes_per_run`: its launch lines, or the run with the script's defaults), where they are known: none
+    of them half, and a half reduce is only what a user may ask for."""
+    dtypes = ctx.flow.dtype_of(expr, scope)
+    if not dtypes or not dtypes & HALF:
+        return None
+    runs = ctx.facts.dtypes_per_run(expr, scope) if dtypes - HALF else None
+    if runs is None:
+        return say(dtypes)
+    half = [(where, d & HALF) for where, d in runs if d & HALF]
+    if not half:
+        return None
+    named = describe(frozenset().union(*(d for _, d in half)))
+    places = [where for where, _ in half if where is not None]
+    if not places:
+        return f"{named} in a run with the script's default options"
+    more = f" and {len(places) - 1} more" if len(places) > 1 else ""
+    return f"{named} in the run `{places[0]}` starts{more}"
 
 
 def _only_compared(ctx: Context, call: ast.Call) -> bool:

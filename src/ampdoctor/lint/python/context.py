@@ -29,7 +29,7 @@ class Context:
         # The precision the project runs this file's code under; empty for a file linted alone.
         self.project = project if project is not None else ProjectContext()
         self._flow = Dataflow(src)
-        self.facts = Facts(src, self._flow, self.project.launch)
+        self.facts = Facts(src, self._flow, self.project.launch, self.project.runs)
 
     @functools.cached_property
     def flow(self) -> Dataflow:

@@ -97,13 +97,18 @@ class Dataflow:
 
     def _looked_up(self, expr: ast.Subscript, scope: ast.AST | None, depth: int) -> DTypes:
         """``{"bf16": torch.bfloat16, ...}[key]``: any value of the table (the key is rarely known)."""
+        table = self.table_of(expr, scope)
+        if table is not None:
+            return union([self.dtype_of(v, scope, depth + 1) for v in table.values])
+        return None
+
+    def table_of(self, expr: ast.Subscript, scope: ast.AST | None = None) -> ast.Dict | None:
+        """The dict literal a subscript looks a key up in: written in place, or bound once to the name it reads."""
         table = expr.value
         if isinstance(table, ast.Name):
             bound = self.src.bindings(table, scope or self.src.scope(expr))
             table = bound[-1][1] if len(bound) == 1 else table
-        if isinstance(table, ast.Dict):
-            return union([self.dtype_of(v, scope, depth + 1) for v in table.values])
-        return None
+        return table if isinstance(table, ast.Dict) else None
 
     def _torch_getattr(self, call: ast.Call) -> DTypes:
         """``getattr(torch, "bfloat16")``."""

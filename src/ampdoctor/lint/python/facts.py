@@ -49,6 +49,21 @@ def _option(call: ast.Call) -> tuple[list[str], set, set]:
     return names, values, defaults
 
 
+# An option's value that no constant says: a default computed in code, a value read from a shell variable.
+_UNKNOWN = object()
+
+
+def _option_default(call: ast.Call) -> object:
+    """What one ``parser.add_argument(...)`` holds when the command line does not name it: its constant default,
+    False for a ``store_true`` flag (True for ``store_false``), None where it has none; `_UNKNOWN` otherwise."""
+    default = keyword(call, "default")
+    if default is None:
+        action = keyword(call, "action")
+        flag = action.value if isinstance(action, ast.Constant) else None
+        return {"store_true": False, "store_false": True}.get(flag) if flag is not None else None
+    return default.value if isinstance(default, ast.Constant) else _UNKNOWN
+
+
 def _half_mode(keyword_name: str, text: str) -> bool:
     """A precision setting that runs autocast in a half dtype: Lightning's "bf16-mixed", composer's "amp_bf16",
     accelerate's ``mixed_precision="fp16"``."""
@@ -144,9 +159,11 @@ _FP16_WORDS = frozenset({"fp16", "float16", "half"})
 
 
 class Facts:
-    def __init__(self, src: SourceFile, flow: Dataflow, launched: tuple[tuple[str, str | bool, bool], ...] = ()) -> None:
-        # `launched`: the options the project's shell launchers pass this script (name, value, written literally)
-        self.src, self.flow, self.launched = src, flow, launched
+    def __init__(self, src: SourceFile, flow: Dataflow, launched: tuple[tuple[str, str | bool, bool], ...] = (),
+                 runs: tuple[tuple[str, tuple[tuple[str, str | bool, bool], ...]], ...] = ()) -> None:
+        # `launched`: the options the project's shell launchers pass this script (name, value, written literally);
+        # `runs`: the same per launch line, with where it is written
+        self.src, self.flow, self.launched, self.runs = src, flow, launched, runs
 
     @functools.cached_property
     def autocast_calls(self) -> list[tuple[ast.Call, str]]:
@@ -243,6 +260,101 @@ class Facts:
             if literal:
                 default.setdefault(name, set()).add(value)
         return {k: frozenset(v) for k, v in may.items()}, {k: frozenset(v) for k, v in default.items()}
+
+    @functools.cached_property
+    def _defaults(self) -> dict[str, object]:
+        """Each command-line option of this file (by its attribute name) and what it holds when a run does not name
+        it (`_option_default`; `_UNKNOWN` where two options of that name disagree)."""
+        out: dict[str, object] = {}
+        for call in self.src.calls:
+            if isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument":
+                default = _option_default(call)
+                for name in _option(call)[0]:
+                    out[name] = default if out.get(name, default) == default else _UNKNOWN
+        return out
+
+    def _each_run(self, read) -> list[tuple[str | None, frozenset]] | None:
+        """`read` in each run the project makes of this file: one per launch line that starts it (where it is
+        written; an option the line does not pass holds its default), or, where nothing launches it, the run whose
+        command line names no option (where: None). None where `read` does not know some run's."""
+        out = []
+        for where, flags in self.runs or ((None, ()),):
+            given: dict[str, object] = {}
+            for name, value, literal in flags:
+                given[name] = value if literal and given.get(name, value) == value else _UNKNOWN
+            values = read(given)
+            if values is None:
+                return None
+            out.append((where, values))
+        return out
+
+    def _in_run(self, expr: ast.AST, given: dict[str, object], depth: int) -> frozenset | None:
+        if depth > 4:
+            return None
+        if isinstance(expr, ast.Constant):
+            return frozenset({expr.value})
+        if isinstance(expr, ast.BoolOp) and isinstance(expr.op, ast.Or):
+            return self._or_in_run(expr, given, depth)
+        if isinstance(expr, ast.IfExp):
+            parts = [self._in_run(b, given, depth + 1) for b in self._taken(expr, given, depth)]
+            return None if any(p is None for p in parts) else frozenset().union(*parts)
+        if not isinstance(expr, (ast.Name, ast.Attribute)):
+            return None
+        bound = self.src.bindings(expr, self.src.scope(expr))
+        if bound:
+            parts = [self._in_run(v, given, depth + 1) if v is not None and v is not expr else None for _, v in bound]
+            return None if any(p is None for p in parts) else frozenset().union(*parts)
+        if not isinstance(expr, ast.Attribute) or expr.attr not in self._defaults:
+            return None
+        value = given.get(expr.attr, self._defaults[expr.attr])
+        return None if value is _UNKNOWN else frozenset({value})
+
+    def _or_in_run(self, expr: ast.BoolOp, given: dict[str, object], depth: int) -> frozenset | None:
+        """``a or b``: the first operand that is true, else the last one."""
+        out: set = set()
+        values: frozenset = frozenset()
+        for operand in expr.values:
+            found = self._in_run(operand, given, depth + 1)
+            if found is None:
+                return None
+            values = found
+            out |= {v for v in values if v}
+            if all(values):
+                return frozenset(out)
+        return frozenset(out | {v for v in values if not v})
+
+    def _taken(self, expr: ast.IfExp, given: dict[str, object], depth: int) -> list[ast.AST]:
+        """The branches of ``x if c else y`` a run takes: both where it does not fix `c`."""
+        test = self._in_run(expr.test, given, depth + 1)
+        return [b for b, taken in ((expr.body, test is None or any(test)), (expr.orelse, test is None or not all(test))) if taken]
+
+    def dtypes_per_run(self, expr: ast.AST, scope: ast.AST | None = None) -> list[tuple[str | None, frozenset]] | None:
+        """The dtypes a dtype expression names in each run (`_each_run`), reading the file's options, names bound in
+        the file and ``a or b`` (`_in_run`): an entry of a table looked up by a key the
+        runs fix (``{"bf16": torch.bfloat16, ...}[args.grad_precision or args.precision]``), an option that names a
+        dtype (``--reduce_dtype bf16``), the branch of ``x if args.pure_bf16 else y`` a run takes. None where a
+        run's is not known."""
+        return self._each_run(lambda given: self._dtypes_in_run(expr, given, scope, 0))
+
+    def _dtypes_in_run(self, expr: ast.AST, given: dict[str, object], scope: ast.AST | None, depth: int) -> frozenset | None:
+        if depth > 4:
+            return None
+        if isinstance(expr, ast.IfExp):
+            parts = [self._dtypes_in_run(b, given, scope, depth + 1) for b in self._taken(expr, given, depth)]
+            return None if any(p is None for p in parts) else frozenset().union(*parts)
+        if isinstance(expr, ast.Subscript):
+            table = self.flow.table_of(expr, scope)
+            keys = self._in_run(expr.slice, given, depth + 1) if table is not None else None
+            if table is None or keys is None:
+                return None
+            entries = {k.value: v for k, v in zip(table.keys, table.values) if isinstance(k, ast.Constant)}
+            found = [self.flow.dtype_of(entries[k], scope) for k in keys if k in entries]
+        else:
+            values = self._in_run(expr, given, depth + 1)
+            if values is None:
+                return self.flow.dtype_of(expr, scope)
+            found = [frozenset() if v is None else STRING_DTYPES.get(v.lower()) if isinstance(v, str) else None for v in values]
+        return None if any(d is None for d in found) else frozenset().union(*found)
 
     @functools.cached_property
     def model_casts(self) -> list[ModelCast]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
-from ampdoctor.lint.launch import Launch, option_values
+from ampdoctor.lint.launch import Launch, option_values, runs_of
 from ampdoctor.lint.python.dataflow import HALF, autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS, MODEL_TOKENS, half_setting
 from ampdoctor.lint.python.resolve import words
@@ -81,6 +81,9 @@ class ProjectContext:
     # The options the project's shell launchers pass this script (`lint.launch`): (name, value, written literally).
     # Its own facts read them as values its options hold (`Facts._options`).
     launch: tuple[tuple[str, str | bool, bool], ...] = ()
+    # The same, launch line by launch line (`lint.launch.runs_of`): the runs the project makes of this script, each
+    # with where it is written; `Facts.dtypes_per_run` reads a dtype in each.
+    runs: tuple[tuple[str, tuple[tuple[str, str | bool, bool], ...]], ...] = ()
     # Module-level functions of this file that apply an autograd Function (`Summary.helpers`) and that nothing in its
     # project calls or imports, in a project that is no installable package (whose users could call them): code its
     # own runs never reach.
@@ -318,7 +321,8 @@ class ProjectModel:
             ctx = ProjectContext(autocast.get(path), None if path in autocast else half_model.get(path),
                                  summary.half or half.get(path), self.torch_floor, self.trains_bf16, guarded, cpu_autocast,
                                  self._reaching.get(path, frozenset()) | own | configs, nowhere,
-                                 option_values(self.launches.get(path, ())), self._unused_helpers(path))
+                                 option_values(self.launches.get(path, ())), runs_of(self.launches.get(path, ())),
+                                 self._unused_helpers(path))
             if ctx:
                 out[path] = ctx
         return out

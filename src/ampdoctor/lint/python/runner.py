@@ -15,7 +15,7 @@ from ampdoctor.core.catalog import documented_rule, finding
 from ampdoctor.core.model import Finding, Location, Severity
 from ampdoctor.core.registry import detectors
 from ampdoctor.lint import cache as lint_cache
-from ampdoctor.lint.launch import Launch, option_values
+from ampdoctor.lint.launch import Launch, option_values, runs_of
 from ampdoctor.lint.python.context import Context
 from ampdoctor.lint.python.embedded import applies as holds_python_config
 from ampdoctor.lint.python.embedded import embedded_findings
@@ -278,7 +278,7 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
         root = root_of(p, roots)
         known = base[Path(root)] if root is not None else None
         passed = option_values(launches.get(p, ()))
-        return replace(known or ProjectContext(), launch=passed) if passed else known
+        return replace(known or ProjectContext(), launch=passed, runs=runs_of(launches.get(p, ()))) if passed else known
 
     folder = str(cache) if cache is not None else None
     tasks: list[Task] = [(p, below(Path(p), roots), start(p), True, True, folder) for p in named] \
