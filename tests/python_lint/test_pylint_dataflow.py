@@ -92,3 +92,62 @@ def test_a_half_mode_a_run_may_choose_is_mixed_precision_but_only_a_default_one_
         TrainingArguments(bf16=True if args.y else True)
     """)
     assert sorted(c.lineno for c in by_default.mixed_precision_on) == [7, 8]
+
+
+def _runs_facts(code: str, runs=()):
+    from ampdoctor.lint.python.facts import Facts
+
+    src = SourceFile.parse("train.py", textwrap.dedent(code))
+    return src, Facts(src, Dataflow(src), runs=runs)
+
+
+def _reduce_expr(src):
+    return next(kw.value for n in ast.walk(src.tree) if isinstance(n, ast.Call) for kw in n.keywords if kw.arg == "reduce_dtype")
+
+
+RUN_CHOSEN = """
+    import argparse, torch
+    from torch.distributed.fsdp import MixedPrecision
+    TABLE = {"fp32": torch.float32, "bf16": torch.bfloat16}
+    p = argparse.ArgumentParser()
+    p.add_argument("--precision", default="bf16")
+    p.add_argument("--grad_precision", choices=["fp32", "bf16"])
+    p.add_argument("--pure", action="store_true")
+    args = p.parse_args()
+    MixedPrecision(reduce_dtype=torch.bfloat16 if args.pure else TABLE[args.grad_precision or args.precision])
+"""
+
+
+def test_a_run_chosen_dtype_is_read_in_each_run_the_project_makes():
+    src, facts = _runs_facts(RUN_CHOSEN)
+    assert facts.dtypes_per_run(_reduce_expr(src)) == [(None, frozenset({"bf16"}))]  # the script's defaults
+    runs = (("scripts/a.sh:3", (("grad_precision", "fp32", True),)),
+            ("scripts/b.sh:5", (("pure", True, True), ("grad_precision", "fp32", True))),
+            ("scripts/c.sh:2", (("precision", "fp32", True),)))
+    src, facts = _runs_facts(RUN_CHOSEN, runs)
+    assert facts.dtypes_per_run(_reduce_expr(src)) == [
+        ("scripts/a.sh:3", frozenset({"fp32"})), ("scripts/b.sh:5", frozenset({"bf16"})), ("scripts/c.sh:2", frozenset({"fp32"}))]
+    # a value read from a shell variable is not known, unless an option read before it decides the run
+    shell = (("scripts/d.sh:1", (("precision", "bf16", False),)),)
+    src, facts = _runs_facts(RUN_CHOSEN, shell)
+    assert facts.dtypes_per_run(_reduce_expr(src)) is None
+    src, facts = _runs_facts(RUN_CHOSEN, (("scripts/d.sh:1", (("precision", "bf16", False), ("grad_precision", "fp32", True))),))
+    assert facts.dtypes_per_run(_reduce_expr(src)) == [("scripts/d.sh:1", frozenset({"fp32"}))]
+
+
+def test_a_dtype_no_run_decides_is_not_known():
+    # a parameter, a comparison the runs do not fix: what it may be is not what a run holds
+    for code in ("""
+        import torch
+        from torch.distributed.fsdp import MixedPrecision
+        def policy(precision):
+            dtype = torch.bfloat16 if precision == "bf16-mixed" else torch.float32
+            return MixedPrecision(reduce_dtype=dtype)
+    """, """
+        import torch
+        from torch.distributed.fsdp import MixedPrecision
+        def policy(cfg):
+            return MixedPrecision(reduce_dtype={"fp32": torch.float32, "bf16": torch.bfloat16}[cfg.reduce])
+    """):
+        src, facts = _runs_facts(code)
+        assert facts.dtypes_per_run(_reduce_expr(src)) is None, code

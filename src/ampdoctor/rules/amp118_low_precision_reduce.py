@@ -53,7 +53,7 @@ def _half(ctx: Context, expr: ast.AST | None, scope: ast.AST, say=describe_half)
     if not dtypes or not dtypes & HALF:
         return None
     runs = ctx.facts.dtypes_per_run(expr, scope) if dtypes - HALF else None
-    if runs is None:
+    if runs is None or any(d & HALF and d - HALF for _, d in runs):  # a run that may reduce either way: not known
         return say(dtypes)
     half = [(where, d & HALF) for where, d in runs if d & HALF]
     if not half:

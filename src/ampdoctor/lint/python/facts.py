@@ -296,7 +296,8 @@ class Facts:
         if isinstance(expr, ast.BoolOp) and isinstance(expr.op, ast.Or):
             return self._or_in_run(expr, given, depth)
         if isinstance(expr, ast.IfExp):
-            parts = [self._in_run(b, given, depth + 1) for b in self._taken(expr, given, depth)]
+            taken = self._taken(expr, given, depth)
+            parts = [self._in_run(b, given, depth + 1) for b in taken] if taken is not None else [None]
             return None if any(p is None for p in parts) else frozenset().union(*parts)
         if not isinstance(expr, (ast.Name, ast.Attribute)):
             return None
@@ -323,10 +324,12 @@ class Facts:
                 return frozenset(out)
         return frozenset(out | {v for v in values if not v})
 
-    def _taken(self, expr: ast.IfExp, given: dict[str, object], depth: int) -> list[ast.AST]:
-        """The branches of ``x if c else y`` a run takes: both where it does not fix `c`."""
+    def _taken(self, expr: ast.IfExp, given: dict[str, object], depth: int) -> list[ast.AST] | None:
+        """The branches of ``x if c else y`` a run takes (both where `c` may be either); None where `c` is unknown."""
         test = self._in_run(expr.test, given, depth + 1)
-        return [b for b, taken in ((expr.body, test is None or any(test)), (expr.orelse, test is None or not all(test))) if taken]
+        if test is None:
+            return None
+        return [b for b, taken in ((expr.body, any(test)), (expr.orelse, not all(test))) if taken]
 
     def dtypes_per_run(self, expr: ast.AST, scope: ast.AST | None = None) -> list[tuple[str | None, frozenset]] | None:
         """The dtypes a dtype expression names in each run (`_each_run`), reading the file's options, names bound in
@@ -340,21 +343,36 @@ class Facts:
         if depth > 4:
             return None
         if isinstance(expr, ast.IfExp):
-            parts = [self._dtypes_in_run(b, given, scope, depth + 1) for b in self._taken(expr, given, depth)]
+            taken = self._taken(expr, given, depth)
+            parts = [self._dtypes_in_run(b, given, scope, depth + 1) for b in taken] if taken is not None else [None]
             return None if any(p is None for p in parts) else frozenset().union(*parts)
         if isinstance(expr, ast.Subscript):
-            table = self.flow.table_of(expr, scope)
-            keys = self._in_run(expr.slice, given, depth + 1) if table is not None else None
-            if table is None or keys is None:
-                return None
-            entries = {k.value: v for k, v in zip(table.keys, table.values) if isinstance(k, ast.Constant)}
-            found = [self.flow.dtype_of(entries[k], scope) for k in keys if k in entries]
-        else:
-            values = self._in_run(expr, given, depth + 1)
-            if values is None:
-                return self.flow.dtype_of(expr, scope)
-            found = [frozenset() if v is None else STRING_DTYPES.get(v.lower()) if isinstance(v, str) else None for v in values]
+            return self._looked_up_in_run(expr, given, scope, depth)
+        values = self._in_run(expr, given, depth + 1)
+        if values is None:
+            return self._dtype_named(expr, given, scope, depth)
+        found = [frozenset() if v is None else STRING_DTYPES.get(v.lower()) if isinstance(v, str) else None for v in values]
         return None if any(d is None for d in found) else frozenset().union(*found)
+
+    def _looked_up_in_run(self, expr: ast.Subscript, given: dict[str, object], scope: ast.AST | None, depth: int) -> frozenset | None:
+        """``TABLE[key]``: the entries of a dict literal for the keys the run holds (a key it lacks names nothing)."""
+        table = self.flow.table_of(expr, scope)
+        keys = self._in_run(expr.slice, given, depth + 1) if table is not None else None
+        if table is None or keys is None:
+            return None
+        entries = {k.value: v for k, v in zip(table.keys, table.values) if isinstance(k, ast.Constant)}
+        found = [self.flow.dtype_of(entries[k], scope) for k in keys if k in entries]
+        return None if any(d is None for d in found) else frozenset().union(*found)
+
+    def _dtype_named(self, expr: ast.AST, given: dict[str, object], scope: ast.AST | None, depth: int) -> frozenset | None:
+        """A dtype object in a run: what the names it reads are bound to, in that run, or a dtype the code names
+        outright (``torch.bfloat16``); None for one that only says what it may be."""
+        bound = self.src.bindings(expr, scope or self.src.scope(expr)) if isinstance(expr, (ast.Name, ast.Attribute)) else []
+        if bound:
+            parts = [self._dtypes_in_run(v, given, scope, depth + 1) if v is not None and v is not expr else None for _, v in bound]
+            return None if any(p is None for p in parts) else frozenset().union(*parts)
+        found = self.flow.dtype_of(expr, scope)
+        return found if found is not None and len(found) <= 1 else None
 
     @functools.cached_property
     def model_casts(self) -> list[ModelCast]:
