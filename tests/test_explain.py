@@ -296,6 +296,17 @@ def test_flash_attn_q_dtype_check_ranks_fp32_qkv_first_and_a_pre_ampere_gpu_besi
     assert framed.rule.id == "AMP111" and not framed.guess
 
 
+def test_the_scalar_type_message_in_a_conv_call_ranks_the_input_weight_rule_first():
+    message = "RuntimeError: expected scalar type Half but found Float"
+    # a functional conv with a kernel of another dtype than its input: the layer's own op, AMP131's context
+    conv = explain("    return nn.functional.conv2d(x, self.kernel, groups=self.kernel.shape[0], stride=2)\n" + message)
+    assert conv[0].rule.id == "AMP131"
+    # the message alone, or in a custom op's frame, does not rank it first
+    assert explain(message)[0].rule.id != "AMP131"
+    assert explain('  File "/site-packages/mmcv/ops/deform_conv.py", line 81, in forward\n'
+                   "    ext_module.deform_conv_forward(\n" + message)[0].rule.id == "AMP110"
+
+
 def test_cli_marks_a_guess_in_text_and_json():
     text = run_cli("RuntimeError: expected scalar type BFloat16 but found Float")
     assert text.stdout.startswith("1. a guess: AMP001")
