@@ -262,6 +262,55 @@ def test_a_message_the_catalog_weighs_as_generic_is_a_guess_even_when_only_one_r
     assert cand and all(c.guess for c in cand)
 
 
+def test_a_specific_message_alone_on_its_line_is_a_guess_when_another_rule_reads_part_of_it():
+    # Two half dtypes in a matmul: AMP121's wording, but AMP001 (and the input rules) read "expected mat1 and mat2 to
+    # have the same dtype" in it too. Alone, which cause it is the text does not say; a frame around it does.
+    message = "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: c10::Half != c10::BFloat16"
+    alone = explain(message)[0]
+    assert alone.rule.id == "AMP121" and alone.guess
+    framed = explain('  File "/site-packages/awq/modules/linear/gemm.py", line 63, in forward\n'
+                     "    out = torch.matmul(x, out)\n" + message)[0]
+    assert framed.rule.id == "AMP121" and not framed.guess
+    # a specific message no other rule reads stays confident alone on its line
+    assert not explain("ValueError: Attempting to unscale FP16 gradients.")[0].guess
+
+
+def test_cuda_autocast_disabling_itself_without_cuda_ranks_the_device_type_rule_as_a_guess():
+    # The warning CUDA's autocast gives where no CUDA device is: autocast set up for CUDA around code that runs
+    # elsewhere (AMP140), or a torch without CUDA (no rule's cause), so it ranks AMP140 and never decides it.
+    for text in ("UserWarning: User provided device_type of 'cuda', but CUDA is not available. Disabling",
+                 "UserWarning: torch.cuda.amp.autocast only affects CUDA ops, but CUDA is not available.  Disabling."):
+        first = explain(text)[0]
+        assert first.rule.id == "AMP140" and first.guess, text
+    assert explain("UserWarning: torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.")[0].rule.id != "AMP140"
+
+
+def test_flash_attn_q_dtype_check_ranks_fp32_qkv_first_and_a_pre_ampere_gpu_beside_it():
+    text = ("RuntimeError: Expected q_dtype == torch::kFloat16 || ((is_sm8x || is_sm90) && q_dtype == torch::kBFloat16) "
+            "to be true, but got false")
+    cands = explain(text, limit=3)
+    assert [c.rule.id for c in cands[:2]] == ["AMP111", "AMP113"] and all(c.guess for c in cands)
+    # with flash-attn's frames in view the fp32 q/k/v reading is the rule's own context: confident
+    framed = explain('  File "/site-packages/flash_attn/flash_attn_interface.py", line 52, in _flash_attn_forward\n'
+                     + text)[0]
+    assert framed.rule.id == "AMP111" and not framed.guess
+
+
+def test_the_scalar_type_message_in_a_conv_call_ranks_the_input_weight_rule_first():
+    message = "RuntimeError: expected scalar type Half but found Float"
+    # a functional conv with a kernel of another dtype than its input: the layer's own op, AMP131's context
+    conv = explain("    return nn.functional.conv2d(x, self.kernel, groups=self.kernel.shape[0], stride=2)\n" + message)
+    assert conv[0].rule.id == "AMP131"
+    # the message alone, or in a custom op's frame, does not rank it first
+    assert explain(message)[0].rule.id != "AMP131"
+    assert explain('  File "/site-packages/mmcv/ops/deform_conv.py", line 81, in forward\n'
+                   "    ext_module.deform_conv_forward(\n" + message)[0].rule.id == "AMP110"
+    # two half dtypes are not an input against fp32 weights: not this rule's reading, whatever the call
+    halves = explain("    return nn.functional.conv2d(x, self.kernel)\n"
+                     "RuntimeError: expected scalar type c10::Half but found c10::BFloat16", limit=None, weak=True)
+    assert "AMP131" not in [c.rule.id for c in halves if c.basis == "signature"]
+
+
 def test_cli_marks_a_guess_in_text_and_json():
     text = run_cli("RuntimeError: expected scalar type BFloat16 but found Float")
     assert text.stdout.startswith("1. a guess: AMP001")

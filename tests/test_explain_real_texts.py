@@ -39,7 +39,9 @@ REAL = [
     ("AMP120", "RuntimeError: expected dtype float for end but got dtype c10::BFloat16.\nsecond_momentum.lerp_(v_mean, 1 - beta2)"),
     # AMP121: two half types, without the c10:: prefix, and in a matmul.
     ("AMP121", "Input type (BFloat16) and bias type (Half) should be the same."),
-    ("AMP121", "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: struct c10::Half != struct c10::BFloat16"),
+    # The matmul message with the frame it failed in (alone on its line it is a guess: AMP001 reads a part of it).
+    ("AMP121", '  File "/site-packages/awq/modules/linear/gemm.py", line 63, in forward\n    out = torch.matmul(x, out)\n'
+               "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: struct c10::Half != struct c10::BFloat16"),
     # AMP122: an fp32 additive mask against bf16 queries in SDPA.
     ("AMP122", "x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_bias)\nRuntimeError: Expected attn_mask dtype to be bool "
                "or to match query dtype, but got attn_mask.dtype: float and  query.dtype: struct c10::BFloat16 instead."),

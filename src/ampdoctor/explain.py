@@ -197,6 +197,8 @@ class _Fit:
     context: float  # the share of the rule's context weight found in the text (0 for a rule that names none)
     # The text prints its error and the rule's message is not in it (only in a log line, a frame, the user's words).
     beside_error: bool = False
+    # The text is one line, the one the message is on: no frame, no log line, no words of the user's around it.
+    alone: bool = False
 
 
 def _score(rule: Rule, text: str) -> _Fit | None:
@@ -222,7 +224,7 @@ def _score(rule: Rule, text: str) -> _Fit | None:
         reason += f"; but none of what usually comes with it ({_in_words(rule.context)}) is in the text"
     cand = Candidate(rule, score, reason, match.group(0), _last_frame_before(text, match.start()),
                      context_matched=bool(hits) or not rule.context)
-    return _Fit(cand, match.span(), sig.weight, found, not _in_error(sig, text, match))
+    return _Fit(cand, match.span(), sig.weight, found, not _in_error(sig, text, match), "\n" not in text.strip())
 
 
 @functools.lru_cache(maxsize=2)  # the text of one explain call, asked once per matching rule
@@ -261,7 +263,10 @@ def _is_guess(fit: _Fit, fits: Sequence[_Fit]) -> bool:
                    for o in shared)
     if fit.weight < SPECIFIC_WEIGHT:
         return True
-    return bool(shared)
+    # A message alone on its line, which other rules read a part of: its specific wording names the mechanism, but
+    # which rule of the family it shares is the cause is told by what comes with a message, and nothing does.
+    read_too = any(o is not fit and o.span[0] < end and o.span[1] > start for o in fits)
+    return bool(shared) or (fit.alone and read_too)
 
 
 def _in_words(context: Sequence[Signature], most: int = 8) -> str:
