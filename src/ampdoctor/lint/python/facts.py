@@ -352,7 +352,10 @@ class Facts:
         else:
             values = self._in_run(expr, given, depth + 1)
             if values is None:
-                return self.flow.dtype_of(expr, scope)
+                # Not read per run: known in this run only where it is the same in all (``dtype = None`` then
+                # ``dtype = torch.bfloat16`` under a test of an option the file does not define is not).
+                found_any = self.flow.dtype_of(expr, scope)
+                return None if found_any and len(found_any) > 1 and found_any & HALF else found_any
             found = [frozenset() if v is None else STRING_DTYPES.get(v.lower()) if isinstance(v, str) else None for v in values]
         return None if any(d is None for d in found) else frozenset().union(*found)
 
