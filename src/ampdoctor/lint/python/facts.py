@@ -352,12 +352,16 @@ class Facts:
         else:
             values = self._in_run(expr, given, depth + 1)
             if values is None:
-                # Not read per run: known in this run only where it is the same in all (``dtype = None`` then
-                # ``dtype = torch.bfloat16`` under a test of an option the file does not define is not).
-                found_any = self.flow.dtype_of(expr, scope)
-                return None if found_any and len(found_any) > 1 and found_any & HALF else found_any
+                return self._same_in_every_run(expr, scope)
             found = [frozenset() if v is None else STRING_DTYPES.get(v.lower()) if isinstance(v, str) else None for v in values]
         return None if any(d is None for d in found) else frozenset().union(*found)
+
+    def _same_in_every_run(self, expr: ast.AST, scope: ast.AST | None) -> frozenset | None:
+        """The dtypes of an expression not read per run, where they are known in every run: one dtype, or none half.
+        A name bound to several, a half one among them (``dtype = None``, then ``dtype = torch.bfloat16`` under a
+        test of an option the file does not define), is unknown in a run."""
+        found = self.flow.dtype_of(expr, scope)
+        return None if found and len(found) > 1 and found & HALF else found
 
     @functools.cached_property
     def model_casts(self) -> list[ModelCast]:
