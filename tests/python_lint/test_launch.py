@@ -213,3 +213,26 @@ def test_a_launch_line_that_turns_no_half_mode_on_is_no_evidence(tmp_path, line)
     # the same tree with a literal half flag on the launch line: the launcher is the evidence, at its line
     found = amp101(write(tmp_path, {"run.sh": "#!/bin/bash\npython train.py --bf16 True\n"}))
     assert [name for name, _ in found] == ["rope.py"] and "run.sh:2" in found[0][1]
+
+
+def test_a_dtype_bound_under_tests_of_options_the_file_does_not_define_is_not_said_of_the_default_run(tmp_path):
+    # A Trainer subclass picks the reduce dtype under `self.args.fp16` / `self.args.bf16`, options of a framework's
+    # parser, not of this file: which one a run takes is not known, so the finding does not name a run.
+    (tmp_path / "trainer.py").write_text(textwrap.dedent("""\
+        import torch
+        from torch.distributed.fsdp import MixedPrecision
+
+        class MyTrainer:
+            def policy(self):
+                dtype = torch.float32
+                self.master_dtype = dtype
+                dtype = None
+                if self.args.fp16:
+                    dtype = torch.float16
+                elif self.args.bf16:
+                    dtype = torch.bfloat16
+                return MixedPrecision(param_dtype=dtype, reduce_dtype=dtype)
+        """))
+    report = lint_paths([tmp_path], LintSettings(select=frozenset({"AMP118"}), jobs=1))
+    assert [f.message.split(";")[0] for f in report.findings] == [
+        "gradients are reduced in bfloat16 or float16 where the run chooses it (else float32)"]

@@ -93,6 +93,19 @@ def _half_chosen_here(ctx: Context, expr: ast.AST | None, depth: int = 0) -> boo
     return any(value is not None and _half_chosen_here(ctx, value, depth + 1) for _, value in ctx.src.bindings(expr, ctx.src.scope(expr)))
 
 
+def _param_retyped_alike(ctx: Context, node: ast.Assign, owner: str, dtypes: frozenset) -> bool:
+    """Does a statement of the same block cast the parameter's own ``.data`` to the same dtype(s)
+    (``p.data = p.data.half()`` next to ``p.grad = p.grad.half()``): then parameter and gradient keep one dtype."""
+    for stmt in ctx.src.block_of(node) or ():
+        if stmt is node or not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or not isinstance(stmt.value, ast.Call):
+            continue
+        target = stmt.targets[0]
+        if isinstance(target, ast.Attribute) and target.attr == "data" and dotted(target.value) == owner \
+                and ctx.flow.cast_dtype(stmt.value) == dtypes:
+            return True
+    return False
+
+
 @code_check("AMP003", triggers=(".grad =", ".grad=", ".grad.data =", ".grad.data="), also=((".to(", ".type(", "float()", "half()", "bfloat16()", "double()"),))
 def grad_dtype_mismatch(ctx: Context) -> Iterator[CodeHit]:
     # Incident 3 (SimpleTuner #854): `param.grad.data = param.grad.data.to(torch.float32)` on a bf16 model,
@@ -117,6 +130,8 @@ def grad_dtype_mismatch(ctx: Context) -> Iterator[CodeHit]:
             # mention, autocast mixed precision with fp32 weights, a dtype read from a config object set elsewhere,
             # as SimpleTuner's trainer, whose config loader turns `gradient_precision=fp32` off) this is no error.
             continue
+        if _param_retyped_alike(ctx, node, owner, dtypes):
+            continue  # the parameter itself is cast alongside (an optimizer's fp16 round trip): the two stay one dtype
         in_loop = any(isinstance(a, (ast.For, ast.While)) for a in ctx.src.ancestors(node))
         yield node.targets[0], (f"`{ast.unparse(node.targets[0])}` is retyped to {describe(dtypes)}; the parameter keeps its own dtype, so "
                                 f"the next backward{' in this loop' if in_loop else ''} cannot accumulate into it")

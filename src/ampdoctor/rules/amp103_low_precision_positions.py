@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.evidence import Phase, Tag
 from ampdoctor.core.registry import Hit, code_check, runtime_check
-from ampdoctor.dtypes import EXACT_INT, ROPE_WORDS, name_of
+from ampdoctor.dtypes import EXACT_INT, FP16, ROPE_WORDS, name_of
 from ampdoctor.lint.python.context import HALF_WORDS, POSITION_FACTORIES, POSITION_TOKENS, CodeHit, Context, chain_words, half_casts
 from ampdoctor.lint.python.dataflow import describe
+from ampdoctor.lint.python.resolve import dotted, keyword
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -27,11 +28,10 @@ def _small_range(call: ast.Call, dtypes: frozenset) -> bool:
     return bool(bounds) and all(isinstance(b, ast.Constant) and isinstance(b.value, (int, float)) and abs(b.value) <= limit for b in bounds)
 
 
-def _divided_before(ctx: Context, receiver: ast.AST, call: ast.Call) -> bool:
-    """The name's last assignment before the cast divides it (``t /= 1000``, ``t = t / num_steps``): the values are
-    scaled into a small range, no longer integer positions, which is the rule's own fix."""
+def _last_assignment(ctx: Context, receiver: ast.AST, call: ast.Call) -> ast.stmt | None:
+    """The last assignment to the name `receiver` before `call` in its scope."""
     if not isinstance(receiver, ast.Name):
-        return False
+        return None
     scope = ctx.src.scope(call)
     last: ast.stmt | None = None
     for node in ast.walk(scope):
@@ -39,9 +39,35 @@ def _divided_before(ctx: Context, receiver: ast.AST, call: ast.Call) -> bool:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(isinstance(t, ast.Name) and t.id == receiver.id for t in targets):
                 last = node
+    return last
+
+
+def _divided_before(last: ast.stmt | None) -> bool:
+    """The name's last assignment before the cast divides it (``t /= 1000``, ``t = t / num_steps``): the values are
+    scaled into a small range, no longer integer positions, which is the rule's own fix."""
     if isinstance(last, ast.AugAssign):
         return isinstance(last.op, ast.Div)
     return isinstance(last, ast.Assign) and isinstance(last.value, ast.BinOp) and isinstance(last.value.op, ast.Div)
+
+
+def _drawn_exact(ctx: Context, last: ast.stmt | None, dtypes: frozenset) -> bool:
+    """The name's last assignment draws integers the cast dtype holds exactly: ``torch.randint(low, high)`` (a
+    `.repeat`/`.to` after it kept) with `high` a literal within the dtype's exact range, or, for fp16 alone, a
+    diffusion scheduler's ``num_train_timesteps`` (1000 in the common schedulers, below fp16's 2048)."""
+    if not isinstance(last, ast.Assign):
+        return False
+    value = last.value
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and isinstance(value.func.value, ast.Call):
+        value = value.func.value
+    if not (isinstance(value, ast.Call) and ctx.qualname(value.func) == "torch.randint"):
+        return False
+    # randint([low,] high, size): the size is the last positional argument unless given by keyword
+    bounds = value.args[:len(value.args) - (0 if keyword(value, "size") is not None else 1)]
+    high = keyword(value, "high") or (bounds[-1] if bounds else None)
+    limit = min(EXACT_INT[d] for d in dtypes if d in EXACT_INT)
+    if isinstance(high, ast.Constant) and isinstance(high.value, int):
+        return high.value <= limit
+    return dtypes == frozenset({FP16}) and (dotted(high) or "").endswith("num_train_timesteps")
 
 
 @code_check("AMP103", triggers=HALF_WORDS, also=(("arange", "linspace", "range(", "pos", "timestep", " t."),))
@@ -64,7 +90,10 @@ def low_precision_positions(ctx: Context) -> Iterator[CodeHit]:
                 yield call, f"positions from `{ctx.qualname(root.func)}` are cast to {describe(dtypes)}, which cannot represent them exactly"
             continue
         words = chain_words(receiver, ctx, calls_too=False)
-        if words & POSITION_TOKENS - {"ids"} and not words & NOT_POSITIONS and not words & ROPE_WORDS and not _divided_before(ctx, receiver, call):
+        if not words & POSITION_TOKENS - {"ids"} or words & NOT_POSITIONS or words & ROPE_WORDS:
+            continue
+        last = _last_assignment(ctx, receiver, call)
+        if not _divided_before(last) and not _drawn_exact(ctx, last, dtypes):
             yield call, f"position/timestep tensor `{ast.unparse(receiver)[:60]}` is cast to {describe(dtypes)} before use"
 
 

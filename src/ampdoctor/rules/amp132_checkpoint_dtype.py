@@ -50,6 +50,19 @@ def _cast_after(ctx: Context, model: str, load: ast.Call) -> bool:
     return False
 
 
+def _state_cast_to(ctx: Context, state: ast.expr, load: ast.Call, dtypes: frozenset) -> bool:
+    """Is the loaded state dict cast to the model's dtype first: its last binding before the load is a dict
+    comprehension of casts (``{k: v.to(torch.bfloat16) for k, v in sd.items()}``), so assign=True hands the model
+    tensors of its own dtype."""
+    if not isinstance(state, ast.Name):
+        return False
+    bound = [(line, value) for line, value in ctx.src.bindings(state, ctx.src.scope(load)) if line < load.lineno]
+    if not bound:
+        return False
+    value = max(bound, key=lambda b: b[0])[1]
+    return isinstance(value, ast.DictComp) and isinstance(value.value, ast.Call) and ctx.flow.cast_dtype(value.value) == dtypes
+
+
 @code_check("AMP132", triggers=("assign=True",), also=(("load_state_dict",),))
 def assign_keeps_checkpoint_dtype(ctx: Context) -> Iterator[CodeHit]:
     # llm-foundry PR #916, pytorch #108381: with assign=True the checkpoint's tensors replace the parameters,
@@ -68,6 +81,8 @@ def assign_keeps_checkpoint_dtype(ctx: Context) -> Iterator[CodeHit]:
         if made is None:
             continue
         node, dtypes = made
+        if call.args and _state_cast_to(ctx, call.args[0], call, dtypes):
+            continue
         yield call, (f"`{model}` was made {describe(dtypes)} (line {node.lineno}), but `load_state_dict(..., assign=True)` "
                      "gives it the checkpoint's tensors and their dtypes: an fp32 checkpoint makes it fp32 again; "
                      f"cast after loading (`{model}.to({'torch.bfloat16' if dtypes == frozenset({'bf16'}) else 'dtype'})`)")

@@ -20,6 +20,13 @@ _ANY_DEVICE_STATE = frozenset({"torch.get_autocast_dtype", "torch.is_autocast_en
 # A script's settings (argparse's namespace, a config object, hyperparameters): their `.device` is what was typed
 # ("cuda"), a string. HF's `TrainingArguments.device` is a torch.device, and its usual names are not these.
 _SETTINGS = frozenset({"args", "opt", "opts", "options", "cfg", "config", "conf", "hparams", "params", "settings", "flags", "FLAGS"})
+# Tensor methods and torch functions that autocast does not govern: views, shape changes, copies and elementwise
+# arithmetic, whose result dtype type promotion decides on every device. A region made only of these is the same
+# with or without autocast, so pinning it to CUDA loses nothing anywhere.
+_UNGOVERNED = frozenset({"view", "view_as", "reshape", "chunk", "split", "squeeze", "unsqueeze", "flatten", "unflatten",
+                         "permute", "transpose", "contiguous", "expand", "expand_as", "repeat", "narrow", "size", "dim",
+                         "clone", "detach", "float", "double", "to", "type_as", "add", "sub", "mul", "div", "add_",
+                         "sub_", "mul_", "div_", "neg", "cat", "stack"})
 
 
 @code_check("AMP140", triggers=("autocast",), also=(("device",),))
@@ -44,10 +51,34 @@ def fp32_region_pinned_to_cuda(ctx: Context) -> Iterator[CodeHit]:
         dtype = autocast_argument(call, "torch.autocast", "dtype")
         if not (_is_cuda(device) and dtype is not None and ctx.qualname(dtype) in ("torch.float32", "torch.float")):
             continue
-        if in_class(ctx, call) and not _cuda_branch(ctx, call):  # model code, run on whatever device it is put on
+        if in_class(ctx, call) and not _cuda_branch(ctx, call) and _governs(_region(ctx, call)):  # model code, run on any device
             yield call, ("an fp32 autocast region pinned to CUDA: on any other device (CPU, MPS, XPU) it changes "
                          "nothing, and this code runs in the half dtype of the weights or of that device's autocast; "
                          "cast explicitly (`.float()`, or keep the module in fp32) or take the device type from the input")
+
+
+def _region(ctx: Context, call: ast.Call) -> list[ast.stmt]:
+    """The statements an autocast call covers: the body of its ``with`` or of the function it decorates; empty
+    (unknown) where the call is used some other way."""
+    parents = list(ctx.src.ancestors(call))[:2]
+    if parents and isinstance(parents[0], (ast.FunctionDef, ast.AsyncFunctionDef)) and call in parents[0].decorator_list:
+        return parents[0].body
+    if len(parents) == 2 and isinstance(parents[0], ast.withitem) and isinstance(parents[1], (ast.With, ast.AsyncWith)):
+        return parents[1].body
+    return []
+
+
+def _governs(region: list[ast.stmt]) -> bool:
+    """Does the region run an op autocast casts: a matmul (``@``), or any call but the views and elementwise
+    arithmetic of `_UNGOVERNED` (a module's or function's call may hold a matmul). An empty region is unknown."""
+    if not region:
+        return True
+    for node in (n for stmt in region for n in ast.walk(stmt)):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            return True
+        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Attribute) and node.func.attr in _UNGOVERNED):
+            return True
+    return False
 
 
 def _cuda_branch(ctx: Context, node: ast.AST) -> bool:

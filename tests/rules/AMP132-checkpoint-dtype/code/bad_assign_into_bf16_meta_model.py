@@ -26,3 +26,12 @@ def load_with_default_dtype(path):
         model = Net()
     model.load_state_dict(torch.load(path), assign=True)  # ampdoctor: expect[AMP132]
     return model
+
+
+def load_cast_to_another_dtype(path):
+    with torch.device("meta"):
+        model = Net()
+    model = model.to(torch.bfloat16)
+    state = {k: v.to(torch.float32) for k, v in torch.load(path).items()}  # cast, but not to the model's bf16
+    model.load_state_dict(state, assign=True)  # ampdoctor: expect[AMP132]
+    return model

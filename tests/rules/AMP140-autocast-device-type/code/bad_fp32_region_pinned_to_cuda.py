@@ -24,3 +24,15 @@ class Modulation(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         with torch.amp.autocast("cuda", dtype=torch.float):  # ampdoctor: expect[AMP140]
             return self.out_layer(x)
+
+
+class Head(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.head = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, shift: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(device_type="cuda", dtype=torch.float32):  # ampdoctor: expect[AMP140]
+            x = (x + shift.unsqueeze(1)) @ weight  # a matmul: autocast casts it, on CUDA only
+        with torch.autocast(device_type="cuda", dtype=torch.float32):  # ampdoctor: expect[AMP140]
+            return self.head(x.view(x.shape))
