@@ -250,3 +250,25 @@ def test_a_parameter_changed_in_place_is_named_at_every_op_that_changed_it(monke
     [mm] = [op.seq for op in trace.ops(FORWARD) if trace.op(op.seq) == "aten::addmm"]
     names = {(trace.named_of(p) or ("",))[0] for _, p in trace.float_inputs(mm)}
     assert {"weight", "bias"} <= names
+
+
+def test_a_finished_recorder_goes_with_its_audit_without_waiting_for_a_collection():
+    # Its records are ~10^5 tracked tuples in a large step: held in a reference cycle, they would wait for a cyclic
+    # collection, which walks every one of them (the autocast wrappers close over the recorder).
+    import gc
+    import weakref
+
+    model = nn.Linear(4, 4)
+    with audit("bf16-mixed", model=model) as a:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            model(torch.randn(2, 4)).float().sum().backward()
+    assert a.recorder.records and a.report is not None
+    recorder = weakref.ref(a.recorder)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del a
+        assert recorder() is None
+    finally:
+        if enabled:
+            gc.enable()

@@ -62,3 +62,7 @@ class AutocastWatch:
         if cls.__dict__.get("__exit__") is ours_exit:
             cls.__exit__ = exit_
         self._autocast_methods = None
+        # The wrappers hold the recorder: kept here they would make a cycle, and a recorder (its ~10^5 records, a
+        # tuple each) would wait for a garbage collection to be freed, which then walks every one of them, instead
+        # of going when its audit goes.
+        self._autocast_wrappers = (None, None)
