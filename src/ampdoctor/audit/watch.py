@@ -72,6 +72,16 @@ def _sdpa_cpu_formula(factor: int, q_arg: int) -> Callable[..., int]:
     return formula
 
 
+def _grouped_mm_formula(*args: Any, out_val: Any = None, **kwargs: Any) -> int:
+    """A grouped matmul (MoE experts), which torch's FLOP counter does not know: each output element is a dot product
+    over the contracted dim; where both operands are 2-D the groups split that dim (the weight gradient: out is
+    (groups, M, N) over K in all)."""
+    a, b = args[0], args[1]
+    if len(a) == 2 and len(b) == 2:
+        return 2 * a[0] * a[1] * b[1]
+    return 2 * math.prod(out_val) * a[-1]
+
+
 def _arange(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
     if out.dtype in _HALF and out.numel():
         nums = [a for a in args if isinstance(a, (int, float))]
@@ -247,9 +257,10 @@ def _build() -> tuple[dict[int, Callable[..., Any]], frozenset[int]]:
                 matmuls.add(id(op))
     aten = torch.ops.aten
     # CPU flash attention has no formula in torch: 4*b*L*S*E forward, twice that backward (whose
-    # first argument is grad_out, so query and key come one later).
+    # first argument is grad_out, so query and key come one later). Nor has the grouped matmul of MoE experts.
     for name, watch in (("_scaled_dot_product_flash_attention_for_cpu", _matmul(_sdpa_cpu_formula(1, 0))),
-                        ("_scaled_dot_product_flash_attention_for_cpu_backward", _matmul(_sdpa_cpu_formula(2, 1)))):
+                        ("_scaled_dot_product_flash_attention_for_cpu_backward", _matmul(_sdpa_cpu_formula(2, 1))),
+                        ("_grouped_mm", _matmul(_grouped_mm_formula))):
         if hasattr(aten, name):
             for op in _overloads(getattr(aten, name)):
                 add(op, watch)
