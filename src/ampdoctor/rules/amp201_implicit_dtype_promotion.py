@@ -49,10 +49,21 @@ def _promotions_that_matter(ctx: RuntimeContext) -> dict[int, str]:
     for op in t.ops(Phase.FORWARD):
         if op.seq == failing or op.func_id not in ctx.matmul_ops or not op.out_dtypes or op.out_dtypes[0] != ctx.FP32:
             continue
+        if _takes_uncast_fp32_weight(ctx, op):
+            continue  # the weight's own dtype made it fp32 (AMP203's to report): a half activation could not join it
         src = next((taint[p] for p in op.producers if p is not None and p >= 0 and p in taint), None)
         if src is not None:
             flagged.setdefault(src, f"the promoted tensor feeds an fp32 {t.op(op.seq)}")
     return {s: why for s, why in flagged.items() if not ctx.in_attention_kernel(s)}
+
+
+def _takes_uncast_fp32_weight(ctx: RuntimeContext, op) -> bool:
+    """The matmul was handed an fp32 parameter or buffer as it is (through views): nothing cast its operands, as
+    autocast does for the matmuls it knows, so the op runs in the weight's dtype (MoE experts' grouped matmul, which
+    autocast has no rule for, where the caller casts the tokens to the experts' weights), whatever the activation."""
+    t = ctx.trace
+    return any(dt == ctx.FP32 and p is not None and (named := t.named_of(p)) is not None and named[1] is not None
+               for dt, p in zip(op.in_dtypes, op.producers))
 
 
 @runtime_check("AMP201")
