@@ -215,3 +215,43 @@ def test_the_frame_walk_jumps_exactly_past_the_modes_entry():
         assert records == _full_records(fake, 10**6)
         lines = {(r[6], r[7] is not None) for r in records}
         assert {("forward", True), ("backward", True), ("backward", False)} <= lines
+
+
+class Experts(torch.nn.Module):
+    """MoE experts as one grouped matmul of fp32 weights: the real CPU kernel takes fp32, torch's meta function of the
+    op (what fake tensors run) takes bf16 only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(2, 16, 16) * 0.02)
+
+    def forward(self, x):
+        offs = torch.tensor([8, 16], dtype=torch.int32)
+        return torch.nn.functional.grouped_mm(x.to(self.w.dtype), self.w, offs=offs).float().pow(2).mean()
+
+
+def test_a_failure_only_fake_tensors_raise_is_told_as_possibly_the_fake_runs():
+    from ampdoctor.audit.analysis import META_NOTE
+
+    real = audit_step(Experts(), {"x": torch.randn(16, 16)}, policy="bf16-mixed", reraise=False)
+    assert real.exception is None and META_NOTE not in real.report.info.notes
+    with FakeTensorMode():
+        fake = audit_step(Experts(), {"x": torch.randn(16, 16)}, policy="bf16-mixed", reraise=False)
+    assert fake.exception is not None and "BF16" in str(fake.exception)
+    assert META_NOTE in fake.report.info.notes
+    # a failure in a meta function that the run explains by a root cause (an fp32 activation meeting a bf16 table in
+    # a bmm) is the model's: no such note
+    with FakeTensorMode():
+        mixed = audit_step(BmmOfTwoDtypes(), {"x": torch.randn(2, 4, 8)}, policy="fp32", reraise=False)
+    assert mixed.exception is not None and any(f.severity.value == "error" for f in mixed.report.findings)
+    assert META_NOTE not in mixed.report.info.notes
+
+
+class BmmOfTwoDtypes(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.table = torch.nn.Parameter(torch.ones(2, 8, 8, dtype=torch.bfloat16))
+
+    def forward(self, x):
+        return torch.bmm(self.lin(x), self.table).float().sum()

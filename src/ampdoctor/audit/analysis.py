@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from ampdoctor import dtypes
 from ampdoctor.audit.attribution import attributed, chain_places, folded_into, one_per_place
-from ampdoctor.audit.failure import FailureSite, failure_site, is_dtype_mismatch, is_rope_failure, raise_site
+from ampdoctor.audit.failure import FailureSite, failure_site, is_dtype_mismatch, is_rope_failure, raise_site, raised_by_meta_function
 from ampdoctor.audit.fields import AUTOCAST, BACKWARD, FORWARD, FUNC, IN_DT, IN_PROD, INNER, MOD, OPTIMIZER, OUT_DT, PHASE
 from ampdoctor.audit.names import module_label, relpath
 from ampdoctor.audit.observe import Observed, observe
@@ -321,6 +321,8 @@ def analyze(rec: Any, policy: Policy | None, *, target_device: str, model: Any, 
         info = replace(info, **coverage_notes(rec))
     if rec.every:
         info = replace(info, recorded_steps=tuple(rec.recorded_steps), notes=(*info.notes, sampling_note(rec)))
+    if exc is not None and raised_by_meta_function(exc) and not any(f.severity == Severity.ERROR for f in found):
+        info = replace(info, notes=(*info.notes, META_NOTE))
     values = value_table(ctx.values, judged.compute)
     tables = (module_table(trace),) + ((values,) if values is not None else ())
     return Analysis(Report.of(found, tables=tables, checked=checked, info=info), observed)
@@ -333,6 +335,13 @@ def sampling_note(rec: Any) -> str:
                "entered above the audit's, or inside backward" if rec.samples_skipped else "")
     return (f"sampled: {len(rec.recorded_steps)} of {rec.steps_seen} optimizer steps recorded (one in {rec.every}: "
             f"{shown or 'none'}); the steps between ran unrecorded, and what happens only there was not seen{skipped}")
+
+
+# A failure inside torch's meta function of an op (what fake tensors run) that the run explains by no root cause: it
+# may be the fake run's, not the model's.
+META_NOTE = ("the check that failed is in torch's fake-tensor (meta) rules for the op, which can be stricter than its "
+             "CPU and CUDA kernels: step the model on real tensors (a smaller config, without --fake) to tell whether the "
+             "model or the fake run fails")
 
 
 def coverage_notes(rec: Any) -> dict[str, list[str]]:

@@ -4,10 +4,13 @@ float inputs and walk them back to their origin."""
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
+
+import torch
 
 from ampdoctor.audit.dispatch import AUDIT_DIR
 from ampdoctor.audit.fields import FORWARD
@@ -46,6 +49,16 @@ def _frames(exc: BaseException) -> list[TracebackType]:
             frames.append(tb)
         tb = tb.tb_next
     return frames
+
+
+_META_FUNCTIONS = os.path.join(os.path.dirname(torch.__file__), "_meta_registrations.py")
+
+
+def raised_by_meta_function(exc: BaseException) -> bool:
+    """The exception was raised by torch's meta function of an op, the shape-and-dtype rules fake tensors run instead
+    of a kernel: a check there may be stricter than the real CPU and CUDA kernels (the grouped matmul's meta function
+    takes bf16 only; the kernels take fp32 too)."""
+    return any(tb.tb_frame.f_code.co_filename == _META_FUNCTIONS for tb in _frames(exc))
 
 
 def raise_site(exc: BaseException) -> Location | None:
