@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ampdoctor.audit.evidence import Phase
+from ampdoctor.audit.evidence import Op, Phase
 from ampdoctor.audit.names import dtypes_text, module_label
 from ampdoctor.core.model import Location, Severity
 from ampdoctor.core.registry import Hit, runtime_check
@@ -57,7 +57,7 @@ def _promotions_that_matter(ctx: RuntimeContext) -> dict[int, str]:
     return {s: why for s, why in flagged.items() if not ctx.in_attention_kernel(s)}
 
 
-def _takes_uncast_fp32_weight(ctx: RuntimeContext, op) -> bool:
+def _takes_uncast_fp32_weight(ctx: RuntimeContext, op: Op) -> bool:
     """The matmul was handed an fp32 parameter or buffer as it is (through views): nothing cast its operands, as
     autocast does for the matmuls it knows, so the op runs in the weight's dtype (MoE experts' grouped matmul, which
     autocast has no rule for, where the caller casts the tokens to the experts' weights), whatever the activation."""
