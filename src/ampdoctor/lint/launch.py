@@ -316,15 +316,20 @@ def _resolve(launch: Launch, launcher: Path, root: Path | None, known: Mapping[s
 
 def option_values(launches: Iterable[Launch]) -> tuple[tuple[str, str | bool, bool], ...]:
     """What the launches pass their script, as (option name, value, written literally), in a stable order."""
-    return tuple(sorted({(f.key, f.value, f.literal) for launch in launches for f in launch.script_flags}, key=repr))
+    return tuple(sorted({flag for launch in launches for flag in _passed(launch)}, key=repr))
 
 
 def runs_of(launches: Iterable[Launch]) -> tuple[tuple[str, tuple[tuple[str, str | bool, bool], ...]], ...]:
     """One run per launch line: where it is (`exps/train.sh:13`, the launcher's folder and name) and what it passes
-    the script, as (option name, value, written literally); in a stable order."""
-    out = set()
-    for launch in launches:
-        parts = PurePosixPath(Path(launch.file).as_posix()).parts
-        where = "/".join(parts[-2:]) + f":{launch.line}"
-        out.add((where, tuple(sorted({(f.key, f.value, f.literal) for f in launch.script_flags}, key=repr))))
-    return tuple(sorted(out))
+    the script, as in `option_values`."""
+    return tuple(sorted({(f"{short_path(launch.file)}:{launch.line}", _passed(launch)) for launch in launches}))
+
+
+def _passed(launch: Launch) -> tuple[tuple[str, str | bool, bool], ...]:
+    return tuple(sorted({(f.key, f.value, f.literal) for f in launch.script_flags}, key=repr))
+
+
+def short_path(path: str) -> str:
+    """A path as messages cite it: its folder and file name (`exps/train.sh`)."""
+    parts = PurePosixPath(Path(path).as_posix()).parts
+    return "/".join(parts[-2:]) if len(parts) > 1 else path

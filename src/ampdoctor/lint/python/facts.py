@@ -31,6 +31,21 @@ HALF_SWITCHES = MIXED_PRECISION_KEYWORDS | {"bf16", "fp16"}
 _ENV_READS = frozenset({"os.environ.get", "os.getenv"})
 
 
+# An option's value that no constant says: a default computed in code, a value read from a shell variable.
+_UNKNOWN = object()
+
+
+def _option_default(call: ast.Call) -> object:
+    """What one ``parser.add_argument(...)`` holds when the command line does not name it: its constant default,
+    False for a ``store_true`` flag (True for ``store_false``), None where it has none; `_UNKNOWN` otherwise."""
+    default = keyword(call, "default")
+    if default is None:
+        action = keyword(call, "action")
+        flag = action.value if isinstance(action, ast.Constant) else None
+        return {"store_true": False, "store_false": True}.get(flag) if flag is not None else None
+    return default.value if isinstance(default, ast.Constant) else _UNKNOWN
+
+
 def _option(call: ast.Call) -> tuple[list[str], set, set]:
     """One ``parser.add_argument(...)``: the attribute names it sets, the constants it may set them to, and the one it
     holds when the command line does not name it (its default; empty when that is no constant)."""
@@ -49,19 +64,10 @@ def _option(call: ast.Call) -> tuple[list[str], set, set]:
     return names, values, defaults
 
 
-# An option's value that no constant says: a default computed in code, a value read from a shell variable.
-_UNKNOWN = object()
-
-
-def _option_default(call: ast.Call) -> object:
-    """What one ``parser.add_argument(...)`` holds when the command line does not name it: its constant default,
-    False for a ``store_true`` flag (True for ``store_false``), None where it has none; `_UNKNOWN` otherwise."""
-    default = keyword(call, "default")
-    if default is None:
-        action = keyword(call, "action")
-        flag = action.value if isinstance(action, ast.Constant) else None
-        return {"store_true": False, "store_false": True}.get(flag) if flag is not None else None
-    return default.value if isinstance(default, ast.Constant) else _UNKNOWN
+def _known(parts: list[frozenset | None]) -> frozenset | None:
+    """What a run reads through several places (branches, bindings, table entries): all of theirs, or None (not known)
+    where one of them is not known."""
+    return None if any(p is None for p in parts) else frozenset().union(*parts)
 
 
 def _half_mode(keyword_name: str, text: str) -> bool:
@@ -239,12 +245,11 @@ class Facts:
         default (the launcher's run); one read from a shell variable only may be."""
         may: dict[str, set] = {}
         default: dict[str, set] = {}
-        for call in self.src.calls:
-            if isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument":
-                names, values, defaults = _option(call)
-                for name in names:
-                    may.setdefault(name, set()).update(values)
-                    default.setdefault(name, set()).update(defaults)
+        for call in self._add_arguments:
+            names, values, defaults = _option(call)
+            for name in names:
+                may.setdefault(name, set()).update(values)
+                default.setdefault(name, set()).update(defaults)
         for cls in self.src.classes:
             # a config class's fields (HfArgumentParser and its kin take dataclasses), not any class's attributes
             if not is_dataclass(cls):
@@ -266,12 +271,16 @@ class Facts:
         """Each command-line option of this file (by its attribute name) and what it holds when a run does not name
         it (`_option_default`; `_UNKNOWN` where two options of that name disagree)."""
         out: dict[str, object] = {}
-        for call in self.src.calls:
-            if isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument":
-                default = _option_default(call)
-                for name in _option(call)[0]:
-                    out[name] = default if out.get(name, default) == default else _UNKNOWN
+        for call in self._add_arguments:
+            default = _option_default(call)
+            for name in _option(call)[0]:
+                out[name] = default if out.get(name, default) == default else _UNKNOWN
         return out
+
+    @functools.cached_property
+    def _add_arguments(self) -> list[ast.Call]:
+        """The file's ``parser.add_argument(...)`` calls."""
+        return [c for c in self.src.calls if isinstance(c.func, ast.Attribute) and c.func.attr == "add_argument"]
 
     def _each_run(self, read) -> list[tuple[str | None, frozenset]] | None:
         """`read` in each run the project makes of this file: one per launch line that starts it (where it is
@@ -297,14 +306,12 @@ class Facts:
             return self._or_in_run(expr, given, depth)
         if isinstance(expr, ast.IfExp):
             taken = self._taken(expr, given, depth)
-            parts = [self._in_run(b, given, depth + 1) for b in taken] if taken is not None else [None]
-            return None if any(p is None for p in parts) else frozenset().union(*parts)
+            return None if taken is None else _known([self._in_run(b, given, depth + 1) for b in taken])
         if not isinstance(expr, (ast.Name, ast.Attribute)):
             return None
         bound = self.src.bindings(expr, self.src.scope(expr))
         if bound:
-            parts = [self._in_run(v, given, depth + 1) if v is not None and v is not expr else None for _, v in bound]
-            return None if any(p is None for p in parts) else frozenset().union(*parts)
+            return _known([self._in_run(v, given, depth + 1) if v is not None and v is not expr else None for _, v in bound])
         if not isinstance(expr, ast.Attribute) or expr.attr not in self._defaults:
             return None
         value = given.get(expr.attr, self._defaults[expr.attr])
@@ -344,15 +351,13 @@ class Facts:
             return None
         if isinstance(expr, ast.IfExp):
             taken = self._taken(expr, given, depth)
-            parts = [self._dtypes_in_run(b, given, scope, depth + 1) for b in taken] if taken is not None else [None]
-            return None if any(p is None for p in parts) else frozenset().union(*parts)
+            return None if taken is None else _known([self._dtypes_in_run(b, given, scope, depth + 1) for b in taken])
         if isinstance(expr, ast.Subscript):
             return self._looked_up_in_run(expr, given, scope, depth)
         values = self._in_run(expr, given, depth + 1)
         if values is None:
             return self._dtype_named(expr, given, scope, depth)
-        found = [frozenset() if v is None else STRING_DTYPES.get(v.lower()) if isinstance(v, str) else None for v in values]
-        return None if any(d is None for d in found) else frozenset().union(*found)
+        return _known([frozenset() if v is None else STRING_DTYPES.get(v.lower()) if isinstance(v, str) else None for v in values])
 
     def _looked_up_in_run(self, expr: ast.Subscript, given: dict[str, object], scope: ast.AST | None, depth: int) -> frozenset | None:
         """``TABLE[key]``: the entries of a dict literal for the keys the run holds (a key it lacks names nothing)."""
@@ -361,16 +366,14 @@ class Facts:
         if table is None or keys is None:
             return None
         entries = {k.value: v for k, v in zip(table.keys, table.values) if isinstance(k, ast.Constant)}
-        found = [self.flow.dtype_of(entries[k], scope) for k in keys if k in entries]
-        return None if any(d is None for d in found) else frozenset().union(*found)
+        return _known([self.flow.dtype_of(entries[k], scope) for k in keys if k in entries])
 
     def _dtype_named(self, expr: ast.AST, given: dict[str, object], scope: ast.AST | None, depth: int) -> frozenset | None:
         """A dtype object in a run: what the names it reads are bound to, in that run, or a dtype the code names
         outright (``torch.bfloat16``); None for one that only says what it may be."""
         bound = self.src.bindings(expr, scope or self.src.scope(expr)) if isinstance(expr, (ast.Name, ast.Attribute)) else []
         if bound:
-            parts = [self._dtypes_in_run(v, given, scope, depth + 1) if v is not None and v is not expr else None for _, v in bound]
-            return None if any(p is None for p in parts) else frozenset().union(*parts)
+            return _known([self._dtypes_in_run(v, given, scope, depth + 1) if v is not None and v is not expr else None for _, v in bound])
         found = self.flow.dtype_of(expr, scope)
         return found if found is not None and len(found) <= 1 else None
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
-from ampdoctor.lint.launch import Launch, option_values, runs_of
+from ampdoctor.lint.launch import Launch, option_values, runs_of, short_path
 from ampdoctor.lint.python.dataflow import HALF, autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS, MODEL_TOKENS, half_setting
 from ampdoctor.lint.python.resolve import words
@@ -426,8 +426,8 @@ class ProjectModel:
         for path, summary in list(self.summaries.items()):
             # named by the script, or passed to it by a launcher (`deepspeed train.py --deepspeed ds_config.json`,
             # `composer train.py yamls/mpt-125m.yaml`)
-            places = [(n, f"{_short(path)}:{line}") for n, line in summary.configs]
-            places += [(name, f"{_short(launch.file)}:{launch.line}") for launch in self.launches.get(path, ())
+            places = [(n, f"{short_path(path)}:{line}") for n, line in summary.configs]
+            places += [(name, f"{short_path(launch.file)}:{launch.line}") for launch in self.launches.get(path, ())
                        for value in launch.values() if (name := config_name(value)) is not None]
             named = next(((by_name[n], where) for n, where in places if n in by_name), None)
             if named is not None and summary.half is None:
@@ -492,7 +492,7 @@ class ProjectModel:
                     continue
                 seen_from.add((target, evidence.file))
                 self._reaching[target] = self._reaching.get(target, frozenset()) | evidence.dtypes
-                through = f"imported at {_short(path)}:{line}"
+                through = f"imported at {short_path(path)}:{line}"
                 passed = evidence.via(through)
                 if target not in reached and getattr(self.summaries[target], kind) is None:
                     reached[target] = passed
@@ -514,7 +514,7 @@ class ProjectModel:
                 evidence = self.summaries[target].autocast if target is not None and target != path else None
                 name = dotted.rpartition(".")[2]
                 if evidence is not None and self._in_class(target, name, evidence.line):
-                    out[path] = evidence.via(f"whose `{name}` {_short(path)} builds (imported at line {line})")
+                    out[path] = evidence.via(f"whose `{name}` {short_path(path)} builds (imported at line {line})")
                     break
         return out
 
@@ -562,11 +562,6 @@ def _common(a: Iterable[str], b: Iterable[str]) -> int:
             break
         n += 1
     return n
-
-
-def _short(path: str) -> str:
-    parts = PurePosixPath(path).parts
-    return "/".join(parts[-2:]) if len(parts) > 1 else path
 
 
 # Without one of these words a training file sets up no precision for what it imports.
