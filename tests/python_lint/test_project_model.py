@@ -111,7 +111,7 @@ def test_a_missing_project_folder_is_a_usage_error(tmp_path):
 
 def test_a_project_that_never_enters_autocast_is_known_only_as_a_folder():
     texts = {"layers.py": "class Block: ...\n", "train.py": "from layers import Block\nmodel = Block().half()\nopt.step()\n"}
-    quiet = {"layers.py": Summary("layers.py", "layers", ()), "train.py": Summary("train.py", "train", (("layers.Block", 1),))}
+    quiet = {"layers.py": Summary("layers.py", "layers", ()), "train.py": Summary("train.py", "train", (("layers.Block", 1),), loop=True)}
 
     def model(summaries, texts, **kwargs):
         return ProjectModel(summaries, text_of=texts.get, **kwargs)
@@ -120,10 +120,13 @@ def test_a_project_that_never_enters_autocast_is_known_only_as_a_folder():
     assert "layers.py" not in model(quiet, texts).contexts()  # files named alone are not a project
     # one file that shows autocast (or a half training config, or a file that cannot be read) and the fact is gone
     loud = {**quiet, "eval.py": Summary("eval.py", "eval", ())}
-    assert "layers.py" not in model(loud, {**texts, "eval.py": "with torch.autocast('cuda'):\n    pass\n"}, folder=True).contexts()
-    assert "layers.py" not in model(loud, texts, folder=True).contexts()
+    def nowhere(ctx):
+        return ctx is not None and ctx.autocast_nowhere
+
+    assert not nowhere(model(loud, {**texts, "eval.py": "with torch.autocast('cuda'):\n    pass\n"}, folder=True).contexts().get("layers.py"))
+    assert not nowhere(model(loud, texts, folder=True).contexts().get("layers.py"))
     config = Evidence("bf16 config", frozenset({"bf16"}), "train.yaml", 3)
-    assert "layers.py" not in model(quiet, texts, config_half=[config], folder=True).contexts()
+    assert not nowhere(model(quiet, texts, config_half=[config], folder=True).contexts().get("layers.py"))
 
 
 def test_a_recompute_without_autocast_is_reported_alone_and_in_a_project_that_runs_autocast(tmp_path):
@@ -136,6 +139,39 @@ def test_a_recompute_without_autocast_is_reported_alone_and_in_a_project_that_ru
     assert amp134(lint(str(quiet))) == []
     assert amp134(lint(str(quiet / "layers.py"))) == ["layers.py"]  # linted alone: today's verdict
     assert amp134(lint(str(case / "bad_recompute_in_project_with_autocast"))) == ["layers.py"]
+
+
+def test_a_recompute_no_run_of_its_project_is_seen_autocasting_is_a_note_and_a_warning_where_one_is(tmp_path):
+    # The project trains (a framework trainer told nothing of precision): whether its runs autocast is decided at
+    # launch, so the recompute that would drop autocast is a hazard said as a note, with why.
+    case = Path(__file__).parents[1] / "rules" / "AMP134-autocast-lost-in-recompute" / "code"
+    told_nothing = case / "good_recompute_in_project_with_a_framework_trainer_told_nothing"
+    for f in told_nothing.glob("*.py"):
+        (tmp_path / f.name).write_text(f.read_text())
+
+    def amp134() -> list[tuple[str, str]]:
+        return [(f["severity"], f["message"]) for f in lint(str(tmp_path))["findings"] if f["id"] == "AMP134"]
+
+    [(severity, message)] = amp134()
+    assert severity == "info" and "nothing in this project is seen running it under autocast" in message
+    # a module the trainer's autocast runs imports the checkpoint: a warning, without the note
+    (tmp_path / "train.py").write_text(textwrap.dedent("""
+        import torch
+        from layers import Block
+
+        model = Block(64)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(torch.randn(8, 64)).float().mean()
+        loss.backward()
+        opt.step()
+    """))
+    [(severity, message)] = amp134()
+    assert severity == "warning" and "seen running" not in message
+    # an installable package: its users' code runs the Function under their own autocast, whatever its trainer does
+    (tmp_path / "train.py").write_text((told_nothing / "train.py").read_text())
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "blocks"\n')
+    assert [severity for severity, _ in amp134()] == ["warning"]
 
 
 def test_a_folder_without_training_code_of_its_own_is_not_said_to_run_without_autocast(tmp_path):
@@ -172,16 +208,16 @@ def test_a_file_that_does_not_parse_here_leaves_open_whether_the_project_runs_au
 
 
 def test_autocast_signs_are_read_in_any_case():
-    quiet = {"layers.py": Summary("layers.py", "layers", ()), "train.py": Summary("train.py", "train", (("layers.Block", 1),))}
+    quiet = {"layers.py": Summary("layers.py", "layers", ()), "train.py": Summary("train.py", "train", (("layers.Block", 1),), loop=True)}
     base = {"layers.py": "class Block: ...\n", "train.py": "from layers import Block\nopt.step()\n"}
     assert ProjectModel(quiet, text_of=base.get, folder=True).contexts()["layers.py"].autocast_nowhere
     for spelling in ("cfg.SOLVER.AMP.ENABLED = True", "USE_AMP = True", "optim_wrapper = dict(type='AmpOptimWrapper')"):
         texts = {**base, "train.py": base["train.py"] + spelling + "\n"}
-        assert "layers.py" not in ProjectModel(quiet, text_of=texts.get, folder=True).contexts(), spelling
+        assert not ProjectModel(quiet, text_of=texts.get, folder=True).contexts()["layers.py"].autocast_nowhere, spelling
 
 
 def test_amp_inside_a_word_and_a_trainer_class_of_the_project_are_no_autocast_signs():
-    quiet = {"layers.py": Summary("layers.py", "layers", ()), "train.py": Summary("train.py", "train", (("layers.Block", 1),))}
+    quiet = {"layers.py": Summary("layers.py", "layers", ()), "train.py": Summary("train.py", "train", (("layers.Block", 1),), loop=True)}
     base = {"layers.py": "class Block: ...\n", "train.py": "from layers import Block\nopt.step()\n"}
 
     def nowhere(layers: str, train: str) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.facts import handles_autocast
@@ -75,8 +76,16 @@ def recompute_without_autocast(ctx: Context) -> Iterator[CodeHit]:
             func = call.func
             if isinstance(func, ast.Attribute) and func.attr in stored and isinstance(func.value, ast.Name) and func.value.id == ctx_name:
                 if not _under_autocast(ctx, call, backward):
-                    yield call, (f"`{cls.name}.backward` recomputes the forward (`{ast.unparse(func)}`) without the autocast "
-                                 "state the forward ran under: the recompute runs in fp32 (or mixes dtypes) when the forward was "
-                                 "autocast; record `torch.get_autocast_dtype`/`is_autocast_enabled` in forward and re-enter "
-                                 "`torch.autocast` around the recompute")
+                    yield _finding(ctx, call, f"`{cls.name}.backward` recomputes the forward (`{ast.unparse(func)}`)")
                 break
+
+
+def _finding(ctx: Context, call: ast.Call, what: str) -> CodeHit:
+    message = (f"{what} without the autocast state the forward ran under: the recompute runs in fp32 (or mixes dtypes) "
+               "when the forward was autocast; record `torch.get_autocast_dtype`/`is_autocast_enabled` in forward and "
+               "re-enter `torch.autocast` around the recompute")
+    if ctx.project.autocast_unseen and ctx.facts.half_autocast is None:
+        # A hazard for the runs that autocast around it, but none of this project's own is seen to: a note.
+        return call, (message + "; nothing in this project is seen running it under autocast (no module run under "
+                      "autocast imports it, no half-precision config runs it)"), Severity.INFO
+    return call, message

@@ -78,6 +78,12 @@ class ProjectContext:
     # and the project runs training of its own (`TRAINING_LOOP`; a library is run by its users' code): whatever
     # depends on running under autocast cannot happen in this project's own runs.
     autocast_nowhere: bool = False
+    # The file was linted inside its project (a folder) that runs training of its own (`TRAINING_LOOP`) and is no
+    # installable package (whose users' code runs its functions under their own autocast), and nothing the project
+    # model reads puts this file's code under autocast: no module run under half autocast imports it, no half
+    # training config runs it. Weaker than `autocast_nowhere`: other code of the project may autocast, and a
+    # framework trainer may be told to at launch; what depends on running under autocast is possible, not known.
+    autocast_unseen: bool = False
     # The options the project's shell launchers pass this script (`lint.launch`): (name, value, written literally).
     # Its own facts read them as values its options hold (`Facts._options`).
     launch: tuple[tuple[str, str | bool, bool], ...] = ()
@@ -91,7 +97,7 @@ class ProjectContext:
 
     def __bool__(self) -> bool:
         return any((self.autocast, self.half_model, self.half, self.guarded, self.cpu_autocast, self.autocast_nowhere,
-                    self.unused_helpers))
+                    self.autocast_unseen, self.unused_helpers))
 
     def digest(self) -> str:
         return hashlib.sha256(repr(self).encode()).hexdigest()[:16]
@@ -115,6 +121,7 @@ class Summary:
     cpu_autocast: int | None = None  # a line where this file enters autocast on the CPU
     autocast_state: bool = False  # the file reads autocast's state with no device (CUDA's): a CPU autocast elsewhere concerns it
     helpers: tuple[str, ...] = ()  # module-level functions that apply an autograd Function (`apply_helpers`)
+    loop: bool = False  # the file runs a training loop of its own (`TRAINING_LOOP`)
 
 
 # `from pkg.model import GPT, Config` on one line, or parenthesized over several (black's style for a long list,
@@ -243,6 +250,7 @@ class ProjectModel:
     _classes: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)  # path -> its classes' names and lines
     _helper_candidates: dict[str, tuple[str, ...]] | None = None  # `_candidates`
     _mentions: dict[str, list[str]] | None = None  # helper name -> the files whose text names it (`_mentioned`)
+    _reached_helpers: frozenset[str] | None = None  # `_helpers_reached`
 
     def __post_init__(self) -> None:
         for path, summary in self.summaries.items():
@@ -310,22 +318,43 @@ class ProjectModel:
         for path, summary in self.summaries.items():
             if not summary.sensitive:
                 continue  # nothing of its findings can change: not linted again
-            # the nearest such module (its own package before an example or a test) is the one cited
-            others = {p: line for p, line in guards if p != path} if summary.angles else {}
-            other = _nearest(list(others), path) if others else None
-            guarded = Evidence("autocast turned off around its own math in another module of this project", frozenset(),
-                               other, others[other]) if other is not None else None
-            near = _nearest(list(cpu), path) if cpu and summary.autocast_state else None
-            cpu_autocast = Evidence("autocast entered on the CPU", frozenset(), near, cpu[near]) if near is not None else None
+            guarded, cpu_autocast = _nearest_signs(path, summary, guards, cpu)
             own = summary.half.dtypes if summary.half is not None else frozenset()
+            runs_half = summary.half or half.get(path)
             ctx = ProjectContext(autocast.get(path), None if path in autocast else half_model.get(path),
-                                 summary.half or half.get(path), self.torch_floor, self.trains_bf16, guarded, cpu_autocast,
+                                 runs_half, self.torch_floor, self.trains_bf16, guarded, cpu_autocast,
                                  self._reaching.get(path, frozenset()) | own | configs, nowhere,
+                                 runs_half is None and self._autocast_unseen(path, autocast),
                                  option_values(self.launches.get(path, ())), runs_of(self.launches.get(path, ())),
                                  self._unused_helpers(path))
             if ctx:
                 out[path] = ctx
         return out
+
+    def _autocast_unseen(self, path: str, autocast: Mapping[str, Evidence]) -> bool:
+        """`ProjectContext.autocast_unseen` for the file at `path` (no half training config runs it: the caller's
+        part), given the files the spread of half autocast reached."""
+        return (self.folder and not self.packaged and self.summaries[path].autocast is None and path not in autocast
+                and self._trains() and path not in self._helpers_reached(autocast))
+
+    def _helpers_reached(self, autocast: Mapping[str, Evidence]) -> frozenset[str]:
+        """The files that a module run under half autocast (a training file's own, or one the spread reached) imports
+        anything from, functions too: the spread follows the classes a trainer builds, but a model module's forward
+        runs the helpers it imports (a checkpoint function, a norm) under the same autocast. Computed once, on first
+        ask; a file that cannot be read adds nothing."""
+        if self._reached_helpers is None:
+            running = sorted({*autocast, *(p for p, s in self.summaries.items() if s.autocast is not None)})
+            found: set[str] = set()
+            for importer in running if self.text_of is not None else ():
+                text = self.text_of(importer) or ""
+                module = self.summaries[importer].module
+                package = module if importer.endswith("__init__.py") else module.rpartition(".")[0]
+                dotted = [f"{base}.{name}" for m in _FROM.finditer(text) if (base := _absolute(m.group(1), package))
+                          for name, _ in _from_items(m) if name.isidentifier()]
+                dotted += [name for m in _IMPORT.finditer(text) for name, _ in _import_items(m) if name]
+                found.update(t for d in dotted if (t := self.resolve(importer, d)) is not None and t != importer)
+            self._reached_helpers = frozenset(found)
+        return self._reached_helpers
 
     def _unused_helpers(self, path: str) -> frozenset[str]:
         """Which of the file's `helpers` nothing in the project calls: not the file itself (any other mention of the
@@ -398,7 +427,6 @@ class ProjectModel:
             return False
         if any(s.autocast is not None or s.guards is not None for s in self.summaries.values()):
             return False
-        runs = False
         # A `...trainer(` call is no sign when it builds a class ending in "trainer" that the project defines on no
         # base class (``class MixedPrecisionTrainer:``, a master-weight helper of a model cast to half): that runs
         # the project's own code, not a framework's that would enter autocast. Both are collected in the one pass.
@@ -414,8 +442,12 @@ class ProjectModel:
                     return False
                 called.add(_IDENTIFIER_END.search(lowered, max(0, sign.start() - 200), sign.start()).group() + "trainer")
             own.update(m.group(1) for m in _PLAIN_TRAINER_CLASS.finditer(lowered))
-            runs = runs or TRAINING_LOOP.search(text) is not None
-        return runs and called <= own
+        return self._trains() and called <= own
+
+    def _trains(self) -> bool:
+        """Some file of the folder runs a training loop of its own: a folder with none is a library, run by its
+        users' code."""
+        return any(s.loop for s in self.summaries.values())
 
     def _name_configs(self) -> None:
         """A training file that names a half-precision training config of the project (by file name) trains in
@@ -548,6 +580,19 @@ def _code_names(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+def _nearest_signs(path: str, summary: Summary, guards: Sequence[tuple[str, int]],
+                   cpu: Mapping[str, int]) -> tuple[Evidence | None, Evidence | None]:
+    """For the file at `path`: the other module of the project that turns autocast off around its own math (where
+    the file may compute rotary angles), and the file that enters CPU autocast (where it reads autocast's state with
+    no device); the nearest of each (its own package before an example or a test) is the one cited."""
+    others = {p: line for p, line in guards if p != path} if summary.angles else {}
+    other = _nearest(list(others), path) if others else None
+    guarded = Evidence("autocast turned off around its own math in another module of this project", frozenset(),
+                       other, others[other]) if other is not None else None
+    near = _nearest(list(cpu), path) if cpu and summary.autocast_state else None
+    return guarded, Evidence("autocast entered on the CPU", frozenset(), near, cpu[near]) if near is not None else None
+
+
 def _nearest(paths: Sequence[str], to: str) -> str:
     """The path sharing the longest folder prefix with `to` (its own package before an example or a test), the
     shortest among equals."""
@@ -612,7 +657,8 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
     imports = imports_of(text, module, rel_path.endswith("__init__.py")) if trains else ()
     if ctx is None or not trains:
         return Summary(rel_path, module, imports, guards=_autocast_guard(text), angles=_may_compute_angles(text), sensitive=sensitive,
-                       cpu_autocast=cpu_autocast_line(text), autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text))
+                       cpu_autocast=cpu_autocast_line(text), autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text),
+                       loop=TRAINING_LOOP.search(text) is not None)
     facts = ctx.facts
     autocast = half_model = None
     node = facts.half_autocast
@@ -629,7 +675,7 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
         model_class = facts.class_of(func.value) if isinstance(func, ast.Attribute) else None
     return Summary(rel_path, module, imports, autocast, half_model, model_class, _config_names(ctx),
                    angles=_may_compute_angles(text), sensitive=sensitive, cpu_autocast=cpu_autocast_line(text),
-                   autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text))
+                   autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text), loop=TRAINING_LOOP.search(text) is not None)
 
 
 # `torch.autocast(device_type, enabled=False)` (any spelling of autocast): read from the text, so that a file only

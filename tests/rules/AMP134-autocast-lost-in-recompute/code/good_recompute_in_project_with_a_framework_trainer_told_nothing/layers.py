@@ -1,5 +1,6 @@
-# The same checkpoint, in a project that hands its training to a framework trainer (the HF Trainer here), which
-# enters autocast from its own arguments: the recompute drops it.
+# The same checkpoint, in a project that hands its training to a framework trainer (the HF Trainer here) told
+# nothing of precision: the trainer enters autocast only if the run asks for it at launch, which nothing in the
+# project shows. The recompute would drop it, but that is possible, not known: a note, no warning.
 import torch
 
 
@@ -15,7 +16,7 @@ class CheckpointFunction(torch.autograd.Function):
     def backward(ctx, *grads):
         inputs = [x.detach().requires_grad_(True) for x in ctx.saved_tensors]
         with torch.enable_grad():
-            outputs = ctx.run_function(*inputs)  # ampdoctor: expect[AMP134]
+            outputs = ctx.run_function(*inputs)
         return (None, *torch.autograd.grad(outputs, inputs, grads))
 
 
