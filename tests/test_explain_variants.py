@@ -141,10 +141,34 @@ def test_autocast_refusing_a_device_type_it_supports_was_given_a_torch_device():
     assert all(c.basis == "wording" for c in indexed)
 
 
+def test_autocast_refusing_a_backend_an_older_torch_has_no_autocast_for_only_ranks_the_device_type_rule():
+    # 'mps' refused as the plain string by a torch without MPS autocast (a platform limit, no rule's cause) reads the
+    # same as a torch.device refused: the device-type rule is offered, never decided
+    for device in ("mps", "xpu", "hpu", "xla"):
+        cand = first(f"RuntimeError: User specified an unsupported autocast device_type '{device}'")
+        assert cand.rule.id == "AMP140" and cand.guess and cand.basis == "signature", device
+
+
 def test_bf16_and_fp16_refused_together_outside_deepspeeds_file_is_the_both_enabled_rule_as_a_guess():
     cand = first("AssertionError: In config, bf16 and fp16 cannot both be true")
     assert cand.rule.id == "AMP115" and cand.guess and cand.basis == "signature"
     assert not first("AssertionError: bfloat16 and fp16 modes cannot be simultaneously enabled").guess
+    # transformers' TrainingArguments, in its own words
+    cand = first("ValueError: At most one of fp16 and bf16 can be True, but not both")
+    assert cand.rule.id == "AMP115" and cand.guess and cand.basis == "signature"
+
+
+def test_an_ops_dtype_check_naming_both_half_types_ranks_the_mixed_half_rule_and_leaves_room_for_the_causes():
+    msg = "RuntimeError: expected scalar type Half but found BFloat16"
+    frame = '  File "/app/diffusion/sampling.py", line 155, in sample_euler\n    denoised = model(x, sigma)\n'
+    cands = explain(frame + msg)
+    assert cands[0].rule.id == "AMP121" and all(c.guess for c in cands)
+    # an fp32 adapter or a bnb compute dtype ends in the same message: both stay among the first three
+    assert {"AMP127", "AMP135"} <= {c.rule.id for c in cands[:3]}
+    # and with the 4-bit layer in view, that cause is named
+    bnb = '    out = bnb.matmul_4bit(x, self.weight.t(), quant_state=self.weight.quant_state)\n'
+    cand = first(bnb + msg)
+    assert cand.rule.id == "AMP135" and not cand.guess
 
 
 def test_the_mixed_matmul_message_beside_sdpa_is_the_attention_mask_rule_as_a_guess():
