@@ -70,6 +70,13 @@ def test_a_training_only_rule_is_a_note_in_conversion_and_inference_code():
     assert one(ROPE_CACHE, "inference.py", "AMP002").severity.value == "warning"
 
 
+def test_a_checkpoint_consolidation_tool_is_conversion_code():
+    # Gathering sharded checkpoints into one file loads and saves weights; it trains only if it says so.
+    assert file_kind("tools/get_consolidated_ckpt.py", "model = FSDP(model)").kind is CodeKind.CONVERSION
+    assert file_kind("scripts/consolidate_fsdp_shards.py", "x = 1").kind is CodeKind.CONVERSION
+    assert file_kind("consolidate_and_train.py", "loss.backward()").kind is CodeKind.TRAINING
+
+
 def test_a_file_that_trains_is_training_code_whatever_its_name():
     assert file_kind("generate_and_train.py", "loss.backward()").kind is CodeKind.TRAINING
     assert file_kind("sample.py", "loss.backward()\noptimizer.step()").kind is CodeKind.TRAINING

@@ -43,7 +43,10 @@ class Kind:
 
 _TEST_DIRS = frozenset({"tests", "test", "testing", "unittests", "unit_tests"})
 _BENCH_DIRS = frozenset({"bench", "benchmark", "benchmarks", "benchmarking"})
-_CONVERT = frozenset({"convert", "conversion", "converter", "export", "checkpoint2hf", "hf2checkpoint", "quantize"})
+# Consolidating a sharded checkpoint (gathering FSDP or model-parallel shards into one file) loads and writes
+# weights: a conversion, whatever wrapper it builds to read the shards.
+_CONVERT = frozenset({"convert", "conversion", "converter", "export", "checkpoint2hf", "hf2checkpoint", "quantize",
+                      "consolidate", "consolidated", "consolidation"})
 _INFER = frozenset({"inference", "infer", "generate", "generation", "sample", "sampling", "demo", "serve", "server",
                     "chat", "eval", "evaluate", "evaluation", "predict", "prediction", "gradio", "webui", "app", "cli_demo"})
 # Calls that only a training loop makes.
