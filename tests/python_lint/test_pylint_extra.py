@@ -327,6 +327,38 @@ def test_norm_of_an_explicit_bf16_tensor_is_reported_even_with_upcasts_elsewhere
     assert hits(code, rule) == [(rule, 6)]
 
 
+def test_a_norm_in_half_is_as_severe_as_what_half_does_to_its_variance():
+    # torch reduces half inputs with an fp32 accumulator: fp16 squares overflow past 256 (a warning); bf16 squares
+    # only round, and a variance call squares inside the accumulator (notes, saying by how much)
+    from ampdoctor.lint.python import lint_source
+
+    def amp123(norm: str, setup: str) -> list[tuple[str, str]]:
+        code = textwrap.dedent(f"""
+            import torch
+
+            class RMSNorm(torch.nn.Module):
+                def forward(self, x):
+                    variance = {norm}
+                    return x * torch.rsqrt(variance + 1e-6)
+        """) + setup + "\n"
+        findings, error = lint_source(code)
+        assert error is None, error
+        return [(f.severity.value, f.message) for f in findings if f.rule_id == "AMP123"]
+
+    squares, var = "(x * x).mean(-1, keepdim=True)", "x.var(-1, keepdim=True, unbiased=False)"
+    bf16, fp16 = "model = RMSNorm().to(torch.bfloat16)", "model = RMSNorm().half()"
+    [(severity, message)] = amp123(squares, fp16)
+    assert severity == "warning" and "overflow to inf past |x| = 256" in message
+    [(severity, message)] = amp123(squares, bf16)
+    assert severity == "info" and "0.4%" in message
+    for setup in (bf16, fp16):
+        [(severity, message)] = amp123(var, setup)
+        assert severity == "info" and "accumulates it in fp32" in message
+    # autocast without a dtype computes in fp16 on CUDA: fp16 squares are possible
+    [(severity, _)] = amp123(squares, bf16 + "\nwith torch.autocast('cuda'):\n    model(torch.ones(2))")
+    assert severity == "warning"
+
+
 def test_hf_llama_and_gemma_norms_and_non_norm_means_are_fine():
     code = """
     import torch

@@ -7,9 +7,10 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context
-from ampdoctor.lint.python.dataflow import HALF, describe
+from ampdoctor.lint.python.dataflow import BF16, FP16, HALF, describe
 from ampdoctor.lint.python.project import cpu_autocast_line
 from ampdoctor.lint.python.resolve import keyword, last_identifier, tokens
 
@@ -229,8 +230,41 @@ def norm_low_precision(ctx: Context) -> Iterator[CodeHit]:
                 continue
         where = f"`{owner.name}`" if isinstance(owner, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else "this norm"
         what = describe(dtypes) if dtypes and dtypes & HALF else "the input dtype"
-        yield call, (f"{where} computes the variance `{ast.unparse(call)[:50]}` in {what} {said}; "
-                     "upcast first: `x.float().pow(2).mean(-1, keepdim=True)`")
+        yield _by_consequence(ctx, call, dtypes, f"{where} computes the variance `{ast.unparse(call)[:50]}` in {what} {said}")
+
+
+_UPCAST = "upcast first: `x.float().pow(2).mean(-1, keepdim=True)`"
+
+
+def _by_consequence(ctx: Context, call: ast.Call, dtypes: frozenset | None, said: str) -> CodeHit:
+    """The finding, as severe as what half precision does to this variance. torch reduces half inputs with an fp32
+    accumulator (CPU and CUDA), so only what is rounded before the reduction matters: squares taken in fp16
+    overflow past |x| = 256 (a warning); squares taken in bf16 only round (8 significant bits), and a variance call
+    squares inside its fp32 accumulator, rounding only its result: notes, with the size of the error."""
+    if _is_variance_call(call, ctx):
+        return call, (f"{said}: torch accumulates it in fp32 and rounds only the result (which overflows fp16 past "
+                      f"65504); for a full-precision norm, {_UPCAST}"), Severity.INFO
+    if FP16 & _half_dtypes(ctx, dtypes):
+        return call, f"{said}: squares taken in fp16 overflow to inf past |x| = 256; {_UPCAST}"
+    return call, (f"{said}: the squares round to bf16's 8 significant bits (the mean accumulates in fp32), so the "
+                  f"variance is off by at most about 0.4%; for a full-precision norm, {_UPCAST}"), Severity.INFO
+
+
+def _is_variance_call(call: ast.Call, ctx: Context) -> bool:
+    return ctx.qualname(call.func) in VARIANCES or (isinstance(call.func, ast.Attribute) and call.func.attr == "var")
+
+
+def _half_dtypes(ctx: Context, dtypes: frozenset | None) -> frozenset:
+    """The half dtypes the squares may be taken in: the tensor's own where the dataflow knows them, else those the
+    file and its project run in (both where neither says)."""
+    if dtypes and dtypes & HALF:
+        return dtypes & HALF
+    seen = set(ctx.project.precisions & HALF)
+    if ctx.facts.bf16_evidence is not None:
+        seen |= BF16
+    if ctx.facts.fp16_possible:
+        seen |= FP16
+    return frozenset(seen) or HALF
 
 
 def _kept_out_of_half(ctx: Context, call: ast.Call, base: ast.AST, owner: ast.AST) -> bool:

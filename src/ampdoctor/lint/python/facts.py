@@ -609,6 +609,15 @@ class Facts:
             if name and tokens(name) & _FP16_WORDS:
                 yield node
 
+    @functools.cached_property
+    def fp16_possible(self) -> bool:
+        """This file's code may run in fp16: it names an fp16 dtype (not only to handle what a caller passes), or it
+        enters autocast without a dtype (fp16 on CUDA)."""
+        if any(not self._handles_dtype(e) for e in self._fp16_dtypes()):
+            return True
+        return any(autocast_argument(call, name, "dtype") is None and not disables_autocast(call, self.src)
+                   for call, name in self.autocast_calls)
+
     def _fp16_dtypes(self) -> Iterator[ast.AST]:
         for attr in self.src.attributes:
             if attr.attr in ("float16", "half") and self.src.imports.qualname(attr) in ("torch.float16", "torch.half"):
