@@ -174,6 +174,41 @@ def test_a_recompute_no_run_of_its_project_is_seen_autocasting_is_a_note_and_a_w
     assert [severity for severity, _ in amp134()] == ["warning"]
 
 
+def test_a_framework_configured_in_code_for_mixed_precision_runs_what_its_script_builds_under_autocast(tmp_path):
+    # Fabric(precision=...) is the script's autocast, in the dtype its setting names: a norm of the model it builds
+    # squares in bf16 (a note) or in fp16 (a warning: the squares overflow)
+    (tmp_path / "model.py").write_text(textwrap.dedent("""
+        import torch
+
+        class RMSNorm(torch.nn.Module):
+            def forward(self, x):
+                return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6)
+    """))
+
+    def amp123(precision: str, **extra: str) -> list[tuple[str, str]]:
+        settings = ", ".join([f"precision={precision!r}", *(f"{k}={v!r}" for k, v in extra.items())])
+        (tmp_path / "train.py").write_text(textwrap.dedent(f"""
+            import lightning as L
+            import torch
+            from model import RMSNorm
+
+            fabric = L.Fabric({settings})
+            model = fabric.setup(RMSNorm())
+            opt = torch.optim.AdamW(model.parameters())
+            loss = model(torch.randn(4, 8)).sum()
+            fabric.backward(loss)
+            opt.step()
+        """))
+        return [(f["severity"], f["message"]) for f in lint(str(tmp_path))["findings"] if f["id"] == "AMP123"]
+
+    [(severity, message)] = amp123("16-mixed")
+    assert severity == "warning" and "`L.Fabric(...)`" in message and "overflow" in message
+    [(severity, message)] = amp123("bf16-mixed")
+    assert severity == "info" and "0.4%" in message
+    assert amp123("32-true") == []  # no mixed precision: the norm runs in fp32
+    assert amp123("16-mixed", strategy="deepspeed") == []  # DeepSpeed casts the weights: no autocast to spread
+
+
 def test_a_folder_without_training_code_of_its_own_is_not_said_to_run_without_autocast(tmp_path):
     # a library (here, the layers alone): its runs are its users', who may well enter autocast, so the recompute that
     # loses it is still reported, as when the file is named alone

@@ -14,6 +14,11 @@ from ampdoctor.lint.python.resolve import dotted, is_dataclass, keyword, last_id
 from ampdoctor.lint.python.source import SourceFile
 
 AUTOCASTS = frozenset({"torch.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast"})
+# Frameworks whose training step runs under autocast when their config call asks for half mixed precision (HF's
+# TrainingArguments and TRL's configs, accelerate's Accelerator, Lightning's Trainer and Fabric, composer's Trainer):
+# that call is the script's autocast. Not where the call hands the step to DeepSpeed, whose engine casts the weights.
+AUTOCASTING_FRAMEWORKS = frozenset({"transformers", "trl", "accelerate", "lightning", "pytorch_lightning", "lightning_fabric",
+                                    "composer"})
 MODEL_TOKENS = frozenset({
     "model", "models", "module", "net", "network", "transformer", "unet", "vae", "encoder", "decoder", "backbone",
     "llm", "gpt", "lm", "policy", "critic", "actor", "generator", "discriminator", "classifier", "student",
@@ -75,6 +80,18 @@ def _half_mode(keyword_name: str, text: str) -> bool:
     accelerate's ``mixed_precision="fp16"``."""
     half = bool(STRING_DTYPES.get(text, frozenset()) & HALF)
     return "mixed" in text or (half and (keyword_name == "mixed_precision" or text.startswith("amp_")))
+
+
+def _hands_to_deepspeed(call: ast.Call) -> bool:
+    """A framework config call that runs DeepSpeed: a ``deepspeed=`` config, or a strategy or plugin named so."""
+    for kw in call.keywords:
+        if kw.arg == "deepspeed" and not (isinstance(kw.value, ast.Constant) and kw.value.value in (None, False, "")):
+            return True
+        if any(isinstance(n, ast.Constant) and isinstance(n.value, str) and "deepspeed" in n.value.lower() for n in ast.walk(kw.value)):
+            return True
+        if kw.arg and "deepspeed" in kw.arg:
+            return True
+    return False
 
 
 def half_setting(name: str, value: object) -> frozenset[str]:
@@ -193,6 +210,12 @@ class Facts:
         option's default, both branches of a conditional): for a rule that autocast, being on, makes moot. An offered
         ``--mixed_precision bf16`` whose default is ``no`` leaves the default run without autocast."""
         return self._mixed_precision(certain=True)
+
+    def framework_half_dtypes(self, call: ast.Call) -> frozenset[str]:
+        """The half dtypes a framework's config call may run mixed precision in, read from its switches in this file's
+        runs (``precision="bf16-mixed"``: bf16; ``bf16=args.bf16`` with a flag: bf16)."""
+        return frozenset().union(*(half_setting(kw.arg, v) for kw in call.keywords if kw.arg in HALF_SWITCHES
+                                   for v in self._run_values(kw.value, 0)))
 
     def _mixed_precision(self, certain: bool) -> list[ast.AST]:
         out: list[ast.AST] = []
@@ -454,7 +477,8 @@ class Facts:
     def half_autocast(self) -> ast.AST | None:
         """Autocast entered with an explicit half dtype, with a dtype the run chooses (``dtype=cfg.autocast_precision``)
         or with none (fp16 on CUDA, bf16 on the CPU): autocast computes in fp16 or bf16 whenever it is on, so the code
-        runs in one of them; or a framework configured for half mixed precision."""
+        runs in one of them; or a framework configured for half mixed precision (`AUTOCASTING_FRAMEWORKS`, or a
+        callee the imports do not name)."""
         for node in self.mixed_precision:
             if not isinstance(node, ast.Call):
                 continue
@@ -469,6 +493,8 @@ class Facts:
                         and not any(isinstance(a, ast.Starred) for a in node.args):
                     return node
             elif name is None and not (isinstance(node.func, ast.Attribute) and node.func.attr == "autocast"):
+                return node
+            elif name is not None and name.partition(".")[0] in AUTOCASTING_FRAMEWORKS and not _hands_to_deepspeed(node):
                 return node
         return None
 

@@ -787,12 +787,13 @@ def config_name(value: object) -> str | None:
 def _autocast_dtypes(ctx: "Context", node: ast.AST) -> frozenset[str]:
     """The half dtypes an autocast runs in: the one it names; none known for one that names none (its default
     depends on the device) or one the run chooses (`dtype=cfg.precision`), since which of them a project's runs use
-    is for its configs to say; both for a framework's mixed precision."""
+    is for its configs to say; for a framework's mixed precision, those its settings may choose (both where they do
+    not say)."""
     name = ctx.qualname(node.func) if isinstance(node, ast.Call) else None
     if name in AUTOCASTS:
         found = ctx.flow.dtype_of(autocast_argument(node, name, "dtype"))
         return frozenset(found & HALF) if found else frozenset()
-    return frozenset(HALF)
+    return (ctx.facts.framework_half_dtypes(node) if isinstance(node, ast.Call) else frozenset()) or frozenset(HALF)
 
 
 def _callee(node: ast.AST) -> str:
