@@ -145,9 +145,22 @@ def _says_bf16(test: ast.expr) -> bool:
 
 
 def _bf16_runs_elsewhere(ctx: Context, call: ast.Call, tests: list[ast.expr]) -> bool:
-    """A bf16 run takes another branch: an earlier test of the chain whose `else` holds the call says bf16, or
-    another arm of the call's own chain tests the precision for a bf16 value (`_bf16_takes_another_arm`)."""
-    return any(_says_bf16(t) for t in tests) or _bf16_takes_another_arm(ctx, call)
+    """A bf16 run takes another branch: an earlier test of the chain whose `else` holds the call says bf16, another
+    arm of the call's own chain tests the precision for a bf16 value (`_bf16_takes_another_arm`), or the file splits
+    its runs by a test: each bf16 of the file sits on the other side of one from the call or from another autocast
+    without `dtype=` (``if scaler is None: x.bfloat16()`` ... ``if scaler is None: ... else: autocast()``), one of
+    them from the call, and none of them the dtype of an autocast. The file's bf16 is the path without autocast
+    (a cast by hand, DeepSpeed); its autocasts are the fp16 path. An autocast given bf16 on the other side is the
+    same mechanism with the dtype forgotten on this one, whatever the test (a model version) chooses by."""
+    if any(_says_bf16(t) for t in tests) or _bf16_takes_another_arm(ctx, call):
+        return True
+    places = list(ctx.facts.bf16_places())
+    if not any(ctx.src.exclusive(e, call) for e in places):
+        return False
+    autocasts = list(calls_named(ctx, AUTOCASTS))
+    given = {id(n) for c, name in autocasts if (d := autocast_argument(c, name, "dtype")) is not None for n in ast.walk(d)}
+    dtypeless = [c for c, name in autocasts if autocast_argument(c, name, "dtype") is None]
+    return all(id(e) not in given and any(ctx.src.exclusive(e, c) for c in dtypeless) for e in places)
 
 
 def _bf16_takes_another_arm(ctx: Context, call: ast.Call) -> bool:

@@ -250,7 +250,8 @@ def bf16_in_function(ctx: Context, call: ast.Call) -> ast.AST | None:
     fn = ctx.src.enclosing_function(call)
     if fn is None:
         return None
-    return next((e for e in ctx.facts.bf16_places() if ctx.src.enclosing_function(e) is fn or e in _defaults(fn)), None)
+    return next((e for e in ctx.facts.bf16_places() if (ctx.src.enclosing_function(e) is fn or e in _defaults(fn))
+                 and not ctx.src.exclusive(e, call)), None)  # not the other side of an `if` the call is on
 
 
 def _defaults(fn: ast.AST) -> list[ast.AST]:

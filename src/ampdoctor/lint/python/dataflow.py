@@ -255,7 +255,22 @@ class Dataflow:
             negated = [ast.UnaryOp(op=ast.Not(), operand=v) for v in expr.values]
             flipped = ast.BoolOp(op=ast.Or() if isinstance(expr.op, ast.And) else ast.And(), values=negated)
             return self.fp16_polarity(flipped, scope, depth + 1)
+        constant = self._constant_flag(expr, scope)
+        if constant is not None:  # ``not False`` is always true: it gates nothing, it does not say "not fp16"
+            return self.fp16_polarity(ast.Constant(value=not constant), scope, depth + 1)
         return -self.fp16_polarity(expr, scope, depth + 1)
+
+    def _constant_flag(self, expr: ast.AST, scope: ast.AST | None) -> bool | None:
+        """The truth of a literal, or of a flag whose name says no dtype and that the file binds only to literals of
+        one truth (``args.fp32_resume = False``, whatever the command line gives it): a `False` is "never on", which
+        vacuously implies fp16, but its negation is "always on", which implies nothing."""
+        if isinstance(expr, ast.Constant):
+            return bool(expr.value)
+        if not isinstance(expr, (ast.Name, ast.Attribute)) or name_polarity(expr.id if isinstance(expr, ast.Name) else expr.attr):
+            return None
+        bound = self.src.bindings(expr, scope or self.src.scope(expr))
+        truths = {bool(v.value) if isinstance(v, ast.Constant) else None for _, v in bound}
+        return truths.pop() if len(truths) == 1 and bound else None
 
     def _name_polarity(self, expr: ast.Name | ast.Attribute, scope: ast.AST | None, depth: int) -> int:
         """A flag named like a dtype (``args.fp16``), else what every value assigned to it says."""

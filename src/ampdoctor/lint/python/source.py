@@ -127,18 +127,41 @@ class SourceFile:
         return None
 
     def exclusive(self, a: ast.AST, b: ast.AST) -> bool:
-        """Can `a` and `b` never run in one pass: the two sides of one ``if``, or ``if x:`` and ``if not x:``?"""
+        """Can `a` and `b` never run in one pass: the two sides of one ``if``, or opposite sides of two ``if``
+        statements of one function that test the same unchanged thing (``if x:`` and ``if not x:``; ``if x:`` and
+        the else of a later ``if x:``, however deep each sits)?"""
         path_a = {id(p): (p, c) for p, c in self.steps(a)}
         for parent, child_b in self.steps(b):
             if id(parent) in path_a:
                 child_a = path_a[id(parent)][1]
                 if isinstance(parent, ast.If) and child_a is not parent.test and child_b is not parent.test:
                     return (child_a in parent.body) != (child_b in parent.body)
-                body = getattr(parent, "body", None)
-                if isinstance(body, list) and child_a in body and child_b in body:
-                    return _opposite(child_a, child_b)
-                return False
+                break
+        scope = self.enclosing_function(a)
+        if scope is not self.enclosing_function(b):
+            return False
+        for if_a, side_a in self._if_sides(a):
+            for if_b, side_b in self._if_sides(b):
+                if if_a is not if_b and _opposite(if_a, side_a, if_b, side_b) \
+                        and self._unchanged(if_a.test, min(if_a.lineno, if_b.lineno), scope or self.tree):
+                    return True
         return False
+
+    def _if_sides(self, node: ast.AST) -> Iterator[tuple[ast.If, bool]]:
+        """The ``if`` statements of its function that `node` sits in, each with True in its body, False in its else."""
+        for parent, child in self.steps(node):
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                return
+            if isinstance(parent, ast.If) and child is not parent.test:
+                yield parent, child in parent.body
+
+    def _unchanged(self, test: ast.expr, line: int, scope: ast.AST) -> bool:
+        """Does `test` give the same answer at both of its ``if`` statements: no call in it, and every name in it
+        bound (if at all in `scope`) only before the first of them?"""
+        if any(isinstance(n, ast.Call) for n in ast.walk(test)):
+            return False
+        return all(all(at < line for at, _ in self.bindings(n, scope))
+                   for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute)))
 
     def steps(self, node: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
         """(ancestor, the child of it on the way to `node`), nearest first: what a walk up that asks which branch or
@@ -226,13 +249,14 @@ class SourceFile:
         return self._attrs.get(key, []) if key else []
 
 
-def _opposite(a: ast.AST, b: ast.AST) -> bool:
-    """``if x: ...`` and ``if not x: ...`` (either order), as two statements of one block."""
-    if not (isinstance(a, ast.If) and isinstance(b, ast.If)):
-        return False
+def _opposite(a: ast.If, side_a: bool, b: ast.If, side_b: bool) -> bool:
+    """Are these sides of two ``if`` statements never taken together: the same test on opposite sides, or a test and
+    its negation (``if x:`` / ``if not x:``) on the same side?"""
+    if ast.dump(a.test) == ast.dump(b.test):
+        return side_a != side_b
     for x, y in ((a.test, b.test), (b.test, a.test)):
         if isinstance(y, ast.UnaryOp) and isinstance(y.op, ast.Not) and ast.dump(y.operand) == ast.dump(x):
-            return True
+            return side_a == side_b
     return False
 
 
