@@ -647,6 +647,13 @@ AUTOCAST_PARSERS = frozenset({"TrainingArguments", "Seq2SeqTrainingArguments", "
 # A training loop of the project's own: an optimizer stepped or its gradients zeroed, or a trainer's fit/train (not
 # a `def backward(`, which every autograd Function has).
 TRAINING_LOOP = re.compile(r"\.step\(\)|\bzero_grad\(|\.fit\(|\btrainer\.train\(")
+# What every match of TRAINING_LOOP holds: tested first, since the regex over every file of a large tree costs
+# about a second (its alternatives begin with no literal the regex engine can scan for).
+_LOOP_WORDS = (".step()", "zero_grad(", ".fit(", "trainer.train(")
+
+
+def runs_training_loop(text: str) -> bool:
+    return any(w in text for w in _LOOP_WORDS) and TRAINING_LOOP.search(text) is not None
 
 
 def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sensitive: bool = True) -> Summary:
@@ -658,7 +665,7 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
     if ctx is None or not trains:
         return Summary(rel_path, module, imports, guards=_autocast_guard(text), angles=_may_compute_angles(text), sensitive=sensitive,
                        cpu_autocast=cpu_autocast_line(text), autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text),
-                       loop=TRAINING_LOOP.search(text) is not None)
+                       loop=runs_training_loop(text))
     facts = ctx.facts
     autocast = half_model = None
     node = facts.half_autocast
@@ -675,7 +682,7 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
         model_class = facts.class_of(func.value) if isinstance(func, ast.Attribute) else None
     return Summary(rel_path, module, imports, autocast, half_model, model_class, _config_names(ctx),
                    angles=_may_compute_angles(text), sensitive=sensitive, cpu_autocast=cpu_autocast_line(text),
-                   autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text), loop=TRAINING_LOOP.search(text) is not None)
+                   autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text), loop=runs_training_loop(text))
 
 
 # `torch.autocast(device_type, enabled=False)` (any spelling of autocast): read from the text, so that a file only
