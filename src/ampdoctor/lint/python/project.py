@@ -251,6 +251,7 @@ class ProjectModel:
     _helper_candidates: dict[str, tuple[str, ...]] | None = None  # `_candidates`
     _mentions: dict[str, list[str]] | None = None  # helper name -> the files whose text names it (`_mentioned`)
     _reached_helpers: frozenset[str] | None = None  # `_helpers_reached`
+    _loop: bool | None = None  # `_trains`
 
     def __post_init__(self) -> None:
         for path, summary in self.summaries.items():
@@ -446,8 +447,10 @@ class ProjectModel:
 
     def _trains(self) -> bool:
         """Some file of the folder runs a training loop of its own: a folder with none is a library, run by its
-        users' code."""
-        return any(s.loop for s in self.summaries.values())
+        users' code. Found once: every file's context asks."""
+        if self._loop is None:
+            self._loop = any(s.loop for s in self.summaries.values())
+        return self._loop
 
     def _name_configs(self) -> None:
         """A training file that names a half-precision training config of the project (by file name) trains in
