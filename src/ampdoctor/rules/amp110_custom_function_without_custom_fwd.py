@@ -54,6 +54,10 @@ _BUILTINS = frozenset({"len", "range", "isinstance", "min", "max", "float", "int
 _OWN_INPLACE = frozenset({"requires_grad_", "detach_", "zero_", "fill_", "clamp_", "clamp_min_", "clamp_max_", "uniform_",
                           "normal_", "bernoulli_", "resize_", "unsqueeze_", "squeeze_", "t_", "transpose_"})
 _PURE_MODULES = ("torch.", "math.", "operator.", "functools.", "itertools.", "numbers.", "typing.")
+# In-place elementwise arithmetic casts its result into the receiver's dtype, which between floating dtypes always
+# succeeds (`bf16.add_(fp32)`, `fp32.copy_(fp16)`): mixed half and fp32 operands cannot make it fail.
+_CASTING_INPLACE = frozenset({"add_", "sub_", "mul_", "div_", "true_divide_", "copy_", "addcmul_", "addcdiv_", "lerp_",
+                              "pow_", "masked_fill_"})
 
 
 def _dtype_sensitive_op(fns: list[ast.FunctionDef], ctx: Context) -> str | None:
@@ -70,11 +74,48 @@ def _dtype_sensitive_op(fns: list[ast.FunctionDef], ctx: Context) -> str | None:
         local = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)} | {
             n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         for node in ast.walk(fn):
-            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) and not _aligned(fn, [node.left, node.right]):
                 return "@"
-            if isinstance(node, ast.Call) and _call_needs_uniform_dtypes(node, ctx, local):
+            if isinstance(node, ast.Call) and _call_needs_uniform_dtypes(node, ctx, local) and not _aligned(fn, node.args):
                 return ast.unparse(node.func)[:40]
     return None
+
+
+def _root(expr: ast.AST) -> str | None:
+    """The local name an operand is a view or method result of: ``w`` of ``w.t()``, ``buf`` of ``buf[:, :c]``."""
+    while isinstance(expr, (ast.Call, ast.Attribute, ast.Subscript)):
+        expr = expr.func if isinstance(expr, ast.Call) else expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _aligned(fn: ast.FunctionDef, operands: list[ast.expr]) -> bool:
+    """The method casts one tensor operand of the op to another's dtype itself (``w = weight.to(x.dtype)`` before
+    ``torch.mm(x, w.t())``, or ``.type_as(x)`` in place), or every operand to one tensor's dtype: the op gets one
+    dtype whatever reaches the Function."""
+    cast: dict[str, set[str]] = {}  # a name -> the names whose dtype some binding of it is cast to
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            cast.setdefault(node.targets[0].id, set()).update(_cast_to(node.value))
+    # each operand: its name, and the names whose dtype it is cast to (where it is bound, or in the operand itself)
+    named = [(r, cast.get(r, set()) | _cast_to(op)) for op in operands if (r := _root(op)) is not None]
+    roots = {r for r, _ in named}
+    if len(named) < 2 or len(roots) < 2:
+        return False
+    # one operand cast to another's dtype, or every operand cast to the dtype of one same tensor
+    return any(to & (roots - {r}) for r, to in named) or bool(set.intersection(*(to for _, to in named)))
+
+
+def _cast_to(expr: ast.AST) -> set[str]:
+    """The names whose dtype `expr` casts to: ``.to(x.dtype)``, ``.to(dtype=x.dtype)``, ``.type(x.dtype)``,
+    ``.type_as(x)``."""
+    out: set[str] = set()
+    for call in (n for n in ast.walk(expr) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+        if call.func.attr in ("to", "type"):
+            args = [*call.args, *(kw.value for kw in call.keywords if kw.arg == "dtype")]
+            out.update(a.value.id for a in args if isinstance(a, ast.Attribute) and a.attr == "dtype" and isinstance(a.value, ast.Name))
+        elif call.func.attr == "type_as":
+            out.update(a.id for a in call.args if isinstance(a, ast.Name))
+    return out
 
 
 def _call_needs_uniform_dtypes(call: ast.Call, ctx: Context, local: set[str]) -> bool:
@@ -95,7 +136,8 @@ def _call_needs_uniform_dtypes(call: ast.Call, ctx: Context, local: set[str]) ->
         return True  # a module's function: an extension's kernel (relative imports included)
     if func.attr in _UNIFORM_DTYPE_OPS:
         return True
-    return func.attr.endswith("_") and not func.attr.endswith("__") and func.attr not in _OWN_INPLACE and bool(call.args)
+    return func.attr.endswith("_") and not func.attr.endswith("__") and func.attr not in _OWN_INPLACE | _CASTING_INPLACE \
+        and bool(call.args)
 
 
 @code_check("AMP110", triggers=("Function",), also=(("autocast", "mixed_precision", "precision=", "bf16=", "fp16="),), project=True)
