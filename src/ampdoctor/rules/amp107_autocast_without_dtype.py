@@ -157,9 +157,9 @@ def _bf16_runs_elsewhere(ctx: Context, call: ast.Call, tests: list[ast.expr]) ->
     places = list(ctx.facts.bf16_places())
     if not any(ctx.src.exclusive(e, call) for e in places):
         return False
-    autocasts = list(calls_named(ctx, AUTOCASTS))
-    given = {id(n) for c, name in autocasts if (d := autocast_argument(c, name, "dtype")) is not None for n in ast.walk(d)}
-    dtypeless = [c for c, name in autocasts if autocast_argument(c, name, "dtype") is None]
+    dtypes = [(c, autocast_argument(c, name, "dtype")) for c, name in calls_named(ctx, AUTOCASTS)]
+    given = {id(n) for _, d in dtypes if d is not None for n in ast.walk(d)}
+    dtypeless = [c for c, d in dtypes if d is None]
     return all(id(e) not in given and any(ctx.src.exclusive(e, c) for c in dtypeless) for e in places)
 
 

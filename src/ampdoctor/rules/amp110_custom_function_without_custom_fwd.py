@@ -73,10 +73,11 @@ def _dtype_sensitive_op(fns: list[ast.FunctionDef], ctx: Context) -> str | None:
         # or a global object, such as an extension module
         local = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)} | {
             n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        casts = _casts_in(fn)
         for node in ast.walk(fn):
-            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) and not _aligned(fn, [node.left, node.right]):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) and not _aligned(casts, [node.left, node.right]):
                 return "@"
-            if isinstance(node, ast.Call) and _call_needs_uniform_dtypes(node, ctx, local) and not _aligned(fn, node.args):
+            if isinstance(node, ast.Call) and _call_needs_uniform_dtypes(node, ctx, local) and not _aligned(casts, node.args):
                 return ast.unparse(node.func)[:40]
     return None
 
@@ -88,16 +89,21 @@ def _root(expr: ast.AST) -> str | None:
     return expr.id if isinstance(expr, ast.Name) else None
 
 
-def _aligned(fn: ast.FunctionDef, operands: list[ast.expr]) -> bool:
-    """The method casts one tensor operand of the op to another's dtype itself (``w = weight.to(x.dtype)`` before
-    ``torch.mm(x, w.t())``, or ``.type_as(x)`` in place), or every operand to one tensor's dtype: the op gets one
-    dtype whatever reaches the Function."""
-    cast: dict[str, set[str]] = {}  # a name -> the names whose dtype some binding of it is cast to
+def _casts_in(fn: ast.FunctionDef) -> dict[str, set[str]]:
+    """A name the method binds -> the names whose dtype some binding of it is cast to (``w = weight.to(x.dtype)``)."""
+    casts: dict[str, set[str]] = {}
     for node in ast.walk(fn):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            cast.setdefault(node.targets[0].id, set()).update(_cast_to(node.value))
+            casts.setdefault(node.targets[0].id, set()).update(_cast_to(node.value))
+    return casts
+
+
+def _aligned(casts: dict[str, set[str]], operands: list[ast.expr]) -> bool:
+    """The method casts one tensor operand of the op to another's dtype itself (``w = weight.to(x.dtype)`` before
+    ``torch.mm(x, w.t())``, or ``.type_as(x)`` in place), or every operand to one tensor's dtype: the op gets one
+    dtype whatever reaches the Function. `casts`: the method's own (`_casts_in`)."""
     # each operand: its name, and the names whose dtype it is cast to (where it is bound, or in the operand itself)
-    named = [(r, cast.get(r, set()) | _cast_to(op)) for op in operands if (r := _root(op)) is not None]
+    named = [(r, casts.get(r, set()) | _cast_to(op)) for op in operands if (r := _root(op)) is not None]
     roots = {r for r, _ in named}
     if len(named) < 2 or len(roots) < 2:
         return False

@@ -56,13 +56,12 @@ def _variance_input(call: ast.Call, ctx: Context) -> ast.AST | None:
     """The tensor whose variance `call` computes by hand: ``x.pow(2).mean(-1)``, ``torch.mean(x * x)``,
     ``(x - mu).pow(2).mean(-1)`` (-> ``x``), ``x.var(-1)``, ``torch.var_mean(x)``; None if it is no such call or
     asks for ``dtype=torch.float32`` itself."""
-    name, func = ctx.qualname(call.func), call.func
     if any(kw.arg in ("keepdims", "ddof") for kw in call.keywords):
         return None  # NumPy's spelling: a reference implementation, not a torch norm
     inner = _reduced(call, ctx)
     if inner is None:
         return None
-    if name in VARIANCES or (name is None and func.attr == "var"):
+    if _is_variance_call(call, ctx):
         base = inner
     else:
         base = _squared(inner, ctx)
@@ -251,7 +250,9 @@ def _by_consequence(ctx: Context, call: ast.Call, dtypes: frozenset | None, said
 
 
 def _is_variance_call(call: ast.Call, ctx: Context) -> bool:
-    return ctx.qualname(call.func) in VARIANCES or (isinstance(call.func, ast.Attribute) and call.func.attr == "var")
+    """``torch.var(x)``, ``torch.var_mean(x)``, or ``x.var()`` on a tensor the imports do not name."""
+    name = ctx.qualname(call.func)
+    return name in VARIANCES or (name is None and isinstance(call.func, ast.Attribute) and call.func.attr == "var")
 
 
 def _half_dtypes(ctx: Context, dtypes: frozenset | None) -> frozenset:

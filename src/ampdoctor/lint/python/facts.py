@@ -211,11 +211,12 @@ class Facts:
         ``--mixed_precision bf16`` whose default is ``no`` leaves the default run without autocast."""
         return self._mixed_precision(certain=True)
 
-    def framework_half_dtypes(self, call: ast.Call) -> frozenset[str]:
+    def framework_half_dtypes(self, call: ast.Call, certain: bool = False) -> frozenset[str]:
         """The half dtypes a framework's config call may run mixed precision in, read from its switches in this file's
-        runs (``precision="bf16-mixed"``: bf16; ``bf16=args.bf16`` with a flag: bf16)."""
+        runs (``precision="bf16-mixed"``: bf16; ``bf16=args.bf16`` with a flag: bf16); with `certain`, in a run whose
+        command line names no option (`_run_values`)."""
         return frozenset().union(*(half_setting(kw.arg, v) for kw in call.keywords if kw.arg in HALF_SWITCHES
-                                   for v in self._run_values(kw.value, 0)))
+                                   for v in self._run_values(kw.value, 0, certain)))
 
     def _mixed_precision(self, certain: bool) -> list[ast.AST]:
         out: list[ast.AST] = []
@@ -226,8 +227,7 @@ class Facts:
             if isinstance(call.func, ast.Attribute) and call.func.attr == "autocast" and self.src.imports.qualname(call.func) is None:
                 out.append(call)
                 continue
-            if any(kw.arg in HALF_SWITCHES and any(half_setting(kw.arg, v) for v in self._run_values(kw.value, 0, certain))
-                   for kw in call.keywords):
+            if self.framework_half_dtypes(call, certain):
                 out.append(call)  # once per call
         return out
 

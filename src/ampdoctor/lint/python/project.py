@@ -148,7 +148,7 @@ def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int
     ``__init__`` keeps all its imports, for the re-exports a class name is found through. Read from the text:
     cheap, and also for files no check parses."""
     out: list[tuple[str, int]] = []
-    package = module if is_package else module.rpartition(".")[0]
+    package = _package(module, is_package)
     called = _called_names(text)
     for m in _FROM.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
@@ -217,6 +217,11 @@ def _import_items(m: re.Match[str]) -> list[tuple[str, str]]:
 def _as(item: str) -> tuple[str, str]:
     name, _, alias = item.strip().partition(" as ")
     return name.strip(), alias.strip() or name.strip()
+
+
+def _package(module: str, is_package: bool) -> str:
+    """The package a module's relative imports start from: a package's own name, else its parent's."""
+    return module if is_package else module.rpartition(".")[0]
 
 
 def _absolute(base: str, package: str) -> str:
@@ -348,8 +353,7 @@ class ProjectModel:
             found: set[str] = set()
             for importer in running if self.text_of is not None else ():
                 text = self.text_of(importer) or ""
-                module = self.summaries[importer].module
-                package = module if importer.endswith("__init__.py") else module.rpartition(".")[0]
+                package = _package(self.summaries[importer].module, importer.endswith("__init__.py"))
                 dotted = [f"{base}.{name}" for m in _FROM.finditer(text) if (base := _absolute(m.group(1), package))
                           for name, _ in _from_items(m) if name.isidentifier()]
                 dotted += [name for m in _IMPORT.finditer(text) for name, _ in _import_items(m) if name]
@@ -402,8 +406,7 @@ class ProjectModel:
         text = self.text_of(importer)
         if text is None:
             return True
-        module = self.summaries[importer].module
-        package = module if importer.endswith("__init__.py") else module.rpartition(".")[0]
+        package = _package(self.summaries[importer].module, importer.endswith("__init__.py"))
         for m in _FROM.finditer(text):
             base = _absolute(m.group(1), package)
             if base and self._from_import_reaches(importer, path, name, base, {n for n, _ in _from_items(m)}, text):

@@ -140,8 +140,9 @@ class SourceFile:
         scope = self.enclosing_function(a)
         if scope is not self.enclosing_function(b):
             return False
+        sides_b = list(self._if_sides(b))
         for if_a, side_a in self._if_sides(a):
-            for if_b, side_b in self._if_sides(b):
+            for if_b, side_b in sides_b:
                 if if_a is not if_b and _opposite(if_a, side_a, if_b, side_b) \
                         and self._unchanged(if_a.test, min(if_a.lineno, if_b.lineno), scope or self.tree):
                     return True
