@@ -186,7 +186,8 @@ def test_a_framework_configured_in_code_for_mixed_precision_runs_what_its_script
     """))
 
     def amp123(precision: str, **extra: str) -> list[tuple[str, str]]:
-        settings = ", ".join([f"precision={precision!r}", *(f"{k}={v!r}" for k, v in extra.items())])
+        # extra: keywords written as source text
+        settings = ", ".join([f"precision={precision!r}", *(f"{k}={v}" for k, v in extra.items())])
         (tmp_path / "train.py").write_text(textwrap.dedent(f"""
             import lightning as L
             import torch
@@ -206,7 +207,15 @@ def test_a_framework_configured_in_code_for_mixed_precision_runs_what_its_script
     [(severity, message)] = amp123("bf16-mixed")
     assert severity == "info" and "0.4%" in message
     assert amp123("32-true") == []  # no mixed precision: the norm runs in fp32
-    assert amp123("16-mixed", strategy="deepspeed") == []  # DeepSpeed casts the weights: no autocast to spread
+    # DeepSpeed casts the weights: no autocast to spread
+    assert amp123("16-mixed", strategy="'deepspeed_stage_2'") == []
+    assert amp123("16-mixed", strategy="L.fabric.strategies.DeepSpeedStrategy(stage=2)") == []
+    assert amp123("16-mixed", deepspeed_config="'ds.json'") == []
+    # settings that do not hand the step to DeepSpeed leave it under autocast
+    [(severity, _)] = amp123("16-mixed", deepspeed_config="None")
+    assert severity == "warning"
+    [(severity, _)] = amp123("16-mixed", loggers="L.fabric.loggers.CSVLogger('runs/deepspeed-ablation')")
+    assert severity == "warning"
 
 
 def test_a_folder_without_training_code_of_its_own_is_not_said_to_run_without_autocast(tmp_path):

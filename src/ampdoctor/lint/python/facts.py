@@ -83,15 +83,23 @@ def _half_mode(keyword_name: str, text: str) -> bool:
 
 
 def _hands_to_deepspeed(call: ast.Call) -> bool:
-    """A framework config call that runs DeepSpeed: a ``deepspeed=`` config, or a strategy or plugin named so."""
+    """A framework config call that runs DeepSpeed: a ``deepspeed=``/``deepspeed_plugin=`` config that is set, or a
+    ``strategy``/``plugins`` that names DeepSpeed (``"deepspeed_stage_2"``, ``DeepSpeedStrategy(...)``). Other
+    keywords are not read: ``output_dir="runs/deepspeed"`` says nothing of the engine."""
     for kw in call.keywords:
-        if kw.arg == "deepspeed" and not (isinstance(kw.value, ast.Constant) and kw.value.value in (None, False, "")):
-            return True
-        if any(isinstance(n, ast.Constant) and isinstance(n.value, str) and "deepspeed" in n.value.lower() for n in ast.walk(kw.value)):
-            return True
         if kw.arg and "deepspeed" in kw.arg:
+            if not (isinstance(kw.value, ast.Constant) and kw.value.value in (None, False, "")):
+                return True
+        elif kw.arg in ("strategy", "plugins") and any(_names_deepspeed(n) for n in ast.walk(kw.value)):
             return True
     return False
+
+
+def _names_deepspeed(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and "deepspeed" in node.value.lower()
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return "deepspeed" in name.lower()
 
 
 def half_setting(name: str, value: object) -> frozenset[str]:
