@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
@@ -245,6 +246,35 @@ def test_a_failure_only_fake_tensors_raise_is_told_as_possibly_the_fake_runs():
         mixed = audit_step(BmmOfTwoDtypes(), {"x": torch.randn(2, 4, 8)}, policy="fp32", reraise=False)
     assert mixed.exception is not None and any(f.severity.value == "error" for f in mixed.report.findings)
     assert META_NOTE not in mixed.report.info.notes
+
+
+def test_the_fake_audit_of_a_config_runs_a_grouped_matmul_as_the_kernels_do():
+    # The audit's own fake mode gives fp32 grouped matmuls a result where torch's meta function refuses them (both
+    # kernels run them): the fake step goes on, records the op with the operands the model gave it, and finds what
+    # the real step finds. Operands of two dtypes still fail, as in the kernels.
+    from ampdoctor.audit.fakes import FaithfulFakeTensorMode
+
+    real = audit_step(Experts(), {"x": torch.randn(16, 16)}, policy="bf16-mixed", reraise=False)
+    from torch._subclasses.fake_impls import op_implementations_dict
+
+    stacks: list = []
+    with FaithfulFakeTensorMode() as mode:
+        experts = Experts()
+        experts.register_forward_pre_hook(lambda m, args: stacks.append(list(_get_current_dispatch_mode_stack())))
+        fake = audit_step(experts, {"x": torch.randn(16, 16)}, policy="bf16-mixed", reraise=False)
+    assert fake.exception is None and stacks == [[mode]]  # recorded inside the fake mode, as under torch's own
+    assert torch.ops.aten._grouped_mm.default not in op_implementations_dict  # its rule is gone with it
+    grouped = [r for r in _records(fake) if "grouped_mm" in r[1]]
+    assert grouped and all({d for d in r[2] if d.is_floating_point} == {torch.float32} and r[3] == (torch.float32,) for r in grouped)
+    assert {r[5] for r in grouped} == {"forward", "backward"}
+    assert not any("_to_copy" in r[1] and torch.bfloat16 in (r[3] or ()) for r in _records(fake))  # its own casts unseen
+    found = sorted((f.rule_id, f.severity.name, f.location.line) for f in fake.report.findings)
+    assert found == sorted((f.rule_id, f.severity.name, f.location.line) for f in real.report.findings)
+    assert any(rule == "AMP203" for rule, _, _ in found)
+    with FaithfulFakeTensorMode():
+        a, b = torch.randn(16, 16), torch.randn(2, 16, 16, dtype=torch.bfloat16)
+        with pytest.raises(RuntimeError):
+            torch.nn.functional.grouped_mm(a, b, offs=torch.tensor([8, 16], dtype=torch.int32))
 
 
 class BmmOfTwoDtypes(torch.nn.Module):

@@ -15,11 +15,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ampdoctor.audit.evidence import Tag
+from ampdoctor.audit.fakes import FaithfulFakeTensorMode
 from ampdoctor.audit.fields import BACKWARD, FORWARD, OPTIMIZER
 from ampdoctor.dtypes import FLOAT_NAMES, HALF, to_torch
+
+# The fake modes the recording goes inside of (see `enter`): torch's, and the audit's own that only differs where a
+# meta function is stricter than the kernels (`fakes`). Other subclasses may dispatch differently: a mode above them.
+_FAKE_MODES = (FakeTensorMode, FaithfulFakeTensorMode)
 
 if TYPE_CHECKING:
     from ampdoctor.audit.recorder import Recorder
@@ -217,7 +223,7 @@ class RecordingMode(TorchDispatchMode):
         """Start recording: as the innermost dispatch mode, or inside the only mode on the stack when it is fake."""
         self._entry_depth = 0
         stack = mode_stack()
-        if len(stack) == 1 and type(stack[0]).__name__ == "FakeTensorMode" and "dispatch" not in vars(stack[0]):
+        if len(stack) == 1 and type(stack[0]) in _FAKE_MODES and "dispatch" not in vars(stack[0]):
             fake = stack[0]
             inner = fake.dispatch
             record = self.record

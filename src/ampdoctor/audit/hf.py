@@ -119,9 +119,9 @@ def audit_hf_config(
     config = load_config(path)
     mode = contextlib.nullcontext()
     if fake:
-        from torch._subclasses.fake_tensor import FakeTensorMode
+        from ampdoctor.audit.fakes import FaithfulFakeTensorMode
 
-        mode = FakeTensorMode(allow_non_fake_inputs=False)
+        mode = FaithfulFakeTensorMode(allow_non_fake_inputs=False)
     with mode, _collector_paused() if fake else contextlib.nullcontext():
         torch.manual_seed(0)
         model = build_model(config, pol)
