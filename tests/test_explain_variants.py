@@ -194,3 +194,58 @@ def test_a_nan_told_as_the_mixed_precision_runs_is_the_overflow_rule_as_a_guess(
     assert cand.rule.id == "AMP212" and cand.basis == "signature" and cand.guess
     # a NaN with no sign of a half-precision run is no reading of this rule's signature
     assert all(c.basis == "wording" for c in explain("the forward pass starts to give NaN after a few hundred steps"))
+
+
+def test_fp16s_largest_value_named_alone_is_a_guess_and_a_value_gone_past_it_is_an_overflow():
+    # 65504 by itself only names fp16's range, which a text explaining any fp16 problem quotes.
+    told = first("fp16 can only hold values up to 65504, which is why we moved this model to bf16.")
+    assert told.rule.id == "AMP212" and told.guess
+    # a value said to go past it is an overflow seen, named with confidence in an fp16 run
+    seen = first("one activation reached 71234.5, which exceeds the fp16 maximum of 65504, and became inf")
+    assert seen.rule.id == "AMP212" and not seen.guess
+
+
+def test_a_bare_autocast_said_to_run_fp16_is_named_before_the_fp16_range_it_quotes():
+    # What made the run fp16 is in view (autocast() with no dtype); 65504 only names fp16's range.
+    text = ("autocast() without a dtype argument always runs torch.float16 (FP16), whatever --dtype bfloat16 says.\n"
+            "FP16 only reaches 65504.")
+    cands = explain(text, limit=3)
+    assert cands[0].rule.id == "AMP107" and not cands[0].guess
+    assert any(c.rule.id == "AMP212" and c.guess for c in explain(text, limit=None, weak=True))
+    # with the autocast rule taken out, what is left is a guess
+    from ampdoctor.core import catalog
+    rest = explain(text, limit=3, rules=tuple(r for r in catalog() if r.id != "AMP107"))
+    assert all(c.guess for c in rest)
+
+
+def test_an_accumulation_in_bf16_is_the_accumulator_rule_with_confidence_only_where_a_loss_or_metric_is_summed():
+    # the same words tell a norm's sum of squares or gradients gathered in bf16: generic
+    kernel = first("the kernel does the accumulation of partial products in bfloat16 before writing the output")
+    assert kernel.rule.id == "AMP137" and kernel.guess
+    metric = first("on_epoch reduction of the logged metrics is an accumulation kept in bfloat16, so it stops growing")
+    assert metric.rule.id == "AMP137" and not metric.guess
+
+
+def test_a_variance_taken_in_half_precision_is_the_norm_rule_ahead_of_the_accumulator_rule():
+    text = "RMSNorm output is wrong for bf16 inputs: the internal sum-of-squares accumulation happens in bfloat16."
+    cands = explain(text, limit=3)
+    assert cands[0].rule.id == "AMP123" and not cands[0].guess
+    assert all(c.guess for c in cands if c.rule.id == "AMP137")
+    # without a norm in view, a variance in bf16 is only a guess (an optimizer's second moment is one too)
+    assert first("the variance estimate is kept in bf16 and drifts").guess
+
+
+def test_a_cpu_norm_refusing_half_parameters_beside_another_dtype_ranks_the_input_rule_and_keeps_the_half_mix_rule():
+    cands = explain("RuntimeError: mixed dtype (CPU): expect parameter to have scalar type of Float", limit=3)
+    assert cands[0].rule.id == "AMP131" and cands[0].guess and cands[0].basis == "signature"
+    assert "AMP121" in [c.rule.id for c in cands if c.basis == "signature"]
+
+
+def test_an_invalid_gradient_is_read_by_whose_backward_returned_it():
+    half_float = "expected type torch.cuda.HalfTensor but got torch.cuda.FloatTensor"
+    builtin = first(f"RuntimeError: Function MulBackward0 returned an invalid gradient at index 0 - {half_float}")
+    assert builtin.rule.id == "AMP201" and builtin.guess  # a built-in op's node: its forward mixed the dtypes
+    custom = first(f"RuntimeError: Function _ResampleBackward returned an invalid gradient at index 0 - {half_float}")
+    assert custom.rule.id == "AMP110" and custom.basis == "signature"  # a custom Function's own backward
+    device = "RuntimeError: Function _ResampleBackward returned an invalid gradient at index 0 - expected type torch.FloatTensor but got torch.cuda.FloatTensor"
+    assert all(c.basis == "wording" for c in explain(device))  # a device, not a dtype
