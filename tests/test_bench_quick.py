@@ -252,4 +252,6 @@ def test_ecosystem_extracts_the_root_files_that_say_what_the_project_is():
     assert eco._wanted("pyproject.toml", ["src/"]) and eco._wanted("setup.cfg", None)
     assert eco._wanted("requirements-dev.txt", ["src/"]) and eco._wanted("requirements/base.txt", None)
     assert not eco._wanted("docs/requirements.txt", None) and not eco._wanted("data/vocab.txt", None)
-    assert not eco._wanted("sub/pyproject.toml", None) and not eco._wanted("README.md", None)
+    assert not eco._wanted("sub/pyproject.toml", None) and not eco._wanted("docs/README.md", None)
+    # the root README's install commands pin the torch it is set up with (`pins.torch_floor`)
+    assert eco._wanted("README.md", ["src/"]) and eco._wanted("README.rst", None) and not eco._wanted("CHANGELOG.md", None)

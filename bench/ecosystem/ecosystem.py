@@ -5,7 +5,7 @@
 
 The repositories are listed in bench/ecosystem/repos.yaml (name, repo, pinned commit, optional paths). Each is
 extracted from its fetched mirror (`fetch github:OWNER/NAME` puts a bare git dir at /work/.mirror/OWNER+NAME/repo;
---mirrors changes that folder) into the cache folder, only the files lint reads (.py, .json, .yaml, .yml, .env, shell launchers),
+--mirrors changes that folder) into the cache folder, only the files lint reads (.py, .json, .yaml, .yml, .env, shell launchers, the root README and requirement files),
 blob by blob so a blob missing from the mirror is skipped and reported, not fatal. Nothing upstream is committed.
 
 Each repository is linted twice, with the default rule set and with every rule (--select ALL). Every warning and
@@ -48,8 +48,8 @@ VERDICTS = HERE / "verdicts.yaml"
 QUICK_VERDICTS = HERE / "quick-verdicts.yaml"
 LINTED_SUFFIXES = (".py", ".json", ".yaml", ".yml", ".env", ".sh", ".bash")  # .sh/.bash: launchers (`lint.launch`)
 # Files of the repository's root that lint reads about the project itself, taken whatever `paths` says: whether it is
-# an installable package (`reach.packaged`) and the oldest torch it requires (`pins.torch_floor`).
-PROJECT_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "environment.yml", "environment.yaml")
+# an installable package (`reach.packaged`) and the oldest torch it requires or its README installs (`pins.torch_floor`).
+PROJECT_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "environment.yml", "environment.yaml", "README.md", "README.rst")
 # What a finished extraction records first: the commit and what it took (a cache made with less is redone).
 STAMP = "{commit} {suffixes} {project}"
 VERDICT_VALUES = ("true", "false", "debatable")

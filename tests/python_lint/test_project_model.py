@@ -103,6 +103,16 @@ def test_the_torch_floor_is_read_from_the_requirement_files(tmp_path):
     assert torch_floor(tmp_path) == ((1, 13), "pyproject.toml:2")
 
 
+def test_the_torch_floor_is_read_from_the_install_commands_of_the_readme(tmp_path):
+    (tmp_path / "README.md").write_text("# x\n\nWorks with torch>=1.8 in principle.\n\n```bash\n"
+                                        "pip install torch==2.1.2 torchvision==0.16.2\npip install -e .\n```\n")
+    assert torch_floor(tmp_path) == ((2, 1), "README.md:6")  # the prose of line 3 is no install step
+    (tmp_path / "README.md").write_text("conda install pytorch==1.13.1 pytorch-cuda=11.7 -c pytorch\n")
+    assert torch_floor(tmp_path) == ((1, 13), "README.md:1")
+    (tmp_path / "README.md").write_text("pip install -r requirements.txt\n")
+    assert torch_floor(tmp_path) is None
+
+
 def test_a_missing_project_folder_is_a_usage_error(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "ampdoctor", "lint", str(tmp_path), "--project", str(tmp_path / "nope")],
                           capture_output=True, text=True)

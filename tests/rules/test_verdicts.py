@@ -14,7 +14,7 @@ import yaml
 
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.configs import lint_config_files, lint_readings, read_configs
-from ampdoctor.lint.engine import is_config_candidate, own_keys_by_config
+from ampdoctor.lint.engine import is_config_candidate, load_defaults_by_config, own_keys_by_config
 from ampdoctor.policy import Policy
 from ampdoctor.core.engine import check_policy, rules_fired
 
@@ -47,10 +47,12 @@ def test_config_lint_and_validate_give_each_fixture_its_verdict(rule_id, case):
     expected = case.parent.name == "bad"
     if expected:
         assert yaml.safe_load((case / "expected.yaml").read_text()), "a bad case expects at least one finding"
-    # a case that holds Python is a project: its configs are read with the keys its own argument classes declare
-    own = own_keys_by_config(files, sorted(case.rglob("*.py")), [case])
-    by_lint = fires(rule_id, lint_readings(*read_configs(files, own)).findings)
-    readings, _, _ = read_configs(files, own)
+    # a case that holds Python is a project: its configs are read with the keys its own argument classes declare and
+    # the load dtype its own loading code defaults to
+    python = sorted(case.rglob("*.py"))
+    own, defaults = own_keys_by_config(files, python, [case]), load_defaults_by_config(files, python, [case])
+    by_lint = fires(rule_id, lint_readings(*read_configs(files, own, defaults)).findings)
+    readings, _, _ = read_configs(files, own, defaults)
     assert readings
     by_validate = any(fires(rule_id, validated(r.policy, r.facts)) for r in readings)
     assert (by_lint, by_validate) == (expected, expected)

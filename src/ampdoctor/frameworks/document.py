@@ -26,6 +26,9 @@ class Document:
     # Top-level keys whose meaning the project defines itself (fields its own subclass of a framework's argument
     # class adds): a reader does not take such a key for the framework's key of the same name.
     own_keys: frozenset[str] = frozenset()
+    # Where the project's own model-loading code defaults the load dtype to a half dtype ("file:line"), if it does: a
+    # config that sets no load dtype then gets that code's default, not the framework's fp32.
+    own_load_default: str | None = None
 
     def get(self, *path: Key, default: Any = None) -> Any:
         node = self.data
@@ -72,7 +75,7 @@ class Document:
             if isinstance(node, dict):
                 node[path[-1]] = value
                 locs[tuple(path)] = loc
-        return Document(self.file, self.syntax, data, locs, own_keys=self.own_keys)
+        return Document(self.file, self.syntax, data, locs, own_keys=self.own_keys, own_load_default=self.own_load_default)
 
 
 def merge_documents(docs: Iterable[Document], file: str, normalize: Any = None) -> Document:

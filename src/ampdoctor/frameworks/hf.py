@@ -3,7 +3,9 @@
 - `bf16`/`fp16` turn on autocast; fp16 also a GradScaler (Trainer: `do_grad_scaling = amp_dtype == fp16`);
   both true is refused by TrainingArguments.
 - The parameter dtype is whatever the model was loaded in: `torch_dtype`/`dtype` (TRL ModelConfig), fp32 if
-  unset. TrainingArguments has none of these keys: one that the project's own TrainingArguments subclass declares
+  unset, unless the project's own loading code gives `torch_dtype` a half default (`Document.own_load_default`: a
+  trainer's `torch_dtype="bfloat16"` parameter, an argument dataclass's field): then unset says nothing.
+  TrainingArguments has none of these keys: one that the project's own TrainingArguments subclass declares
   (`Document.own_keys`) means what the project's code makes of it (a switch for mixed precision, say), not a load
   dtype, and is not read as one. PEFT adapters (`use_peft`, `lora_r`, axolotl `adapter: lora`) are upcast to fp32 by PEFT >= 0.11.
 - `deepspeed` (a path or an inline dict): the Trainer fills the DeepSpeed "auto" values from these arguments
@@ -139,6 +141,11 @@ def _model_facts(doc: Document, cfg: Reading) -> tuple[str | None, Any, Location
     if is_axolotl(doc):
         model_raw, model_at = _axolotl_dtype(doc)
         model_key = "bf16"
+    elif model_key is None and doc.own_load_default:
+        # The project's own loader takes the load dtype with a half default (`own_load_default`): unset here, the
+        # model is loaded in whatever that code is handed, which this file does not say.
+        model_raw = "auto"
+        model_at = Location(file=doc.file, label=f"torch_dtype unset: the project's loader defaults it to half ({doc.own_load_default})")
     model_dtype = as_dtype(model_raw) if model_raw is not None and not is_auto(model_raw) else (None if model_raw is not None else FP32)
     if model_dtype is not None:
         cfg.set("model_dtype", model_dtype, model_at, model_key is None)

@@ -56,10 +56,13 @@ def lint_readings(readings: list[Reading], checked: tuple[str, ...], errors: lis
                             summary_caveats=(*report.info.summary_caveats, f"{len(skipped)} config file{'s' if many else ''} empty or a template, not checked"))
 
 
-def read_configs(files: list[Path], own_keys: Mapping[Path, frozenset[str]] | None = None) -> tuple[list[Reading], tuple[str, ...], list[ReportError]]:
+def read_configs(files: list[Path], own_keys: Mapping[Path, frozenset[str]] | None = None,
+                 load_defaults: Mapping[Path, str] | None = None) -> tuple[list[Reading], tuple[str, ...], list[ReportError]]:
     """Every training configuration in `files` as its framework runs it (the files of one run read together,
     referenced files followed, devices named in a folder added), the files read, and what could not be.
-    `own_keys`: by file, the keys its project's own argument classes declare (`Document.own_keys`)."""
+    `own_keys`: by file, the keys its project's own argument classes declare (`Document.own_keys`);
+    `load_defaults`: by file, where its project's own loading code defaults the load dtype to half
+    (`Document.own_load_default`)."""
     errors: list[ReportError] = []
     recognised: list[tuple[Document, Reader]] = []
     loaded: dict[Path, list[Document]] = {}
@@ -73,8 +76,9 @@ def read_configs(files: list[Path], own_keys: Mapping[Path, frozenset[str]] | No
         if error is not None and error.kind is ErrorKind.INPUT and text is not None:
             error = _another_tools_jsonc(path, text, error)
         own = (own_keys or {}).get(path)
-        if own:
-            docs = [replace(doc, own_keys=own) for doc in docs]
+        load_default = (load_defaults or {}).get(path)
+        if own or load_default:
+            docs = [replace(doc, own_keys=own or doc.own_keys, own_load_default=load_default) for doc in docs]
         loaded[_key(path)] = docs
         if error is not None:
             # The rest of the tree is still checked and reported, and the run exits 2 as ruff's does on a file

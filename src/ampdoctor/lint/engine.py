@@ -7,7 +7,7 @@ import os
 import stat
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from ampdoctor.dtypes import HALF
 from ampdoctor.frameworks.base import Reading
@@ -109,13 +109,14 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
     configs = [c for c in configs if not is_launcher(c)]
     context_configs = [c for c in context_configs if not is_launcher(c)]
     own = own_keys_by_config([*configs, *context_configs], [*python, *context], folders)
+    defaults = load_defaults_by_config([*configs, *context_configs], [*python, *context], folders)
     half: list[Evidence] = []
     if configs:
-        readings, checked, errors = read_configs(configs, own)
+        readings, checked, errors = read_configs(configs, own, defaults)
         report = report.merge(lint_readings(readings, checked, errors))
         half = half_configs(readings)
     if context_configs:
-        half += half_configs(read_configs([c for c in context_configs if c not in set(configs)], own)[0])
+        half += half_configs(read_configs([c for c in context_configs if c not in set(configs)], own, defaults)[0])
     if python:
         launches = launched_scripts(launchers, [*python, *context], folders) if launchers else {}
         report = report.merge(lint_python_files(python, jobs=settings.jobs, roots=folders, config_half=half, context_files=context,
@@ -129,6 +130,19 @@ def own_keys_by_config(configs: Sequence[Path], python: Sequence[Path], folders:
     innermost that holds the file), or the files named alone together."""
     from ampdoctor.lint.python.embedded import own_argument_fields
 
+    return _by_project(configs, python, folders, own_argument_fields, frozenset())
+
+
+def load_defaults_by_config(configs: Sequence[Path], python: Sequence[Path], folders: Sequence[Path]) -> dict[Path, str]:
+    """By config file, where its project's own model-loading code defaults the load dtype to half (projects as in
+    `own_keys_by_config`); configs of a project with no such default are left out."""
+    from ampdoctor.lint.python.embedded import own_load_default
+
+    return {path: where for path, where in _by_project(configs, python, folders, own_load_default, None).items() if where}
+
+
+def _by_project(configs: Sequence[Path], python: Sequence[Path], folders: Sequence[Path], read: Any, empty: Any) -> dict[Path, Any]:
+    """By config file, `read` of the Python files of its project (`empty` for a project with none)."""
     roots = [f.absolute() for f in folders]
 
     def project(path: Path) -> Path | None:
@@ -139,8 +153,8 @@ def own_keys_by_config(configs: Sequence[Path], python: Sequence[Path], folders:
     by_project: dict[Path | None, list[Path]] = {}
     for path in python:
         by_project.setdefault(project(path), []).append(path)
-    declared = {root: own_argument_fields(files) for root, files in by_project.items()}
-    return {path: declared.get(project(path), frozenset()) for path in configs}
+    declared = {root: read(files) for root, files in by_project.items()}
+    return {path: declared.get(project(path), empty) for path in configs}
 
 
 def half_configs(readings: Sequence[Reading]) -> list[Evidence]:

@@ -282,6 +282,80 @@ def own_argument_fields(paths: Iterable[Path]) -> frozenset[str]:
     return frozenset(out)
 
 
+# The model-loading keyword a project's own loader takes the load dtype in (HF `from_pretrained(torch_dtype=...)`).
+_LOAD_DTYPE_NAMES = ("torch_dtype",)
+
+
+def own_load_default(paths: Iterable[Path]) -> str | None:
+    """Where the project's own model-loading code defaults the load dtype to bf16/fp16, as "file:line": a ``torch_dtype``
+    parameter with a half default of a function (or of a method of a class) that calls ``from_pretrained``, or a
+    ``torch_dtype`` field with a half default of a dataclass of arguments. A training config of this project that
+    sets no load dtype leaves it to that code, whose default is half: not HF's fp32. Tests are not read; None when no
+    such default is found. Read before the configs are, so by name only."""
+    for path in paths:
+        if _is_test_file(str(path)):
+            continue
+        try:
+            raw = path.read_bytes()
+            tree = ast.parse(raw) if b"torch_dtype" in raw else None
+        except (OSError, SyntaxError, ValueError, RecursionError):
+            continue
+        line = _half_load_default(tree) if tree is not None else None
+        if line is not None:
+            return f"{path.name}:{line}"
+    return None
+
+
+def _half_load_default(tree: ast.Module) -> int | None:
+    """The line of the first half load-dtype default in a module: a dataclass field, or a parameter of a function
+    (or of a class's methods) that calls ``from_pretrained``."""
+    scopes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    scopes += [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for scope in scopes:
+        line = _field_default_line(scope) if isinstance(scope, ast.ClassDef) and is_dataclass(scope) else None
+        if line is None and _calls_from_pretrained(scope):
+            line = _parameter_default_line(scope)
+        if line is not None:
+            return line
+    return None
+
+
+def _field_default_line(cls: ast.ClassDef) -> int | None:
+    return next((s.lineno for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+                 and s.target.id in _LOAD_DTYPE_NAMES and _half_default(s.value)), None)
+
+
+def _parameter_default_line(scope: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> int | None:
+    functions = [scope] if not isinstance(scope, ast.ClassDef) else \
+        [s for s in scope.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return next((d.lineno for fn in functions for arg, d in _defaults(fn.args)
+                 if d is not None and arg.arg in _LOAD_DTYPE_NAMES and _half_default(d)), None)
+
+
+def _defaults(args: ast.arguments) -> list[tuple[ast.arg, ast.expr | None]]:
+    """Each parameter that has a default, with it (keyword-only ones without a default have None)."""
+    positional = [*args.posonlyargs, *args.args]
+    return [*zip(positional[len(positional) - len(args.defaults):], args.defaults), *zip(args.kwonlyargs, args.kw_defaults)]
+
+
+def _calls_from_pretrained(scope: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "from_pretrained"
+               for n in ast.walk(scope))
+
+
+def _half_default(node: ast.expr | None) -> bool:
+    """A default that is bf16 or fp16: ``"bfloat16"``, ``torch.float16``, ``field(default="bf16")``."""
+    if isinstance(node, ast.Call) and last_identifier(node.func) == "field":
+        node = next((k.value for k in node.keywords if k.arg == "default"), None)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        text = node.value
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
+        text = node.attr
+    else:
+        return False
+    return hf.as_dtype(text) in ("bf16", "fp16")
+
+
 def _local_hf_classes(ctx: Context) -> frozenset[str]:
     return frozenset(c.name for c in ctx.src.classes if any((ctx.qualname(b) or "") in HF_CLASSES for b in c.bases))
 

@@ -48,8 +48,10 @@ def _contexts(results: list[FileResult], known: ProjectContext | None, half: lis
         except (OSError, UnicodeDecodeError, SyntaxError, LookupError, KeyError):
             return None
 
-    model = ProjectModel(summaries, half, torch_floor=known.torch_floor if known else None,
-                         trains_bf16=known.trains_bf16 if known else None, folder=folder, text_of=text_of, launches=launched,
+    # `known is not None`, not `known`: a base context holds only the floor and the bf16 config, neither of which makes
+    # a ProjectContext true, so a truth test dropped both from every file judged a second time.
+    model = ProjectModel(summaries, half, torch_floor=known.torch_floor if known is not None else None,
+                         trains_bf16=known.trains_bf16 if known is not None else None, folder=folder, text_of=text_of, launches=launched,
                          packaged=root is not None and packaged(root))
     return {by_rel[rel]: ctx for rel, ctx in model.contexts().items() if by_rel[rel] in wanted}
 
