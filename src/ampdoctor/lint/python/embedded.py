@@ -264,16 +264,7 @@ def own_argument_fields(paths: Iterable[Path]) -> frozenset[str]:
     reader must not take for HF's or TRL's key of that name. Read before the configs are, so by name only: a base
     named ``TrainingArguments``/``Seq2SeqTrainingArguments``, or a class of the same file that is one."""
     out: set[str] = set()
-    for path in paths:
-        if _is_test_file(str(path)):
-            continue
-        try:
-            raw = path.read_bytes()
-            tree = ast.parse(raw) if b"TrainingArguments" in raw else None
-        except (OSError, SyntaxError, ValueError, RecursionError):
-            continue
-        if tree is None:
-            continue
+    for _, tree in _own_modules(paths, b"TrainingArguments"):
         based = set(_HF_BASE_NAMES)
         for cls in sorted((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)), key=lambda n: n.lineno):
             if any(last_identifier(b) in based for b in cls.bases):
@@ -292,18 +283,26 @@ def own_load_default(paths: Iterable[Path]) -> str | None:
     ``torch_dtype`` field with a half default of a dataclass of arguments. A training config of this project that
     sets no load dtype leaves it to that code, whose default is half: not HF's fp32. Tests are not read; None when no
     such default is found. Read before the configs are, so by name only."""
+    for path, tree in _own_modules(paths, b"torch_dtype"):
+        line = _half_load_default(tree)
+        if line is not None:
+            return f"{path.name}:{line}"
+    return None
+
+
+def _own_modules(paths: Iterable[Path], word: bytes) -> Iterator[tuple[Path, ast.Module]]:
+    """The project's Python files outside its tests whose text holds `word`, parsed (the others are not: these readers
+    run over every file of a project before its configs are read); files that do not read or parse are skipped."""
     for path in paths:
         if _is_test_file(str(path)):
             continue
         try:
             raw = path.read_bytes()
-            tree = ast.parse(raw) if b"torch_dtype" in raw else None
+            tree = ast.parse(raw) if word in raw else None
         except (OSError, SyntaxError, ValueError, RecursionError):
             continue
-        line = _half_load_default(tree) if tree is not None else None
-        if line is not None:
-            return f"{path.name}:{line}"
-    return None
+        if tree is not None:
+            yield path, tree
 
 
 def _half_load_default(tree: ast.Module) -> int | None:
