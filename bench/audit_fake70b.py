@@ -8,6 +8,7 @@ the same imports. Targets for the 70B config: audit <= 1.1x bare, <= 1 GiB peak 
     .venv/bin/python bench/audit_fake70b.py --configs 70b --repeats 5 --layers 8   # a shorter run; no docs
     .venv/bin/python bench/audit_fake70b.py --quick              # a 2-layer config in this process, seconds
     .venv/bin/python bench/audit_fake70b.py --side-by-side 4     # 70B: bare build + step vs audit, alternating, warm
+    .venv/bin/python bench/audit_fake70b.py --side-by-side 5 --cpu   # the same runs timed in CPU seconds
     .venv/bin/python bench/audit_fake70b.py --parts 6            # 70B: where the audit's time goes (parts switched off)
 """
 
@@ -32,9 +33,10 @@ TINY = os.path.join(HERE, "audit_tiny_config.json")
 CONFIG = CONFIGS["70b"]
 
 
-def side_by_side(path: str, seq_len: int, repeats: int) -> str:
+def side_by_side(path: str, seq_len: int, repeats: int, cpu: bool = False) -> str:
     """The bare FakeTensorMode build + forward + backward against the whole fake audit (build, step, analysis), in one
-    warm process, alternating, after one warm-up of each: the medians and their ratio."""
+    warm process, alternating, after one warm-up of each: the medians and their ratio (wall seconds; with `cpu`, CPU
+    seconds, and the minima's ratio too: on a shared machine load only adds time)."""
     import statistics
 
     from ampdoctor.audit.hf import audit_hf_config
@@ -45,14 +47,16 @@ def side_by_side(path: str, seq_len: int, repeats: int) -> str:
     def bare() -> None:
         bare_build_and_step(path, seq_len)
 
+    clock = time.process_time if cpu else time.perf_counter
+
     def timed(run: Callable[[], None]) -> float:
         # Each run starts on a collected heap and pays for collecting its own cyclic garbage: otherwise one run's
         # garbage is collected, and timed, inside whichever run comes next.
         gc.collect()
-        start = time.perf_counter()
+        start = clock()
         run()
         gc.collect()
-        return time.perf_counter() - start
+        return clock() - start
 
     timed(bare), timed(audited)
     b, a = [], []
@@ -60,6 +64,9 @@ def side_by_side(path: str, seq_len: int, repeats: int) -> str:
         b.append(timed(bare))
         a.append(timed(audited))
     mb, ma = statistics.median(b), statistics.median(a)
+    if cpu:
+        return (f"CPU s: bare {mb:.3f}, audited {ma:.3f}, ratio {ma / mb:.3f} (median of {repeats}); "
+                f"min bare {min(b):.3f}, audited {min(a):.3f}, ratio {min(a) / min(b):.3f}")
     return f"bare {mb:.2f} s, audited {ma:.2f} s, ratio {ma / mb:.2f} (median of {repeats})"
 
 
@@ -227,13 +234,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a 2-layer config, one pair, in this process; no docs")
     parser.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
     parser.add_argument("--side-by-side", type=int, metavar="N", help="70B: bare build + step vs the audit, N alternating repeats")
+    parser.add_argument("--cpu", action="store_true", help="with --side-by-side: CPU seconds, not wall seconds")
     parser.add_argument("--parts", type=int, metavar="N", help="70B: the audit with parts switched off, N alternating repeats")
     args = parser.parse_args(argv)
     if args.parts:
         print(parts(with_layers(CONFIG, args.layers), args.seq_len or 2048, args.parts))
         return 0
     if args.side_by_side:
-        print(side_by_side(with_layers(CONFIG, args.layers), args.seq_len or 2048, args.side_by_side))
+        print(side_by_side(with_layers(CONFIG, args.layers), args.seq_len or 2048, args.side_by_side, cpu=args.cpu))
         return 0
     if args.quick:
         results = [side_by_side_fresh(TINY, args.seq_len or 64, 1, run=measure)]

@@ -16,6 +16,7 @@ Reading the numbers (after the step) needs no torch: `ValueStats`.
 
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 from dataclasses import dataclass
@@ -36,7 +37,9 @@ _SKIP_NAMESPACES = frozenset({"c10d", "_c10d_functional", "c10d_functional", "_d
 _BOUND_NAMES = ("zero", "bf16_flush", "fp16_flush", "fp16_normal", "fp16_finite", "bf16_finite", "inf")
 
 
+@functools.lru_cache(maxsize=1)
 def _bounds() -> tuple[float, ...]:
+    """Computed once per process: constants, and under a fake audit's FakeTensorMode each op here is a fake one."""
     import torch
 
     def below(x: float) -> float:
