@@ -164,13 +164,11 @@ def min_filled_masks_summed(ctx: Context) -> Iterator[CodeHit]:
     mins = _MinFills(ctx)
     if not mins.within:
         return
-    for node in ast.walk(ctx.src.tree):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+    for node in ctx.src.additions:
+        if isinstance(node, ast.BinOp):
             left, right, result = node.left, node.right, _stored_in(ctx, node)
-        elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
-            left, right, result = node.target, node.value, node.target
         else:
-            continue
+            left, right, result = node.target, node.value, node.target
         scope, line = ctx.src.scope(node), node.lineno
         fills = [_min_fill(ctx, mins, side, scope, line, 0) for side in (left, right)]
         if None in fills or _clamped(ctx, node, result, scope):

@@ -28,12 +28,14 @@ LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 def _increments(ctx: Context) -> Iterator[tuple[ast.AST, ast.AST, ast.AST | None]]:
     """(statement, accumulator expression, increment) of ``acc += x``, ``acc = acc + x`` and ``acc.add_(x)``."""
-    for node in ast.walk(ctx.src.tree):
-        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+    for node in ctx.src.additions:
+        if isinstance(node, ast.AugAssign):
             yield node, node.target, node.value
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.BinOp) \
-                and isinstance(node.value.op, ast.Add) and dotted(node.value.left) == dotted(node.targets[0]) is not None:
-            yield node, node.targets[0], node.value.right
+            continue
+        stmt = ctx.src.parents.get(node)
+        if isinstance(stmt, ast.Assign) and stmt.value is node and len(stmt.targets) == 1 \
+                and dotted(node.left) == dotted(stmt.targets[0]) is not None:
+            yield stmt, stmt.targets[0], node.right
     for call in ctx.src.calls:
         if isinstance(call.func, ast.Attribute) and call.func.attr == "add_" and ctx.qualname(call.func) is None:
             yield call, call.func.value, call.args[0] if call.args else None

@@ -223,8 +223,10 @@ class Facts:
         """The half dtypes a framework's config call may run mixed precision in, read from its switches in this file's
         runs (``precision="bf16-mixed"``: bf16; ``bf16=args.bf16`` with a flag: bf16); with `certain`, in a run whose
         command line names no option (`_run_values`)."""
-        return frozenset().union(*(half_setting(kw.arg, v) for kw in call.keywords if kw.arg in HALF_SWITCHES
-                                   for v in self._run_values(kw.value, 0, certain)))
+        switches = [kw for kw in call.keywords if kw.arg in HALF_SWITCHES]  # asked of every call of the file: most have none
+        if not switches:
+            return frozenset()
+        return frozenset().union(*(half_setting(kw.arg, v) for kw in switches for v in self._run_values(kw.value, 0, certain)))
 
     def _mixed_precision(self, certain: bool) -> list[ast.AST]:
         out: list[ast.AST] = []

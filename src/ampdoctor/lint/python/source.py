@@ -40,6 +40,8 @@ class SourceFile:
     attributes: list[ast.Attribute] = field(default_factory=list)
     import_froms: list[ast.ImportFrom] = field(default_factory=list)
     matmuls: list[ast.BinOp] = field(default_factory=list)
+    # every `a + b` and `a += b` (the mask sums of AMP133, the running sums of AMP137), so those rules walk no tree
+    additions: list[ast.BinOp | ast.AugAssign] = field(default_factory=list)
     strings: list[ast.Constant] = field(default_factory=list)
     functions: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = field(default_factory=list)
     _names: dict[tuple[ast.AST, str], list[Binding]] | None = None
@@ -62,7 +64,8 @@ class SourceFile:
         found = {ast.Call: self.calls.append, ast.Attribute: self.attributes.append, ast.Assign: self.assigns.append,
                  ast.AnnAssign: self.assigns.append, ast.ClassDef: self.classes.append,
                  **{f: self.functions.append for f in FUNCTIONS}}
-        Constant, BinOp, MatMult, Import, ImportFrom = ast.Constant, ast.BinOp, ast.MatMult, ast.Import, ast.ImportFrom
+        Constant, BinOp, AugAssign, MatMult, Add = ast.Constant, ast.BinOp, ast.AugAssign, ast.MatMult, ast.Add
+        Import, ImportFrom = ast.Import, ast.ImportFrom
         AST, children = ast.AST, _CHILD_FIELDS
         todo: list[ast.AST] = [self.tree]
         pop, push = todo.pop, todo.append
@@ -76,8 +79,12 @@ class SourceFile:
                 if node.value.__class__ is str:
                     self.strings.append(node)
                 continue  # no child
-            elif kind is BinOp and node.op.__class__ is MatMult:
-                self.matmuls.append(node)
+            elif kind is BinOp or kind is AugAssign:
+                op = node.op.__class__
+                if op is Add:
+                    self.additions.append(node)
+                elif op is MatMult and kind is BinOp:
+                    self.matmuls.append(node)
             elif kind is Import or kind is ImportFrom:
                 self.imports.add(node)
                 if kind is ImportFrom:
