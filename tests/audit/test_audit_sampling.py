@@ -1,18 +1,14 @@
 """Sampled audits (`audit(every=N)`, `run --every N`): one optimizer step in N is recorded, the steps between run with
-no dispatch mode, module hook, autocast wrapper or attention-function wrapper of the audit in their way, and the report
-says which were seen."""
+no dispatch or function mode, module hook or autocast wrapper of the audit in their way, and the report says which were seen."""
 
 import json
 
 import torch
-import torch.nn.functional as F
 from tests.audit.test_audit_threads import AUTOCAST, _globals
+from torch.overrides import _get_current_function_mode_stack
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 import ampdoctor
-
-SDPA_NAME = "scaled_dot_product_attention"
-SDPA = vars(F)[SDPA_NAME]
 
 
 def _step(model, opt, retype_grads: bool = False) -> None:
@@ -44,13 +40,13 @@ def test_one_step_in_n_is_recorded_and_the_others_run_free():
             _step(model, opt)
             # after step i: recording again only when step i+1 is a sample (i+1 = 4, 7, 10)
             wrapped_between.append((i, bool(_get_current_dispatch_mode_stack()), AUTOCAST.__dict__["__enter__"] is not before[0],
-                                    vars(F)[SDPA_NAME] is not SDPA))
+                                    bool(_get_current_function_mode_stack())))
     assert a.recorder.recorded_steps == [1, 4, 7, 10] and a.recorder.steps_seen == 10
     # (a window opens inside the optimizer step before the sample, so it also holds the profiler markers that close it)
     ops = [str(a.recorder.ops[r[1]]) for r in a.recorder.records]
     assert len([op for op in ops if not op.startswith("profiler.")]) == 4 * per_step
     assert [i for i, mode, _, _ in wrapped_between if mode] == [3, 6, 9]
-    assert [i for i, _, _, calls in wrapped_between if calls] == [3, 6, 9]  # the attention-call wrapper too
+    assert [i for i, _, _, calls in wrapped_between if calls] == [3, 6, 9]  # the function mode (attention calls) too
     assert all(patched for _, _, patched, _ in wrapped_between)  # the autocast wrappers follow autocast through pauses
     assert _globals() == before
     assert a.report.info["recorded_steps"] == [1, 4, 7, 10]

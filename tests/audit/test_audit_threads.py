@@ -19,8 +19,7 @@ def _globals() -> tuple:
     """Everything process-wide an audit touches, by identity and size."""
     return (AUTOCAST.__dict__["__enter__"], AUTOCAST.__dict__["__exit__"], len(module_mod._global_forward_pre_hooks),
             len(module_mod._global_forward_hooks), len(optim_mod._global_optimizer_pre_hooks),
-            len(optim_mod._global_optimizer_post_hooks), len(_get_current_dispatch_mode_stack()), active_recorder(),
-            torch.nn.functional.scaled_dot_product_attention)
+            len(optim_mod._global_optimizer_post_hooks), len(_get_current_dispatch_mode_stack()), active_recorder())
 
 
 def _train(steps: int, width: int = 4) -> torch.nn.Module:

@@ -41,7 +41,7 @@ def same_exception(recorded: BaseException, raised: BaseException) -> bool:
 
 
 def _frames(exc: BaseException) -> list[TracebackType]:
-    """The traceback's frames, less the audit's own (its wrapper of the attention function wraps the calls it watches)."""
+    """The traceback's frames, less the audit's own (its function mode wraps the calls it watches)."""
     tb: TracebackType | None = exc.__traceback__
     frames = []
     while tb is not None:

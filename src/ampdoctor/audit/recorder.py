@@ -100,11 +100,9 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Call
         self._handles: list[Any] = []  # every hook installed
         self._module_handles: list[Any] = []  # of them, the module forward hooks (removed when recording stops)
         self._mode: RecordingMode | None = None
-        # The attention calls seen (`calls`): by a wrapper of `F.scaled_dot_product_attention`, installed while the
-        # dispatch mode is, and by the fused kernels a call through an earlier-bound name reaches.
+        # The attention calls seen by the function mode (`calls`), which is on the stack while the dispatch mode is.
         self.attention_calls: list[AttentionCall] = []
-        self.in_attention_call = False
-        self._call_wrapper = None
+        self._call_mode = None
         # What this recording is, for the message that refuses a second one ("the audit of train.py").
         self.label = "an audit"
         self._thread: int | None = None  # the thread that entered it

@@ -12,7 +12,6 @@ from typing import Any, Callable
 import torch
 from torch.utils.flop_counter import flop_registry
 
-from ampdoctor.audit.calls import FUSED, unseen_call
 from ampdoctor.audit.evidence import Tag
 
 _HALF = (torch.bfloat16, torch.float16)
@@ -238,15 +237,6 @@ def _masked_fill(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: li
     return (Tag.REFILL,)
 
 
-def _fused_attention(then: Callable[..., Any] | None) -> Callable[..., Any]:
-    # A fused attention kernel is also the evidence of an attention call the audit's wrapper did not see (`calls`).
-    def watch(r: Any, func: Any, args: tuple, kwargs: dict, out: Any, ins: list) -> Any:
-        unseen_call(r, func, args, kwargs)
-        return then(r, func, args, kwargs, out, ins) if then is not None else None
-
-    return watch
-
-
 def _overloads(packet: Any) -> list:
     return [getattr(packet, name) for name in packet.overloads()]
 
@@ -288,8 +278,6 @@ def _build() -> tuple[dict[int, Callable[..., Any]], frozenset[int]]:
         add(op, _lerp)
     for op in (aten.add_.Tensor, aten.add_.Scalar):
         add(op, _add_)
-    for fid, (op, _, _) in FUSED.items():  # after the FLOP formulas, which these wrap
-        add(op, _fused_attention(table.get(fid)))
     return table, frozenset(matmuls)
 
 
