@@ -40,15 +40,12 @@ ALIASES = {
 class Imports:
     """Local name -> canonical dotted name, for the absolute imports of one module."""
 
-    __slots__ = ("names", "_resolved")
+    __slots__ = ("names",)
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
-        # qualname's answers by node: the rules of a file ask of the same calls and attributes again and again
-        self._resolved: dict[ast.AST, str | None] = {}
 
     def add(self, node: ast.Import | ast.ImportFrom) -> None:
-        self._resolved.clear()  # an import read later may root a chain that resolved to nothing
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -63,15 +60,12 @@ class Imports:
 
     def qualname(self, node: ast.AST) -> str | None:
         """Canonical dotted name of a Name/Attribute chain rooted in an import, else None."""
-        try:
-            return self._resolved[node]
-        except KeyError:
-            pass
         chain = _chain(node)
         root = self.names.get(chain[0]) if chain else None
-        name = None if root is None else ".".join((root, *chain[1:]))
-        name = self._resolved[node] = ALIASES.get(name, name) if name is not None else None
-        return name
+        if root is None:
+            return None
+        name = ".".join((root, *chain[1:]))
+        return ALIASES.get(name, name)
 
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
