@@ -14,7 +14,7 @@ import yaml
 
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.configs import lint_config_files, lint_readings, read_configs
-from ampdoctor.lint.engine import is_config_candidate, load_defaults_by_config, own_keys_by_config
+from ampdoctor.lint.engine import is_config_candidate, own_code_by_config
 from ampdoctor.policy import Policy
 from ampdoctor.core.engine import check_policy, rules_fired
 
@@ -50,7 +50,7 @@ def test_config_lint_and_validate_give_each_fixture_its_verdict(rule_id, case):
     # a case that holds Python is a project: its configs are read with the keys its own argument classes declare and
     # the load dtype its own loading code defaults to
     python = sorted(case.rglob("*.py"))
-    own, defaults = own_keys_by_config(files, python, [case]), load_defaults_by_config(files, python, [case])
+    own, defaults = own_code_by_config(files, python, [case])
     by_lint = fires(rule_id, lint_readings(*read_configs(files, own, defaults)).findings)
     readings, _, _ = read_configs(files, own, defaults)
     assert readings

@@ -108,8 +108,7 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
     launchers = [c for c in [*configs, *context_configs] if is_launcher(c)]
     configs = [c for c in configs if not is_launcher(c)]
     context_configs = [c for c in context_configs if not is_launcher(c)]
-    own = own_keys_by_config([*configs, *context_configs], [*python, *context], folders)
-    defaults = load_defaults_by_config([*configs, *context_configs], [*python, *context], folders)
+    own, defaults = own_code_by_config([*configs, *context_configs], [*python, *context], folders)
     half: list[Evidence] = []
     if configs:
         readings, checked, errors = read_configs(configs, own, defaults)
@@ -125,20 +124,17 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
     return replace(report, findings=tuple(f for f in report.findings if settings.enabled(f)))
 
 
-def own_keys_by_config(configs: Sequence[Path], python: Sequence[Path], folders: Sequence[Path]) -> dict[Path, frozenset[str]]:
-    """By config file, the keys its project's own argument classes declare: a project is each folder linted (the
-    innermost that holds the file), or the files named alone together."""
-    from ampdoctor.lint.python.embedded import own_argument_fields
+def own_code_by_config(configs: Sequence[Path], python: Sequence[Path],
+                       folders: Sequence[Path]) -> tuple[dict[Path, frozenset[str]], dict[Path, str]]:
+    """By config file, what its project's own code says of it (`embedded.own_code`, each file read once): the keys
+    its own argument classes declare, and where its own model-loading code defaults the load dtype to half (configs
+    of a project with no such default are left out of the second). A project is each folder linted (the innermost
+    that holds the file), or the files named alone together."""
+    from ampdoctor.lint.python.embedded import own_code
 
-    return _by_project(configs, python, folders, own_argument_fields, frozenset())
-
-
-def load_defaults_by_config(configs: Sequence[Path], python: Sequence[Path], folders: Sequence[Path]) -> dict[Path, str]:
-    """By config file, where its project's own model-loading code defaults the load dtype to half (projects as in
-    `own_keys_by_config`); configs of a project with no such default are left out."""
-    from ampdoctor.lint.python.embedded import own_load_default
-
-    return {path: where for path, where in _by_project(configs, python, folders, own_load_default, None).items() if where}
+    by_config = _by_project(configs, python, folders, own_code, (frozenset(), None))
+    return ({path: keys for path, (keys, _) in by_config.items()},
+            {path: where for path, (_, where) in by_config.items() if where})
 
 
 def _by_project(configs: Sequence[Path], python: Sequence[Path], folders: Sequence[Path], read: Any, empty: Any) -> dict[Path, Any]:

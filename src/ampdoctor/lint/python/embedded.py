@@ -258,18 +258,42 @@ def _field_default(value: ast.expr | None) -> ast.expr | None:
 _HF_BASE_NAMES = frozenset(q.rsplit(".", 1)[1] for q in HF_CLASSES)
 
 
-def own_argument_fields(paths: Iterable[Path]) -> frozenset[str]:
-    """The fields the project's own subclasses of HF TrainingArguments add, in the project's Python files outside its
-    tests: a training config of this project sets such a key with the meaning the project's code gives it, which a
-    reader must not take for HF's or TRL's key of that name. Read before the configs are, so by name only: a base
-    named ``TrainingArguments``/``Seq2SeqTrainingArguments``, or a class of the same file that is one."""
+def own_code(paths: Iterable[Path]) -> tuple[frozenset[str], str | None]:
+    """What the project's own Python (outside its tests) says of its training configs, each file read once: the fields
+    its own subclasses of HF TrainingArguments add (`own_argument_fields`), and where its own model-loading code
+    defaults the load dtype to half (`_half_load_default`). Read before the configs are, so by name only."""
+    fields: set[str] = set()
+    default: str | None = None
+    for path in paths:
+        if _is_test_file(str(path)):
+            continue
+        try:
+            raw = path.read_bytes()
+            arguments, loads = b"TrainingArguments" in raw, default is None and b"torch_dtype" in raw
+            tree = ast.parse(raw) if arguments or loads else None
+        except (OSError, SyntaxError, ValueError, RecursionError):
+            continue
+        if tree is None:
+            continue
+        if arguments:
+            fields |= own_argument_fields(tree)
+        line = _half_load_default(tree) if loads else None
+        if line is not None:
+            default = f"{path.name}:{line}"
+    return frozenset(fields), default
+
+
+def own_argument_fields(tree: ast.Module) -> frozenset[str]:
+    """The fields the module's own subclasses of HF TrainingArguments add: a training config of this project sets such
+    a key with the meaning the project's code gives it, which a reader must not take for HF's or TRL's key of that
+    name. By name only: a base named ``TrainingArguments``/``Seq2SeqTrainingArguments``, or a class of the same file
+    that is one."""
     out: set[str] = set()
-    for _, tree in _own_modules(paths, b"TrainingArguments"):
-        based = set(_HF_BASE_NAMES)
-        for cls in sorted((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)), key=lambda n: n.lineno):
-            if any(last_identifier(b) in based for b in cls.bases):
-                based.add(cls.name)
-                out.update(s.target.id for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name))
+    based = set(_HF_BASE_NAMES)
+    for cls in sorted((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)), key=lambda n: n.lineno):
+        if any(last_identifier(b) in based for b in cls.bases):
+            based.add(cls.name)
+            out.update(s.target.id for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name))
     return frozenset(out)
 
 
@@ -277,37 +301,11 @@ def own_argument_fields(paths: Iterable[Path]) -> frozenset[str]:
 _LOAD_DTYPE_NAMES = ("torch_dtype",)
 
 
-def own_load_default(paths: Iterable[Path]) -> str | None:
-    """Where the project's own model-loading code defaults the load dtype to bf16/fp16, as "file:line": a ``torch_dtype``
-    parameter with a half default of a function (or of a method of a class) that calls ``from_pretrained``, or a
-    ``torch_dtype`` field with a half default of a dataclass of arguments. A training config of this project that
-    sets no load dtype leaves it to that code, whose default is half: not HF's fp32. Tests are not read; None when no
-    such default is found. Read before the configs are, so by name only."""
-    for path, tree in _own_modules(paths, b"torch_dtype"):
-        line = _half_load_default(tree)
-        if line is not None:
-            return f"{path.name}:{line}"
-    return None
-
-
-def _own_modules(paths: Iterable[Path], word: bytes) -> Iterator[tuple[Path, ast.Module]]:
-    """The project's Python files outside its tests whose text holds `word`, parsed (the others are not: these readers
-    run over every file of a project before its configs are read); files that do not read or parse are skipped."""
-    for path in paths:
-        if _is_test_file(str(path)):
-            continue
-        try:
-            raw = path.read_bytes()
-            tree = ast.parse(raw) if word in raw else None
-        except (OSError, SyntaxError, ValueError, RecursionError):
-            continue
-        if tree is not None:
-            yield path, tree
-
-
 def _half_load_default(tree: ast.Module) -> int | None:
-    """The line of the first half load-dtype default in a module: a dataclass field, or a parameter of a function
-    (or of a class's methods) that calls ``from_pretrained``."""
+    """The line of the first half load-dtype default in a module: a ``torch_dtype`` field with a half default of a
+    dataclass of arguments, or a ``torch_dtype`` parameter with a half default of a function (or of a method of a
+    class) that calls ``from_pretrained``. A training config of the project that sets no load dtype leaves it to that
+    code, whose default is half: not HF's fp32."""
     scopes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
     scopes += [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     for scope in scopes:
