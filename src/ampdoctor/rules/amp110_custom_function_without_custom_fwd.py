@@ -10,7 +10,7 @@ from typing import Iterator
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.facts import disables_autocast, reenters_autocast
-from ampdoctor.lint.python.resolve import method
+from ampdoctor.lint.python.resolve import access_path, method
 
 
 def _decorated(fn: ast.FunctionDef, ctx: Context, wanted: str) -> bool:
@@ -82,13 +82,6 @@ def _dtype_sensitive_op(fns: list[ast.FunctionDef], ctx: Context) -> str | None:
     return None
 
 
-def _root(expr: ast.AST) -> str | None:
-    """The local name an operand is a view or method result of: ``w`` of ``w.t()``, ``buf`` of ``buf[:, :c]``."""
-    while isinstance(expr, (ast.Call, ast.Attribute, ast.Subscript)):
-        expr = expr.func if isinstance(expr, ast.Call) else expr.value
-    return expr.id if isinstance(expr, ast.Name) else None
-
-
 def _casts_in(fn: ast.FunctionDef) -> dict[str, set[str]]:
     """A name the method binds -> the names whose dtype some binding of it is cast to (``w = weight.to(x.dtype)``)."""
     casts: dict[str, set[str]] = {}
@@ -103,7 +96,7 @@ def _aligned(casts: dict[str, set[str]], operands: list[ast.expr]) -> bool:
     ``torch.mm(x, w.t())``, or ``.type_as(x)`` in place), or every operand to one tensor's dtype: the op gets one
     dtype whatever reaches the Function. `casts`: the method's own (`_casts_in`)."""
     # each operand: its name, and the names whose dtype it is cast to (where it is bound, or in the operand itself)
-    named = [(r, casts.get(r, set()) | _cast_to(op)) for op in operands if (r := _root(op)) is not None]
+    named = [(r, casts.get(r, set()) | _cast_to(op)) for op in operands for r in access_path(op)[:1]]
     roots = {r for r, _ in named}
     if len(named) < 2 or len(roots) < 2:
         return False

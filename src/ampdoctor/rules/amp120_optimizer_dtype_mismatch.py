@@ -12,7 +12,7 @@ from ampdoctor.core.registry import Hit, code_check, policy_check
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context, parameter_loops
 from ampdoctor.lint.python.dataflow import describe
-from ampdoctor.lint.python.resolve import argument
+from ampdoctor.lint.python.resolve import access_path, argument
 from ampdoctor.policy import Policy
 
 
@@ -37,9 +37,9 @@ def parameter_retyped_after_fully_shard(ctx: Context) -> Iterator[CodeHit]:
         return
     for loop, name in parameter_loops(ctx):
         fn = ctx.src.enclosing_function(loop)
-        module = _path(loop.iter.func.value)  # `model` of `model.parameters()`: sharded, or holding what was
+        module = access_path(loop.iter.func.value)  # `model` of `model.parameters()`: sharded, or holding what was
         shard = next((c for c in shards if c.lineno < loop.lineno and ctx.src.enclosing_function(c) is fn
-                      and not ctx.src.exclusive(c, loop) and _within(_path(argument(c, 0, "module")), module)), None)
+                      and not ctx.src.exclusive(c, loop) and _within(access_path(argument(c, 0, "module")), module)), None)
         if shard is None:
             continue
         for stmt in ast.walk(loop):
@@ -48,17 +48,6 @@ def parameter_retyped_after_fully_shard(ctx: Context) -> Iterator[CodeHit]:
                 yield stmt, (f"`{name}.data` is retyped to {describe(dtypes)} after `fully_shard` (line {shard.lineno}): the "
                              "parameters are FSDP2's DTensor shards by then, the new `.data` leaves its sharded storage "
                              "behind and `optimizer.step()` fails; cast the module before `fully_shard`")
-
-
-def _path(expr: ast.AST | None) -> tuple[str, ...]:
-    """The names a module expression is reached by, indexing and calls left out: ``self.model.layers[0]`` ->
-    (self, model, layers); () when it does not start from a name."""
-    names: list[str] = []
-    while isinstance(expr, (ast.Attribute, ast.Subscript, ast.Call)):
-        if isinstance(expr, ast.Attribute):
-            names.append(expr.attr)
-        expr = expr.func if isinstance(expr, ast.Call) else expr.value
-    return (expr.id, *reversed(names)) if isinstance(expr, ast.Name) else ()
 
 
 def _within(sharded: tuple[str, ...], module: tuple[str, ...]) -> bool:

@@ -49,9 +49,19 @@ _CONVERT = frozenset({"convert", "conversion", "converter", "export", "checkpoin
                       "consolidate", "consolidated", "consolidation"})
 _INFER = frozenset({"inference", "infer", "generate", "generation", "sample", "sampling", "demo", "serve", "server",
                     "chat", "eval", "evaluate", "evaluation", "predict", "prediction", "gradio", "webui", "app", "cli_demo"})
-# Calls that only a training loop makes.
-TRAINS = re.compile(r"\.backward\(|\.step\(\)|\bbackward\(|\.fit\(|\btrainer\.train\(|\.train\(\s*(resume_from_checkpoint|\))|"
-                     r"\bclip_grad_norm_?\(|\bzero_grad\(")
+# A training loop of its own: an optimizer stepped or its gradients zeroed, or a trainer's fit/train. Not a
+# `def backward(`, which every autograd Function has: a file that defines one is no training loop.
+_LOOP = r"\.step\(\)|\bzero_grad\(|\.fit\(|\btrainer\.train\("
+TRAINING_LOOP = re.compile(_LOOP)
+# What every match of TRAINING_LOOP holds: tested first, since the regex over every file of a large tree costs
+# about a second (its alternatives begin with no literal the regex engine can scan for).
+_LOOP_WORDS = (".step()", "zero_grad(", ".fit(", "trainer.train(")
+# Calls that only training code makes: a loop's, or a backward pass, gradient clipping, a trainer's `.train()`.
+TRAINS = re.compile(_LOOP + r"|\bbackward\(|\.train\(\s*(resume_from_checkpoint|\))|\bclip_grad_norm_?\(")
+
+
+def runs_training_loop(text: str) -> bool:
+    return any(w in text for w in _LOOP_WORDS) and TRAINING_LOOP.search(text) is not None
 
 
 def file_kind(path: str, text: str) -> Kind:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 from ampdoctor.lint.launch import Launch, option_values, runs_of, short_path
 from ampdoctor.lint.python.dataflow import HALF, autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS, MODEL_TOKENS, half_setting
+from ampdoctor.lint.python.kind import runs_training_loop
 from ampdoctor.lint.python.resolve import words
 
 if TYPE_CHECKING:
@@ -75,10 +76,10 @@ class ProjectContext:
     precisions: frozenset[str] = frozenset()
     # The file was linted inside its project (a folder), and no file of that project enters autocast or hands its
     # training to a framework that would (`AUTOCAST_SIGNS`), nor does a training config of it run mixed precision,
-    # and the project runs training of its own (`TRAINING_LOOP`; a library is run by its users' code): whatever
+    # and the project runs training of its own (`kind.TRAINING_LOOP`; a library is run by its users' code): whatever
     # depends on running under autocast cannot happen in this project's own runs.
     autocast_nowhere: bool = False
-    # The file was linted inside its project (a folder) that runs training of its own (`TRAINING_LOOP`) and is no
+    # The file was linted inside its project (a folder) that runs training of its own (`kind.TRAINING_LOOP`) and is no
     # installable package (whose users' code runs its functions under their own autocast), and nothing the project
     # model reads puts this file's code under autocast: no module run under half autocast imports it, no half
     # training config runs it. Weaker than `autocast_nowhere`: other code of the project may autocast, and a
@@ -121,7 +122,7 @@ class Summary:
     cpu_autocast: int | None = None  # a line where this file enters autocast on the CPU
     autocast_state: bool = False  # the file reads autocast's state with no device (CUDA's): a CPU autocast elsewhere concerns it
     helpers: tuple[str, ...] = ()  # module-level functions that apply an autograd Function (`apply_helpers`)
-    loop: bool = False  # the file runs a training loop of its own (`TRAINING_LOOP`)
+    loop: bool = False  # the file runs a training loop of its own (`kind.TRAINING_LOOP`)
 
 
 # `from pkg.model import GPT, Config` on one line, or parenthesized over several (black's style for a long list,
@@ -424,7 +425,7 @@ class ProjectModel:
     def _autocast_nowhere(self) -> bool:
         """No file of this folder shows a sign of running under autocast (`AUTOCAST_SIGNS`) and no training config
         of it runs half precision through autocast (one that casts the weights, as DeepSpeed's bf16 engine, enters
-        none), while some file of it runs a training loop (`TRAINING_LOOP`): a folder with none is
+        none), while some file of it runs a training loop (`kind.TRAINING_LOOP`): a folder with none is
         a library, run by its users' code, which may enter autocast. Read from the files' text only when the
         summaries leave it open, and only until the first sign (a file that cannot be read leaves it open: no)."""
         if not self.folder or self.text_of is None or any(not e.casts_weights for e in self.config_half):
@@ -648,18 +649,6 @@ _IDENTIFIER_END = re.compile(r"\w*$")
 # TRL's, LightningCLI's trainer): a launch flag a script parses with one of them autocasts its run.
 AUTOCAST_PARSERS = frozenset({"TrainingArguments", "Seq2SeqTrainingArguments", "HfArgumentParser", "TrlParser", "SFTConfig",
                               "DPOConfig", "GRPOConfig", "LightningCLI"})
-
-
-# A training loop of the project's own: an optimizer stepped or its gradients zeroed, or a trainer's fit/train (not
-# a `def backward(`, which every autograd Function has).
-TRAINING_LOOP = re.compile(r"\.step\(\)|\bzero_grad\(|\.fit\(|\btrainer\.train\(")
-# What every match of TRAINING_LOOP holds: tested first, since the regex over every file of a large tree costs
-# about a second (its alternatives begin with no literal the regex engine can scan for).
-_LOOP_WORDS = (".step()", "zero_grad(", ".fit(", "trainer.train(")
-
-
-def runs_training_loop(text: str) -> bool:
-    return any(w in text for w in _LOOP_WORDS) and TRAINING_LOOP.search(text) is not None
 
 
 def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sensitive: bool = True) -> Summary:

@@ -124,6 +124,17 @@ def _chain(node: ast.AST) -> list[str] | None:
     return parts[::-1]
 
 
+def access_path(expr: ast.AST | None) -> tuple[str, ...]:
+    """The names an expression is reached by, indexing and calls left out: ``self.model.layers[0]`` -> (self, model,
+    layers), ``w.t()`` -> (w, t); () when it does not start from a name."""
+    names: list[str] = []
+    while isinstance(expr, (ast.Attribute, ast.Subscript, ast.Call)):
+        if isinstance(expr, ast.Attribute):
+            names.append(expr.attr)
+        expr = expr.func if isinstance(expr, ast.Call) else expr.value
+    return (expr.id, *reversed(names)) if isinstance(expr, ast.Name) else ()
+
+
 def keyword(call: ast.Call, name: str) -> ast.expr | None:
     for kw in call.keywords:
         if kw.arg == name:
