@@ -365,3 +365,26 @@ def test_a_helper_is_unused_only_when_no_file_of_the_project_imports_it():
     assert unused("from pkg import util\ny = util.checkpoint(f, (x,), True)\n") == frozenset()
     assert unused("import pkg.util as u\ny = u.checkpoint(f, (x,), True)\n") == frozenset()
     assert unused("x = 1\n", packaged=True) == frozenset()  # a package's users may call it
+
+
+def test_a_file_is_placed_below_its_root_by_whole_parts_as_pathlib_places_it():
+    # `root_of`/`below` compare parsed parts (remembered per path) instead of building a Path per question: they must
+    # answer what `Path.relative_to` answers, for absolute and relative paths, "." as a root, and a root that is only
+    # a prefix of a folder's name (`/ab` is not below `/a`).
+    from ampdoctor.lint.python.reach import below, root_of
+
+    def by_pathlib(path, roots):
+        for root in roots:
+            try:
+                return root, Path(path).relative_to(root).as_posix()
+            except ValueError:
+                continue
+        return None, None
+
+    paths = ["/a/b/c.py", "a/b.py", "/a", "a", "./a/b.py", "/ab/c.py", "/a/./b.py", "//a/b", "/a/b/"]
+    root_sets = [["/a"], ["a"], ["."], [""], ["/"], ["/a/b", "/a"], ["a/b"], ["/ab"], [Path("/a")], ["./a"]]
+    for path in paths:
+        for roots in root_sets:
+            root, rel = by_pathlib(path, roots)
+            assert root_of(path, roots) == root and root_of(Path(path), roots) == root, (path, roots)
+            assert below(path, roots) == rel, (path, roots)

@@ -44,10 +44,12 @@ def key(content: bytes, kind_path: str, project: ProjectContext | None, summariz
     return digest.hexdigest()
 
 
-def load(folder: Path, entry: str, path: str) -> tuple[list[Finding], ReportError | None, Summary | None] | None:
+def load(folder: Path | str, entry: str, path: str) -> tuple[list[Finding], ReportError | None, Summary | None] | None:
     """The cached result for `entry`, re-pointed at `path` (a file moved with its content is the same result)."""
     try:
-        data = json.loads((folder / entry[:2] / entry).read_text(encoding="utf-8"))
+        # a plain join: a re-lint asks once per file, and a Path built for each is a large part of its time
+        with open(os.path.join(folder, entry[:2], entry), encoding="utf-8") as f:
+            data = json.loads(f.read())
         findings = [_located(Finding.from_dict(f), path) for f in data["findings"]]
         error = _error(data["error"], path) if data["error"] is not None else None
         summary = _summary(data["summary"]) if data["summary"] is not None else None

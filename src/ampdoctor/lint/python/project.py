@@ -10,6 +10,7 @@ judged on its own evidence, as before."""
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import io
 import re
@@ -603,8 +604,14 @@ def _nearest_signs(path: str, summary: Summary, guards: Sequence[tuple[str, int]
 def _nearest(paths: Sequence[str], to: str) -> str:
     """The path sharing the longest folder prefix with `to` (its own package before an example or a test), the
     shortest among equals."""
-    here = PurePosixPath(to).parent.parts
-    return max(paths, key=lambda p: (_common(PurePosixPath(p).parent.parts, here), -len(p)))
+    here = _folders(to)
+    return max(paths, key=lambda p: (_common(_folders(p), here), -len(p)))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _folders(path: str) -> tuple[str, ...]:
+    # asked of every candidate for every file of a project: parse each path once
+    return PurePosixPath(path).parent.parts
 
 
 def _common(a: Iterable[str], b: Iterable[str]) -> int:

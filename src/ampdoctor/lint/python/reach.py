@@ -3,6 +3,7 @@ over the files' summaries); and where a file lies below the folders linted."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -79,26 +80,42 @@ def base_context(root: Path, config_half: Sequence[Evidence]) -> ProjectContext:
 
 def projects(results: list[FileResult], roots: Sequence[Path | str]) -> dict[Path | None, list[FileResult]]:
     out: dict[Path | None, list[FileResult]] = {}
+    as_path = {root: Path(root) for root in roots}
     for r in results:
         root = root_of(r[0], roots)
-        out.setdefault(Path(root) if root is not None else None, []).append(r)
+        out.setdefault(as_path[root] if root is not None else None, []).append(r)
     return out
 
 
 def root_of(path: Path | str, roots: Sequence[Path | str]) -> Path | str | None:
-    """The first of `roots` that `path` lies below."""
+    """The first of `roots` that `path` lies below (as `Path.relative_to` has it: by whole parts)."""
+    parts = _parts(path)
     for root in roots:
-        try:
-            Path(path).relative_to(root)
+        if _under(parts, _parts(root)):
             return root
-        except ValueError:
-            continue
     return None
 
 
-def below(path: Path, roots: Sequence[Path | str]) -> str | None:
-    root = root_of(path, roots)
-    return path.relative_to(root).as_posix() if root is not None else None
+def below(path: Path | str, roots: Sequence[Path | str]) -> str | None:
+    """`path` below the first of `roots` it lies below, in POSIX form ("." for the root itself)."""
+    parts = _parts(path)
+    for root in roots:
+        start = _parts(root)
+        if _under(parts, start):
+            return "/".join(parts[len(start):]) or "."
+    return None
+
+
+def _under(parts: tuple[str, ...], start: tuple[str, ...]) -> bool:
+    # A root of no parts ("." or "") holds every relative path and no absolute one.
+    return parts[:len(start)] == start if start else not (parts and parts[0].startswith("/"))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _parts(path: Path | str) -> tuple[str, ...]:
+    # Every file of a run is placed several times (its project, its path below it, its first context): parsing a
+    # path into parts is most of a re-lint's own time when each place builds a Path again.
+    return Path(path).parts
 
 
 def imported_by_training(results: list[FileResult], roots: Sequence[Path | str]) -> dict[str, tuple[str, int]]:

@@ -177,14 +177,15 @@ def lint_file(path: str, kind_path: str | None = None, project: ProjectContext |
 
 def _read(path: str) -> tuple[bytes, str] | ReportError:
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb") as f:
+            raw = f.read()
         return raw, importlib.util.decode_source(raw)
     except (OSError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
         return ReportError(path, f"cannot read: {exc}", kind=ErrorKind.UNREADABLE)
 
 
 def _cached(cache: str | None, entry: str | None, path: str) -> FileResult | None:
-    hit = lint_cache.load(Path(cache), entry, path) if cache and entry else None
+    hit = lint_cache.load(cache, entry, path) if cache and entry else None
     return (path, *hit) if hit is not None else None
 
 
@@ -271,18 +272,19 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     # What a project's requirement files and configs say is known before any file is read: it is part of every
     # file's context from the first pass.
     base = {Path(r): base_context(Path(r), config_half) for r in roots}
+    base_of = {r: base[Path(r)] for r in roots}
 
     launches = launches or {}
 
     def start(p: str) -> ProjectContext | None:
         root = root_of(p, roots)
-        known = base[Path(root)] if root is not None else None
+        known = base_of[root] if root is not None else None
         passed = option_values(launches.get(p, ()))
         return replace(known or ProjectContext(), launch=passed, runs=runs_of(launches.get(p, ()))) if passed else known
 
     folder = str(cache) if cache is not None else None
-    tasks: list[Task] = [(p, below(Path(p), roots), start(p), True, True, folder) for p in named] \
-        + [(p, below(Path(p), roots), None, True, False, folder) for p in extra]
+    tasks: list[Task] = [(p, below(p, roots), start(p), True, True, folder) for p in named] \
+        + [(p, below(p, roots), None, True, False, folder) for p in extra]
     looked = run(_first_look, [(t,) for t in tasks], jobs)
     reached = contexts_reached([r for r, _, _ in looked], roots, base, config_half, wanted, launches)
     first, again = _second_phase(tasks, looked, reached, jobs)
