@@ -372,3 +372,16 @@ def test_a_context_word_is_read_where_a_word_begins_not_inside_another_word():
     rotary = "ValueError: Input and cos/sin must have the same dtype, got torch.float32 and torch.bfloat16"
     assert not _fit("import torchvision\n" + rotary, "AMP005").context_matched
     assert _fit("    hidden = self.vision_tower(pixel_values)\n" + rotary, "AMP005").context_matched
+
+
+@pytest.mark.parametrize("text", [
+    # an integer length round-tripped through fp16 in a REPL, beside the off-by-one it caused
+    ">>> torch.tensor([4099]).to(dtype=torch.float16).int()\ntensor([4100], dtype=torch.int32)",
+    # position ids in fp16 said to land on multiples of a step
+    "our position_ids are cast to fp16 first, so past 2048 they are rounded to multiples of 2 and tokens share positions",
+    # a timestep rounded through bf16, told in that order
+    "the scheduler's timesteps get rounded through bfloat16 before the time embedding (999 -> 1000)",
+])
+def test_integers_a_half_dtype_does_not_hold_are_the_positions_rule(text):
+    first = explain(text)[0]
+    assert first.rule.id == "AMP103" and first.basis == "signature" and first.guess
