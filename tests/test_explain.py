@@ -214,6 +214,9 @@ def test_reasons_say_in_words_what_context_was_missing_and_weak_fits_are_left_ou
     amp001 = next(c for c in shown if c.rule.id == "AMP001")
     assert "none of what usually comes with it (bmm, baddbmm, attention_probs" in amp001.reason
     assert not any(ch in c.reason for c in every for ch in ("\\b", "|", "\\."))  # no regex syntax reaches the user
+    # nor a lookaround saying where a context word may stand: AMP001's "rope" is read where a word begins
+    assert "rotary, pos_emb, rope," in amp001.reason
+    assert not any(ch in c.reason for c in every for ch in ("(?", "<!", "?!"))
 
 
 def test_cli_all_lists_weaker_candidates_and_text_says_how_many_were_hidden():

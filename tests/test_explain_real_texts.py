@@ -328,3 +328,60 @@ def test_a_mask_constant_beyond_fp16_told_in_words_is_the_mask_fill_rule():
     assert cands[0].rule.id == "AMP133" and not cands[0].guess, [c.rule.id for c in cands]
     # a constant fp16 holds (-1e4) is no such overflow
     assert "AMP133" not in [c.rule.id for c in explain(text.replace("-1e12", "-1e4"), closest=False)]
+
+
+def test_mask_inside_another_word_is_no_mask_beside_an_overflow_message():
+    # "value cannot be converted ... without overflow" is the mask-fill rule's when a mask is in view; "mask" inside
+    # another word (a masked-LM head in a class name, BertForMaskedLM) names no fill, so the message stays a guess.
+    message = "RuntimeError: value cannot be converted to type at::BFloat16 without overflow"
+    head = explain("model = AutoModelForMaskedLM.from_pretrained(name, torch_dtype=torch.bfloat16)\n" + message)[0]
+    assert head.rule.id == "AMP133" and head.guess
+    # nor is flash-attn's returned dropout mask (S_dmask) in a frame above the message
+    dropout = explain("    out, q, k, v, out_padded, softmax_lse, S_dmask = _flash_attn_forward(\n" + message)[0]
+    assert dropout.rule.id == "AMP133" and dropout.guess
+    fill = explain("    scores = scores.masked_fill(~mask, torch.finfo(torch.float32).min)\n" + message)[0]
+    assert fill.rule.id == "AMP133" and not fill.guess
+
+
+def test_deepspeed_refusing_bf16_under_a_zero_stage_is_the_strategy_rule():
+    first = explain("AssertionError: bfloat16 mode is only enabled for Zero 1,2,3 currently. got 0")[0]
+    assert first.rule.id == "AMP116" and not first.guess
+
+
+def test_bert_attentions_probabilities_in_fp32_beside_half_values_are_the_mask_rule():
+    # BERT-style eager attention adds the extended mask (built in the parameters' dtype) to the scores and never
+    # upcasts them otherwise: fp32 probabilities against half values are the mask's doing.
+    frame = ('  File "/opt/venv/lib/python3.10/site-packages/transformers/models/roberta/modeling_roberta.py", line 290, '
+             "in forward\n    context_layer = torch.matmul(attention_probs, value_layer)\n")
+    first = explain(frame + "RuntimeError: expected scalar type Half but found Float", limit=3)[0]
+    assert first.rule.id == "AMP122" and not first.guess
+    # Half probabilities against fp32 values are something else (an fp32 value projection): not the mask.
+    assert "AMP122" not in [c.rule.id for c in explain(frame + "RuntimeError: expected scalar type Float but found Half",
+                                                        limit=3) if c.basis == "signature"]
+
+
+def _fit(text, rule_id):
+    return next(c for c in explain(text, limit=None, weak=True, closest=False) if c.rule.id == rule_id)
+
+
+def test_a_context_word_is_read_where_a_word_begins_not_inside_another_word():
+    # "rope" inside CudaDeviceProperties, "vision" inside torchvision or division: no rotary table, no vision tower.
+    cast = "RuntimeError: expected scalar type BFloat16 but found Float"
+    assert not _fit("CudaDeviceProperties(name='Tesla V100-SXM2-32GB', major=7, minor=0)\n" + cast, "AMP001").context_matched
+    assert _fit("    q = apply_rope(q, cos, sin)\n" + cast, "AMP001").context_matched
+    rotary = "ValueError: Input and cos/sin must have the same dtype, got torch.float32 and torch.bfloat16"
+    assert not _fit("import torchvision\n" + rotary, "AMP005").context_matched
+    assert _fit("    hidden = self.vision_tower(pixel_values)\n" + rotary, "AMP005").context_matched
+
+
+@pytest.mark.parametrize("text", [
+    # an integer length round-tripped through fp16 in a REPL, beside the off-by-one it caused
+    ">>> torch.tensor([4099]).to(dtype=torch.float16).int()\ntensor([4100], dtype=torch.int32)",
+    # position ids in fp16 said to land on multiples of a step
+    "our position_ids are cast to fp16 first, so past 2048 they are rounded to multiples of 2 and tokens share positions",
+    # a timestep rounded through bf16, told in that order
+    "the scheduler's timesteps get rounded through bfloat16 before the time embedding (999 -> 1000)",
+])
+def test_integers_a_half_dtype_does_not_hold_are_the_positions_rule(text):
+    first = explain(text)[0]
+    assert first.rule.id == "AMP103" and first.basis == "signature" and first.guess

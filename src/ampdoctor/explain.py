@@ -269,11 +269,17 @@ def _is_guess(fit: _Fit, fits: Sequence[_Fit]) -> bool:
     return bool(shared) or (fit.alone and read_too)
 
 
+# A lookahead or lookbehind without groups inside it: `(?<![a-z])`, `(?!ed_?lm\\b)`, `(?<!for ')`.
+_LOOKAROUND = re.compile(r"\(\?<?[=!](?:\\.|[^()\\])*\)")
+
+
 def _in_words(context: Sequence[Signature], most: int = 8) -> str:
-    """A rule's context patterns as the words they look for (`\\bbmm\\b|baddbmm` -> bmm, baddbmm), not as regexes."""
+    """A rule's context patterns as the words they look for (`\\bbmm\\b|baddbmm` -> bmm, baddbmm), not as regexes: a
+    lookaround (`(?<![a-z])rope`, `mask(?!ed_?lm)`) says where the word may stand, and is left out."""
     words: list[str] = []
     for c in context:
-        plain = re.sub(r"\\(.)", r"\1", re.sub(r"\\b|\(\?:|\(\?i\)|[()^$?*+]", "", c.pattern))
+        bare = _LOOKAROUND.sub("", c.pattern)
+        plain = re.sub(r"\\(.)", r"\1", re.sub(r"\\b|\(\?:|\(\?i\)|[()^$?*+]", "", bare))
         words += [w for w in (part.strip() for part in plain.split("|")) if w and w not in words]
     return ", ".join(words[:most]) + (", ..." if len(words) > most else "")
 
