@@ -4,6 +4,7 @@ modules are cast to half precision, is there any bf16 in the file, is TF32 allow
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
 from dataclasses import dataclass
 from typing import Iterator
@@ -34,6 +35,12 @@ HALF_SWITCHES = MIXED_PRECISION_KEYWORDS | {"bf16", "fp16"}
 
 # Reads of an environment variable with a default (`os.environ.get(NAME, default)`, `os.getenv(NAME, default)`).
 _ENV_READS = frozenset({"os.environ.get", "os.getenv"})
+
+
+# Statements that hold other statements: a call in their body runs only on some paths (`_in_broken_branch`).
+_COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
+             ast.AsyncFunctionDef, ast.ClassDef, ast.Match)
+_BUILTIN_NAMES = frozenset(dir(builtins))
 
 
 # An option's value that no constant says: a default computed in code, a value read from a shell variable.
@@ -572,13 +579,48 @@ class Facts:
     def half_evidence(self) -> ast.AST | None:
         """The first sign that this file runs in bf16 or fp16: `bf16_evidence`, a model cast to half, or an fp16
         dtype (``torch.float16``, ``.half()``, ``"fp16"``)."""
-        chosen = (e for e in self.bf16_places() if not self._handles_dtype(e))
+        chosen = (e for e in self.bf16_places() if not self._says_nothing(e))
         found = next(chosen, None)
         if found is not None:
             return found
         if self.model_casts:
             return self.model_casts[0].node
-        return next((e for e in self._fp16_dtypes() if not self._handles_dtype(e)), None)
+        return next((e for e in self._fp16_dtypes() if not self._says_nothing(e)), None)
+
+    def _says_nothing(self, node: ast.AST) -> bool:
+        """A half dtype that says nothing of the precision the file runs in: one that handles what a caller passes
+        (`_handles_dtype`), or one in a branch no run completes (`_in_broken_branch`)."""
+        return self._handles_dtype(node) or self._in_broken_branch(node)
+
+    def _in_broken_branch(self, node: ast.AST) -> bool:
+        """Is `node` in a branch of an ``if`` that raises NameError whenever it runs: one of the branch's simple
+        statements calls a name the file neither defines, imports nor gets from builtins (an import commented out,
+        ``# from .flash import FlashAttention``). The dtype there is never used by a run that works."""
+        undefined = self._undefined_names
+        if not undefined:
+            return False
+        for parent, child in self.src.steps(node):
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.Try)):
+                return False
+            if isinstance(parent, ast.If) and child is not parent.test:
+                branch = parent.body if child in parent.body else parent.orelse
+                return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in undefined
+                           for stmt in branch if not isinstance(stmt, _COMPOUND) for n in _run_now(stmt))
+        return False
+
+    @functools.cached_property
+    def _undefined_names(self) -> frozenset[str]:
+        """Names the file calls and binds nowhere (no assignment, parameter, def, class, import or loop target of
+        that name anywhere in it) and builtins lack; none where a star import or ``globals()``/``exec`` may bind
+        names the text does not show."""
+        if any(a.name == "*" for node in self.src.import_froms for a in node.names) or "globals()" in self.src.text \
+                or "exec(" in self.src.text:
+            return frozenset()
+        called = {c.func.id for c in self.src.calls if isinstance(c.func, ast.Name)} - _BUILTIN_NAMES
+        if not called:
+            return frozenset()
+        bound = {name for node in ast.walk(self.src.tree) for name in _bound_by(node)}
+        return frozenset(called - bound)
 
     def _handles_dtype(self, node: ast.AST) -> bool:
         """Is a half dtype named here only to handle what the caller passes: a dtype test
@@ -649,7 +691,7 @@ class Facts:
     def fp16_possible(self) -> bool:
         """This file's code may run in fp16: it names an fp16 dtype (not only to handle what a caller passes), or it
         enters autocast without a dtype (fp16 on CUDA)."""
-        if any(not self._handles_dtype(e) for e in self._fp16_dtypes()):
+        if any(not self._says_nothing(e) for e in self._fp16_dtypes()):
             return True
         return any(autocast_argument(call, name, "dtype") is None and not disables_autocast(call, self.src)
                    for call, name in self.autocast_calls)
@@ -680,6 +722,34 @@ class Facts:
                     if name in ("torch.backends.cuda.matmul.allow_tf32",):
                         return node
         return None
+
+
+def _run_now(stmt: ast.stmt) -> Iterator[ast.AST]:
+    """The nodes of a simple statement that run when it does: not the body of a lambda or comprehension in it."""
+    todo: list[ast.AST] = [stmt]
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.Lambda, ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _bound_by(node: ast.AST) -> tuple[str, ...]:
+    """The names one node binds: a stored name, a def or class, a parameter, an import, a global or nonlocal
+    declaration, an ``except ... as`` or a ``match`` capture."""
+    if isinstance(node, ast.Name):
+        return () if isinstance(node.ctx, ast.Load) else (node.id,)
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return (node.name,)
+    if isinstance(node, ast.arg):
+        return (node.arg,)
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return tuple((a.asname or a.name).split(".")[0] for a in node.names)
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return tuple(node.names)
+    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+        return (node.name,)
+    return ()
 
 
 def _strings(node: ast.AST) -> bool:

@@ -1,0 +1,37 @@
+# A vision backbone whose only fp16 is the factory dtype of a fused attention kernel built when `fused=True`, but the
+# kernel's import is commented out: that branch raises NameError whenever it runs, so no working run takes it, and
+# it says nothing of the precision the channel LayerNorm below runs in. No other half evidence: nothing to report.
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+# from .kernels import FusedSelfAttention
+
+
+class ChannelLayerNorm(nn.Module):
+    def __init__(self, channels, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.bias = nn.Parameter(torch.zeros(channels))
+        self.eps = eps
+
+    def forward(self, x):
+        mu = x.mean(1, keepdim=True)
+        var = (x - mu).pow(2).mean(1, keepdim=True)
+        x = (x - mu) / torch.sqrt(var + self.eps)
+        return self.weight[:, None, None] * x + self.bias[:, None, None]
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads, fused=False):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, dim * 3)
+        self.fused = fused
+        if fused:
+            kernel_kwargs = {"device": "cuda", "dtype": torch.float16}
+            self.kernel = FusedSelfAttention(dropout=0.0, **kernel_kwargs)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        return F.scaled_dot_product_attention(q, k, v)
