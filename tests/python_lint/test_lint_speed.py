@@ -11,7 +11,7 @@ from test_project_model import ROPE, TRAIN, amp101, lint, write
 
 from ampdoctor.core.registry import detectors
 from ampdoctor.lint.python import lint_python_files
-from ampdoctor.lint.python.source import SourceFile
+from ampdoctor.lint.python.source import SourceFile, _child_fields
 from ampdoctor.lint.python.triggers import checks_for, vocabulary
 from ampdoctor.lint.python.words import TextWords, Vocabulary, gates_for
 
@@ -54,8 +54,12 @@ def test_the_walk_indexes_every_node_but_the_shared_leaves():
             def f(self, x, y=torch.bfloat16):
                 g = lambda z: z @ x
                 return -x + y if not x < y else x.cos()
-        async def h():
-            pass
+        async def h(*, a, b=1):
+            global q
+            d = {**a, "k": f"{b!r:>{a}}"}
+            match d:
+                case {"k": str(v)} | Point(x=0, y=v):
+                    return [v async for v in a if v]
     """)
     src = SourceFile.parse("m.py", text)
     every = [n for n in ast.walk(src.tree) if n is not src.tree]
@@ -64,6 +68,18 @@ def test_the_walk_indexes_every_node_but_the_shared_leaves():
     assert all(child in list(ast.iter_child_nodes(parent)) for child, parent in src.parents.items())
     assert sorted(f.lineno for f in src.functions) == [4, 5, 7]
     assert len(src.matmuls) == 1 and [c.name for c in src.classes] == ["A"]
+
+
+def test_the_walk_reads_the_fields_of_every_node_class_from_its_grammar_line():
+    # Every class a parse can give carries its grammar line (``Call(expr func, expr* args, keyword* keywords)``);
+    # the walk reads only the fields it names as nodes (not `ctx`, not a name or a number).
+    concrete = [c for c in vars(ast).values() if isinstance(c, type) and issubclass(c, ast.AST) and c.__doc__
+                and c.__doc__.split("(")[0] == c.__name__]
+    assert len(concrete) > 90
+    fields = {c.__name__: _child_fields(c) for c in concrete}
+    assert fields["Call"] == (("func", False), ("args", True), ("keywords", True))
+    assert fields["Attribute"] == (("value", False),) and fields["Name"] == () and fields["Pass"] == ()
+    assert fields["Compare"] == (("left", False), ("comparators", True)) and fields["Global"] == ()
 
 
 def test_a_package_that_does_not_parse_passes_no_precision_on(tmp_path):
@@ -88,3 +104,17 @@ def test_serial_and_parallel_project_lints_agree(tmp_path):
     assert parallel.findings == serial.findings and parallel.errors == serial.errors
     assert sorted(parallel.checked) == sorted(serial.checked)
     assert [f.location.line for f in serial.findings if f.rule_id == "AMP101" and f.location.file.endswith("rope.py")] == [11]
+
+
+def test_a_file_is_summarised_once(tmp_path, monkeypatch):
+    # The first phase's summary of a file that does not train in a precision is the one the second phase would
+    # make (it reads the text alone): it is passed on, not made again.
+    from ampdoctor.lint.python import runner
+
+    made = []
+    summarize = runner.summarize_file
+    monkeypatch.setattr(runner, "summarize_file", lambda *a, **k: made.append(a[0]) or summarize(*a, **k))
+    root = write(tmp_path / "proj", {"pkg/__init__.py": "", "pkg/rope.py": ROPE, "train.py": TRAIN, "util.py": "x = 1\n"})
+    report = lint_python_files(sorted(root.rglob("*.py")), jobs=1, roots=[root])
+    assert sorted(made) == sorted(["pkg/__init__.py", "pkg/rope.py", "train.py", "util.py"])
+    assert [f.location.line for f in report.findings if f.rule_id == "AMP101"] == [11]

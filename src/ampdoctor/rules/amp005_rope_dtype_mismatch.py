@@ -84,7 +84,7 @@ def _strict_local_functions(ctx: Context) -> set[str]:
     then every function around them named: no walk per function)."""
     strict: list[ast.AST] = []
     if "assert" in ctx.src.text:
-        strict += [n for n in ast.walk(ctx.src.tree) if isinstance(n, ast.Assert) and _compares_dtypes(n.test)]
+        strict += [n for n in ctx.src.asserts if _compares_dtypes(n.test)]
     if any(m in ctx.src.text for m in STRICT_KERNEL_MODULES):
         strict += [c for c in ctx.src.calls if (ctx.qualname(c.func) or "").split(".")[0] in STRICT_KERNEL_MODULES]
     return {f.name for node in strict for f in ctx.src.ancestors(node) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}

@@ -9,6 +9,7 @@ Relative imports are left unresolved: a file inside a package that defines its o
 from __future__ import annotations
 
 import ast
+import functools
 import re
 
 # Re-exports and submodules that name the same object; canonical names are the public torch spellings.
@@ -40,12 +41,16 @@ ALIASES = {
 class Imports:
     """Local name -> canonical dotted name, for the absolute imports of one module."""
 
-    __slots__ = ("names",)
+    __slots__ = ("names", "_known")
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
+        # qualname's answers by node: the rules of a file ask of the same calls and attributes again and again
+        # (each check that looks for a callee reads every call of the file)
+        self._known: dict[ast.AST, str | None] = {}
 
     def add(self, node: ast.Import | ast.ImportFrom) -> None:
+        self._known.clear()  # an import read later may root a chain that resolved to nothing
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -60,10 +65,23 @@ class Imports:
 
     def qualname(self, node: ast.AST) -> str | None:
         """Canonical dotted name of a Name/Attribute chain rooted in an import, else None."""
-        chain = _chain(node)
-        root = self.names.get(chain[0]) if chain else None
+        known = self._known.get(node, self)
+        if known is not self:
+            return known  # type: ignore[return-value]
+        found = self._known[node] = self._resolve(node)
+        return found
+
+    def _resolve(self, node: ast.AST) -> str | None:
+        # Asked of most calls and attributes of a file, many times over, and most chains (``self.proj``, ``x.view``)
+        # start at no import: their root is looked up before any list or string is built.
+        base = node
+        while isinstance(base, ast.Attribute):
+            base = base.value
+        root = self.names.get(base.id) if isinstance(base, ast.Name) else None
         if root is None:
             return None
+        chain = _chain(node)
+        assert chain is not None
         name = ".".join((root, *chain[1:]))
         return ALIASES.get(name, name)
 
@@ -76,6 +94,7 @@ def words(identifier: str) -> list[str]:
     return [t for t in _CAMEL.sub("_", identifier).lower().split("_") if t]
 
 
+@functools.lru_cache(maxsize=1 << 14)  # asked of the same identifiers over and over (every call's name, by several rules)
 def tokens(identifier: str) -> frozenset[str]:
     """Lower-case word pieces of an identifier: ``cos_cached`` -> {cos, cached}; ``invFreq`` -> {inv, freq}."""
     return frozenset(words(identifier))

@@ -60,6 +60,9 @@ def _lint_twice(text: str, path: str, kind_path: str | None, project: ProjectCon
     rel = kind_path or path
     kind = known[0] if known is not None else file_kind(rel, text)
     words = TextWords(text, vocabulary(), known[1] if known is not None else None)
+    # A first look's summary is this one: it looked at a file that does not train in a precision (or would have
+    # judged it then), and the summary of such a file is read from its text alone.
+    summarized = known[2] if known is not None else None
     checks = checks_for(words, project, check)
     trains = trains_in_precision(kind, words)
     configs = check is True and holds_python_config(words)
@@ -67,31 +70,33 @@ def _lint_twice(text: str, path: str, kind_path: str | None, project: ProjectCon
     if not checks and not configs and not (summarize and trains) and not later:
         src: SourceFile | ReportError | None = _parsed(path, text, index=False)
         if src is None:
-            summary = summarize_file(rel, text, None, False, sensitive(words)) if summarize else None
+            summary = (summarized or summarize_file(rel, text, None, False, sensitive(words))) if summarize else None
             return ([], None, summary), (([], None) if again is not None else None)
     else:
         src = _parsed(path, text, index=True)
     if not isinstance(src, SourceFile):
         return ([], src, None), None
     suppressions = parse_suppressions(text)
-    first = _judged(src, project, checks, configs, kind, suppressions, rel, (summarize, trains, words))
+    first = _judged(src, project, checks, configs, kind, suppressions, rel, (summarize, trains, words, summarized))
     if again is None or first[1] is not None:
         return first, None
     return first, _check(Context(src, again), later, kind, suppressions) if later else ([], None)
 
 
 def _judged(src: SourceFile, project: ProjectContext | None, checks: list, configs: bool, kind: Kind, suppressions: Suppressions,
-            rel: str, summary: tuple[bool, bool, TextWords]) -> tuple[list[Finding], ReportError | None, Summary | None]:
+            rel: str, summary: tuple[bool, bool, TextWords, Summary | None]) -> tuple[list[Finding], ReportError | None, Summary | None]:
     """The findings of `checks` (and of the configs it writes, with `configs`) under `project`, and the file's
-    summary if asked (`summary`: asked, trains in a precision, its words)."""
+    summary if asked (`summary`: asked, trains in a precision, its words, the summary made before the parse if any)."""
     ctx = Context(src, project)
     findings, error = _check(ctx, checks, kind, suppressions)
     if error is not None:
         return findings, error, None
     if configs:
         findings += [judged_by_kind(f, kind) for f in _config_findings(ctx, findings, suppressions)]
-    summarize, trains, words = summary
-    return findings, None, summarize_file(rel, src.text, ctx, trains, sensitive(words)) if summarize else None
+    summarize, trains, words, summarized = summary
+    if not summarize:
+        return findings, None, None
+    return findings, None, summarized or summarize_file(rel, src.text, ctx, trains, sensitive(words))
 
 
 def _parsed(path: str, text: str, index: bool) -> SourceFile | ReportError | None:
@@ -196,8 +201,9 @@ def _store(cache: str | None, entry: str | None, findings: list[Finding], error:
 
 # path, kind_path, project context, summarize, check (True, False or "project"), cache folder
 Task = tuple[str, "str | None", "ProjectContext | None", bool, "bool | str", "str | None"]
-# A file's kind and the trigger words looked for in it, found or not: from the first phase to the second.
-Known = tuple[Kind, dict[str, bool]]
+# A file's kind, the trigger words looked for in it (found or not) and its summary if one was asked: from the first
+# phase to the second.
+Known = tuple[Kind, dict[str, bool], "Summary | None"]
 
 
 def _first_look(task: "Task") -> tuple[FileResult, bool, Known | None]:
@@ -221,7 +227,7 @@ def _first_look(task: "Task") -> tuple[FileResult, bool, Known | None]:
         return (path, findings, error, summary), False, None
     # what `_lint` will summarise, if the file parses and its checks finish (`_finish` tells)
     summary = summarize_file(rel, text, None, False, sensitive(words)) if summarize else None
-    return (path, [], None, summary), True, (kind, words.known)
+    return (path, [], None, summary), True, (kind, words.known, summary)
 
 
 def _finish(task: "Task", again: ProjectContext | None, known: Known | None) -> tuple[FileResult | None, FileResult | None]:

@@ -12,15 +12,25 @@ from ampdoctor.lint.python.resolve import Imports, dotted, method
 SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-# The fields of a node class that may hold nodes. Left out: the contexts and operators (`ctx`, `op`, `ops`), leaves
-# the parser shares between all their uses (one `Load()`, one `Add()` per interpreter), whose parent link would name
-# whichever use came last; and a Name's fields, which are a string and a context (most nodes of a tree are Names).
+# The fields of a node class that hold nodes, each with whether it holds a list of them, in the order of the class's
+# fields (the walk's order fixes the order of the lists it fills). Read from the grammar line each class carries as
+# its docstring (``Call(expr func, expr* args, keyword* keywords)``), so the walk never reads a field that holds a
+# name, a string or a number (``identifier``, ``string``, ``constant``, ``int``), nor tests each item of a list for
+# being a node: a list of nodes holds nodes or None (a ``**d`` key of a dict, a keyword-only parameter without
+# default). Left out too: the contexts and operators (`ctx`, `op`, `ops`), leaves the parser shares between all
+# their uses (one `Load()`, one `Add()` per interpreter), whose parent link would name whichever use came last.
 _SHARED_FIELDS = frozenset({"ctx", "op", "ops"})
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Name: ()}
+_LEAF_TYPES = frozenset({"identifier", "string", "constant", "int"})
+_CHILD_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
 
 
-def _child_fields(kind: type) -> tuple[str, ...]:
-    return tuple(f for f in kind._fields if f not in _SHARED_FIELDS)
+def _child_fields(kind: type) -> tuple[tuple[str, bool], ...]:
+    signature = (kind.__doc__ or "").partition("(")[2].rstrip(")")  # "Pass" has none
+    declared = [part.split(" ") for part in signature.split(", ") if part]
+    if [field[-1] for field in declared] != list(kind._fields):
+        raise TypeError(f"ast.{kind.__name__} carries no grammar line that names its fields: {kind.__doc__!r}")
+    return tuple((name, typ.endswith("*")) for typ, name in declared
+                 if typ.rstrip("*?") not in _LEAF_TYPES and name not in _SHARED_FIELDS)
 
 # (line, value) per assignment; value None when the right-hand side cannot be paired with the target
 # (``cos, sin = rotary(x)``), which makes the name unknown rather than silently skipped.
@@ -44,6 +54,7 @@ class SourceFile:
     additions: list[ast.BinOp | ast.AugAssign] = field(default_factory=list)
     strings: list[ast.Constant] = field(default_factory=list)
     functions: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = field(default_factory=list)
+    asserts: list[ast.Assert] = field(default_factory=list)  # AMP005's dtype asserts, without a walk of its own
     _names: dict[tuple[ast.AST, str], list[Binding]] | None = None
     _attrs: dict[str, list[Binding]] | None = None
 
@@ -61,12 +72,17 @@ class SourceFile:
 
     def _walk(self) -> None:
         parents = self.parents
+
+        def import_from(node: ast.ImportFrom) -> None:
+            self.imports.add(node)
+            self.import_froms.append(node)
+
         found = {ast.Call: self.calls.append, ast.Attribute: self.attributes.append, ast.Assign: self.assigns.append,
-                 ast.AnnAssign: self.assigns.append, ast.ClassDef: self.classes.append,
-                 **{f: self.functions.append for f in FUNCTIONS}}
+                 ast.AnnAssign: self.assigns.append, ast.ClassDef: self.classes.append, ast.Assert: self.asserts.append,
+                 ast.Import: self.imports.add, ast.ImportFrom: import_from, **{f: self.functions.append for f in FUNCTIONS}}
         Constant, BinOp, AugAssign, MatMult, Add = ast.Constant, ast.BinOp, ast.AugAssign, ast.MatMult, ast.Add
-        Import, ImportFrom = ast.Import, ast.ImportFrom
-        AST, children = ast.AST, _CHILD_FIELDS
+        Name = ast.Name
+        children = _CHILD_FIELDS
         todo: list[ast.AST] = [self.tree]
         pop, push = todo.pop, todo.append
         while todo:
@@ -85,23 +101,22 @@ class SourceFile:
                     self.additions.append(node)
                 elif op is MatMult and kind is BinOp:
                     self.matmuls.append(node)
-            elif kind is Import or kind is ImportFrom:
-                self.imports.add(node)
-                if kind is ImportFrom:
-                    self.import_froms.append(node)
             fields = children.get(kind)
             if fields is None:
                 fields = children[kind] = _child_fields(kind)
-            for name in fields:
-                value = getattr(node, name, None)
-                if value.__class__ is list:
+            # A Name (most nodes of a tree) gets its parent link but is not pushed: it has no child, no list takes it.
+            for name, many in fields:
+                value = getattr(node, name)
+                if many:
                     for item in value:
-                        if isinstance(item, AST):
+                        if item is not None:
                             parents[item] = node
-                            push(item)
-                elif isinstance(value, AST):
+                            if item.__class__ is not Name:
+                                push(item)
+                elif value is not None:
                     parents[value] = node
-                    push(value)
+                    if value.__class__ is not Name:
+                        push(value)
 
     # --- structure ------------------------------------------------------------------------------
 
