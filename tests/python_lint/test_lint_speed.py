@@ -7,6 +7,7 @@ import random
 import textwrap
 from pathlib import Path
 
+import pytest
 from test_project_model import ROPE, TRAIN, amp101, lint, write
 
 from ampdoctor.core.registry import detectors
@@ -118,3 +119,23 @@ def test_a_file_is_summarised_once(tmp_path, monkeypatch):
     report = lint_python_files(sorted(root.rglob("*.py")), jobs=1, roots=[root])
     assert sorted(made) == sorted(["pkg/__init__.py", "pkg/rope.py", "train.py", "util.py"])
     assert [f.location.line for f in report.findings if f.rule_id == "AMP101"] == [11]
+
+
+def test_a_node_class_without_a_grammar_line_is_walked_by_its_field_annotations():
+    # Python 3.13 and later annotate every node class's fields; a Python whose docstrings no longer carry the grammar
+    # line must still be walked, by those annotations, and the same fields come out.
+    class Node(ast.AST):
+        """A node class of some later Python, documented in prose."""
+        _fields = ("func", "args", "name", "ctx", "default")
+        _field_types = {"func": ast.expr, "args": list[ast.expr], "name": str, "ctx": ast.expr_context,
+                        "default": ast.expr | None}
+
+    assert _child_fields(Node) == (("func", False), ("args", True), ("default", False))
+    assert _child_fields(ast.Call) == (("func", False), ("args", True), ("keywords", True))
+
+    class Bare(ast.AST):
+        """Neither."""
+        _fields = ("value",)
+
+    with pytest.raises(TypeError):
+        _child_fields(Bare)

@@ -4,6 +4,7 @@ dataflow layer resolves names through."""
 from __future__ import annotations
 
 import ast
+import typing
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -27,10 +28,21 @@ _CHILD_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
 def _child_fields(kind: type) -> tuple[tuple[str, bool], ...]:
     signature = (kind.__doc__ or "").partition("(")[2].rstrip(")")  # "Pass" has none
     declared = [part.split(" ") for part in signature.split(", ") if part]
-    if [field[-1] for field in declared] != list(kind._fields):
-        raise TypeError(f"ast.{kind.__name__} carries no grammar line that names its fields: {kind.__doc__!r}")
-    return tuple((name, typ.endswith("*")) for typ, name in declared
-                 if typ.rstrip("*?") not in _LEAF_TYPES and name not in _SHARED_FIELDS)
+    if [field[-1] for field in declared] == list(kind._fields):
+        return tuple((name, typ.endswith("*")) for typ, name in declared
+                     if typ.rstrip("*?") not in _LEAF_TYPES and name not in _SHARED_FIELDS)
+    # No grammar line: the field annotations that Python 3.13 and later carry (`list[ast.expr]`, `ast.expr | None`),
+    # so that a Python whose docstrings change still walks its trees.
+    types = getattr(kind, "_field_types", None)
+    if types is None or set(types) != set(kind._fields):
+        raise TypeError(f"ast.{kind.__name__} names its fields neither in a grammar line nor in annotations")
+    fields = []
+    for name in kind._fields:
+        many = typing.get_origin(types[name]) is list
+        inner = typing.get_args(types[name]) if many or typing.get_origin(types[name]) is not None else (types[name],)
+        if name not in _SHARED_FIELDS and any(isinstance(t, type) and issubclass(t, ast.AST) for t in inner):
+            fields.append((name, many))
+    return tuple(fields)
 
 # (line, value) per assignment; value None when the right-hand side cannot be paired with the target
 # (``cos, sin = rotary(x)``), which makes the name unknown rather than silently skipped.
