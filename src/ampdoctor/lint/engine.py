@@ -7,7 +7,7 @@ import os
 import stat
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from ampdoctor.dtypes import HALF
 from ampdoctor.frameworks.base import Reading
@@ -132,25 +132,20 @@ def own_code_by_config(configs: Sequence[Path], python: Sequence[Path],
     that holds the file), or the files named alone together."""
     from ampdoctor.lint.python.embedded import own_code
 
-    by_config = _by_project(configs, python, folders, own_code, (frozenset(), None))
-    return ({path: keys for path, (keys, _) in by_config.items()},
-            {path: where for path, (_, where) in by_config.items() if where})
-
-
-def _by_project(configs: Sequence[Path], python: Sequence[Path], folders: Sequence[Path], read: Any, empty: Any) -> dict[Path, Any]:
-    """By config file, `read` of the Python files of its project (`empty` for a project with none)."""
+    if not configs:
+        return {}, {}
     roots = [f.absolute() for f in folders]
 
     def project(path: Path) -> Path | None:
         return innermost_root(path.absolute(), roots)
 
-    if not configs:
-        return {}
     by_project: dict[Path | None, list[Path]] = {}
     for path in python:
         by_project.setdefault(project(path), []).append(path)
-    declared = {root: read(files) for root, files in by_project.items()}
-    return {path: declared.get(project(path), empty) for path in configs}
+    said = {root: own_code(files) for root, files in by_project.items()}
+    by_config = {path: said.get(project(path), (frozenset(), None)) for path in configs}
+    return ({path: keys for path, (keys, _) in by_config.items()},
+            {path: where for path, (_, where) in by_config.items() if where})
 
 
 def half_configs(readings: Sequence[Reading]) -> list[Evidence]:

@@ -27,6 +27,7 @@ from ampdoctor.frameworks.document import Document, KeyPath
 from ampdoctor.frameworks.reader import READ_ERRORS, Reader
 from ampdoctor.lint.python.literal import UNKNOWN, Values
 from ampdoctor.lint.python.resolve import is_dataclass, last_identifier
+from ampdoctor.lint.python.source import parameters
 
 if TYPE_CHECKING:
     from ampdoctor.lint.python.context import Context
@@ -325,14 +326,8 @@ def _field_default_line(cls: ast.ClassDef) -> int | None:
 def _parameter_default_line(scope: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> int | None:
     functions = [scope] if not isinstance(scope, ast.ClassDef) else \
         [s for s in scope.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    return next((d.lineno for fn in functions for arg, d in _defaults(fn.args)
+    return next((d.lineno for fn in functions for arg, d in parameters(fn.args)
                  if d is not None and arg.arg in _LOAD_DTYPE_NAMES and _half_default(d)), None)
-
-
-def _defaults(args: ast.arguments) -> list[tuple[ast.arg, ast.expr | None]]:
-    """Each parameter that has a default, with it (keyword-only ones without a default have None)."""
-    positional = [*args.posonlyargs, *args.args]
-    return [*zip(positional[len(positional) - len(args.defaults):], args.defaults), *zip(args.kwonlyargs, args.kw_defaults)]
 
 
 def _calls_from_pretrained(scope: ast.AST) -> bool:

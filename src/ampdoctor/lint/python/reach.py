@@ -89,20 +89,22 @@ def projects(results: list[FileResult], roots: Sequence[Path | str]) -> dict[Pat
 
 def root_of(path: Path | str, roots: Sequence[Path | str]) -> Path | str | None:
     """The first of `roots` that `path` lies below (as `Path.relative_to` has it: by whole parts)."""
-    parts = _parts(path)
-    for root in roots:
-        if _under(parts, _parts(root)):
-            return root
-    return None
+    placed = _placed(path, roots)
+    return placed[0] if placed is not None else None
 
 
 def below(path: Path | str, roots: Sequence[Path | str]) -> str | None:
     """`path` below the first of `roots` it lies below, in POSIX form ("." for the root itself)."""
+    placed = _placed(path, roots)
+    return placed[1] if placed is not None else None
+
+
+def _placed(path: Path | str, roots: Sequence[Path | str]) -> tuple[Path | str, str] | None:
     parts = _parts(path)
     for root in roots:
         start = _parts(root)
         if _under(parts, start):
-            return "/".join(parts[len(start):]) or "."
+            return root, "/".join(parts[len(start):]) or "."
     return None
 
 

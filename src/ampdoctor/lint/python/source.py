@@ -44,6 +44,7 @@ def _child_fields(kind: type) -> tuple[tuple[str, bool], ...]:
             fields.append((name, many))
     return tuple(fields)
 
+
 # (line, value) per assignment; value None when the right-hand side cannot be paired with the target
 # (``cos, sin = rotary(x)``), which makes the name unknown rather than silently skipped.
 Binding = tuple[int, "ast.expr | None"]
@@ -240,7 +241,7 @@ class SourceFile:
         sites = self._call_sites()
         for fn in self.functions:  # each function's bindings are its own: the order of the functions does not matter
             calls = sites.get(fn, [])
-            for index, (arg, default) in enumerate(_parameters(fn.args)):
+            for index, (arg, default) in enumerate(parameters(fn.args)):
                 passed = _passed(calls, arg.arg, index - _bound_first(fn), default)
                 for value in passed or [default]:
                     names.setdefault((fn, arg.arg), []).append((fn.lineno, value))
@@ -329,7 +330,7 @@ def _literal(value: ast.expr) -> bool:
     return isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "torch"
 
 
-def _parameters(args: ast.arguments) -> list[tuple[ast.arg, ast.expr | None]]:
+def parameters(args: ast.arguments) -> list[tuple[ast.arg, ast.expr | None]]:
     """Each parameter with its default expression (None when it has none)."""
     positional = [*args.posonlyargs, *args.args]
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
