@@ -250,3 +250,24 @@ def test_an_invalid_gradient_is_read_by_whose_backward_returned_it():
     assert custom.rule.id == "AMP110" and custom.basis == "signature"  # a custom Function's own backward
     device = "RuntimeError: Function _ResampleBackward returned an invalid gradient at index 0 - expected type torch.FloatTensor but got torch.cuda.FloatTensor"
     assert all(c.basis == "wording" for c in explain(device))  # a device, not a dtype
+
+
+def test_the_qkv_dtype_triple_without_its_expected_prefix_is_still_read_as_the_sdpa_dtype_message():
+    # a title or a truncated paste keeps only the dtypes: still the q/k/v dtype refusal, read by the same rules
+    promoted = first("help 1080ti --> got query.dtype: struct c10::Half key.dtype: float and value.dtype: float")
+    assert promoted.rule.id == "AMP201" and promoted.basis == "signature" and promoted.guess
+    halves = first("RuntimeError: query.dtype: c10::Half key.dtype: c10::BFloat16 and value.dtype: c10::BFloat16")
+    assert halves.rule.id == "AMP121" and halves.basis == "signature"
+    # the attention mask's message names query.dtype too, but no key.dtype after it
+    mask = first("Expected attn_mask dtype to be bool or to match query dtype, but got attn_mask.dtype: float and "
+                 "query.dtype: c10::BFloat16 instead.")
+    assert mask.rule.id == "AMP122"
+
+
+def test_deepspeeds_middle_wording_of_its_parameter_dtype_check_is_read_like_its_older_and_newer_wordings():
+    for msg, rules in (("AssertionError: fp16 is enabled but one or several model parameters have dtype that is not fp16",
+                        {"AMP001", "AMP116", "AMP139"}),
+                       ("AssertionError: fp16 is not enabled but one or several model parameters have dtype of fp16",
+                        {"AMP001", "AMP116"})):
+        cands = explain(msg, limit=None, weak=True)
+        assert {c.rule.id for c in cands if c.basis == "signature"} == rules and cands[0].guess, msg
