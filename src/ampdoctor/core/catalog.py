@@ -20,7 +20,8 @@ _ID = re.compile(r"^AMP\d{3}$")
 def _signatures(raw: Iterable[Mapping[str, Any]] | None, where: str) -> tuple[Signature, ...]:
     out = []
     for item in raw or ():
-        sig = Signature(str(item["pattern"]), float(item.get("weight", 1.0)), str(item.get("unless", "")))
+        sig = Signature(str(item["pattern"]), float(item.get("weight", 1.0)), str(item.get("unless", "")),
+                        bool(item.get("told", False)))
         for pattern in filter(None, (sig.pattern, sig.unless)):
             try:
                 re.compile(pattern)
