@@ -140,6 +140,19 @@ def test_a_no_grad_block_is_evaluation_code_only_when_training_uses_nothing_it_m
     assert "`torch.no_grad()` block (line 5) whose results training does not use" in note.message
 
 
+def test_a_transformers_modular_source_is_never_imported_so_its_findings_are_notes():
+    # transformers generates modeling_<model>.py from modular_<model>.py; only the generated module runs.
+    modular = "from transformers.models.llama.modeling_llama import (\n    LlamaModel,\n)\n" + textwrap.dedent(ROPE_CACHE)
+    found = one(modular, "models/my_llama/modular_my_llama.py", "AMP002")
+    assert found.severity.value == "info"
+    assert "generator source code: modular_my_llama.py is a transformers modular source: modeling_my_llama.py" in found.message
+    assert one(modular, "models/my_llama/modeling_my_llama.py", "AMP002").severity.value == "warning"
+    # A module merely named modular_ (a diffusers modular pipeline, an optimizer) runs like any other.
+    assert one(ROPE_CACHE, "pipelines/modular_pipeline.py", "AMP002").severity.value == "warning"
+    relative = "from ..llama.modeling_llama import LlamaModel\n" + textwrap.dedent(ROPE_CACHE)
+    assert file_kind("models/x/modular_x.py", relative).kind is CodeKind.GENERATOR_SOURCE
+
+
 def test_kind_is_read_below_the_folder_linted(tmp_path):
     # A checkout that happens to live under a folder called tests/ is not all test code.
     project = tmp_path / "tests" / "project"

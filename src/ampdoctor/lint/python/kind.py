@@ -24,6 +24,7 @@ class CodeKind(enum.Enum):
     INFERENCE = "inference"
     CONVERSION = "conversion"
     EVALUATION = "evaluation"  # validation, sampling or generation code inside a training file
+    GENERATOR_SOURCE = "generator source"  # a source a code generator writes the module that runs from
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,15 @@ class Kind:
         """Tests and benchmarks: code that builds precision cases on purpose, whatever they are."""
         return self.kind in (CodeKind.TEST, CodeKind.BENCHMARK)
 
+    @property
+    def never_warns(self) -> bool:
+        """Code where every rule is a note: tests and benchmarks, and sources nothing imports at run time."""
+        return self.exercise or self.kind is CodeKind.GENERATOR_SOURCE
 
+
+# An import from a transformers modeling module (``from ..llama.modeling_llama import``, ``from
+# transformers.models.x.modeling_x import``): what a modular source inherits its classes from.
+_MODELING_IMPORT = re.compile(r"^\s*from\s+[\w.]*\bmodeling_\w+\s+import\b", re.M)
 _TEST_DIRS = frozenset({"tests", "test", "testing", "unittests", "unit_tests"})
 _BENCH_DIRS = frozenset({"bench", "benchmark", "benchmarks", "benchmarking"})
 # Consolidating a sharded checkpoint (gathering FSDP or model-parallel shards into one file) loads and writes
@@ -73,6 +82,11 @@ def file_kind(path: str, text: str) -> Kind:
     found = _exercise_kind(name, stem, parts[:-1])
     if found is not None:
         return found
+    if stem.startswith("modular_") and _MODELING_IMPORT.search(text):
+        # transformers' modular files: its converter writes modeling_<model>.py from them, and that file is what a
+        # model runs (and what a fix edits by hand, often enough); the modular one is never imported.
+        return Kind(CodeKind.GENERATOR_SOURCE, f"{name} is a transformers modular source: modeling_{stem[8:]}.py is "
+                    "generated from it and is the module that runs; it is not imported")
     words = tokens(stem)
     # substring tests first: the regex over a long file costs a millisecond, and most library files have none
     trains = any(w in text for w in _TRAIN_WORDS) and TRAINS.search(text) is not None
