@@ -4,6 +4,7 @@ user's graph), each module's callers and input/output dtypes, and scans of buffe
 
 from __future__ import annotations
 
+import collections
 import functools
 import sys
 import threading
@@ -30,6 +31,16 @@ class ModuleInfo:
     caller: tuple | None = None
     # (code, line) of the first frame of the user's own code on that call's stack (the user's `model(...)`).
     user_call: tuple | None = None
+
+
+# Types of most of a module's attributes (flags, sizes, names, the dicts of its parameters, buffers and hooks), none
+# of them a tensor: passed over without an `isinstance(v, torch.Tensor)`, which goes through torch's metaclass.
+_NOT_TENSORS = frozenset({bool, int, float, str, type(None), dict, collections.OrderedDict, list, tuple, set})
+
+
+def tensor_attributes(m: torch.nn.Module) -> list[tuple[str, Any]]:
+    """The tensors a module holds as plain attributes (not in `_parameters` or `_buffers`), with their names."""
+    return [(k, v) for k, v in vars(m).items() if type(v) not in _NOT_TENSORS and isinstance(v, torch.Tensor)]
 
 
 def _float_dtypes(tensors: list) -> set:
@@ -152,7 +163,7 @@ class ModuleTracking:
         m = self.modules[idx].ref()
         if m is None:
             return
-        items = list(m._buffers.items()) + [(k, v) for k, v in vars(m).items() if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter)]
+        items = list(m._buffers.items()) + [(k, v) for k, v in tensor_attributes(m) if not isinstance(v, torch.nn.Parameter)]
         for name, t in items:
             if isinstance(t, torch.Tensor) and t.dtype in _FLOATS:
                 prod = self.producer_of(t)  # type: ignore[attr-defined]  (the Recorder this mixes into)

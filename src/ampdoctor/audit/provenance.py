@@ -15,6 +15,7 @@ from ampdoctor import dtypes
 from ampdoctor.audit.calls import AttentionCall
 from ampdoctor.audit.evidence import BufferScan, GradSnapshot, Op, OptimizerStep, Tag
 from ampdoctor.audit.fields import BACKWARD, CODE, EXTRA, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE, SEQ
+from ampdoctor.audit.modules import tensor_attributes
 from ampdoctor.audit.names import module_label, op_name, relpath
 from ampdoctor.audit.recorder import Recorder, line_of
 from ampdoctor.core import Location
@@ -214,7 +215,7 @@ class Trace:
             for mname, m in root.named_modules(remove_duplicate=False):
                 full = ".".join(x for x in (prefix, mname) if x)
                 tensors = list(m._parameters.items()) + list(m._buffers.items())
-                tensors += [(k, v) for k, v in vars(m).items() if isinstance(v, torch.Tensor)]
+                tensors += tensor_attributes(m)
                 for k, t in tensors:
                     if t is not None:
                         out.setdefault(id(t), f"{full}.{k}" if full else k)
