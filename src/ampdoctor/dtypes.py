@@ -92,9 +92,20 @@ def parse(text: str) -> str:
     return found
 
 
+# torch dtype -> `name_of` it: a handful of dtypes, named thousands of times in the report of a large audit.
+_NAMED: dict[Any, str] = {}
+
+
 def name_of(dtype: Any) -> str:
     """Short name of a dtype (``bf16``); dtypes outside the float vocabulary print as torch prints them."""
-    return canonical(dtype) or str(dtype).removeprefix("torch.")
+    try:
+        return _NAMED[dtype]
+    except (KeyError, TypeError):  # not named yet, or not hashable
+        pass
+    name = canonical(dtype) or str(dtype).removeprefix("torch.")
+    if type(dtype).__module__ == "torch" and type(dtype).__name__ == "dtype":
+        _NAMED[dtype] = name
+    return name
 
 
 def is_half(dtype: Any) -> bool:

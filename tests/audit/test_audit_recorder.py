@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from ampdoctor.audit import audit
-from ampdoctor.audit.fields import BACKWARD, EXTRA, FORWARD, IN_PROD, MOD, PHASE
+from ampdoctor.audit.fields import BACKWARD, EXTRA, FORWARD, IN_DT, IN_PROD, MOD, PHASE
 from ampdoctor.audit.provenance import Trace
 
 
@@ -272,3 +272,18 @@ def test_a_finished_recorder_goes_with_its_audit_without_waiting_for_a_collectio
     finally:
         if enabled:
             gc.enable()
+
+
+def test_the_mixed_ops_are_the_ops_whose_inputs_have_several_dtypes_in_order_and_by_phase():
+    """`Trace.mixed` (what the mixed-input rules walk) leaves out no op whose inputs differ in dtype, float or not."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2).to(torch.bfloat16))
+    x = torch.randn(3, 4)
+    with audit("fp32", model=model) as a:
+        out = model[1](model[0](x).to(torch.bfloat16)).float() * torch.ones(2)
+        (out.sum() + torch.arange(2)[1]).backward()
+    trace = Trace(a.recorder, model)
+    for phase in (None, FORWARD, BACKWARD):
+        want = [r[0] for r in trace.records if len(set(r[IN_DT])) > 1 and phase in (None, r[PHASE])]
+        assert [op.seq for op in trace.mixed(phase)] == want
+    assert any(len(set(r[IN_DT])) > 1 and r[PHASE] == FORWARD for r in trace.records)

@@ -265,11 +265,12 @@ class RuntimeContext:
         """seq -> the forward promotion it descends from, following the promoted (wide) dtype forward."""
         t = self.trace
         taint: dict[int, int] = {}
+        promoting = {op.record[0] for op in t.mixed(FORWARD) if t.is_promotion(op.record[0])}
         for r in t.records:
             s = r[0]
             if r[OUT_DT] is None and r[PHASE] != FORWARD:
                 continue
-            if r[PHASE] == FORWARD and t.is_promotion(s):
+            if s in promoting:
                 taint[s] = s
                 continue
             if not taint:  # nothing promoted yet: no input can descend from a promotion

@@ -228,17 +228,22 @@ class RecordingMode(TorchDispatchMode):
             inner = fake.dispatch
             record = self.record
             r = self.r
-            depth = threading.local()
+            # The threads now inside `record` (a set of thread ids: cheaper per op than a `threading.local`).
+            busy: set[int] = set()
+            get_ident = threading.get_ident
             metadata = _METADATA_QUERIES
 
             def dispatch(func, types, args=(), kwargs=None):
-                if id(func) in metadata or not r.active or getattr(depth, "n", 0):
+                if id(func) in metadata or not r.active:
                     return inner(func, types, args, kwargs)
-                depth.n = 1
+                me = get_ident()
+                if me in busy:
+                    return inner(func, types, args, kwargs)
+                busy.add(me)
                 try:
                     return record(func, types, args, kwargs or {}, inner)
                 finally:
-                    depth.n = 0
+                    busy.discard(me)
 
             fake.dispatch = dispatch
             self.fake = fake

@@ -4,6 +4,7 @@ user's graph), each module's callers and input/output dtypes, and scans of buffe
 
 from __future__ import annotations
 
+import collections
 import functools
 import sys
 import threading
@@ -32,6 +33,22 @@ class ModuleInfo:
     user_call: tuple | None = None
 
 
+# Types of most of a module's attributes (flags, sizes, names, the dicts of its parameters, buffers and hooks), none
+# of them a tensor: passed over without an `isinstance(v, torch.Tensor)`, which goes through torch's metaclass.
+_NOT_TENSORS = frozenset({bool, int, float, str, type(None), dict, collections.OrderedDict, list, tuple, set})
+
+
+def tensor_attributes(m: torch.nn.Module) -> list[tuple[str, Any]]:
+    """The tensors a module holds as plain attributes (not in `_parameters` or `_buffers`), with their names."""
+    return [(k, v) for k, v in vars(m).items() if type(v) not in _NOT_TENSORS and isinstance(v, torch.Tensor)]
+
+
+def _float_dtypes(tensors: list) -> set:
+    """The float dtypes among `tensors`, each tensor's dtype read once: in a module hook, under the attention-call
+    watch's function mode, every read of a tensor attribute passes through that mode."""
+    return {dt for dt in (t.dtype for t in tensors) if dt in _FLOATS}
+
+
 def _died(deaths: dict[int, int], records: list, key: int, _ref: Any) -> None:
     deaths.setdefault(key, len(records))
 
@@ -42,6 +59,16 @@ class ModuleTracking:
     def _scope_changed(self) -> None:
         self._scope_nrs.append(_peek_sequence_nr())
         self._scope_mods.append(self.stack[-1] if self.stack else -1)
+
+    def _line(self, code: Any, lasti: int) -> int:
+        """`line_of`, remembered per instruction: a model's identical layers are all called from the same few lines,
+        which `line_of` finds by a walk over the line table of the whole calling function. Keyed by the code's id,
+        which is its own while the frame walk's table (`_internal`) holds the code (every code `frames` gives)."""
+        key = (id(code), lasti)
+        line = self._lines.get(key)
+        if line is None:
+            line = self._lines[key] = line_of(code, lasti)
+        return line
 
     def module_at(self, sequence_nr: int) -> int:
         """The module that was running when the autograd node numbered `sequence_nr` was created."""
@@ -88,14 +115,14 @@ class ModuleTracking:
         call = sys._getframe(1)
         code, lasti, _ = self.frames(call)
         if info.caller is None:
-            info.caller = (code, line_of(code, lasti) if code is not None else 0)
+            info.caller = (code, self._line(code, lasti) if code is not None else 0)
             info.user_call = self.user_frame(call)
         if idx not in self._scanned:
             self._scanned.add(idx)
             self.scan_module(idx, "before")
         ins: list = []
         _flatten(args, ins)
-        info.inputs.update(t.dtype for t in ins if t.dtype in _FLOATS)
+        info.inputs.update(_float_dtypes(ins))
         self.stack.append(idx)
         self._calls.append((call, code, lasti))
         self._scope_changed()
@@ -116,7 +143,7 @@ class ModuleTracking:
                 _flatten(list(output.values()), outs)
             except Exception:  # an exotic output container: dtypes are a nicety, never a failure
                 pass
-        self.modules[idx].outputs.update(t.dtype for t in outs if t.dtype in _FLOATS)
+        self.modules[idx].outputs.update(_float_dtypes(outs))
 
     def scan_tree(self, root: torch.nn.Module) -> None:
         """Scan every module under `root` not scanned yet, at the start of a step: a module whose forward never runs
@@ -136,7 +163,7 @@ class ModuleTracking:
         m = self.modules[idx].ref()
         if m is None:
             return
-        items = list(m._buffers.items()) + [(k, v) for k, v in vars(m).items() if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter)]
+        items = list(m._buffers.items()) + [(k, v) for k, v in tensor_attributes(m) if not isinstance(v, torch.nn.Parameter)]
         for name, t in items:
             if isinstance(t, torch.Tensor) and t.dtype in _FLOATS:
                 prod = self.producer_of(t)  # type: ignore[attr-defined]  (the Recorder this mixes into)

@@ -14,7 +14,8 @@ import torch
 from ampdoctor import dtypes
 from ampdoctor.audit.calls import AttentionCall
 from ampdoctor.audit.evidence import BufferScan, GradSnapshot, Op, OptimizerStep, Tag
-from ampdoctor.audit.fields import BACKWARD, CODE, EXTRA, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE
+from ampdoctor.audit.fields import BACKWARD, CODE, EXTRA, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE, SEQ
+from ampdoctor.audit.modules import tensor_attributes
 from ampdoctor.audit.names import module_label, op_name, relpath
 from ampdoctor.audit.recorder import Recorder, line_of
 from ampdoctor.core import Location
@@ -75,6 +76,7 @@ class Trace:
         self._op_names: dict[int, str] = {}  # op id (a record's FUNC) -> name
         self._recorded: frozenset[str] | None = None  # `recorded()`
         self._views: dict[str | None, list[Op]] | None = None  # `ops()`: all, and by phase
+        self._mixed: dict[str | None, list[Op]] | None = None  # `mixed()`: all, and by phase
         self._by_tag: dict[Tag, list[Op]] | None = None  # `tagged()`
         self._call_starts: list[int] | None = None  # `attention_call_of()`
         self._fwd_seqs: list[int] = rec.values.forward_seqs if rec.values is not None else []
@@ -93,6 +95,16 @@ class Trace:
             for op in views[None]:
                 views.setdefault(op.record[PHASE], []).append(op)
         return iter(views.get(phase, ()))
+
+    def mixed(self, phase: str | None = None) -> Iterator[Op]:
+        """The ops whose inputs have two dtypes or more (`dtype_kinds`), in order; only those of one phase if given:
+        the only ops whose float inputs can mix, walked by the rules that look for mixed inputs (a few of all)."""
+        mixed = self._mixed
+        if mixed is None:
+            mixed = self._mixed = {None: [op for op in self.ops() if self.dtype_kinds(op.record[SEQ]) > 1]}
+            for op in mixed[None]:
+                mixed.setdefault(op.record[PHASE], []).append(op)
+        return iter(mixed.get(phase, ()))
 
     def recorded(self) -> frozenset[str]:
         """The names of the ops recorded (each kind once): a rule about one kind of op asks before walking the trace."""
@@ -203,7 +215,7 @@ class Trace:
             for mname, m in root.named_modules(remove_duplicate=False):
                 full = ".".join(x for x in (prefix, mname) if x)
                 tensors = list(m._parameters.items()) + list(m._buffers.items())
-                tensors += [(k, v) for k, v in vars(m).items() if isinstance(v, torch.Tensor)]
+                tensors += tensor_attributes(m)
                 for k, t in tensors:
                     if t is not None:
                         out.setdefault(id(t), f"{full}.{k}" if full else k)

@@ -97,6 +97,7 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Call
         # id(code) -> (mode machinery?, internal?, code, library?, boundary?); holding the code keeps its id unique.
         # Keyed by id because hashing a code object hashes its bytecode and constants.
         self._internal: dict[int, tuple[bool, bool, Any, bool, bool]] = {}
+        self._lines: dict[tuple[int, int], int] = {}  # (id(code), lasti) -> line, for codes `_internal` holds
         self._handles: list[Any] = []  # every hook installed
         self._module_handles: list[Any] = []  # of them, the module forward hooks (removed when recording stops)
         self._mode: RecordingMode | None = None
@@ -208,6 +209,7 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Call
         self.producers.clear()
         self.produced.clear()
         self._internal.clear()
+        self._lines.clear()
         self.failure = None
         if self.values is not None:
             self.values.release()

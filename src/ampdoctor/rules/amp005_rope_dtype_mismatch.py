@@ -115,7 +115,7 @@ def table_meets_other_dtype(ctx: RuntimeContext) -> Iterator[Hit]:
     """An op applies a cos/sin table to an input of another dtype. Under autocast an fp32 table against bf16 q/k
     is a promotion autocast undoes; a half table against a wide input is not."""
     t = ctx.trace
-    hits = [op.seq for op in t.ops(Phase.FORWARD) if op.out_dtypes is not None and _table_meets_other(ctx, op)]
+    hits = [op.seq for op in t.mixed(Phase.FORWARD) if op.out_dtypes is not None and _table_meets_other(ctx, op)]
     for _, seqs in ctx.grouped(hits, lambda s: (t.op_at(s).module, t.op(s))).items():
         first = seqs[0]
         ins = t.float_inputs(first)

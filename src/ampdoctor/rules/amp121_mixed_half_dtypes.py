@@ -65,9 +65,7 @@ def mixed_half_dtypes_policy(policy: Policy | None, facts: RunFacts, at: Places)
 @runtime_check("AMP121")
 def both_halves_in_one_op(ctx: RuntimeContext) -> Iterator[Hit]:
     t = ctx.trace
-    for op in t.ops():
-        if t.dtype_kinds(op.seq) < 2:
-            continue
+    for op in t.mixed():
         present = {d for d, p in zip(op.in_dtypes, op.producers) if p is not None}
         if ctx.BF16 in present and ctx.FP16 in present:
             yield Hit(f"{t.op(op.seq)} receives both bf16 and fp16 tensors", t.location(op.seq))
