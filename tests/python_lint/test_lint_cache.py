@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ampdoctor.lint import cache as lint_cache
 from ampdoctor.lint.engine import lint_paths
-from ampdoctor.lint.python import runner
+from ampdoctor.lint.python import pool, runner
 from ampdoctor.lint.settings import LintSettings
 
 ROPE = """
@@ -178,3 +178,21 @@ def test_a_damaged_index_is_an_empty_one(tmp_path, monkeypatch):
     for damaged in ("{", '{"version": 2, "files": {"x": [1]}}', "[]", '{"version": 2, "files": []}'):
         index.file.write_text(damaged)
         assert lint(root, cache) == first
+
+
+def test_a_relint_of_an_unchanged_tree_starts_no_worker_process(tmp_path, monkeypatch):
+    # the stored results of files the index shows unchanged are taken in this process: a pool would cost more
+    settled(monkeypatch)
+    root, cache = project(tmp_path / "p", "torch.bfloat16"), tmp_path / "cache"
+    for i in range(pool.PARALLEL_MIN_FILES):
+        (root / "pkg" / f"m{i}.py").write_text(f"import torch\n\nx{i} = torch.ones(3).half()\n")
+    first = sorted((f.rule_id, f.location.file, f.location.line)
+                   for f in lint_paths([root], LintSettings(jobs=2, cache=cache)).findings)
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a worker pool was started")
+
+    monkeypatch.setattr(pool, "ProcessPoolExecutor", no_pool)
+    again = sorted((f.rule_id, f.location.file, f.location.line)
+                   for f in lint_paths([root], LintSettings(jobs=2, cache=cache)).findings)
+    assert again == first and ("AMP101", str(root / "pkg" / "rope.py"), 11) in first

@@ -49,25 +49,36 @@ def discover(paths: Sequence[Path], settings: LintSettings) -> tuple[list[Path],
         if _regular(root):
             (python if root.suffix == ".py" else configs).add(root)
         elif _directory(root):
-            for folder, dirs, files in os.walk(root):
-                below = Path(folder).relative_to(root)
-                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".") and not settings.excluded(below / d))
-                for name in files:
-                    path = Path(folder, name)
-                    if settings.excluded(below / name) or not _regular(path):
-                        continue  # a FIFO, socket or device would block or never end: only regular files are read
-                    if path.suffix == ".py":
-                        python.add(path)
-                    elif (is_config_candidate(path) or is_launcher(path)) and _size(path) <= MAX_CONFIG_BYTES:
-                        configs.add(path)
+            _walk(root, settings, python, configs)
         else:
             missing.append(ReportError(str(root), _why_unreadable(root)))
-    return sorted(python), sorted(configs), missing
+    return _sorted(python), _sorted(configs), missing
 
 
-def _regular(path: Path) -> bool:
+def _sorted(paths: set[Path]) -> list[Path]:
+    # On POSIX a `Path` compares as its parts do: the same order, without the cost of a comparison per pair
+    return sorted(paths, key=lambda p: p.parts) if os.name == "posix" else sorted(paths)
+
+
+def _walk(root: Path, settings: LintSettings, python: set[Path], configs: set[Path]) -> None:
+    """The Python files and config candidates below the folder `root`, added to `python` and `configs`."""
+    excluding = bool(settings.exclude)  # a path below the root is built only to be matched against `exclude`
+    for folder, dirs, files in os.walk(root):
+        below = Path(folder).relative_to(root) if excluding else None
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".") and not (below is not None and settings.excluded(below / d)))
+        for name in files:
+            if (below is not None and settings.excluded(below / name)) or not _regular(os.path.join(folder, name)):
+                continue  # a FIFO, socket or device would block or never end: only regular files are read
+            path = Path(folder, name)
+            if path.suffix == ".py":
+                python.add(path)
+            elif (is_config_candidate(path) or is_launcher(path)) and _size(path) <= MAX_CONFIG_BYTES:
+                configs.add(path)
+
+
+def _regular(path: Path | str) -> bool:
     try:
-        return stat.S_ISREG(path.stat().st_mode)
+        return stat.S_ISREG(os.stat(path).st_mode)
     except (OSError, RuntimeError, ValueError):  # missing, a symlink loop, a NUL byte in the name
         return False
 

@@ -21,7 +21,7 @@ from ampdoctor.lint.python.embedded import applies as holds_python_config
 from ampdoctor.lint.python.embedded import embedded_findings
 from ampdoctor.lint.python.kind import CodeKind, Kind, file_kind, main_block, named_training_script, site_kind
 from ampdoctor.lint.python.newer import NEWER_PYTHON, newer_syntax
-from ampdoctor.lint.python.pool import chunk_order, run
+from ampdoctor.lint.python.pool import chunk_order, run, run_rest
 from ampdoctor.lint.python.project import Evidence, ProjectContext, Summary
 from ampdoctor.lint.python.project import summarize as summarize_file
 from ampdoctor.lint.python.reach import FileResult, base_context, below, contexts_reached, imported_by_training, root_of
@@ -268,6 +268,28 @@ def _first_look(task: "Task") -> tuple[FileResult, bool, Known | None, lint_cach
     return (path, [], None, summary), True, (kind, words.known, summary), source.seen
 
 
+def _stored(path: str, kind_path: str | None, project: ProjectContext | None, summarize: bool, check: bool | str,
+            cache: str | None, seen: lint_cache.Seen | None) -> FileResult | None:
+    """The stored result of a file that the cache's index shows unchanged, found without reading the file; None
+    when it has none or must be read (`lint_file` then finds the same): cheap enough for the parent process."""
+    digest = lint_cache.unchanged(path, seen) if cache else None
+    return _cached(cache, lint_cache.key(digest, kind_path or path, project, summarize, check), path) if digest else None
+
+
+def _stored_look(task: "Task") -> tuple[FileResult, bool, None, lint_cache.Seen | None] | None:
+    """`_first_look` of a file whose result is stored under the index's hash; None for one it must look at."""
+    path, kind_path, project, summarize, check, cache, seen = task
+    hit = _stored(path, kind_path, project, summarize, check, cache, seen)
+    return (hit, False, None, seen) if hit is not None else None
+
+
+def _stored_finish(task: "Task", again: ProjectContext | None, known: Known | None) -> tuple[None, FileResult] | None:
+    """`_finish` of a file judged in the first phase whose judgement under `again` is stored under the index's hash."""
+    path, kind_path, _, _, _, cache, seen = task
+    hit = _stored(path, kind_path, again, False, "project", cache, seen) if known is None else None
+    return (None, hit) if hit is not None else None
+
+
 def _finish(task: "Task", again: ProjectContext | None, known: Known | None) -> tuple[FileResult | None, FileResult | None]:
     """Second phase: the deferred judgement of a file and, under `again` (the context its project's precision
     reaches it with), its judgement by the rules that read it; for a file judged in the first phase, only that."""
@@ -330,7 +352,7 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     folder, seen = (str(cache), index.get) if index is not None else (None, lambda _: None)
     tasks: list[Task] = [(p, below(p, roots), start(p), True, True, folder, seen(p)) for p in named] \
         + [(p, below(p, roots), None, True, False, folder, seen(p)) for p in extra]
-    looked = run(_first_look, [(t,) for t in tasks], jobs)
+    looked = run_rest(_first_look, [(t,) for t in tasks], jobs, _stored_look)
     tasks = _indexed(index, tasks, looked)
     reached = contexts_reached([r for r, _, _, _ in looked], roots, base, config_half, wanted, launches)
     first, again = _second_phase(tasks, looked, reached, jobs)
@@ -374,7 +396,7 @@ def _second_phase(tasks: list[Task], looked: list[tuple[FileResult, bool, Known 
     """Every file's first judgement (the deferred ones made now) and, by path, the second judgements of the files
     the project's precision reaches."""
     todo = [i for i, (task, (_, deferred, _, _)) in enumerate(zip(tasks, looked)) if deferred or task[0] in reached]
-    done = dict(zip(todo, run(_finish, [(tasks[i], reached.get(tasks[i][0]), looked[i][2]) for i in todo], jobs)))
+    done = dict(zip(todo, run_rest(_finish, [(tasks[i], reached.get(tasks[i][0]), looked[i][2]) for i in todo], jobs, _stored_finish)))
     first = [done[i][0] if i in done and done[i][0] is not None else r for i, (r, _, _, _) in enumerate(looked)]
     return first, {tasks[i][0]: done[i][1] for i in todo if done[i][1] is not None}
 
