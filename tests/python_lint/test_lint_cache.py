@@ -3,6 +3,8 @@ changed: the file's bytes, or the project facts it was judged under (a trainer t
 
 import json
 import os
+import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -196,3 +198,35 @@ def test_a_relint_of_an_unchanged_tree_starts_no_worker_process(tmp_path, monkey
     again = sorted((f.rule_id, f.location.file, f.location.line)
                    for f in lint_paths([root], LintSettings(jobs=2, cache=cache)).findings)
     assert again == first and ("AMP101", str(root / "pkg" / "rope.py"), 11) in first
+
+
+# `ampdoctor lint` run twice in a fresh interpreter; the second prints the ampdoctor modules it imported.
+TWICE = """
+import sys
+from ampdoctor.cli import main
+main(["lint", "--no-config", "--exit-zero", "-j", "1", sys.argv[1]])
+"""
+IMPORTED = TWICE + """
+print(sorted(m for m in sys.modules if m.startswith("ampdoctor")))
+"""
+
+
+def test_a_relint_whose_results_are_all_stored_imports_no_framework_reader_and_export_still_parses(tmp_path):
+    root = project(tmp_path / "p", "torch.bfloat16")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "AMPDOCTOR_CACHE_DIR": str(tmp_path / "c")}
+
+    def python(script: str, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+
+    first = python(TWICE, str(root))
+    assert "AMP101" in first.stdout and first.returncode == 0, first.stderr
+    again = python(IMPORTED, str(root))
+    assert again.stdout.startswith(first.stdout)
+    imported = again.stdout[len(first.stdout):]
+    # the readers of configs (and the Python configs' reader, which uses them) are imported to lint, not to report
+    assert "ampdoctor.frameworks" not in imported and "ampdoctor.lint.python.embedded" not in imported
+    assert "ampdoctor.lint.cache" in imported  # the check can fail
+    export = python("import sys; from ampdoctor.cli import main; sys.exit(main(sys.argv[1:]))", "export", "--help")
+    assert export.returncode == 0 and "{neox,deepspeed,accelerate," in export.stdout.replace("\n", "").replace(" ", "")
+    wrong = python("import sys; from ampdoctor.cli import main; sys.exit(main(sys.argv[1:]))", "export", "--policy", "bf16-mixed", "--to", "x")
+    assert wrong.returncode == 2 and "invalid choice: 'x'" in wrong.stderr

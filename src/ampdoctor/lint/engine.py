@@ -7,15 +7,16 @@ import os
 import stat
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ampdoctor.dtypes import HALF
-from ampdoctor.frameworks.base import Reading
-from ampdoctor.frameworks.located import file_kind
 from ampdoctor.lint.launch import innermost_root, is_launcher, launched_scripts
 from ampdoctor.lint.python.project import Evidence
 from ampdoctor.lint.settings import LintSettings
 from ampdoctor.report import Report, ReportError
+
+if TYPE_CHECKING:  # the framework readers are imported where configs are read: a tree of Python needs none
+    from ampdoctor.frameworks.base import Reading
 
 # Folders that never hold the user's own training code or configs.
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "env", "node_modules", "__pycache__", ".tox", ".nox",
@@ -97,13 +98,14 @@ def _why_unreadable(path: Path) -> str:
         return "no such file or directory" + (" (a broken symlink)" if path.is_symlink() else "")
     except (OSError, RuntimeError, ValueError) as exc:
         return f"cannot be read: {getattr(exc, 'strerror', None) or exc}"
+    from ampdoctor.frameworks.located import file_kind
+
     return f"{file_kind(mode)}, not a file to lint; not read"
 
 
 
 def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSettings()) -> Report:
     """Lint files and directories; findings outside the settings' selection are dropped."""
-    from ampdoctor.lint.configs import lint_readings, read_configs
     from ampdoctor.lint.python import lint_python_files
 
     python, configs, missing = discover([Path(p) for p in paths], settings)
@@ -120,13 +122,7 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
     configs = [c for c in configs if not is_launcher(c)]
     context_configs = [c for c in context_configs if not is_launcher(c)]
     own, defaults = own_code_by_config([*configs, *context_configs], [*python, *context], folders)
-    half: list[Evidence] = []
-    if configs:
-        readings, checked, errors = read_configs(configs, own, defaults)
-        report = report.merge(lint_readings(readings, checked, errors))
-        half = half_configs(readings)
-    if context_configs:
-        half += half_configs(read_configs([c for c in context_configs if c not in set(configs)], own, defaults)[0])
+    report, half = _read_configs(configs, context_configs, own, defaults, report)
     if python:
         launches = launched_scripts(launchers, [*python, *context], folders) if launchers else {}
         report = report.merge(lint_python_files(python, jobs=settings.jobs, roots=folders, config_half=half, context_files=context,
@@ -135,16 +131,34 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
     return replace(report, findings=tuple(f for f in report.findings if settings.enabled(f)))
 
 
+def _read_configs(configs: list[Path], context_configs: list[Path], own: dict[Path, frozenset[str]], defaults: dict[Path, str],
+                  report: Report) -> tuple[Report, list[Evidence]]:
+    """The report with the findings of `configs`, and the training configs, of those and the context's, that compute
+    in half precision (`half_configs`). The config readers are imported only where there are configs to read."""
+    if not configs and not context_configs:
+        return report, []
+    from ampdoctor.lint.configs import lint_readings, read_configs
+
+    half: list[Evidence] = []
+    if configs:
+        readings, checked, errors = read_configs(configs, own, defaults)
+        report = report.merge(lint_readings(readings, checked, errors))
+        half = half_configs(readings)
+    if context_configs:
+        half += half_configs(read_configs([c for c in context_configs if c not in set(configs)], own, defaults)[0])
+    return report, half
+
+
 def own_code_by_config(configs: Sequence[Path], python: Sequence[Path],
                        folders: Sequence[Path]) -> tuple[dict[Path, frozenset[str]], dict[Path, str]]:
     """By config file, what its project's own code says of it (`embedded.own_code`, each file read once): the keys
     its own argument classes declare, and where its own model-loading code defaults the load dtype to half (configs
     of a project with no such default are left out of the second). A project is each folder linted (the innermost
     that holds the file), or the files named alone together."""
-    from ampdoctor.lint.python.embedded import own_code
-
     if not configs:
         return {}, {}
+    from ampdoctor.lint.python.embedded import own_code
+
     roots = [f.absolute() for f in folders]
 
     def project(path: Path) -> Path | None:

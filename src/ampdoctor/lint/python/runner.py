@@ -17,8 +17,6 @@ from ampdoctor.core.registry import detectors
 from ampdoctor.lint import cache as lint_cache
 from ampdoctor.lint.launch import Launch, option_values, runs_of
 from ampdoctor.lint.python.context import Context
-from ampdoctor.lint.python.embedded import applies as holds_python_config
-from ampdoctor.lint.python.embedded import embedded_findings
 from ampdoctor.lint.python.kind import CodeKind, Kind, file_kind, main_block, named_training_script, site_kind
 from ampdoctor.lint.python.newer import NEWER_PYTHON, newer_syntax
 from ampdoctor.lint.python.pool import chunk_order, run, run_rest
@@ -65,7 +63,7 @@ def _lint_twice(text: str, path: str, kind_path: str | None, project: ProjectCon
     summarized = known[2] if known is not None else None
     checks = checks_for(words, project, check)
     trains = trains_in_precision(kind, words)
-    configs = check is True and holds_python_config(words)
+    configs = check is True and _holds_python_config(words)
     later = checks_for(words, again, "project") if again is not None else []
     if not checks and not configs and not (summarize and trains) and not later:
         src: SourceFile | ReportError | None = _parsed(path, text, index=False)
@@ -81,6 +79,13 @@ def _lint_twice(text: str, path: str, kind_path: str | None, project: ProjectCon
     if again is None or first[1] is not None:
         return first, None
     return first, _check(Context(src, again), later, kind, suppressions) if later else ([], None)
+
+
+def _holds_python_config(words: TextWords) -> bool:
+    # `embedded` and the framework readers it imports are imported to lint a file, never for a stored result
+    from ampdoctor.lint.python.embedded import applies
+
+    return applies(words)
 
 
 def _judged(src: SourceFile, project: ProjectContext | None, checks: list, configs: bool, kind: Kind, suppressions: Suppressions,
@@ -157,6 +162,8 @@ def _config_findings(ctx: Context, found: list[Finding], suppressions) -> list[F
     """The policy rules' findings over the configs written in this file's Python (`lint.python.embedded`)."""
     seen = {(f.rule_id, f.location.line) for f in found}
     try:
+        from ampdoctor.lint.python.embedded import embedded_findings
+
         extra = embedded_findings(ctx, _code_judged())
     except RecursionError:
         return []
