@@ -383,3 +383,14 @@ def test_required_text_is_only_what_every_match_contains():
     assert _required_text(r"(?!abcd)xy") == () and _required_text(r"(?<!abcd)xy") == ()
     assert _required_text(r"(?-i:ABCD)x") == ("abcd",)  # case-sensitive in the regex, lowered like the text
     assert _required_text("\u212aelvin") == ()  # a non-ASCII letter IGNORECASE folds onto ASCII "k": no requirement
+
+
+def test_a_failure_told_in_words_ranks_its_rule_but_is_a_guess_while_the_printed_message_decides():
+    told = ("Our EMA model is kept in bf16 next to the bf16 weights. With decay 0.9999 the EMA weight updates get "
+            "rounded down to 0 in bf16, so the EMA never actually gets updated during training.")
+    first = explain(told)[0]
+    assert first.rule.id == "AMP138" and first.basis == "signature" and first.guess
+    from ampdoctor.core import catalog
+    assert any(s.told for r in catalog() if r.id == "AMP138" for s in r.signatures)  # the catalog marks the prose
+    printed = explain("ValueError: Attempting to unscale FP16 gradients.")[0]
+    assert printed.rule.id == "AMP105" and not printed.guess  # a message software prints still decides

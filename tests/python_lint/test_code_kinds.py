@@ -110,6 +110,49 @@ def test_validation_and_sampling_inside_a_training_file_are_evaluation_code():
     assert found == [(4, "info"), (9, "info"), (14, "warning"), (19, "info")]
 
 
+def test_a_no_grad_block_is_evaluation_code_only_when_training_uses_nothing_it_makes():
+    # A no-grad block that renders or logs is not training; one that steps, updates an EMA in place, stores its
+    # result on an object or hands a value to the code after it (a frozen teacher's targets) is part of training.
+    code = """
+    import torch
+
+    def train(model, ema, teacher, batch, optimizer):
+        model.to(torch.bfloat16)
+        with torch.no_grad(), torch.autocast("cuda"):
+            print(model(batch))
+        with torch.no_grad():
+            with torch.autocast("cuda"):
+                for p, q in zip(ema.parameters(), model.parameters()):
+                    p.mul_(0.99).add_(q, alpha=0.01)
+        with torch.no_grad():
+            with torch.autocast("cuda"):
+                self.cached = teacher(batch)
+        with torch.no_grad():
+            with torch.autocast("cuda"):
+                target = teacher(batch)
+        loss = (model(batch) - target).square().mean()
+        loss.backward()
+        optimizer.step()
+    """
+    found = sorted((f.location.line, f.severity.value) for f in findings(code, "train.py") if f.rule_id == "AMP107")
+    assert found == [(5, "info"), (8, "warning"), (12, "warning"), (15, "warning")]
+    note = next(f for f in findings(code, "train.py") if f.rule_id == "AMP107" and f.location.line == 5)
+    assert "`torch.no_grad()` block (line 5) whose results training does not use" in note.message
+
+
+def test_a_transformers_modular_source_is_never_imported_so_its_findings_are_notes():
+    # transformers generates modeling_<model>.py from modular_<model>.py; only the generated module runs.
+    modular = "from transformers.models.llama.modeling_llama import (\n    LlamaModel,\n)\n" + textwrap.dedent(ROPE_CACHE)
+    found = one(modular, "models/my_llama/modular_my_llama.py", "AMP002")
+    assert found.severity.value == "info"
+    assert "generator source code: modular_my_llama.py is a transformers modular source: modeling_my_llama.py" in found.message
+    assert one(modular, "models/my_llama/modeling_my_llama.py", "AMP002").severity.value == "warning"
+    # A module merely named modular_ (a diffusers modular pipeline, an optimizer) runs like any other.
+    assert one(ROPE_CACHE, "pipelines/modular_pipeline.py", "AMP002").severity.value == "warning"
+    relative = "from ..llama.modeling_llama import LlamaModel\n" + textwrap.dedent(ROPE_CACHE)
+    assert file_kind("models/x/modular_x.py", relative).kind is CodeKind.GENERATOR_SOURCE
+
+
 def test_kind_is_read_below_the_folder_linted(tmp_path):
     # A checkout that happens to live under a folder called tests/ is not all test code.
     project = tmp_path / "tests" / "project"

@@ -19,7 +19,8 @@ _ID = re.compile(r"^AMP\d{3}$")
 
 def _signatures(raw: Iterable[Mapping[str, Any]] | None, where: str, check: bool = True) -> tuple[Signature, ...]:
     """The signatures written in `raw`; with `check`, each pattern is compiled first (a bad one is an error)."""
-    out = tuple(Signature(str(item["pattern"]), float(item.get("weight", 1.0)), str(item.get("unless", ""))) for item in raw or ())
+    out = tuple(Signature(str(item["pattern"]), float(item.get("weight", 1.0)), str(item.get("unless", "")),
+                          bool(item.get("told", False))) for item in raw or ())
     if check:
         _compiled(out, where)
     return out

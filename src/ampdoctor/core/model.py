@@ -64,11 +64,14 @@ class Source:
 class Signature:
     """An error text that this rule explains; `pattern` is a case-insensitive regular expression. `unless`, when set,
     is one too: a text it matches shows the message coming from where it means something else, and the signature
-    does not read that text."""
+    does not read that text. `told`: the pattern reads a failure described in words (a report's prose: "the EMA
+    updates round to zero", "accumulated in bf16"), not a message that software prints or a line of code; such a
+    match ranks the rule but never decides it."""
 
     pattern: str
     weight: float = 1.0
     unless: str = ""
+    told: bool = False
 
 
 @dataclass(frozen=True)

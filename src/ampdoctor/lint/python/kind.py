@@ -24,6 +24,7 @@ class CodeKind(enum.Enum):
     INFERENCE = "inference"
     CONVERSION = "conversion"
     EVALUATION = "evaluation"  # validation, sampling or generation code inside a training file
+    GENERATOR_SOURCE = "generator source"  # a source a code generator writes the module that runs from
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,15 @@ class Kind:
         """Tests and benchmarks: code that builds precision cases on purpose, whatever they are."""
         return self.kind in (CodeKind.TEST, CodeKind.BENCHMARK)
 
+    @property
+    def never_warns(self) -> bool:
+        """Code where every rule is a note: tests and benchmarks, and sources nothing imports at run time."""
+        return self.exercise or self.kind is CodeKind.GENERATOR_SOURCE
 
+
+# An import from a transformers modeling module (``from ..llama.modeling_llama import``, ``from
+# transformers.models.x.modeling_x import``): what a modular source inherits its classes from.
+_MODELING_IMPORT = re.compile(r"^\s*from\s+[\w.]*\bmodeling_\w+\s+import\b", re.M)
 _TEST_DIRS = frozenset({"tests", "test", "testing", "unittests", "unit_tests"})
 _BENCH_DIRS = frozenset({"bench", "benchmark", "benchmarks", "benchmarking"})
 # Consolidating a sharded checkpoint (gathering FSDP or model-parallel shards into one file) loads and writes
@@ -73,6 +82,11 @@ def file_kind(path: str, text: str) -> Kind:
     found = _exercise_kind(name, stem, parts[:-1])
     if found is not None:
         return found
+    if stem.startswith("modular_") and _MODELING_IMPORT.search(text):
+        # transformers' modular files: its converter writes modeling_<model>.py from them, and that file is what a
+        # model runs (and what a fix edits by hand, often enough); the modular one is never imported.
+        return Kind(CodeKind.GENERATOR_SOURCE, f"{name} is a transformers modular source: modeling_{stem[8:]}.py is "
+                    "generated from it and is the module that runs; it is not imported")
     words = tokens(stem)
     # substring tests first: the regex over a long file costs a millisecond, and most library files have none
     trains = any(w in text for w in _TRAIN_WORDS) and TRAINS.search(text) is not None
@@ -141,12 +155,74 @@ def _evaluation(src: SourceFile, parent: ast.AST, child: ast.AST) -> str | None:
             return f"inside `{parent.name}` (line {parent.lineno}), which validates or samples"
         if any(_no_grad(src, d) for d in parent.decorator_list) and not tokens(parent.name) & _UPDATES:
             return f"inside `{parent.name}` (line {parent.lineno}), which runs without gradients"
+    elif isinstance(parent, (ast.With, ast.AsyncWith)) and (child in parent.body or child in parent.items):
+        if any(_no_grad(src, item.context_expr) for item in parent.items) and not _updates_state(src, parent):
+            return f"in a `torch.no_grad()` block (line {parent.lineno}) whose results training does not use"
     elif isinstance(parent, ast.If) and child in parent.body:
         words = {w for n in ast.walk(parent.test) if isinstance(n, (ast.Name, ast.Attribute))
                  for w in tokens(last_identifier(n) or "")}
         if words & _EVAL_WORDS:
             return f"in a branch taken for validation or sampling (line {parent.lineno})"
     return None
+
+
+def _updates_state(src: SourceFile, block: ast.With | ast.AsyncWith) -> bool:
+    """Does a no-grad block make something training uses next: an optimizer step or a hand-written update
+    (``p -= lr * p.grad``), an EMA (``ema.mul_(d).add_(p)``), a copy into weights (``p.data = ...``), an attribute or
+    item set (``self.targets = ...``), or a name read after the block before it is bound again (a frozen teacher's targets, a return value).
+    A block that only computes values it logs or saves inside itself (validation, sampling, a metric) does not."""
+    bound: set[str] = set()
+    for node in (n for stmt in block.body for n in ast.walk(stmt)):
+        if isinstance(node, ast.AugAssign) or _state_call(node):
+            return True
+        for target in _targets(node):
+            if isinstance(target, (ast.Attribute, ast.Subscript)) and not isinstance(node, ast.For):
+                return True
+            if isinstance(target, ast.Name):
+                bound.add(target.id)
+    return bool(bound) and _read_after(src, block, bound)
+
+
+def _read_after(src: SourceFile, block: ast.With | ast.AsyncWith, bound: set[str]) -> bool:
+    """Is one of the names the block binds read after it, before it is bound again: the first line after the block
+    that names it reads it. (A name the block reuses for a value of its own, rebound before training reads it
+    again, carries nothing out of the block.)"""
+    function = next((a for a in src.ancestors(block) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), src.tree)
+    end = block.end_lineno or block.lineno
+    first: dict[str, tuple[int, bool]] = {}  # name -> (first line after the block naming it, read on that line)
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and node.id in bound and node.lineno > end:
+            line, read = first.get(node.id, (node.lineno, False))
+            if node.lineno < line:
+                line, read = node.lineno, False
+            if node.lineno == line:
+                first[node.id] = (line, read or isinstance(node.ctx, ast.Load))
+    return any(read for _, read in first.values())
+
+
+def _targets(node: ast.AST) -> list[ast.AST]:
+    """Every node written by an assignment, loop, ``with ... as`` or walrus: the targets and what they contain."""
+    if isinstance(node, ast.Assign):
+        roots: list = node.targets
+    elif isinstance(node, (ast.With, ast.AsyncWith)):
+        roots = [i.optional_vars for i in node.items if i.optional_vars is not None]
+    elif isinstance(node, (ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)):
+        roots = [node.target]
+    else:
+        return []
+    return [t for root in roots for t in ast.walk(root)]
+
+
+def _state_call(node: ast.AST) -> bool:
+    """An in-place tensor method (``add_``, ``copy_``) or a call of `_STATE_CALLS`."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    attr = node.func.attr
+    return (attr.endswith("_") and not attr.startswith("_")) or attr in _STATE_CALLS
+
+
+# Calls that change state in a no-grad block: optimizer and scheduler steps, an EMA's update, loads into a module.
+_STATE_CALLS = frozenset({"step", "load_state_dict", "update", "register_buffer"})
 
 
 def main_block(text: str) -> tuple[int, int] | None:
