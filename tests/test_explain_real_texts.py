@@ -296,6 +296,23 @@ def test_a_signatures_unless_pattern_is_validated_and_read():
         _signatures([{"pattern": "mat1", "unless": "(bmm"}], "rule X")
 
 
+def test_the_catalog_compiles_the_signatures_the_lint_reads_it_without(monkeypatch):
+    # lint reads the catalog for its defaults only and compiles no signature; every reader of them goes through
+    # `catalog()`, which rejects a bad one
+    from ampdoctor.core.model import Signature
+
+    module = sys.modules["ampdoctor.core.catalog"]
+    documented = module._documented()
+    bad = replace(documented[0], signatures=(Signature("mat1"), Signature("(bmm")))
+    monkeypatch.setattr(module, "_documented", lambda: (bad, *documented[1:]))
+    catalog.cache_clear()
+    try:
+        with pytest.raises(ValueError, match=rf"rule {bad.id}: bad regex '\(bmm'"):
+            catalog()
+    finally:
+        catalog.cache_clear()
+
+
 def test_the_dtypes_own_minimum_said_to_overflow_is_the_mask_fill_rule():
     # Two masks each filled with torch.finfo(dtype).min summed: the fill constant overflows to -inf (then NaN after
     # softmax). Told in words, with no printed error, it is still the mask fill's failure, ahead of a generic overflow.

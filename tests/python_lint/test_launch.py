@@ -236,3 +236,14 @@ def test_a_dtype_bound_under_tests_of_options_the_file_does_not_define_is_not_sa
     report = lint_paths([tmp_path], LintSettings(select=frozenset({"AMP118"}), jobs=1))
     assert [f.message.split(";")[0] for f in report.findings] == [
         "gradients are reduced in bfloat16 or float16 where the run chooses it (else float32)"]
+
+
+def test_the_innermost_root_is_the_one_path_is_relative_to_names():
+    from ampdoctor.lint.launch import innermost_root
+
+    cases = [("a/b/c.py", ["a", "a/b", "x", "."]), ("/abs/x.py", [".", "/abs", "/ab"]), ("a/b.py", [".", ""]),
+             ("/abs/x.py", ["."]), ("ab/c.py", ["a"]), ("a", ["a"]), ("a/b/c", ["a/b/c/d"])]
+    for path, roots in cases:
+        folders = [Path(r) for r in roots]
+        expected = max((r for r in folders if Path(path).is_relative_to(r)), key=lambda r: len(r.parts), default=None)
+        assert innermost_root(Path(path), folders) == expected, (path, roots)

@@ -16,7 +16,7 @@ import sys
 from ampdoctor._requires import MissingDependency
 from ampdoctor._version import __version__
 from ampdoctor.cli.audit import add_audit, add_run
-from ampdoctor.cli.common import UsageError
+from ampdoctor.cli.common import CommandParser, UsageError
 from ampdoctor.cli.export import add_export
 from ampdoctor.cli.lint import add_lint
 from ampdoctor.cli.lookup import add_env, add_explain, add_rules
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Make BF16 mixed-precision training correct by construction, and diagnose it when it is not.",
     )
     parser.add_argument("--version", action="version", version=f"ampdoctor {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     for add in (add_lint, add_explain, add_rules, add_env, add_run, add_audit, add_compare, add_rope, add_export):
         add(sub)
     return parser

@@ -77,6 +77,40 @@ def emit_document(args: argparse.Namespace, data: Callable[[], Any], view: Calla
             view(stream)
 
 
+class CommandParser(argparse.ArgumentParser):
+    """The parser of one command (`build_parser` makes every command's parser one): arguments handed to `later` are
+    added when the parser is first used (to parse, or for its help), so that what their choices name (`export`'s
+    frameworks, every framework reader) is imported only for that command and never for `ampdoctor lint`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.deferred: list[Callable[[argparse.ArgumentParser], None]] = []
+
+    def _complete(self) -> None:
+        while self.deferred:
+            self.deferred.pop(0)(self)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._complete()
+        return super().parse_known_args(args, namespace)
+
+    def format_usage(self) -> str:
+        self._complete()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        self._complete()
+        return super().format_help()
+
+
+def later(parser: argparse.ArgumentParser, add: Callable[[argparse.ArgumentParser], None]) -> None:
+    """`add(parser)` when the parser is first used, if it is a `CommandParser`; else now."""
+    if isinstance(parser, CommandParser):
+        parser.deferred.append(add)
+    else:
+        add(parser)
+
+
 def add_output_options(parser: argparse.ArgumentParser, choices: tuple[str, ...] | None = None) -> None:
     """`--format` (default: every registered format that renders findings) and `--output`."""
     parser.add_argument("--format", choices=formats(FINDINGS) if choices is None else choices, default="text",

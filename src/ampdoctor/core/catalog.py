@@ -17,18 +17,22 @@ _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _ID = re.compile(r"^AMP\d{3}$")
 
 
-def _signatures(raw: Iterable[Mapping[str, Any]] | None, where: str) -> tuple[Signature, ...]:
-    out = []
-    for item in raw or ():
-        sig = Signature(str(item["pattern"]), float(item.get("weight", 1.0)), str(item.get("unless", "")),
-                        bool(item.get("told", False)))
+def _signatures(raw: Iterable[Mapping[str, Any]] | None, where: str, check: bool = True) -> tuple[Signature, ...]:
+    """The signatures written in `raw`; with `check`, each pattern is compiled first (a bad one is an error)."""
+    out = tuple(Signature(str(item["pattern"]), float(item.get("weight", 1.0)), str(item.get("unless", "")),
+                          bool(item.get("told", False))) for item in raw or ())
+    if check:
+        _compiled(out, where)
+    return out
+
+
+def _compiled(signatures: Iterable[Signature], where: str) -> None:
+    for sig in signatures:
         for pattern in filter(None, (sig.pattern, sig.unless)):
             try:
                 re.compile(pattern)
             except re.error as exc:
                 raise ValueError(f"{where}: bad regex {pattern!r}: {exc}") from None
-        out.append(sig)
-    return tuple(out)
 
 
 def _rule(raw: Mapping[str, Any]) -> Rule:
@@ -44,8 +48,9 @@ def _rule(raw: Mapping[str, Any]) -> Rule:
         incident=str(raw.get("incident", "")),
         example=str(raw.get("example", "")).rstrip(),
         use_instead=str(raw.get("use_instead", "")).rstrip(),
-        signatures=_signatures(raw.get("signatures"), where),
-        context=_signatures(raw.get("context"), where),
+        # compiled by `catalog()`, which everything that reads them goes through: lint reads only the defaults
+        signatures=_signatures(raw.get("signatures"), where, check=False),
+        context=_signatures(raw.get("context"), where, check=False),
         confirm=str(raw.get("confirm", "")),
         default=bool(raw.get("default", True)),
         scope=str(raw.get("scope", "all")),
@@ -88,6 +93,7 @@ def catalog() -> tuple[Rule, ...]:
         raise ValueError(f"detectors registered for rules the catalog does not define: {strays}")
     out = []
     for rule in rules:
+        _compiled((*rule.signatures, *rule.context), f"rule {rule.id}")
         kinds = kinds_of(rule.id) + (("explain",) if rule.signatures else ())
         if not kinds:
             raise ValueError(f"rule {rule.id} {rule.name}: no detector is registered and it has no error signature")

@@ -7,15 +7,16 @@ import os
 import stat
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ampdoctor.dtypes import HALF
-from ampdoctor.frameworks.base import Reading
-from ampdoctor.frameworks.located import file_kind
 from ampdoctor.lint.launch import innermost_root, is_launcher, launched_scripts
 from ampdoctor.lint.python.project import Evidence
 from ampdoctor.lint.settings import LintSettings
 from ampdoctor.report import Report, ReportError
+
+if TYPE_CHECKING:  # the framework readers are imported where configs are read: a tree of Python needs none
+    from ampdoctor.frameworks.base import Reading
 
 # Folders that never hold the user's own training code or configs.
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "env", "node_modules", "__pycache__", ".tox", ".nox",
@@ -49,25 +50,36 @@ def discover(paths: Sequence[Path], settings: LintSettings) -> tuple[list[Path],
         if _regular(root):
             (python if root.suffix == ".py" else configs).add(root)
         elif _directory(root):
-            for folder, dirs, files in os.walk(root):
-                below = Path(folder).relative_to(root)
-                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".") and not settings.excluded(below / d))
-                for name in files:
-                    path = Path(folder, name)
-                    if settings.excluded(below / name) or not _regular(path):
-                        continue  # a FIFO, socket or device would block or never end: only regular files are read
-                    if path.suffix == ".py":
-                        python.add(path)
-                    elif (is_config_candidate(path) or is_launcher(path)) and _size(path) <= MAX_CONFIG_BYTES:
-                        configs.add(path)
+            _walk(root, settings, python, configs)
         else:
             missing.append(ReportError(str(root), _why_unreadable(root)))
-    return sorted(python), sorted(configs), missing
+    return _sorted(python), _sorted(configs), missing
 
 
-def _regular(path: Path) -> bool:
+def _sorted(paths: set[Path]) -> list[Path]:
+    # On POSIX a `Path` compares as its parts do: the same order, without the cost of a comparison per pair
+    return sorted(paths, key=lambda p: p.parts) if os.name == "posix" else sorted(paths)
+
+
+def _walk(root: Path, settings: LintSettings, python: set[Path], configs: set[Path]) -> None:
+    """The Python files and config candidates below the folder `root`, added to `python` and `configs`."""
+    excluding = bool(settings.exclude)  # a path below the root is built only to be matched against `exclude`
+    for folder, dirs, files in os.walk(root):
+        below = Path(folder).relative_to(root) if excluding else None
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".") and not (below is not None and settings.excluded(below / d)))
+        for name in files:
+            if (below is not None and settings.excluded(below / name)) or not _regular(os.path.join(folder, name)):
+                continue  # a FIFO, socket or device would block or never end: only regular files are read
+            path = Path(folder, name)
+            if path.suffix == ".py":
+                python.add(path)
+            elif (is_config_candidate(path) or is_launcher(path)) and _size(path) <= MAX_CONFIG_BYTES:
+                configs.add(path)
+
+
+def _regular(path: Path | str) -> bool:
     try:
-        return stat.S_ISREG(path.stat().st_mode)
+        return stat.S_ISREG(os.stat(path).st_mode)
     except (OSError, RuntimeError, ValueError):  # missing, a symlink loop, a NUL byte in the name
         return False
 
@@ -86,13 +98,14 @@ def _why_unreadable(path: Path) -> str:
         return "no such file or directory" + (" (a broken symlink)" if path.is_symlink() else "")
     except (OSError, RuntimeError, ValueError) as exc:
         return f"cannot be read: {getattr(exc, 'strerror', None) or exc}"
+    from ampdoctor.frameworks.located import file_kind
+
     return f"{file_kind(mode)}, not a file to lint; not read"
 
 
 
 def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSettings()) -> Report:
     """Lint files and directories; findings outside the settings' selection are dropped."""
-    from ampdoctor.lint.configs import lint_readings, read_configs
     from ampdoctor.lint.python import lint_python_files
 
     python, configs, missing = discover([Path(p) for p in paths], settings)
@@ -109,13 +122,7 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
     configs = [c for c in configs if not is_launcher(c)]
     context_configs = [c for c in context_configs if not is_launcher(c)]
     own, defaults = own_code_by_config([*configs, *context_configs], [*python, *context], folders)
-    half: list[Evidence] = []
-    if configs:
-        readings, checked, errors = read_configs(configs, own, defaults)
-        report = report.merge(lint_readings(readings, checked, errors))
-        half = half_configs(readings)
-    if context_configs:
-        half += half_configs(read_configs([c for c in context_configs if c not in set(configs)], own, defaults)[0])
+    report, half = _read_configs(configs, context_configs, own, defaults, report)
     if python:
         launches = launched_scripts(launchers, [*python, *context], folders) if launchers else {}
         report = report.merge(lint_python_files(python, jobs=settings.jobs, roots=folders, config_half=half, context_files=context,
@@ -124,16 +131,34 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
     return replace(report, findings=tuple(f for f in report.findings if settings.enabled(f)))
 
 
+def _read_configs(configs: list[Path], context_configs: list[Path], own: dict[Path, frozenset[str]], defaults: dict[Path, str],
+                  report: Report) -> tuple[Report, list[Evidence]]:
+    """The report with the findings of `configs`, and the training configs, of those and the context's, that compute
+    in half precision (`half_configs`). The config readers are imported only where there are configs to read."""
+    if not configs and not context_configs:
+        return report, []
+    from ampdoctor.lint.configs import lint_readings, read_configs
+
+    half: list[Evidence] = []
+    if configs:
+        readings, checked, errors = read_configs(configs, own, defaults)
+        report = report.merge(lint_readings(readings, checked, errors))
+        half = half_configs(readings)
+    if context_configs:
+        half += half_configs(read_configs([c for c in context_configs if c not in set(configs)], own, defaults)[0])
+    return report, half
+
+
 def own_code_by_config(configs: Sequence[Path], python: Sequence[Path],
                        folders: Sequence[Path]) -> tuple[dict[Path, frozenset[str]], dict[Path, str]]:
     """By config file, what its project's own code says of it (`embedded.own_code`, each file read once): the keys
     its own argument classes declare, and where its own model-loading code defaults the load dtype to half (configs
     of a project with no such default are left out of the second). A project is each folder linted (the innermost
     that holds the file), or the files named alone together."""
-    from ampdoctor.lint.python.embedded import own_code
-
     if not configs:
         return {}, {}
+    from ampdoctor.lint.python.embedded import own_code
+
     roots = [f.absolute() for f in folders]
 
     def project(path: Path) -> Path | None:

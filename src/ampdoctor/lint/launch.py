@@ -9,6 +9,7 @@ lexer cannot read (an open quote, a heredoc) is skipped, never an error: a launc
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import shlex
@@ -283,7 +284,17 @@ def launched_scripts(launchers: Sequence[Path], python: Sequence[Path], roots: S
 
 def innermost_root(path: Path, roots: Sequence[Path]) -> Path | None:
     """The innermost of the folders `roots` that holds `path` (compared as spelled: give both in one spelling)."""
-    return max((r for r in roots if path.is_relative_to(r)), key=lambda r: len(r.parts), default=None)
+    if os.name != "posix":
+        return max((r for r in roots if path.is_relative_to(r)), key=lambda r: len(r.parts), default=None)
+    # `is_relative_to` by parts, as it compares on POSIX, without the paths it builds: asked of every file for every
+    # folder linted, it was most of the time of a re-lint of many folders
+    parts = path.parts
+    return max((r for r in roots if _holds(r.parts, parts)), key=lambda r: len(r.parts), default=None)
+
+
+def _holds(root: tuple[str, ...], parts: tuple[str, ...]) -> bool:
+    # A root of no parts ("." or "") holds every relative path and no absolute one.
+    return parts[:len(root)] == root if root else not (parts and parts[0].startswith("/"))
 
 
 def _resolve(launch: Launch, launcher: Path, root: Path | None, known: Mapping[str, Path],

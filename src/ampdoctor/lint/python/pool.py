@@ -47,6 +47,17 @@ def run(fn: Callable[..., Any], items: list[tuple], jobs: int) -> list[Any]:
     return out
 
 
+def run_rest(fn: Callable[..., Any], items: list[tuple], jobs: int, here: Callable[..., Any]) -> list[Any]:
+    """`fn(*item)` for each item, as `run`; where `here(*item)` already has the result (not None: a cheap answer,
+    as a stored one), it is taken in this process, and only the other items go to the workers."""
+    with _cycle_collector_paused():
+        out = [here(*item) for item in items]
+    todo = [i for i, r in enumerate(out) if r is None]
+    for i, result in zip(todo, run(fn, [items[i] for i in todo], jobs)):
+        out[i] = result
+    return out
+
+
 def _workers(n: int, jobs: int) -> int:
     workers = jobs or os.cpu_count() or 1
     return 1 if n < PARALLEL_MIN_FILES else workers

@@ -102,7 +102,12 @@ class ProjectContext:
                     self.autocast_unseen, self.unused_helpers))
 
     def digest(self) -> str:
-        return hashlib.sha256(repr(self).encode()).hexdigest()[:16]
+        # asked once per file linted (`lint.cache.key`), of a context most files of a project share: kept once made
+        made = self.__dict__.get("_digest")
+        if made is None:
+            made = hashlib.sha256(repr(self).encode()).hexdigest()[:16]
+            object.__setattr__(self, "_digest", made)
+        return made
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,9 @@ from ampdoctor.core.registry import detectors
 from ampdoctor.lint import cache as lint_cache
 from ampdoctor.lint.launch import Launch, option_values, runs_of
 from ampdoctor.lint.python.context import Context
-from ampdoctor.lint.python.embedded import applies as holds_python_config
-from ampdoctor.lint.python.embedded import embedded_findings
 from ampdoctor.lint.python.kind import CodeKind, Kind, file_kind, main_block, named_training_script, site_kind
 from ampdoctor.lint.python.newer import NEWER_PYTHON, newer_syntax
-from ampdoctor.lint.python.pool import chunk_order, run
+from ampdoctor.lint.python.pool import chunk_order, run, run_rest
 from ampdoctor.lint.python.project import Evidence, ProjectContext, Summary
 from ampdoctor.lint.python.project import summarize as summarize_file
 from ampdoctor.lint.python.reach import FileResult, base_context, below, contexts_reached, imported_by_training, root_of
@@ -65,7 +63,7 @@ def _lint_twice(text: str, path: str, kind_path: str | None, project: ProjectCon
     summarized = known[2] if known is not None else None
     checks = checks_for(words, project, check)
     trains = trains_in_precision(kind, words)
-    configs = check is True and holds_python_config(words)
+    configs = check is True and _holds_python_config(words)
     later = checks_for(words, again, "project") if again is not None else []
     if not checks and not configs and not (summarize and trains) and not later:
         src: SourceFile | ReportError | None = _parsed(path, text, index=False)
@@ -81,6 +79,13 @@ def _lint_twice(text: str, path: str, kind_path: str | None, project: ProjectCon
     if again is None or first[1] is not None:
         return first, None
     return first, _check(Context(src, again), later, kind, suppressions) if later else ([], None)
+
+
+def _holds_python_config(words: TextWords) -> bool:
+    # `embedded` and the framework readers it imports are imported to lint a file, never for a stored result
+    from ampdoctor.lint.python.embedded import applies
+
+    return applies(words)
 
 
 def _judged(src: SourceFile, project: ProjectContext | None, checks: list, configs: bool, kind: Kind, suppressions: Suppressions,
@@ -158,6 +163,8 @@ def _config_findings(ctx: Context, found: list[Finding], suppressions) -> list[F
     """The policy rules' findings over the configs written in this file's Python (`lint.python.embedded`)."""
     seen = {(f.rule_id, f.location.line) for f in found}
     try:
+        from ampdoctor.lint.python.embedded import embedded_findings
+
         extra = embedded_findings(ctx, _code_judged())
     except RecursionError:
         return []
@@ -165,20 +172,57 @@ def _config_findings(ctx: Context, found: list[Finding], suppressions) -> list[F
 
 
 def lint_file(path: str, kind_path: str | None = None, project: ProjectContext | None = None,
-              summarize: bool = False, check: bool | str = True, cache: str | None = None) -> FileResult:
+              summarize: bool = False, check: bool | str = True, cache: str | None = None,
+              seen: lint_cache.Seen | None = None) -> FileResult:
     """Lint one file; with `cache` (a folder), a result stored for the same content, path below the project and
-    project context is taken instead (`lint.cache`)."""
-    read = _read(path)
-    if isinstance(read, ReportError):
-        return path, [], read, None
-    raw, text = read
-    entry = lint_cache.key(raw, kind_path or path, project, summarize, check) if cache else None
-    hit = _cached(cache, entry, path)
+    project context is taken instead (`lint.cache`). `seen`: the file's entry in the cache's index, if it has one
+    (a file that still has the signature recorded there is not read to find its stored result)."""
+    source = _Source(path, seen if cache else None)
+    hit = _cached(cache, source.key(kind_path, project, summarize, check), path) if cache else None
     if hit is not None:
         return hit
+    text = source.text()
+    if isinstance(text, ReportError):
+        return path, [], text, None
     findings, error, summary = _lint(text, path, kind_path, project, summarize, check)
-    _store(cache, entry, findings, error, summary)
+    if cache:
+        _store(cache, source.key(kind_path, project, summarize, check), findings, error, summary)
     return path, findings, error, summary
+
+
+class _Source:
+    """A file to lint and the hash of its content: from the cache's index while the file keeps the signature
+    recorded there (`lint.cache.unchanged`), and then it is read only if it must be linted; else from its bytes."""
+
+    def __init__(self, path: str, seen: lint_cache.Seen | None = None) -> None:
+        self.path = path
+        self.digest = lint_cache.unchanged(path, seen)
+        self.seen = seen if self.digest is not None else None  # the index entry that holds for it after this run
+        self.raw: bytes | ReportError | None = None
+
+    def _read(self) -> bytes | ReportError:
+        if self.raw is None:
+            try:
+                self.raw, self.digest, self.seen = lint_cache.read(self.path)
+            except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
+                self.raw, self.digest, self.seen = ReportError(self.path, f"cannot read: {exc}", kind=ErrorKind.UNREADABLE), None, None
+        return self.raw
+
+    def key(self, kind_path: str | None, project: ProjectContext | None, summarize: bool, check: bool | str) -> str | None:
+        """The cache entry of the file's content judged so (`lint.cache.key`); None when it cannot be read."""
+        if self.digest is None:
+            self._read()
+        return lint_cache.key(self.digest, kind_path or self.path, project, summarize, check) if self.digest else None
+
+    def text(self) -> str | ReportError:
+        """The decoded text; the file is read now if it was not, and what it holds now is what `key` names after."""
+        raw = self._read()
+        if isinstance(raw, ReportError):
+            return raw
+        try:
+            return importlib.util.decode_source(raw)
+        except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
+            return ReportError(self.path, f"cannot read: {exc}", kind=ErrorKind.UNREADABLE)
 
 
 def _read(path: str) -> tuple[bytes, str] | ReportError:
@@ -200,49 +244,72 @@ def _store(cache: str | None, entry: str | None, findings: list[Finding], error:
         lint_cache.store(Path(cache), entry, findings, error, summary)
 
 
-# path, kind_path, project context, summarize, check (True, False or "project"), cache folder
-Task = tuple[str, "str | None", "ProjectContext | None", bool, "bool | str", "str | None"]
+# path, kind_path, project context, summarize, check (True, False or "project"), cache folder, the file's entry in
+# the cache's index
+Task = tuple[str, "str | None", "ProjectContext | None", bool, "bool | str", "str | None", "lint_cache.Seen | None"]
 # A file's kind, the trigger words looked for in it (found or not) and its summary if one was asked: from the first
 # phase to the second.
 Known = tuple[Kind, dict[str, bool], "Summary | None"]
 
 
-def _first_look(task: "Task") -> tuple[FileResult, bool, Known | None]:
+def _first_look(task: "Task") -> tuple[FileResult, bool, Known | None, lint_cache.Seen | None]:
     """First phase of `lint_python_files`: the file's summary, for the project model, and whether its judgement is
     deferred to the second phase (True), where one parse serves both its judgements. Only a training file that
-    names a precision is parsed now, since its summary needs the parse; a stored result is taken as it is."""
-    path, kind_path, project, summarize, check, cache = task
-    read = _read(path)
-    if isinstance(read, ReportError):
-        return (path, [], read, None), False, None
-    raw, text = read
-    entry = lint_cache.key(raw, kind_path or path, project, summarize, check) if cache else None
-    hit = _cached(cache, entry, path)
+    names a precision is parsed now, since its summary needs the parse; a stored result is taken as it is (a file
+    whose signature is the one in the cache's index, without reading it). Last, the file's index entry now."""
+    path, kind_path, project, summarize, check, cache, seen = task
+    source = _Source(path, seen if cache else None)
+    hit = _cached(cache, source.key(kind_path, project, summarize, check), path) if cache else None
     if hit is not None:
-        return hit, False, None
+        return hit, False, None, source.seen
+    text = source.text()
+    if isinstance(text, ReportError):
+        return (path, [], text, None), False, None, None
     rel = kind_path or path
     kind, words = file_kind(rel, text), TextWords(text, vocabulary())
     if summarize and trains_in_precision(kind, words):
         findings, error, summary = _lint(text, path, kind_path, project, summarize, check)
-        _store(cache, entry, findings, error, summary)
-        return (path, findings, error, summary), False, None
+        _store(cache, source.key(kind_path, project, summarize, check), findings, error, summary)
+        return (path, findings, error, summary), False, None, source.seen
     # what `_lint` will summarise, if the file parses and its checks finish (`_finish` tells)
     summary = summarize_file(rel, text, None, False, sensitive(words)) if summarize else None
-    return (path, [], None, summary), True, (kind, words.known, summary)
+    return (path, [], None, summary), True, (kind, words.known, summary), source.seen
+
+
+def _stored(path: str, kind_path: str | None, project: ProjectContext | None, summarize: bool, check: bool | str,
+            cache: str | None, seen: lint_cache.Seen | None) -> FileResult | None:
+    """The stored result of a file that the cache's index shows unchanged, found without reading the file; None
+    when it has none or must be read (`lint_file` then finds the same): cheap enough for the parent process."""
+    digest = lint_cache.unchanged(path, seen) if cache else None
+    return _cached(cache, lint_cache.key(digest, kind_path or path, project, summarize, check), path) if digest else None
+
+
+def _stored_look(task: "Task") -> tuple[FileResult, bool, None, lint_cache.Seen | None] | None:
+    """`_first_look` of a file whose result is stored under the index's hash; None for one it must look at."""
+    path, kind_path, project, summarize, check, cache, seen = task
+    hit = _stored(path, kind_path, project, summarize, check, cache, seen)
+    return (hit, False, None, seen) if hit is not None else None
+
+
+def _stored_finish(task: "Task", again: ProjectContext | None, known: Known | None) -> tuple[None, FileResult] | None:
+    """`_finish` of a file judged in the first phase whose judgement under `again` is stored under the index's hash."""
+    path, kind_path, _, _, _, cache, seen = task
+    hit = _stored(path, kind_path, again, False, "project", cache, seen) if known is None else None
+    return (None, hit) if hit is not None else None
 
 
 def _finish(task: "Task", again: ProjectContext | None, known: Known | None) -> tuple[FileResult | None, FileResult | None]:
     """Second phase: the deferred judgement of a file and, under `again` (the context its project's precision
     reaches it with), its judgement by the rules that read it; for a file judged in the first phase, only that."""
-    path, kind_path, project, summarize, check, cache = task
+    path, kind_path, project, summarize, check, cache, seen = task
     if known is None:  # judged in the first phase
-        return None, lint_file(path, kind_path, again, False, "project", cache)
-    read = _read(path)
-    if isinstance(read, ReportError):
-        return (path, [], read, None), None
-    raw, text = read
-    entry = lint_cache.key(raw, kind_path or path, project, summarize, check) if cache else None
-    entry_again = lint_cache.key(raw, kind_path or path, again, False, "project") if cache and again is not None else None
+        return None, lint_file(path, kind_path, again, False, "project", cache, seen)
+    source = _Source(path)
+    text = source.text()
+    if isinstance(text, ReportError):
+        return (path, [], text, None), None
+    entry = source.key(kind_path, project, summarize, check) if cache else None
+    entry_again = source.key(kind_path, again, False, "project") if cache and again is not None else None
     stored = _cached(cache, entry_again, path)
     (findings, error, summary), second = _lint_twice(text, path, kind_path, project, summarize, check,
                                                      again if stored is None else None, known)
@@ -289,17 +356,28 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
         passed = option_values(launches.get(p, ()))
         return replace(known or ProjectContext(), launch=passed, runs=runs_of(launches.get(p, ()))) if passed else known
 
-    folder = str(cache) if cache is not None else None
-    tasks: list[Task] = [(p, below(p, roots), start(p), True, True, folder) for p in named] \
-        + [(p, below(p, roots), None, True, False, folder) for p in extra]
-    looked = run(_first_look, [(t,) for t in tasks], jobs)
-    reached = contexts_reached([r for r, _, _ in looked], roots, base, config_half, wanted, launches)
+    index = lint_cache.Index(cache, [str(r) for r in roots]) if cache is not None else None
+    folder, seen = (str(cache), index.get) if index is not None else (None, lambda _: None)
+    tasks: list[Task] = [(p, below(p, roots), start(p), True, True, folder, seen(p)) for p in named] \
+        + [(p, below(p, roots), None, True, False, folder, seen(p)) for p in extra]
+    looked = run_rest(_first_look, [(t,) for t in tasks], jobs, _stored_look)
+    tasks = _indexed(index, tasks, looked)
+    reached = contexts_reached([r for r, _, _, _ in looked], roots, base, config_half, wanted, launches)
     first, again = _second_phase(tasks, looked, reached, jobs)
-    if any(r[3] != f[3] for (r, deferred, _), f in zip(looked, first) if deferred):
+    if any(r[3] != f[3] for (r, deferred, _, _), f in zip(looked, first) if deferred):
         again = _judged_again(first, tasks, again, reached, contexts_reached(first, roots, base, config_half, wanted, launches), jobs)
     importers = imported_by_training(first, roots)
     return _report([_self_tested(_merged(first[i], again.get(first[i][0])), importers.get(first[i][0]))
                     for i in chunk_order(len(first), jobs) if first[i][0] in wanted])
+
+
+def _indexed(index: lint_cache.Index | None, tasks: list[Task],
+             looked: list[tuple[FileResult, bool, Known | None, lint_cache.Seen | None]]) -> list[Task]:
+    """The tasks with each file's index entry as the first phase left it, and the index saved with them."""
+    if index is None:
+        return tasks
+    index.save({t[0]: s for t, (_, _, _, s) in zip(tasks, looked) if s is not None})
+    return [(*t[:6], s) for t, (_, _, _, s) in zip(tasks, looked)]
 
 
 def _self_tested(result: FileResult, importer: tuple[str, int] | None) -> FileResult:
@@ -321,13 +399,13 @@ def _self_tested(result: FileResult, importer: tuple[str, int] | None) -> FileRe
     return path, inside, error, summary
 
 
-def _second_phase(tasks: list[Task], looked: list[tuple[FileResult, bool, Known | None]], reached: dict[str, ProjectContext],
-                  jobs: int) -> tuple[list[FileResult], dict[str, FileResult]]:
+def _second_phase(tasks: list[Task], looked: list[tuple[FileResult, bool, Known | None, lint_cache.Seen | None]],
+                  reached: dict[str, ProjectContext], jobs: int) -> tuple[list[FileResult], dict[str, FileResult]]:
     """Every file's first judgement (the deferred ones made now) and, by path, the second judgements of the files
     the project's precision reaches."""
-    todo = [i for i, (task, (_, deferred, _)) in enumerate(zip(tasks, looked)) if deferred or task[0] in reached]
-    done = dict(zip(todo, run(_finish, [(tasks[i], reached.get(tasks[i][0]), looked[i][2]) for i in todo], jobs)))
-    first = [done[i][0] if i in done and done[i][0] is not None else r for i, (r, _, _) in enumerate(looked)]
+    todo = [i for i, (task, (_, deferred, _, _)) in enumerate(zip(tasks, looked)) if deferred or task[0] in reached]
+    done = dict(zip(todo, run_rest(_finish, [(tasks[i], reached.get(tasks[i][0]), looked[i][2]) for i in todo], jobs, _stored_finish)))
+    first = [done[i][0] if i in done and done[i][0] is not None else r for i, (r, _, _, _) in enumerate(looked)]
     return first, {tasks[i][0]: done[i][1] for i in todo if done[i][1] is not None}
 
 
@@ -338,7 +416,7 @@ def _judged_again(first: list[FileResult], tasks: list[Task], again: dict[str, F
     by_path = {t[0]: t for t in tasks}
     redo = [p for p, ctx in reached.items() if assumed.get(p) != ctx or p not in again]
     kept = {p: r for p, r in again.items() if p in reached and p not in redo}
-    redone = run(lint_file, [(p, by_path[p][1], reached[p], False, "project", by_path[p][5]) for p in redo], jobs)
+    redone = run(lint_file, [(p, by_path[p][1], reached[p], False, "project", by_path[p][5], by_path[p][6]) for p in redo], jobs)
     return {**kept, **{r[0]: r for r in redone}}
 
 

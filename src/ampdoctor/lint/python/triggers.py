@@ -8,8 +8,6 @@ from __future__ import annotations
 import functools
 
 from ampdoctor.core.registry import Detector, detectors
-from ampdoctor.lint.python.embedded import CONSTRUCTOR_WORDS
-from ampdoctor.lint.python.embedded import PRECISION_WORDS as CONFIG_PRECISION_WORDS
 from ampdoctor.lint.python.kind import CodeKind, Kind
 from ampdoctor.lint.python.project import PRECISION_WORDS, Evidence, ProjectContext, project_words
 from ampdoctor.lint.python.words import TextWords, Vocabulary, holds, search_order
@@ -39,6 +37,11 @@ def code_detectors() -> tuple[tuple[Detector, tuple[tuple[str, ...], ...]], ...]
 @functools.lru_cache(maxsize=1)
 def vocabulary() -> Vocabulary:
     """Every word asked of a file before it is parsed."""
+    # the configs written in Python are read by `embedded`, with the framework readers: imported only to lint a file
+    # (a re-lint whose every result is stored imports neither)
+    from ampdoctor.lint.python.embedded import CONSTRUCTOR_WORDS
+    from ampdoctor.lint.python.embedded import PRECISION_WORDS as CONFIG_PRECISION_WORDS
+
     triggers = [w for d in detectors("code") for group in d.triggers for w in group]
     return Vocabulary([*triggers, *PRECISION_WORDS, *CONSTRUCTOR_WORDS, *CONFIG_PRECISION_WORDS])
 
