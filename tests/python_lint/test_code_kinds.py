@@ -140,6 +140,31 @@ def test_a_no_grad_block_is_evaluation_code_only_when_training_uses_nothing_it_m
     assert "`torch.no_grad()` block (line 5) whose results training does not use" in note.message
 
 
+def test_a_no_grad_block_read_on_the_next_turn_of_its_loop_is_training():
+    # The targets made under no_grad at the end of one iteration are read by the loss of the next one.
+    code = """
+    import torch
+
+    def train(model, teacher, loader, optimizer):
+        prev = None
+        for batch in loader:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = model(batch, prev).mean()
+            loss.backward()
+            optimizer.step()
+            with torch.no_grad():
+                with torch.autocast("cuda"):
+                    prev = teacher(batch)
+            with torch.no_grad():
+                with torch.autocast("cuda"):
+                    preview = model(batch)
+                print(preview)
+            preview = None
+    """
+    found = sorted((f.location.line, f.severity.value) for f in findings(code, "train.py") if f.rule_id == "AMP107")
+    assert found == [(11, "warning"), (14, "info")]
+
+
 def test_a_transformers_modular_source_is_never_imported_so_its_findings_are_notes():
     # transformers generates modeling_<model>.py from modular_<model>.py; only the generated module runs.
     modular = "from transformers.models.llama.modeling_llama import (\n    LlamaModel,\n)\n" + textwrap.dedent(ROPE_CACHE)

@@ -184,19 +184,32 @@ def _updates_state(src: SourceFile, block: ast.With | ast.AsyncWith) -> bool:
 
 
 def _read_after(src: SourceFile, block: ast.With | ast.AsyncWith, bound: set[str]) -> bool:
-    """Is one of the names the block binds read after it, before it is bound again: the first line after the block
-    that names it reads it. (A name the block reuses for a value of its own, rebound before training reads it
-    again, carries nothing out of the block.)"""
+    """Is one of the names the block binds read after it, before it is bound again: on one of the paths after the
+    block (on to the end of the function, or round the loop that holds it to the block again), the first line that
+    names it reads it. (A name the block reuses for a value of its own, rebound before training reads it again,
+    carries nothing out of the block.)"""
     function = next((a for a in src.ancestors(block) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), src.tree)
-    end = block.end_lineno or block.lineno
-    first: dict[str, tuple[int, bool]] = {}  # name -> (first line after the block naming it, read on that line)
-    for node in ast.walk(function):
-        if isinstance(node, ast.Name) and node.id in bound and node.lineno > end:
-            line, read = first.get(node.id, (node.lineno, False))
-            if node.lineno < line:
-                line, read = node.lineno, False
-            if node.lineno == line:
-                first[node.id] = (line, read or isinstance(node.ctx, ast.Load))
+    loop = next((a for a in src.ancestors(block) if isinstance(a, (ast.For, ast.AsyncFor, ast.While))
+                 and function in src.ancestors(a)), None)
+    start, end = block.lineno, block.end_lineno or block.lineno
+    named = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id in bound and not start <= n.lineno <= end]
+    onward = [(n.lineno, n) for n in named if n.lineno > end]
+    paths = [onward]
+    if loop is not None:  # the next iteration: the rest of the loop, then its start up to the block
+        loop_end = loop.end_lineno or loop.lineno
+        paths.append([(n.lineno + (0 if n.lineno > end else loop_end), n) for n in named if loop.lineno <= n.lineno <= loop_end])
+    return any(_first_is_read(path) for path in paths)
+
+
+def _first_is_read(path: list[tuple[int, ast.Name]]) -> bool:
+    """Given names at their places along one path, is some name's first line on it one that reads it?"""
+    first: dict[str, tuple[int, bool]] = {}  # name -> (its first place, read there)
+    for place, node in path:
+        line, read = first.get(node.id, (place, False))
+        if place < line:
+            line, read = place, False
+        if place == line:
+            first[node.id] = (line, read or isinstance(node.ctx, ast.Load))
     return any(read for _, read in first.values())
 
 
