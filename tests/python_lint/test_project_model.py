@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from ampdoctor.lint.pins import torch_floor
-from ampdoctor.lint.python.project import Evidence, ProjectModel, Summary, apply_helpers, cpu_autocast_line, imports_of
+from ampdoctor.lint.python.project import Evidence, ProjectModel, Summary, apply_helpers, cpu_autocast_line, imports_of, module_name
 
 ROPE = """
 import torch
@@ -353,9 +353,10 @@ def test_a_helper_is_unused_only_when_no_file_of_the_project_imports_it():
     util = Summary("pkg/util.py", "pkg.util", (), helpers=("checkpoint",))
     other = Summary("pkg/model.py", "pkg.model", ())
 
-    def unused(model_text: str, **kwargs) -> frozenset[str]:
-        texts = {"pkg/util.py": HELPERS, "pkg/model.py": model_text}
-        model = ProjectModel({"pkg/util.py": util, "pkg/model.py": other}, text_of=texts.get, folder=True, **kwargs)
+    def unused(model_text: str, *more: str, **kwargs) -> frozenset[str]:
+        texts = {"pkg/util.py": HELPERS, "pkg/model.py": model_text, **{m: "" for m in more}}
+        summaries = {"pkg/util.py": util, "pkg/model.py": other, **{m: Summary(m, module_name(m), ()) for m in more}}
+        model = ProjectModel(summaries, text_of=texts.get, folder=True, **kwargs)
         return model.contexts()["pkg/util.py"].unused_helpers if "pkg/util.py" in model.contexts() else frozenset()
 
     # torch's own checkpoint, and a comment, are not this helper
@@ -364,7 +365,30 @@ def test_a_helper_is_unused_only_when_no_file_of_the_project_imports_it():
     assert unused("from pkg.util import *\ny = checkpoint(f, (x,), True)\n") == frozenset()
     assert unused("from pkg import util\ny = util.checkpoint(f, (x,), True)\n") == frozenset()
     assert unused("import pkg.util as u\ny = u.checkpoint(f, (x,), True)\n") == frozenset()
-    assert unused("x = 1\n", packaged=True) == frozenset()  # a package's users may call it
+    # a package's users may call it: a module of a regular package at the top, or below a folder of no modules (src/)
+    assert unused("x = 1\n", "pkg/__init__.py", packaged=True) == frozenset()
+    # ... but not in a folder of no `__init__.py`: no part of what the package installs for its users
+    assert unused("x = 1\n", packaged=True) == {"checkpoint"}
+    # a file that does not compile (mid-edit) and names the helper: a use, once it is fixed
+    broken = ProjectModel({"pkg/util.py": util, "pkg/model.py": other}, text_of={"pkg/util.py": HELPERS, "pkg/model.py": "",
+                          "scratch.py": "from pkg.util import checkpoint\ncheckpoint(f, (x,), True\n"}.get, folder=True,
+                          unparsed=("scratch.py",))
+    assert "pkg/util.py" not in broken.contexts()
+
+
+def test_a_packaged_project_ships_its_regular_packages_not_its_folders_of_scripts():
+    def unused(util: str, *more: str) -> frozenset[str]:
+        summaries = {m: Summary(m, module_name(m), (), helpers=("checkpoint",) if m == util else ()) for m in (util, *more)}
+        texts = {m: HELPERS if m == util else "" for m in summaries}
+        contexts = ProjectModel(summaries, text_of=texts.get, folder=True, packaged=True).contexts()
+        return contexts[util].unused_helpers if util in contexts else frozenset()
+
+    assert unused("util.py") == frozenset()  # a module at the top
+    assert unused("src/pkg/models/util.py", "src/pkg/__init__.py", "src/pkg/models/__init__.py") == frozenset()
+    assert unused("pkg/models/util.py", "pkg/__init__.py", "pkg/models/__init__.py", "train.py") == frozenset()
+    # a demo's folder: its script imports `models` as a sibling package, run from there
+    assert unused("audio/models/util.py", "audio/models/__init__.py", "audio/demo.py") == {"checkpoint"}
+    assert unused("audio/models/util.py", "audio/demo.py") == {"checkpoint"}
 
 
 def test_a_file_is_placed_below_its_root_by_whole_parts_as_pathlib_places_it():
@@ -388,3 +412,82 @@ def test_a_file_is_placed_below_its_root_by_whole_parts_as_pathlib_places_it():
             root, rel = by_pathlib(path, roots)
             assert root_of(path, roots) == root and root_of(Path(path), roots) == root, (path, roots)
             assert below(path, roots) == rel, (path, roots)
+
+
+RECOMPUTE = """
+import torch
+
+class CheckpointFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, run_function, *args):
+        ctx.run_function = run_function
+        ctx.save_for_backward(*args)
+        with torch.no_grad():
+            return run_function(*args)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        inputs = [x.detach().requires_grad_(True) for x in ctx.saved_tensors]
+        with torch.enable_grad():
+            outputs = ctx.run_function(*inputs)
+        return (None, *torch.autograd.grad(outputs, inputs, grads))
+
+class Block(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.lin = torch.nn.Linear(width, width)
+
+    def forward(self, x):
+        return CheckpointFunction.apply(self.lin, x)
+"""
+
+CAST_TRAIN = """
+import torch
+from layers import Block
+
+model = Block(64).cuda().half()
+opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+for _ in range(10):
+    loss = model(torch.randn(8, 64, device="cuda", dtype=torch.float16)).float().pow(2).mean()
+    loss.backward()
+    opt.step()
+"""
+
+# another tool of the repository that autocasts its own model, and imports nothing of the project above
+OTHER_TOOL = """
+import torch
+
+def evaluate(net, x):
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        return net(x)
+"""
+
+
+def test_a_file_no_python_can_compile_does_not_leave_its_folder_partial(tmp_path):
+    # The recompute is a note where nothing of the project runs it under autocast. A file that cannot run at all (a
+    # Python 2 print, mixed tabs) is no unknown: the folder is still read as whole. One that could not be read, or in
+    # syntax newer than this Python's, may still run something, and keeps the warning.
+    def amp134(extra: dict[str, str]) -> list[str]:
+        root = write(tmp_path / str(len(list(tmp_path.iterdir()))), {
+            "layers.py": RECOMPUTE, "train.py": CAST_TRAIN, "tools/evaluate.py": OTHER_TOOL, **extra})
+        # a file that does not parse is an input error (exit 2) either way
+        return [f["severity"] for f in lint(str(root), "--select", "AMP134", code=2 if extra else 0)["findings"]]
+
+    assert amp134({}) == ["info"]
+    assert amp134({"legacy/old.py": 'print "done"\n'}) == ["info"]
+    assert amp134({"legacy/old.py": "if True:\n\tx = 1\n        y = 2\n"}) == ["info"]
+    # ... yet its text is read for what it will do once fixed: enter autocast (it may import the layers then)
+    assert amp134({"legacy/old.py": 'import torch\nwith torch.autocast("cuda"):\n    print "x"\n'}) == ["warning"]
+
+
+def test_only_a_syntax_error_says_a_file_cannot_run():
+    from ampdoctor.lint.python.reach import cannot_run
+    from ampdoctor.report import ErrorKind, ReportError
+
+    def result(kind):
+        return ("a.py", [], ReportError("a.py", "x", kind=kind) if kind else None, None)
+
+    assert cannot_run(result(ErrorKind.SYNTAX))
+    assert not cannot_run(result(ErrorKind.NEWER_SYNTAX))
+    assert not cannot_run(result(ErrorKind.UNREADABLE))
+    assert not cannot_run(result(None))

@@ -252,6 +252,9 @@ class ProjectModel:
     trains_bf16: Evidence | None = None
     folder: bool = False  # the summaries are every file of a folder linted (files named alone are not a project)
     packaged: bool = False  # the project is an installable package (pyproject.toml, setup.py): users call its functions
+    # rel paths of the folder's files that no Python 3 compiles (`reach.cannot_run`): they run nothing, but one being
+    # edited will again, so their text is read for what it may do (enter autocast, call a helper)
+    unparsed: tuple[str, ...] = ()
     # rel path of a Python script -> the commands of the project's shell launchers that start it (their `file`s
     # below the project too)
     launches: Mapping[str, Sequence[Launch]] = field(default_factory=dict)
@@ -264,6 +267,8 @@ class ProjectModel:
     _mentions: dict[str, list[str]] | None = None  # helper name -> the files whose text names it (`_mentioned`)
     _reached_helpers: frozenset[str] | None = None  # `_helpers_reached`
     _loop: bool | None = None  # `_trains`
+    _with_modules: frozenset[PurePosixPath] | None = None  # `_module_folders`
+    _unparsed_signs: bool | None = None  # `_unparsed_autocast`
 
     def __post_init__(self) -> None:
         for path, summary in self.summaries.items():
@@ -347,8 +352,16 @@ class ProjectModel:
     def _autocast_unseen(self, path: str, autocast: Mapping[str, Evidence]) -> bool:
         """`ProjectContext.autocast_unseen` for the file at `path` (no half training config runs it: the caller's
         part), given the files the spread of half autocast reached."""
-        return (self.folder and not self.packaged and self.summaries[path].autocast is None and path not in autocast
-                and self._trains() and path not in self._helpers_reached(autocast))
+        return (self.folder and not self._shipped(path) and self.summaries[path].autocast is None and path not in autocast
+                and self._trains() and path not in self._helpers_reached(autocast) and not self._unparsed_autocast())
+
+    def _unparsed_autocast(self) -> bool:
+        """Does the text of a file that does not compile show a sign of autocast (`AUTOCAST_SIGNS`; unreadable: yes)?
+        Once fixed it may run anything under it. Asked once: the answer is the folder's."""
+        if self._unparsed_signs is None:
+            texts = (self.text_of(p) if self.text_of is not None else None for p in self.unparsed)
+            self._unparsed_signs = any(t is None or AUTOCAST_SIGNS.search(t.lower()) for t in texts)
+        return self._unparsed_signs
 
     def _helpers_reached(self, autocast: Mapping[str, Evidence]) -> frozenset[str]:
         """The files that a module run under half autocast (a training file's own, or one the spread reached) imports
@@ -380,6 +393,29 @@ class ProjectModel:
         return frozenset(name for name in candidates
                          if not any(self._imports_helper(other, path, name) for other in mentioned[name] if other != path))
 
+    def _shipped(self, path: str) -> bool:
+        """Is the file part of what the installable package gives its users (`packaged`)? A module at the top of the
+        project is taken to be; one below is only inside a regular package (folders of ``__init__.py`` from its own
+        up) whose outermost folder sits at the top or in a folder of no modules (``src/``). A folder of scripts and
+        the packages they import as siblings (``demo.py`` beside ``models/``, run from that folder) is no part of it:
+        nothing but those scripts calls its functions."""
+        if not self.packaged:
+            return False
+        folder = PurePosixPath(path).parent
+        if folder == PurePosixPath("."):
+            return True
+        while f"{folder}/__init__.py" in self.summaries:
+            folder = folder.parent
+        if f"{PurePosixPath(path).parent}/__init__.py" not in self.summaries:
+            return False
+        return folder == PurePosixPath(".") or folder not in self._module_folders()
+
+    def _module_folders(self) -> frozenset[PurePosixPath]:
+        """The folders that hold a module of the project directly (computed once)."""
+        if self._with_modules is None:
+            self._with_modules = frozenset(PurePosixPath(p).parent for p in self.summaries)
+        return self._with_modules
+
     def _candidates(self) -> dict[str, tuple[str, ...]]:
         """By file, its helpers that its own code names only where it defines them (not called, passed or exported
         there), and that a package's users cannot call (private, or no package)."""
@@ -388,7 +424,7 @@ class ProjectModel:
             for path, summary in self.summaries.items() if self.folder and self.text_of is not None else ():
                 if not summary.sensitive:
                     continue
-                names = [n for n in summary.helpers if not (self.packaged and not n.startswith("_"))]
+                names = [n for n in summary.helpers if not (self._shipped(path) and not n.startswith("_"))]
                 own = self.text_of(path) if names else None
                 if own is not None:
                     self._helper_candidates[path] = tuple(n for n in names if _name_tokens(own, n) == 1)
@@ -401,7 +437,7 @@ class ProjectModel:
             names = sorted({n for found in self._candidates().values() for n in found})
             words = {n: re.compile(rf"\b{re.escape(n)}\b") for n in names}
             self._mentions = {n: [] for n in names}
-            for path in self.summaries if names and self.text_of is not None else ():
+            for path in (*self.summaries, *self.unparsed) if names and self.text_of is not None else ():
                 text = self.text_of(path)
                 for n in names:
                     if text is None or (n in text and words[n].search(text)):
@@ -409,9 +445,10 @@ class ProjectModel:
         return self._mentions
 
     def _imports_helper(self, importer: str, path: str, name: str) -> bool:
-        """Does `importer` reach the function `name` of the file at `path` (unreadable: assumed so)?"""
+        """Does `importer` reach the function `name` of the file at `path` (unreadable, or a file that does not compile
+        naming it: assumed so)?"""
         text = self.text_of(importer)
-        if text is None:
+        if text is None or importer not in self.summaries:
             return True
         package = _package(self.summaries[importer].module, importer.endswith("__init__.py"))
         for m in _FROM.finditer(text):
@@ -443,7 +480,7 @@ class ProjectModel:
         # the project's own code, not a framework's that would enter autocast. Both are collected in the one pass.
         called: set[str] = set()
         own: set[str] = set()
-        for path in self.summaries:
+        for path in (*self.summaries, *self.unparsed):
             text = self.text_of(path)
             if text is None:
                 return False

@@ -13,7 +13,7 @@ from ampdoctor.core.model import Finding
 from ampdoctor.lint.launch import Launch
 from ampdoctor.lint.pins import torch_floor
 from ampdoctor.lint.python.project import Evidence, ProjectContext, ProjectModel, Summary
-from ampdoctor.report import ReportError
+from ampdoctor.report import ErrorKind, ReportError
 
 # One file's outcome: its path, findings, the error that kept it from being (fully) checked, and its summary.
 FileResult = tuple[str, list[Finding], "ReportError | None", "Summary | None"]
@@ -27,16 +27,25 @@ def contexts_reached(results: list[FileResult], roots: Sequence[Path | str], bas
     out: dict[str, ProjectContext] = {}
     for root, group in projects(results, roots).items():
         half = [e for e in config_half if root is None or root_of(e.file, [root])]
-        # a folder whose files were all summarised (one that could not be read or parsed here may still run)
-        whole = root is not None and all(r[3] is not None for r in group)
-        out.update(_contexts(group, base.get(root) if root is not None else None, half, wanted, whole, root, launches or {}))
+        whole = root is not None and all(r[3] is not None or cannot_run(r) for r in group)
+        unparsed = {rel: r[0] for r in group if cannot_run(r) and root is not None and (rel := below(r[0], [root])) is not None}
+        out.update(_contexts(group, base.get(root) if root is not None else None, half, wanted, whole, root, launches or {}, unparsed))
     return out
+
+
+def cannot_run(result: FileResult) -> bool:
+    """A file that no Python 3 can compile (a syntax error that is not newer syntax: mixed tabs and spaces,
+    Python 2, a NUL byte) runs nothing and imports nothing as it stands: a folder is still whole without its summary,
+    and the project model reads its text for what it may do once fixed (`ProjectModel.unparsed`). One that could not
+    be read, or is in syntax newer than this Python's, may run anything, and leaves the folder partial."""
+    return result[2] is not None and result[2].kind is ErrorKind.SYNTAX
 
 
 def _contexts(results: list[FileResult], known: ProjectContext | None, half: list[Evidence],
               wanted: set[str], folder: bool, root: Path | None,
-              launches: Mapping[str, Sequence[Launch]]) -> dict[str, ProjectContext]:
-    """The files of one project that its precision reaches, with the context of each."""
+              launches: Mapping[str, Sequence[Launch]], unparsed: Mapping[str, str]) -> dict[str, ProjectContext]:
+    """The files of one project that its precision reaches, with the context of each; `unparsed`: the files that do
+    not compile, by their path below the project."""
     summaries, by_rel = _summaries(results)
     rel_of = {path: rel for rel, path in by_rel.items()}
     # the launchers' files named below the project, as its Python files are
@@ -45,7 +54,7 @@ def _contexts(results: list[FileResult], known: ProjectContext | None, half: lis
 
     def text_of(rel: str) -> str | None:
         try:
-            return importlib.util.decode_source(Path(by_rel[rel]).read_bytes())
+            return importlib.util.decode_source(Path(by_rel.get(rel) or unparsed[rel]).read_bytes())
         except (OSError, UnicodeDecodeError, SyntaxError, LookupError, KeyError):
             return None
 
@@ -53,7 +62,7 @@ def _contexts(results: list[FileResult], known: ProjectContext | None, half: lis
     # a ProjectContext true, so a truth test dropped both from every file judged a second time.
     model = ProjectModel(summaries, half, torch_floor=known.torch_floor if known is not None else None,
                          trains_bf16=known.trains_bf16 if known is not None else None, folder=folder, text_of=text_of, launches=launched,
-                         packaged=root is not None and packaged(root))
+                         packaged=root is not None and packaged(root), unparsed=tuple(sorted(unparsed)))
     return {by_rel[rel]: ctx for rel, ctx in model.contexts().items() if by_rel[rel] in wanted}
 
 
