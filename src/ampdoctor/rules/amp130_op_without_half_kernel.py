@@ -10,8 +10,8 @@ from typing import Iterator
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context
-from ampdoctor.lint.python.dataflow import HALF, describe
-from ampdoctor.lint.python.resolve import tokens
+from ampdoctor.lint.python.dataflow import FACTORIES, HALF, describe
+from ampdoctor.lint.python.resolve import keyword, tokens
 
 # A guard's verdict: the half dtypes its truth admits (None: it tests no dtype), and whether it also requires a CPU tensor.
 Coverage = tuple[frozenset | None, bool]
@@ -28,6 +28,11 @@ _FFT = frozenset(f"torch.fft.{n}" for n in ("fft", "ifft", "fft2", "ifft2", "fft
                                             "irfft2", "rfftn", "irfftn", "hfft", "ihfft"))
 # Words of a module weight: a model's weights are half when the model is.
 _WEIGHT_WORDS = frozenset({"weight", "weights"})
+# What a tensor says of itself that is no tensor in its dtype (sizes, places, the dtype itself)
+_METADATA = frozenset({"shape", "device", "dtype", "ndim", "is_cuda", "layout"})
+_METADATA_CALLS = frozenset({"size", "dim", "numel", "nelement", "element_size", "get_device", "stride", "data_ptr"})
+# torch functions that make a new tensor from sizes or values (the `_like` ones take their operand's dtype)
+_NEW_TENSORS = FACTORIES - {"tensor", "as_tensor"} - {f for f in FACTORIES if f.endswith("_like")}
 
 
 @code_check("AMP130", triggers=("linalg", "torch.svd", "torch.qr", "torch.inverse", "torch.cholesky", "svd_lowrank"),
@@ -62,6 +67,13 @@ def _from_weights(ctx: Context, expr: ast.AST, scope: ast.AST, hops: int) -> boo
         if (ctx.flow.cast_dtype(expr, scope) or frozenset()) & FLOAT_UP:
             return False
         func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in _METADATA_CALLS:
+            return False
+        name = ctx.qualname(func)
+        if name and name.startswith("torch.") and name.rsplit(".", 1)[-1] in _NEW_TENSORS:
+            # a new tensor has the default dtype, or the one it is given: its arguments are sizes and places
+            given = keyword(expr, "dtype")
+            return isinstance(given, ast.Attribute) and given.attr == "dtype" and _from_weights(ctx, given.value, scope, hops)
         base = func.value if isinstance(func, ast.Attribute) else None
         return any(_from_weights(ctx, a, scope, hops) for a in ([base] if base is not None else []) + list(expr.args[:2]))
     if isinstance(expr, ast.BinOp):
@@ -69,6 +81,8 @@ def _from_weights(ctx: Context, expr: ast.AST, scope: ast.AST, hops: int) -> boo
     if isinstance(expr, ast.Subscript):
         return _from_weights(ctx, expr.value, scope, hops)
     if isinstance(expr, ast.Attribute):
+        if expr.attr in _METADATA:
+            return False  # a weight's shape or device is no tensor of its dtype
         return bool(tokens(expr.attr) & _WEIGHT_WORDS) or _from_weights(ctx, expr.value, scope, hops)
     if isinstance(expr, ast.Name) and hops < 4:
         before = [b for b in ctx.src.bindings(expr, scope) if b[0] < getattr(expr, "lineno", 0)]
