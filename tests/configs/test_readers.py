@@ -120,6 +120,18 @@ def test_deepspeed_world_size_only_from_a_written_accumulation(tmp_path):
     docs, _ = load_documents(path)
     assert reader_named("deepspeed").read(docs[0]).fact("world_size") == 2
 
+
+@pytest.mark.parametrize("value, error", [("null", False), ('"auto"', False), ("4", False), ("0", True), ('"four"', True)])
+def test_deepspeed_counts_left_null_are_unset(value, error, tmp_path):
+    # DeepSpeed reads a null count as an absent one (and derives it from the other two); 0 or a word fails at start-up
+    path = tmp_path / "ds.json"
+    path.write_text('{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 16, "gradient_accumulation_steps": %s, '
+                    '"bf16": {"enabled": true}}' % value)
+    report = lint_config_files([path])
+    assert bool(report.errors) == error, report.errors
+    assert not [f for f in report.findings if f.severity.value == "error"]
+
+
 @pytest.mark.parametrize("written, line", [
     ("bnb_4bit_compute_dtype: float16\n", 5),
     ("quantization_config:\n  load_in_4bit: true\n  bnb_4bit_compute_dtype: torch.float32\n", 7),

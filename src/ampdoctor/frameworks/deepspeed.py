@@ -246,7 +246,8 @@ def invalid_values(doc: Document) -> Iterator[tuple[Location, str]]:
             yield doc.at(block, "enabled"), f"`{block}.enabled` is {quoted(value['enabled'])}, not a boolean"
     for key in _COUNTS:
         value = doc.get(key)
-        if doc.has(key) and not is_auto(value) and (as_int(value) is None or as_int(value) < 1):
+        # null is unset: DeepSpeed reads it as the key's absence and derives the count from the other two
+        if doc.has(key) and value is not None and not is_auto(value) and (as_int(value) is None or as_int(value) < 1):
             yield doc.at(key), f"`{key}` is {quoted(value)}: DeepSpeed needs a positive integer (or \"auto\" from a launcher)"
     for path in _DTYPE_KEYS:
         value = doc.get(*path)
