@@ -517,9 +517,13 @@ def test_empty_and_template_json_are_notes_not_input_errors(tmp_path):
     (tmp_path / "empty.json").write_text("\n")
     (tmp_path / "ds_template.json").write_text('{\n  "train_micro_batch_size_per_gpu": {{ micro_batch }},\n  "bf16": {"enabled": true}\n}\n')
     (tmp_path / "broken.json").write_text('{"bf16": {"enabled": true},}\n')
+    # a dataset saved as JSON Lines under a .json name is data; two configs pasted one after the other are not
+    (tmp_path / "train_data.json").write_text('{"prompt": "a", "answer": "b"}\n{"prompt": "c", "answer": "d"}\n\n[1, 2]\n')
+    (tmp_path / "pasted.json").write_text('{"bf16": {"enabled": true}}\n{"fp16": {"enabled":\n true}}\n')
     report = lint_config_files(sorted(tmp_path.iterdir()))
-    assert [e.file for e in report.errors] == [str(tmp_path / "broken.json")]
-    assert sorted(n.split(":")[0] for n in report.info.notes) == [str(tmp_path / "ds_template.json"), str(tmp_path / "empty.json")]
+    assert sorted(e.file for e in report.errors) == [str(tmp_path / "broken.json"), str(tmp_path / "pasted.json")]
+    assert sorted(n.split(":")[0] for n in report.info.notes) == [str(tmp_path / "ds_template.json"), str(tmp_path / "empty.json"),
+                                                                  str(tmp_path / "train_data.json")]
     assert str(tmp_path / "empty.json") not in report.checked
 
 

@@ -108,6 +108,9 @@ def load_documents(path: Path, text: str | None = None) -> tuple[list[Document],
             if error is not None and _TEMPLATE.search(text):
                 return [], ReportError(str(path), "a template (its {{ }} / {% %} placeholders are filled in before it is read): not checked",
                                        error.line, error.column, fatal=False, kind=ErrorKind.NOT_A_CONFIG)
+            if error is not None and _json_lines(text):
+                return [], ReportError(str(path), "JSON Lines (one JSON value per line): data, not a config; not checked",
+                                       fatal=False, kind=ErrorKind.NOT_A_CONFIG)
             return docs, error
         if syntax == "env":
             return load_env(text, str(path))
@@ -118,6 +121,20 @@ def load_documents(path: Path, text: str | None = None) -> tuple[list[Document],
         return [], ReportError(str(path), f"{syntax} nested too deeply to read")
     except Exception as exc:  # noqa: BLE001 - a parser bug must become an input error, never a traceback
         return [], ReportError(str(path), f"cannot parse {syntax}: {type(exc).__name__}: {exc}")
+
+
+def _json_lines(text: str) -> bool:
+    """Is the text JSON Lines (two or more lines, each one JSON value): a dataset saved under a .json name? Read up
+    to the first line that is not: a broken config fails on its first or second line."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return False
+    for line in lines:
+        try:
+            json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            return False
+    return True
 
 
 # Jinja/Go-template markup: a JSON file with it is a template a launcher renders, not the config that runs.
