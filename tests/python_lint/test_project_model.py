@@ -491,3 +491,36 @@ def test_only_a_syntax_error_says_a_file_cannot_run():
     assert not cannot_run(result(ErrorKind.NEWER_SYNTAX))
     assert not cannot_run(result(ErrorKind.UNREADABLE))
     assert not cannot_run(result(None))
+
+
+ACCELERATE_BF16 = """\
+compute_environment: LOCAL_MACHINE
+distributed_type: MULTI_GPU
+mixed_precision: bf16
+num_processes: 8
+"""
+
+FP16_AUTOCAST_TRAIN = """
+import torch
+
+def train(model, loader, opt):
+    for x, y in loader:
+        with torch.autocast("cuda"):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_a_config_governs_the_code_of_the_nearest_folder_holding_code(tmp_path):
+    # In a repository of independent benchmarks, one benchmark's bf16 config says nothing of another's fp16 autocast;
+    # a folder of configs at the top, or beside the code's folders, configures all of it.
+    def amp107(files: dict[str, str]) -> list[tuple[str, str]]:
+        root = write(tmp_path / str(len(list(tmp_path.iterdir()))), files)
+        return [(f["location"]["file"].rpartition(str(root) + "/")[2], f["severity"])
+                for f in lint(str(root), "--select", "AMP107")["findings"]]
+
+    bench = {"detection/ssd/engine.py": FP16_AUTOCAST_TRAIN, "llm_lora/scripts/train.py": "import torch\n"}
+    assert amp107({**bench, "llm_lora/configs/default_config.yaml": ACCELERATE_BF16}) == []
+    assert amp107({**bench, "configs/default_config.yaml": ACCELERATE_BF16}) == [("detection/ssd/engine.py", "warning")]
+    assert amp107({**bench, "detection/configs/default_config.yaml": ACCELERATE_BF16}) == [("detection/ssd/engine.py", "warning")]

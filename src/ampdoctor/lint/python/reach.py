@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ampdoctor.core.model import Finding
 from ampdoctor.lint.launch import Launch
@@ -19,17 +19,18 @@ from ampdoctor.report import ErrorKind, ReportError
 FileResult = tuple[str, list[Finding], "ReportError | None", "Summary | None"]
 
 
-def contexts_reached(results: list[FileResult], roots: Sequence[Path | str], base: dict[Path, ProjectContext],
+def contexts_reached(results: list[FileResult], roots: Sequence[Path | str], scopes: Mapping[Path, ConfigScope],
              config_half: Sequence[Evidence], wanted: set[str],
              launches: Mapping[str, Sequence[Launch]] | None = None) -> dict[str, ProjectContext]:
-    """The files to judge again, each with the context its project's precision reaches it with. `launches`: by
-    file, the commands of the shell launchers that start it (`lint.launch.launched_scripts`)."""
+    """The files to judge again, each with the context its project's precision reaches it with. `scopes`: by root,
+    which of its configs govern which files. `launches`: by file, the commands of the shell launchers that start
+    it (`lint.launch.launched_scripts`)."""
     out: dict[str, ProjectContext] = {}
     for root, group in projects(results, roots).items():
         half = [e for e in config_half if root is None or root_of(e.file, [root])]
         whole = root is not None and all(r[3] is not None or cannot_run(r) for r in group)
         unparsed = {rel: r[0] for r in group if cannot_run(r) and root is not None and (rel := below(r[0], [root])) is not None}
-        out.update(_contexts(group, base.get(root) if root is not None else None, half, wanted, whole, root, launches or {}, unparsed))
+        out.update(_contexts(group, scopes.get(root) if root is not None else None, half, wanted, whole, root, launches or {}, unparsed))
     return out
 
 
@@ -41,7 +42,7 @@ def cannot_run(result: FileResult) -> bool:
     return result[2] is not None and result[2].kind is ErrorKind.SYNTAX
 
 
-def _contexts(results: list[FileResult], known: ProjectContext | None, half: list[Evidence],
+def _contexts(results: list[FileResult], scope: ConfigScope | None, half: list[Evidence],
               wanted: set[str], folder: bool, root: Path | None,
               launches: Mapping[str, Sequence[Launch]], unparsed: Mapping[str, str]) -> dict[str, ProjectContext]:
     """The files of one project that its precision reaches, with the context of each; `unparsed`: the files that do
@@ -58,10 +59,8 @@ def _contexts(results: list[FileResult], known: ProjectContext | None, half: lis
         except (OSError, UnicodeDecodeError, SyntaxError, LookupError, KeyError):
             return None
 
-    # `known is not None`, not `known`: a base context holds only the floor and the bf16 config, neither of which makes
-    # a ProjectContext true, so a truth test dropped both from every file judged a second time.
-    model = ProjectModel(summaries, half, torch_floor=known.torch_floor if known is not None else None,
-                         trains_bf16=known.trains_bf16 if known is not None else None, folder=folder, text_of=text_of, launches=launched,
+    model = ProjectModel(summaries, half, torch_floor=scope.floor if scope is not None else None,
+                         governs=scope.governing if scope is not None else None, folder=folder, text_of=text_of, launches=launched,
                          packaged=root is not None and packaged(root), unparsed=tuple(sorted(unparsed)))
     return {by_rel[rel]: ctx for rel, ctx in model.contexts().items() if by_rel[rel] in wanted}
 
@@ -79,12 +78,48 @@ def packaged(root: Path) -> bool:
     return any(section in text for section in ("[project]", "[build-system]", "[tool.poetry]"))
 
 
-def base_context(root: Path, config_half: Sequence[Evidence]) -> ProjectContext:
-    bf16 = next((e for e in config_half if "bf16" in e.dtypes and root_of(e.file, [root])), None)
-    if bf16 is not None:
-        bf16 = replace(bf16, file=below(Path(bf16.file), [root]) or bf16.file)
-    configs = frozenset().union(*(e.dtypes for e in config_half if root_of(e.file, [root])))
-    return ProjectContext(torch_floor=torch_floor(root), trains_bf16=bf16, precisions=configs)
+class ConfigScope:
+    """Which of a project's half-precision training configs govern which of its files, and the base context each
+    file is first judged with (the oldest torch the project allows, the bf16 config and the half dtypes of the
+    configs governing it). A config governs the code below the nearest folder, from its own upward, that holds
+    Python code of the project: a folder of YAML files configures the code around it, and a benchmark's config, in a
+    repository of independent benchmarks, that benchmark alone. A config at the top governs every file, as does one
+    whose folders up to the top hold no code. What reaches a file from a config elsewhere (a script that names it,
+    a launcher that passes it) is the project model's, along imports."""
+
+    def __init__(self, root: Path, config_half: Sequence[Evidence], code: Iterable[Path | str]) -> None:
+        self.floor = torch_floor(root)
+        folders = {PurePosixPath(".")}
+        for path in code:
+            rel = below(path, [root])
+            if rel is not None:
+                folders.update(PurePosixPath(rel).parents)
+        self._owned: list[tuple[PurePosixPath, Evidence]] = []
+        for evidence in config_half:
+            rel = below(evidence.file, [root])
+            if rel is None:
+                continue
+            owner = PurePosixPath(rel).parent
+            while owner not in folders:
+                owner = owner.parent
+            self._owned.append((owner, replace(evidence, file=rel)))
+        self._by_folder: dict[PurePosixPath, tuple[tuple[Evidence, ...], ProjectContext]] = {}
+
+    def governing(self, rel: str) -> tuple[Evidence, ...]:
+        """The configs that govern the file at `rel` (below the root), their files named below it too."""
+        return self._of(PurePosixPath(rel).parent)[0]
+
+    def base(self, rel: str) -> ProjectContext:
+        """The context the file at `rel` is first judged with (one object per folder: its digest is kept)."""
+        return self._of(PurePosixPath(rel).parent)[1]
+
+    def _of(self, folder: PurePosixPath) -> tuple[tuple[Evidence, ...], ProjectContext]:
+        if folder not in self._by_folder:
+            mine = tuple(e for owner, e in self._owned if owner == folder or owner in folder.parents)
+            bf16 = next((e for e in mine if "bf16" in e.dtypes), None)
+            dtypes = frozenset().union(*(e.dtypes for e in mine))
+            self._by_folder[folder] = mine, ProjectContext(torch_floor=self.floor, trains_bf16=bf16, precisions=dtypes)
+        return self._by_folder[folder]
 
 
 def projects(results: list[FileResult], roots: Sequence[Path | str]) -> dict[Path | None, list[FileResult]]:

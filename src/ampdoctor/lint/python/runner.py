@@ -22,7 +22,7 @@ from ampdoctor.lint.python.newer import NEWER_PYTHON, newer_syntax
 from ampdoctor.lint.python.pool import chunk_order, run, run_rest
 from ampdoctor.lint.python.project import Evidence, ProjectContext, Summary
 from ampdoctor.lint.python.project import summarize as summarize_file
-from ampdoctor.lint.python.reach import FileResult, base_context, below, contexts_reached, imported_by_training, root_of
+from ampdoctor.lint.python.reach import ConfigScope, FileResult, below, contexts_reached, imported_by_training, root_of
 from ampdoctor.lint.python.source import SourceFile
 from ampdoctor.lint.python.suppress import Suppressions, is_suppressed, parse_suppressions
 from ampdoctor.lint.python.triggers import checks_for, project_rules, sensitive, trains_in_precision, vocabulary
@@ -345,14 +345,14 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     extra = [str(f) for f in context_files if str(f) not in wanted]
     # What a project's requirement files and configs say is known before any file is read: it is part of every
     # file's context from the first pass.
-    base = {Path(r): base_context(Path(r), config_half) for r in roots}
-    base_of = {r: base[Path(r)] for r in roots}
+    scopes = {Path(r): ConfigScope(Path(r), config_half, [*named, *extra]) for r in roots}
+    scope_of = {r: scopes[Path(r)] for r in roots}
 
     launches = launches or {}
 
     def start(p: str) -> ProjectContext | None:
         root = root_of(p, roots)
-        known = base_of[root] if root is not None else None
+        known = scope_of[root].base(below(p, [root]) or ".") if root is not None else None
         passed = option_values(launches.get(p, ()))
         return replace(known or ProjectContext(), launch=passed, runs=runs_of(launches.get(p, ()))) if passed else known
 
@@ -362,10 +362,10 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
         + [(p, below(p, roots), None, True, False, folder, seen(p)) for p in extra]
     looked = run_rest(_first_look, [(t,) for t in tasks], jobs, _stored_look)
     tasks = _indexed(index, tasks, looked)
-    reached = contexts_reached([r for r, _, _, _ in looked], roots, base, config_half, wanted, launches)
+    reached = contexts_reached([r for r, _, _, _ in looked], roots, scopes, config_half, wanted, launches)
     first, again = _second_phase(tasks, looked, reached, jobs)
     if any(r[3] != f[3] for (r, deferred, _, _), f in zip(looked, first) if deferred):
-        again = _judged_again(first, tasks, again, reached, contexts_reached(first, roots, base, config_half, wanted, launches), jobs)
+        again = _judged_again(first, tasks, again, reached, contexts_reached(first, roots, scopes, config_half, wanted, launches), jobs)
     importers = imported_by_training(first, roots)
     return _report([_self_tested(_merged(first[i], again.get(first[i][0])), importers.get(first[i][0]))
                     for i in chunk_order(len(first), jobs) if first[i][0] in wanted])
