@@ -271,3 +271,29 @@ def test_deepspeeds_middle_wording_of_its_parameter_dtype_check_is_read_like_its
                         {"AMP001", "AMP116"})):
         cands = explain(msg, limit=None, weak=True)
         assert {c.rule.id for c in cands if c.basis == "signature"} == rules and cands[0].guess, msg
+
+
+def test_message_families_of_bf16_on_hardware_without_it_beyond_cuda_capability():
+    # torch's MPS refusal since bf16 came to macOS 14, and inductor skipping a bf16 frame on a pre-Ampere GPU
+    assert first("TypeError: MPS BFloat16 is only supported on MacOS 14 or newer").rule.id == "AMP113"
+    warned = first("compile_fx.py:2509: UserWarning: Tesla T4 does not support bfloat16 compilation natively, skipping")
+    assert warned.rule.id == "AMP113"
+
+
+def test_sdpa_and_xformers_saying_their_flash_kernels_refuse_fp32_inputs_rank_the_fp32_qkv_rule():
+    sdpa = first("UserWarning: Expected query, key and value to all be of dtype: {Half, BFloat16}. Got Query dtype: "
+                 "float, Key dtype: float, and Value dtype: float instead.")
+    assert sdpa.rule.id == "AMP111" and not sdpa.guess
+    xformers = first("NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:\n"
+                     "     query       : shape=(1, 4096, 8, 40) (torch.float32)\n"
+                     "`flshattF@v2.3.6` is not supported because:\n"
+                     "    dtype=torch.float32 (supported: {torch.float16, torch.bfloat16})")
+    assert xformers.rule.id == "AMP111" and xformers.guess  # one reason of several the operator list gives
+
+
+def test_lightning_turning_fp16_amp_on_cpu_into_bf16_is_the_precision_strategy_rule():
+    for text in ("You passed `Trainer(accelerator='cpu', precision='16-mixed')` but AMP with fp16 is not supported on "
+                 "CPU. Using `precision='bf16-mixed'` instead.",
+                 "You passed `Trainer(accelerator='cpu', precision=16)` but native AMP is not supported on CPU. Using "
+                 "`precision='bf16'` instead."):
+        assert first(text).rule.id == "AMP116", text
