@@ -297,3 +297,24 @@ def test_lightning_turning_fp16_amp_on_cpu_into_bf16_is_the_precision_strategy_r
                  "You passed `Trainer(accelerator='cpu', precision=16)` but native AMP is not supported on CPU. Using "
                  "`precision='bf16'` instead."):
         assert first(text).rule.id == "AMP116", text
+
+
+def test_addmm_checking_the_tensor_it_adds_into_reads_as_the_matmul_dtype_family():
+    # "self and mat2": addmm's check on its self operand (a bias, or a LoRA kernel's `out.addmm_(x @ A, B)`)
+    bare = explain("RuntimeError: self and mat2 must have the same dtype, but got BFloat16 and Float", limit=3)
+    read = {c.rule.id for c in bare if c.basis == "signature"}
+    assert read >= {"AMP201", "AMP131"} and all(c.guess for c in bare)
+    lora = first('  File "unsloth/kernels/utils.py", line 1167, in matmul_lora\n    out.addmm_(XA, B.to(dtype), alpha = s)\n'
+                 "RuntimeError: self and mat2 must have the same dtype, but got Half and BFloat16")
+    assert lora.rule.id == "AMP127" and lora.basis == "signature"
+
+
+def test_older_cudnn_and_multimodal_merge_wordings_of_an_input_in_another_dtype():
+    cudnn = ("RuntimeError: Expected tensor for argument #1 'input' to have the same type as tensor for argument #2 "
+             "'weight'; but type torch.cuda.HalfTensor does not equal torch.cuda.FloatTensor (while checking arguments "
+             "for cudnn_convolution)")
+    assert first(cudnn).rule.id == "AMP131" and first(cudnn).guess  # generic alone
+    framed = first('  File "torch/nn/modules/conv.py", line 3, in _conv_forward\n' + cudnn)
+    assert framed.rule.id == "AMP131" and not framed.guess
+    merge = first("RuntimeError: masked_scatter_: expected self and source to have same dtypes but got Half and Float")
+    assert merge.rule.id == "AMP131" and merge.guess
