@@ -278,6 +278,10 @@ def test_message_families_of_bf16_on_hardware_without_it_beyond_cuda_capability(
     assert first("TypeError: MPS BFloat16 is only supported on MacOS 14 or newer").rule.id == "AMP113"
     warned = first("compile_fx.py:2509: UserWarning: Tesla T4 does not support bfloat16 compilation natively, skipping")
     assert warned.rule.id == "AMP113"
+    # SDPA's memory-efficient kernel before sm_80 takes fp16 and fp32 only, and says so when given bf16
+    sdpa = first("UserWarning: Expected query, key and value to all be of dtype: {Half, Float}. Got Query dtype: "
+                 "c10::BFloat16, Key dtype: c10::BFloat16, and Value dtype: c10::BFloat16 instead.")
+    assert sdpa.rule.id == "AMP113" and sdpa.basis == "signature"
 
 
 def test_sdpa_and_xformers_saying_their_flash_kernels_refuse_fp32_inputs_rank_the_fp32_qkv_rule():
