@@ -314,3 +314,11 @@ def test_older_cudnn_and_multimodal_merge_wordings_of_an_input_in_another_dtype(
     assert framed.rule.id == "AMP131" and not framed.guess
     merge = first("RuntimeError: masked_scatter_: expected self and source to have same dtypes but got Half and Float")
     assert merge.rule.id == "AMP131" and merge.guess
+
+
+def test_a_deformable_convolution_named_by_its_short_names_is_the_custom_op_rule_context():
+    # DCN / dconv: extension ops autocast does not cover (the long name "deform" was context already)
+    for where in ('  File "models/backbone.py", line 88, in forward\n    x = self.dcn(x, offset)\n',
+                  'cfg = get_config("cascade_mask_rcnn_X_152_FPN_gn_dconv.yaml")\n'):
+        cand = first(where + "RuntimeError: expected scalar type Half but found Float")
+        assert cand.rule.id == "AMP110", where
