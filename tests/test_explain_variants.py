@@ -322,3 +322,9 @@ def test_a_deformable_convolution_named_by_its_short_names_is_the_custom_op_rule
                   'cfg = get_config("cascade_mask_rcnn_X_152_FPN_gn_dconv.yaml")\n'):
         cand = first(where + "RuntimeError: expected scalar type Half but found Float")
         assert cand.rule.id == "AMP110", where
+
+
+def test_transformers_warning_of_flash_attention_2_without_a_dtype_ranks_the_fp32_model_rule():
+    cand = first("You are attempting to use Flash Attention 2 without specifying a torch dtype. This might lead to "
+                 "unexpected behaviour")
+    assert cand.rule.id == "AMP112" and cand.basis == "signature" and cand.guess  # a warning: the model may be cast later
