@@ -6,8 +6,9 @@ between rules that share a signature, as "expected scalar type BFloat16 but foun
 
 A candidate the text supports only weakly is marked a guess: its message is one that other rules match as well
 (or one the catalog itself weighs as generic) and nothing rule-specific comes with it, or the text raised an
-exception and the message is not in it, or the failure is only told in words (a `told` signature), or another rule's
-reading of the text scores nearly as high (`RIVAL_SHARE`). bench/explain measures on real issue texts how often a
+exception and the message is not in it, or the failure is only told in words (a `told` signature), or the dtype
+check says the dtype it got is an integer one (a Long mask, Int indices: no precision setting makes those), or another
+rule's reading of the text scores nearly as high (`RIVAL_SHARE`). bench/explain measures on real issue texts how often a
 wrong first answer still comes without that mark (explain_bench.py; replay.py for texts the code had not seen).
 
 Where no signature matches, or the best match is only a guess, the rules whose own catalog text (title, why, fix,
