@@ -255,3 +255,14 @@ def test_ecosystem_extracts_the_root_files_that_say_what_the_project_is():
     assert not eco._wanted("sub/pyproject.toml", None) and not eco._wanted("docs/README.md", None)
     # the root README's install commands pin the torch it is set up with (`pins.torch_floor`)
     assert eco._wanted("README.md", ["src/"]) and eco._wanted("README.rst", None) and not eco._wanted("CHANGELOG.md", None)
+
+
+def test_explain_replay_can_run_this_checkouts_explain_over_an_old_trees_catalog(docs, tmp_path):
+    # --calibration: the old tree's signatures, read by the explain.py given (here a stand-in that never answers).
+    replay = load("explain/replay.py")
+    text = "ValueError: Attempting to unscale FP16 gradients."
+    own = replay._explain_with_tree("HEAD", [text], tmp_path / "trees")
+    assert own[0][0][0] == "AMP105"  # the tree's own explain
+    overlay = tmp_path / "explain.py"
+    overlay.write_text("def explain(text, limit=None):\n    return []\n")
+    assert replay._explain_with_tree("HEAD", [text], tmp_path / "trees", overlay) == [[[], False, ""]]

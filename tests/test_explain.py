@@ -394,3 +394,27 @@ def test_a_failure_told_in_words_ranks_its_rule_but_is_a_guess_while_the_printed
     assert any(s.told for r in catalog() if r.id == "AMP138" for s in r.signatures)  # the catalog marks the prose
     printed = explain("ValueError: Attempting to unscale FP16 gradients.")[0]
     assert printed.rule.id == "AMP105" and not printed.guess  # a message software prints still decides
+
+
+def test_a_dtype_message_that_got_an_integer_dtype_is_only_a_guess_of_a_precision_rule():
+    # A broad signature (as the catalog's attn_mask one once was) reads SDPA's mask check whatever dtype the mask had;
+    # a Long mask or Int indices are no precision setting's doing, so that reading can only rank its rule.
+    from ampdoctor.core import Rule, Signature
+    rule = Rule(id="AMP122", name="mask-rule", severity=Severity.WARNING, summary="", why="", fix="", sources=(),
+                signatures=(Signature("Expected attn_mask dtype to be bool or (float or )?to match query dtype"),),
+                detectors=("explain",))
+    head = "RuntimeError: Expected attn_mask dtype to be bool or float or to match query dtype, but got attn_mask.dtype: "
+    for mask in ("long int and  query.dtype: c10::BFloat16 instead.", "Long and query.dtype: Half instead."):
+        first = explain(head + mask, rules=[rule], closest=False)[0]
+        assert first.rule.id == "AMP122" and first.guess, mask
+    assert not explain(head + "float and  query.dtype: c10::BFloat16 instead.", rules=[rule], closest=False)[0].guess
+    index = Rule(id="AMP125", name="index-rule", severity=Severity.WARNING, summary="", why="", fix="", sources=(),
+                 signatures=(Signature("Index put requires the source and destination dtypes match"),),
+                 detectors=("explain",))
+    put = "RuntimeError: Index put requires the source and destination dtypes match, got {} for the destination and Float for the source."
+    assert explain(put.format("Long"), rules=[index], closest=False)[0].guess
+    assert not explain(put.format("BFloat16"), rules=[index], closest=False)[0].guess
+    scalar = Rule(id="AMP001", name="scalar-rule", severity=Severity.WARNING, summary="", why="", fix="", sources=(),
+                  signatures=(Signature("expected scalar type \\w+ but found \\w+"),), detectors=("explain",))
+    assert explain("RuntimeError: expected scalar type Long but found Float", rules=[scalar], closest=False)[0].guess
+    assert not explain("RuntimeError: expected scalar type BFloat16 but found Float", rules=[scalar], closest=False)[0].guess

@@ -271,3 +271,60 @@ def test_deepspeeds_middle_wording_of_its_parameter_dtype_check_is_read_like_its
                         {"AMP001", "AMP116"})):
         cands = explain(msg, limit=None, weak=True)
         assert {c.rule.id for c in cands if c.basis == "signature"} == rules and cands[0].guess, msg
+
+
+def test_message_families_of_bf16_on_hardware_without_it_beyond_cuda_capability():
+    # torch's MPS refusal since bf16 came to macOS 14, and inductor skipping a bf16 frame on a pre-Ampere GPU
+    assert first("TypeError: MPS BFloat16 is only supported on MacOS 14 or newer").rule.id == "AMP113"
+    warned = first("compile_fx.py:2509: UserWarning: Tesla T4 does not support bfloat16 compilation natively, skipping")
+    assert warned.rule.id == "AMP113"
+    # SDPA's memory-efficient kernel before sm_80 takes fp16 and fp32 only, and says so when given bf16
+    sdpa = first("UserWarning: Expected query, key and value to all be of dtype: {Half, Float}. Got Query dtype: "
+                 "c10::BFloat16, Key dtype: c10::BFloat16, and Value dtype: c10::BFloat16 instead.")
+    assert sdpa.rule.id == "AMP113" and sdpa.basis == "signature"
+
+
+def test_sdpa_and_xformers_saying_their_flash_kernels_refuse_fp32_inputs_rank_the_fp32_qkv_rule():
+    sdpa = first("UserWarning: Expected query, key and value to all be of dtype: {Half, BFloat16}. Got Query dtype: "
+                 "float, Key dtype: float, and Value dtype: float instead.")
+    assert sdpa.rule.id == "AMP111" and not sdpa.guess
+    xformers = first("NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:\n"
+                     "     query       : shape=(1, 4096, 8, 40) (torch.float32)\n"
+                     "`flshattF@v2.3.6` is not supported because:\n"
+                     "    dtype=torch.float32 (supported: {torch.float16, torch.bfloat16})")
+    assert xformers.rule.id == "AMP111" and xformers.guess  # one reason of several the operator list gives
+
+
+def test_addmm_checking_the_tensor_it_adds_into_reads_as_the_matmul_dtype_family():
+    # "self and mat2": addmm's check on its self operand (a bias, or a LoRA kernel's `out.addmm_(x @ A, B)`)
+    bare = explain("RuntimeError: self and mat2 must have the same dtype, but got BFloat16 and Float", limit=3)
+    read = {c.rule.id for c in bare if c.basis == "signature"}
+    assert read >= {"AMP201", "AMP131"} and all(c.guess for c in bare)
+    lora = first('  File "unsloth/kernels/utils.py", line 1167, in matmul_lora\n    out.addmm_(XA, B.to(dtype), alpha = s)\n'
+                 "RuntimeError: self and mat2 must have the same dtype, but got Half and BFloat16")
+    assert lora.rule.id == "AMP127" and lora.basis == "signature"
+
+
+def test_older_cudnn_and_multimodal_merge_wordings_of_an_input_in_another_dtype():
+    cudnn = ("RuntimeError: Expected tensor for argument #1 'input' to have the same type as tensor for argument #2 "
+             "'weight'; but type torch.cuda.HalfTensor does not equal torch.cuda.FloatTensor (while checking arguments "
+             "for cudnn_convolution)")
+    assert first(cudnn).rule.id == "AMP131" and first(cudnn).guess  # generic alone
+    framed = first('  File "torch/nn/modules/conv.py", line 3, in _conv_forward\n' + cudnn)
+    assert framed.rule.id == "AMP131" and not framed.guess
+    merge = first("RuntimeError: masked_scatter_: expected self and source to have same dtypes but got Half and Float")
+    assert merge.rule.id == "AMP131" and merge.guess
+
+
+def test_a_deformable_convolution_named_by_its_short_names_is_the_custom_op_rule_context():
+    # DCN / dconv: extension ops autocast does not cover (the long name "deform" was context already)
+    for where in ('  File "models/backbone.py", line 88, in forward\n    x = self.dcn(x, offset)\n',
+                  'cfg = get_config("cascade_mask_rcnn_X_152_FPN_gn_dconv.yaml")\n'):
+        cand = first(where + "RuntimeError: expected scalar type Half but found Float")
+        assert cand.rule.id == "AMP110", where
+
+
+def test_transformers_warning_of_flash_attention_2_without_a_dtype_ranks_the_fp32_model_rule():
+    cand = first("You are attempting to use Flash Attention 2 without specifying a torch dtype. This might lead to "
+                 "unexpected behaviour")
+    assert cand.rule.id == "AMP112" and cand.basis == "signature" and cand.guess  # a warning: the model may be cast later

@@ -7,9 +7,14 @@ confidence, and how many of those were wrong. The tune split stays tuned-on afte
 estimate of generalization that the tune rows of explain_bench.py are not; a change to the confidence rules is
 judged by how it would have marked the answers listed with ``--show`` (confident wrong and confident right).
 
+``--calibration`` keeps each old tree's catalog (its signatures, weights and context) but explains with this
+checkout's src/ampdoctor/explain.py: how today's ranking and guess rules would have marked the signatures of the day,
+so a change to those rules is measured on texts its own catalog never saw (a field the old Signature lacks, such as
+``told``, takes its default there).
+
 Needs the git history of this checkout; each old tree is unpacked once under a temporary directory.
 
-    python bench/explain/replay.py [--show]
+    python bench/explain/replay.py [--show] [--calibration]
 """
 
 from __future__ import annotations
@@ -33,7 +38,17 @@ import benchdocs  # noqa: E402
 CORPUS = "bench/explain/corpus.yaml"
 # Run inside an old tree: explain each text of a JSON list read from stdin, print the first answers as JSON.
 RUNNER = """
-import json, sys
+import importlib.util, json, os, sys
+overlay = os.environ.get("REPLAY_EXPLAIN_PY")
+if overlay:  # this checkout's explain.py over the old tree's catalog; fields the old Signature lacks take their default
+    from ampdoctor.core import model
+    for field, default in (("unless", ""), ("told", False)):
+        if not hasattr(model.Signature, field):
+            setattr(model.Signature, field, default)
+    spec = importlib.util.spec_from_file_location("ampdoctor.explain", overlay)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ampdoctor.explain"] = module
+    spec.loader.exec_module(module)
 from ampdoctor.explain import explain
 out = []
 for text in json.load(sys.stdin):
@@ -54,20 +69,21 @@ def _corpus_at(commit: str) -> dict[str, dict]:
         return {}
 
 
-def _explain_with_tree(commit: str, texts: list[str], scratch: Path) -> list[list]:
+def _explain_with_tree(commit: str, texts: list[str], scratch: Path, overlay: Path | None = None) -> list[list]:
     tree = scratch / commit
     if not tree.exists():
         tree.mkdir(parents=True)
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "src"], capture_output=True, check=True)
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "REPLAY_EXPLAIN_PY": str(overlay or "")}
     done = subprocess.run([sys.executable, "-c", RUNNER], input=json.dumps(texts), capture_output=True, text=True,
                           env=env, check=True)
     return json.loads(done.stdout)
 
 
-def replay(scratch: Path) -> list[dict]:
-    """One row per tune text of every batch: its label, the first answers of the tree before the batch, a guess or not."""
+def replay(scratch: Path, overlay: Path | None = None) -> list[dict]:
+    """One row per tune text of every batch: its label, the first answers of the tree before the batch, a guess or not.
+    `overlay`: an explain.py to run instead of the old tree's own (the old signatures read by today's calibration)."""
     rows = []
     commits = _git("log", "--format=%h", "--reverse", "--", CORPUS).split()
     for commit in commits[1:]:
@@ -76,7 +92,7 @@ def replay(scratch: Path) -> list[dict]:
                  if name not in before and benchdocs.split_of(name) == "tune"]
         if not added:
             continue
-        answers = _explain_with_tree(f"{commit}^", [e["text"] for e in added], scratch)
+        answers = _explain_with_tree(f"{commit}^", [e["text"] for e in added], scratch, overlay)
         for entry, (ids, guess, reason) in zip(added, answers):
             rule = str(entry["rule"])
             right = (not ids or guess) if rule == "none" else bool(ids) and ids[0] == rule
@@ -88,9 +104,13 @@ def replay(scratch: Path) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--show", action="store_true", help="list the confident answers, wrong ones marked")
+    parser.add_argument("--calibration", action="store_true",
+                        help="explain with this checkout's src/ampdoctor/explain.py over each old tree's catalog: how "
+                             "today's ranking and guess rules would have marked the signatures of the day")
     args = parser.parse_args(argv)
+    overlay = ROOT / "src" / "ampdoctor" / "explain.py" if args.calibration else None
     with tempfile.TemporaryDirectory() as scratch:
-        rows = replay(Path(scratch))
+        rows = replay(Path(scratch), overlay)
     confident = [r for r in rows if r["confident"]]
     wrong = [r for r in confident if not r["right"]]
     print(f"{len(rows)} tune texts in {len({r['batch'] for r in rows})} batches, each explained by the tree before it: "

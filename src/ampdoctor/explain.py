@@ -6,8 +6,9 @@ between rules that share a signature, as "expected scalar type BFloat16 but foun
 
 A candidate the text supports only weakly is marked a guess: its message is one that other rules match as well
 (or one the catalog itself weighs as generic) and nothing rule-specific comes with it, or the text raised an
-exception and the message is not in it, or the failure is only told in words (a `told` signature), or another rule's
-reading of the text scores nearly as high (`RIVAL_SHARE`). bench/explain measures on real issue texts how often a
+exception and the message is not in it, or the failure is only told in words (a `told` signature), or the dtype
+check says the dtype it got is an integer one (a Long mask, Int indices: no precision setting makes those), or another
+rule's reading of the text scores nearly as high (`RIVAL_SHARE`). bench/explain measures on real issue texts how often a
 wrong first answer still comes without that mark (explain_bench.py; replay.py for texts the code had not seen).
 
 Where no signature matches, or the best match is only a guess, the rules whose own catalog text (title, why, fix,
@@ -207,6 +208,9 @@ class _Fit:
     alone: bool = False
     # The signature reads a failure told in words (`Signature.told`), not a printed message: it ranks, never decides.
     told: bool = False
+    # The message's line says the dtype it got is an integer type (a Long mask, Int indices): a dtype mismatch, but
+    # of integers, which no precision setting makes; the precision rule its wording matched can only be a guess.
+    integer: bool = False
 
 
 def _score(rule: Rule, text: str) -> _Fit | None:
@@ -233,7 +237,19 @@ def _score(rule: Rule, text: str) -> _Fit | None:
     cand = Candidate(rule, score, reason, match.group(0), _last_frame_before(text, match.start()),
                      context_matched=bool(hits) or not rule.context)
     return _Fit(cand, match.span(), sig.weight, found, not _in_error(sig, text, match), "\n" not in text.strip(),
-                sig.told)
+                sig.told, _got_integer(text, match))
+
+
+# What a dtype check says it got or expected, where that is an integer dtype: "got attn_mask.dtype: long int", "found Long",
+# "got Long for the destination", "but got: c10::Int". A `bool` mask is not counted (masks are meant to be bool).
+_GOT_INTEGER = re.compile(r"\b(?:found|got|expected scalar type)\b:?[ \t]*(?:[\w.]+\.dtype:?[ \t]*)?(?:struct[ \t]+)?(?:c10::|at::|torch\.)?"
+                          r"(?:long|int|short|byte|char|u?int(?:8|16|32|64))\b", re.IGNORECASE)
+
+
+def _got_integer(text: str, match: re.Match[str]) -> bool:
+    """Does the line the message ends on (from where the message begins) say the dtype it got is an integer one?"""
+    end = text.find("\n", match.end())
+    return bool(_GOT_INTEGER.search(text, match.start(), len(text) if end < 0 else end))
 
 
 @functools.lru_cache(maxsize=2)  # the text of one explain call, asked once per matching rule
@@ -262,10 +278,11 @@ def _is_guess(fit: _Fit, fits: Sequence[_Fit]) -> bool:
     failure, and what the line beside it has to do with it the text does not say. A failure told in words (a `told`
     signature) is always a guess too: how a report describes a cause is far looser than what software prints
     (replaying the corpus's history, each batch of new tune texts explained by the code of the day before it, such
-    matches were confidently wrong on 4 of about 14 texts, against 1 in 15 for all confident answers).
+    matches were confidently wrong on 4 of about 14 texts, against 1 in 15 for all confident answers). So is a dtype
+    message whose line says what it got is an integer dtype (`integer`): a Long mask or Int indices, not precision.
     Checked on bench/explain's tune texts with each text's own rule taken out of the catalog: nothing confident among
     the first three."""
-    if fit.weight < TELLING_WEIGHT or fit.beside_error or fit.told:
+    if fit.weight < TELLING_WEIGHT or fit.beside_error or fit.told or fit.integer:
         return True
     start, end = fit.span
     shared = [o for o in fits if o is not fit and o.span[0] <= start and o.span[1] >= end]
