@@ -295,6 +295,14 @@ def test_sdpa_and_xformers_saying_their_flash_kernels_refuse_fp32_inputs_rank_th
     assert xformers.rule.id == "AMP111" and xformers.guess  # one reason of several the operator list gives
 
 
+def test_lightning_turning_fp16_amp_on_cpu_into_bf16_is_the_precision_strategy_rule():
+    for text in ("You passed `Trainer(accelerator='cpu', precision='16-mixed')` but AMP with fp16 is not supported on "
+                 "CPU. Using `precision='bf16-mixed'` instead.",
+                 "You passed `Trainer(accelerator='cpu', precision=16)` but native AMP is not supported on CPU. Using "
+                 "`precision='bf16'` instead."):
+        assert first(text).rule.id == "AMP116", text
+
+
 def test_addmm_checking_the_tensor_it_adds_into_reads_as_the_matmul_dtype_family():
     # "self and mat2": addmm's check on its self operand (a bias, or a LoRA kernel's `out.addmm_(x @ A, B)`)
     bare = explain("RuntimeError: self and mat2 must have the same dtype, but got BFloat16 and Float", limit=3)
