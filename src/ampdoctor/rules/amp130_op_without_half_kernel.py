@@ -64,18 +64,7 @@ def _from_weights(ctx: Context, expr: ast.AST, scope: ast.AST, hops: int) -> boo
     """Is `expr` computed from a module's weights, with no upcast on the way (the last binding of each name)?
     `hops` counts the names followed back to their bindings: the expression's own structure is finite."""
     if isinstance(expr, ast.Call):
-        if (ctx.flow.cast_dtype(expr, scope) or frozenset()) & FLOAT_UP:
-            return False
-        func = expr.func
-        if isinstance(func, ast.Attribute) and func.attr in _METADATA_CALLS:
-            return False
-        name = ctx.qualname(func)
-        if name and name.startswith("torch.") and name.rsplit(".", 1)[-1] in _NEW_TENSORS:
-            # a new tensor has the default dtype, or the one it is given: its arguments are sizes and places
-            given = keyword(expr, "dtype")
-            return isinstance(given, ast.Attribute) and given.attr == "dtype" and _from_weights(ctx, given.value, scope, hops)
-        base = func.value if isinstance(func, ast.Attribute) else None
-        return any(_from_weights(ctx, a, scope, hops) for a in ([base] if base is not None else []) + list(expr.args[:2]))
+        return _call_from_weights(ctx, expr, scope, hops)
     if isinstance(expr, ast.BinOp):
         return _from_weights(ctx, expr.left, scope, hops) or _from_weights(ctx, expr.right, scope, hops)
     if isinstance(expr, ast.Subscript):
@@ -90,6 +79,22 @@ def _from_weights(ctx: Context, expr: ast.AST, scope: ast.AST, hops: int) -> boo
             return False
         return _from_weights(ctx, before[-1][1], scope, hops + 1)
     return False
+
+
+def _call_from_weights(ctx: Context, call: ast.Call, scope: ast.AST, hops: int) -> bool:
+    """`_from_weights` of a call: its operand or first arguments are, and it neither upcasts nor reads sizes."""
+    if (ctx.flow.cast_dtype(call, scope) or frozenset()) & FLOAT_UP:
+        return False
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in _METADATA_CALLS:
+        return False
+    name = ctx.qualname(func)
+    if name and name.startswith("torch.") and name.rsplit(".", 1)[-1] in _NEW_TENSORS:
+        # a new tensor has the default dtype, or the one it is given: its arguments are sizes and places
+        given = keyword(call, "dtype")
+        return isinstance(given, ast.Attribute) and given.attr == "dtype" and _from_weights(ctx, given.value, scope, hops)
+    base = func.value if isinstance(func, ast.Attribute) else None
+    return any(_from_weights(ctx, a, scope, hops) for a in ([base] if base is not None else []) + list(call.args[:2]))
 
 
 @code_check("AMP130", triggers=("linalg", "torch.svd", "torch.qr", "torch.inverse", "torch.cholesky", "svd_lowrank", "fft",
