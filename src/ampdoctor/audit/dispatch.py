@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ampdoctor.audit.evidence import Tag
@@ -87,13 +87,38 @@ def _flatten(args: Any, out: list) -> None:
                     out.append(b)
 
 
-def _inputs(r: "Recorder", args: tuple, kwargs: dict, seq: int) -> tuple[list, tuple, tuple]:
-    """An op's tensor inputs, their dtypes and, for float ones, their producer's seq or minus the id of a leaf
+def _tensor_args(args: tuple, kwargs: dict, kind: tuple) -> list:
+    """An op's tensor arguments, in order: at the places its schema gives them (`_plan`, in `kind`), else (no plan,
+    or a keyword the plan does not know) wherever they are among the arguments and the lists in them. A tensor's place
+    can hold a number too (a wrapped scalar: `x + 1`); a type test finds most tensors before `isinstance`, which costs
+    ten times more (their class has a metaclass)."""
+    where = kind[2]
+    if where is None or (kwargs and not kwargs.keys() <= kind[3]):
+        ins: list = []
+        _flatten(args, ins)
+        if kwargs:
+            _flatten(kwargs.values(), ins)
+        return ins
+    tensor_types = _TENSOR_TYPES
+    if where is _FIRST:
+        a = args[0] if args else None
+        return [a] if type(a) in tensor_types or isinstance(a, torch.Tensor) else []
+    ins = []
+    n = len(args)
+    for i, many in where:
+        if i >= n:
+            break
+        a = args[i]
+        if many and isinstance(a, (list, tuple)):
+            ins.extend(b for b in a if type(b) in tensor_types or (b is not None and isinstance(b, torch.Tensor)))
+        elif type(a) in tensor_types or (a is not None and isinstance(a, torch.Tensor)):
+            ins.append(a)
+    return ins
+
+
+def _inputs(r: "Recorder", ins: list, seq: int) -> tuple[tuple, tuple]:
+    """The dtypes of an op's tensor inputs and, for float ones, their producer's seq or minus the id of a leaf
     (parameter, buffer, input: named later); a leaf's values are measured the first time it is read."""
-    ins: list = []
-    _flatten(args, ins)
-    if kwargs:
-        _flatten(kwargs.values(), ins)
     made = r.produced
     producers = r.producers
     values = r.values
@@ -113,7 +138,7 @@ def _inputs(r: "Recorder", args: tuple, kwargs: dict, seq: int) -> tuple[list, t
                     values.leaf(t, seq)
         else:
             in_prod.append(None)
-    return ins, tuple(in_dt), tuple(in_prod)
+    return tuple(in_dt), tuple(in_prod)
 
 
 def _phase_and_module(r: "Recorder", values: Any, seq: int) -> tuple[str, int, Any]:
@@ -173,6 +198,48 @@ _METADATA_QUERIES = frozenset(id(op) for op in (torch.ops.prim.device.default, t
                                                 torch.ops.aten.storage_offset.default))
 
 
+# The types of most tensors an op reads or returns (a type test costs a tenth of `isinstance(x, torch.Tensor)`, whose
+# class has a metaclass); other subclasses go through `isinstance`.
+_TENSOR_TYPES = frozenset({torch.Tensor, torch.nn.Parameter, FakeTensor})
+# Argument types of op schemas that never hold a tensor: an op whose every other argument is a tensor, an optional
+# one or a list of them has its tensors read at those places only (`_plan`).
+_NO_TENSOR = frozenset({"int", "bool", "float", "complex", "number", "str", "Device", "Generator", "Layout", "ScalarType",
+                        "MemoryFormat", "Storage", "Dimname", "List[int]", "List[bool]", "List[float]", "List[complex]",
+                        "List[str]", "List[number]", "List[Dimname]"})
+_ONE_TENSOR = frozenset({"Tensor", "Optional[Tensor]"})
+_TENSORS = frozenset({"List[Tensor]", "List[Optional[Tensor]]", "Optional[List[Tensor]]"})
+_FIRST = ((0, False),)  # the commonest plan: one tensor, the first argument
+
+
+def _plan(func: Any) -> tuple[Any, frozenset]:
+    """Where an op's tensor arguments are: the positions of its positional tensor, optional tensor and tensor list
+    arguments (`_FIRST` when that is the first argument alone), and the names of its keyword-only arguments that hold
+    no tensor (a call that passes another keyword has every argument looked at); None when a positional argument's
+    type could hold a tensor otherwise (every argument is then looked at: an op from a library may declare anything)."""
+    schema = getattr(func, "_schema", None)
+    if schema is None:
+        return None, frozenset()
+    where = []
+    keywords = []
+    for i, arg in enumerate(schema.arguments):
+        kind = str(arg.type)
+        if kind.startswith("Optional[") and kind[9:-1] in _NO_TENSOR:
+            kind = kind[9:-1]
+        if arg.kwarg_only:
+            # passed in `kwargs`: one that can hold a tensor is left out of the names, so a call that passes it has
+            # every argument looked at
+            if kind in _NO_TENSOR:
+                keywords.append(arg.name)
+            continue
+        if kind in _NO_TENSOR:
+            continue
+        if kind not in _ONE_TENSOR and kind not in _TENSORS:
+            return None, frozenset()
+        where.append((i, kind in _TENSORS))
+    plan = tuple(where)
+    return (_FIRST if plan == _FIRST else plan), frozenset(keywords)
+
+
 @dataclass
 class Failure:
     seq: int
@@ -199,11 +266,13 @@ class RecordingMode(TorchDispatchMode):
         self._results_hold_values = True
         self._entry_depth = 0  # see `_find_entry`; 0 until the first op
 
-    def _kind(self, fid: int, func: Any) -> tuple[bool, Any]:
+    def _kind(self, fid: int, func: Any) -> tuple[bool, Any, Any, frozenset]:
+        """What `record` needs to know of an op, once per op kind: whether its results can hold values to measure,
+        its watch, and where its tensor arguments are (`_plan`)."""
         r = self.r
         r.ops[fid] = func
         measured = r.values is not None and self._results_hold_values and r.values.how(fid, func) is not None
-        kind = self._kinds[fid] = (measured, r.watch.get(fid))
+        kind = self._kinds[fid] = (measured, r.watch.get(fid), *_plan(func))
         return kind
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -307,7 +376,10 @@ class RecordingMode(TorchDispatchMode):
         records = r.records
         seq = len(records)
         values = r.values
-        ins, in_dt, in_prod = _inputs(r, args, kwargs, seq)
+        fid = id(func)
+        kind = self._kinds.get(fid) or self._kind(fid, func)
+        ins = _tensor_args(args, kwargs, kind)
+        in_dt, in_prod = _inputs(r, ins, seq)
         phase, mod, extra = _phase_and_module(r, values, seq)
         # The walks start above the mode's own entry, reached in one jump: `sys._getframe` makes a frame object for
         # the frame it returns only, a walk one for every frame it passes (the fake mode's entry is five deep).
@@ -315,7 +387,7 @@ class RecordingMode(TorchDispatchMode):
             caller = sys._getframe(self._entry_depth or self._find_entry())
         except ValueError:  # no frame above the entry (an autograd device thread): the walks pass the machinery
             caller = None
-        if phase == BACKWARD and values is not None and r.engine_issued(caller):
+        if phase == BACKWARD and values is not None and ((caller is not None and caller.f_code is _ENGINE_CODE) or r.engine_issued(caller)):
             # An op the autograd engine runs has only the `.backward()` call on its Python stack: the report places
             # it at the forward line that built its node (`Trace.location`, through the value watch's sequence
             # numbers). Ops of Python run inside backward (hooks, a Function's backward) keep their own line.
@@ -327,20 +399,26 @@ class RecordingMode(TorchDispatchMode):
         if inner is not None:
             inner = shared.setdefault(inner, inner)
         autocast = r.autocast_on
-        fid = id(func)
-        kind = self._kinds.get(fid) or self._kind(fid, func)
         try:
             out = func(*args, **kwargs) if through is None else through(func, types, args, kwargs)
         except Exception as exc:
             records.append((seq, fid, in_dt, in_prod, None, mod, phase, code, lasti, inner, autocast, extra))
             r.failure = Failure(seq, exc)
             raise
-        outs, out_dt = _outputs(out, r, seq)
-        if kind[0] and (out_dt or out is None):
+        if type(out) in _TENSOR_TYPES:  # most ops: one tensor, of a common type
+            dt = out.dtype
+            if dt in _FLOATS:
+                r.produced[id(out)] = weakref.ref(out)
+                r.producers[id(out)] = seq
+            outs = [out]
+            out_t = (dt,)
+        else:
+            outs, out_dt = _outputs(out, r, seq)
+            out_t = tuple(out_dt)
+        if kind[0] and (out_t or out is None):
             values.output(seq, fid, func, args, kwargs, outs, phase == OPTIMIZER)
         if kind[1] is not None and extra is None:  # an AccumulateGrad add_ keeps its ACCUMULATE tag
             extra = kind[1](r, func, args, kwargs, out, ins)
-        out_t = tuple(out_dt)
         records.append((seq, fid, in_dt, in_prod, shared.setdefault(out_t, out_t), mod, phase, code, lasti, inner, autocast, extra))
         return out
 
