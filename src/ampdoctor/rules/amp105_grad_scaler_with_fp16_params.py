@@ -135,19 +135,22 @@ def _unrelated_gate(ctx: Context, upcast: ast.Call, adapted: ast.Call, others: l
     for node in ctx.src.ancestors(upcast):
         if node in around or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             break
-        if not isinstance(node, ast.If):
-            continue
-        names = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
-        words = {w for n in ast.walk(node.test) for w in _words(n)}
-        if names & loop_names or words & _PRECISION_WORDS or ast.dump(node.test) in same:
-            continue
-        if ctx.flow.fp16_polarity(node.test, ctx.src.scope(node)) != 0:
+        if not isinstance(node, ast.If) or not _unrelated_test(ctx, node, loop_names, same):
             continue
         side = _inside(ctx, upcast, node.body)
         if any(_inside(ctx, other, node.orelse if side else node.body) for other in others if other is not upcast):
             continue
         return node
     return None
+
+
+def _unrelated_test(ctx: Context, node: ast.If, loop_names: set[str], same: set[str]) -> bool:
+    """An ``if`` test that says nothing of the precision, of a loop's item, or of the adapters' own condition."""
+    names = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+    words = {w for n in ast.walk(node.test) for w in _words(n)}
+    if names & loop_names or words & _PRECISION_WORDS or ast.dump(node.test) in same:
+        return False
+    return ctx.flow.fp16_polarity(node.test, ctx.src.scope(node)) == 0
 
 
 def _inside(ctx: Context, node: ast.AST, block: list[ast.stmt]) -> bool:
