@@ -11,8 +11,8 @@ from ampdoctor.audit.evidence import Phase, Tag
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_class, in_half_module
-from ampdoctor.lint.python.dataflow import HALF, describe
-from ampdoctor.lint.python.facts import ModelCast
+from ampdoctor.lint.python.dataflow import HALF, PRESERVING, describe
+from ampdoctor.lint.python.facts import AUTOCASTS, ModelCast, disables_autocast
 from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, tokens
 
 if TYPE_CHECKING:
@@ -62,6 +62,84 @@ def _log_probs_of_half_logits(ctx: Context) -> Iterator[CodeHit]:
             yield call, (f"log-probabilities are taken of the logits of `{cast.name}`, which is {describe(cast.dtypes)} (line "
                          f"{cast.node.lineno}) with no autocast: they keep {describe(cast.dtypes)}'s precision; use "
                          f"`{ast.unparse(call.args[0])[:40]}.float()`")
+
+
+@code_check("AMP125", triggers=("autocast",), also=(("log_softmax", "cross_entropy", "nll_loss", "kl_div", "binary_cross_entropy"),))
+def log_probs_after_autocast(ctx: Context) -> Iterator[CodeHit]:
+    """``with autocast_ctx: out = model(x)`` and then, below the block, ``F.log_softmax(out.logits, -1)``: the model
+    ran under half autocast, so its logits are half, and the log-softmax, out of autocast, keeps their precision
+    (autocast would have run it in fp32). minimind's PPO took the new policy's log-probabilities this way while the
+    rollout's old ones came from inside autocast: the ratio was off before any update."""
+    for call in ctx.src.calls:
+        logits = _log_softmax_input(ctx, call)
+        if logits is None or keyword(call, "dtype") is not None or _autocast_block(ctx, call) is not None:
+            continue
+        root = _half_root(ctx, logits)
+        if root is None:
+            continue
+        scope = ctx.src.scope(call)
+        before = [(line, value) for line, value in ctx.src.bindings(root, scope) if line < call.lineno]
+        value = before[-1][1] if before else None
+        if not isinstance(value, ast.Call) or (ctx.qualname(value.func) or "").startswith("torch."):
+            continue
+        block = _autocast_block(ctx, value)
+        if block is None:
+            continue
+        what = "log-probabilities are taken" if "log_softmax" in ast.unparse(call.func) else "the loss is computed"
+        yield call, (f"{what} of `{ast.unparse(logits)[:40]}` outside autocast, but `{root.id}` was "
+                     f"computed under the autocast of line {block.lineno}: its logits are half, and this call keeps "
+                     f"their precision (inside the block autocast runs it in fp32); call it inside the block or on "
+                     f"`{ast.unparse(logits)[:40]}.float()`")
+
+
+def _log_softmax_input(ctx: Context, call: ast.Call) -> ast.AST | None:
+    """The tensor a log-softmax is taken of: ``F.log_softmax(x, -1)``, ``torch.log_softmax(x, -1)``,
+    ``x.log_softmax(-1)``, or the input of a loss function that takes one (``F.cross_entropy(logits, y)``), unless
+    an fp32 target promotes it (`_promoted`)."""
+    name = ctx.qualname(call.func)
+    if name in ("torch.log_softmax", "torch.nn.functional.log_softmax"):
+        return call.args[0] if call.args else keyword(call, "input")
+    if name in LOSS_FUNCTIONS and not _promoted(ctx, call, name):
+        return call.args[0] if call.args else keyword(call, "input")
+    if name is None and isinstance(call.func, ast.Attribute) and call.func.attr == "log_softmax":
+        return call.func.value
+    return None
+
+
+def _half_root(ctx: Context, expr: ast.AST) -> ast.Name | None:
+    """The name an expression reads through indexing, attributes (``out.logits``) and dtype-keeping methods; None
+    where a cast on the way (``.float()``, ``.to(torch.float32)``) or anything else decides the dtype."""
+    for _ in range(16):
+        if isinstance(expr, ast.Name):
+            return expr
+        if isinstance(expr, (ast.Subscript, ast.Attribute)):
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and ctx.qualname(expr.func) is None \
+                and expr.func.attr in PRESERVING and expr.func.attr not in ("cpu", "cuda"):
+            expr = expr.func.value
+        else:
+            return None
+    return None
+
+
+def _enters_half_autocast(ctx: Context, expr: ast.AST) -> bool:
+    """A ``with`` item that turns half autocast on: an autocast call that does not disable it, or a context object
+    named after autocast (``with autocast_ctx:``, ``with self.amp_autocast:``), as training scripts pass them round."""
+    if isinstance(expr, ast.Call):
+        if ctx.qualname(expr.func) in AUTOCASTS or "autocast" in tokens(last_identifier(expr.func) or ""):
+            return not disables_autocast(expr, ctx.src)
+        return False
+    return isinstance(expr, (ast.Name, ast.Attribute)) and "autocast" in tokens(last_identifier(expr) or "")
+
+
+def _autocast_block(ctx: Context, node: ast.AST) -> ast.With | None:
+    """The ``with`` block of half autocast that `node` runs in, in its own function."""
+    for parent, child in ctx.src.steps(node):
+        if isinstance(parent, ast.With) and child in parent.body and any(_enters_half_autocast(ctx, i.context_expr) for i in parent.items):
+            return parent
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return None
+    return None
 
 
 def _takes_log_probs(ctx: Context, call: ast.Call) -> bool:

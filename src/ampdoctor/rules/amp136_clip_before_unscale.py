@@ -35,14 +35,45 @@ def _is_scaler(ctx: Context, receiver: ast.AST, scope: ast.AST) -> bool:
     return "scaler" in tokens(last_identifier(receiver) or "")
 
 
+def _kept_on_object(ctx: Context, receiver: ast.AST, scope: ast.AST) -> str | None:
+    """Where a local scaler was fetched from when it is kept on an object: ``scaler = self.scaler`` -> "self.scaler",
+    ``scaler = getattr(self, f"scaler{i}")`` (one of several, by index) -> "self.scaler*"."""
+    if not isinstance(receiver, ast.Name):
+        return None
+    made = [v for _, v in ctx.src.bindings(receiver, scope)]
+    if len(made) != 1:
+        return None
+    value = made[0]
+    if isinstance(value, ast.Attribute) and "." in (dotted(value) or ""):
+        return dotted(value)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "getattr" and len(value.args) == 2:
+        owner, attr = dotted(value.args[0]), value.args[1]
+        if isinstance(attr, ast.JoinedStr) and attr.values and isinstance(attr.values[0], ast.Constant):
+            attr = attr.values[0]  # f"scaler{index}": the scalers named by that prefix
+            return f"{owner}.{attr.value}*" if owner else None
+        if isinstance(attr, ast.Constant) and isinstance(attr.value, str) and owner:
+            return f"{owner}.{attr.value}"
+    return None
+
+
+def _kept_expr(kept: str) -> ast.expr:
+    """The attribute a scaler is kept as, to read its bindings and words ("self.scaler*" -> ``self.scaler``)."""
+    return ast.parse(kept.rstrip("*"), mode="eval").body
+
+
 def _scaler_calls(ctx: Context, calls: list[ast.Call], attr: str, scope: ast.AST) -> dict[str, list[int]]:
-    """{scaler: lines} of ``scaler.<attr>(...)`` among `calls`."""
+    """{scaler: lines} of ``scaler.<attr>(...)`` among `calls`; a local fetched from an object is named by where it
+    is kept (`_kept_on_object`), so that a method that scales and another that steps name the same scaler."""
     out: dict[str, list[int]] = {}
     for node in calls:
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr == attr and node.args and ctx.qualname(func) is None:
-            name = dotted(func.value)
-            if name is not None and _is_scaler(ctx, func.value, scope):
+            own = ctx.src.enclosing_function(node) or scope
+            kept = _kept_on_object(ctx, func.value, own)
+            name = kept or dotted(func.value)
+            if name is None:
+                continue
+            if _is_scaler(ctx, func.value, own) or (kept is not None and _is_scaler(ctx, _kept_expr(kept), own)):
                 out.setdefault(name, []).append(node.lineno)
     return out
 
@@ -91,8 +122,9 @@ def clip_before_unscale(ctx: Context) -> Iterator[CodeHit]:
         for scaler, scaled, stepped, here in _scaled_steps(ctx, body, calls):
             for clip in clips:
                 if (scaled < clip.lineno or not here) and clip.lineno < stepped and not any(line < clip.lineno for line in unscaled):
-                    yield clip, (f"`{last_identifier(clip.func)}` clips gradients that `{scaler}` scaled (line {scaled}) and has not "
-                                 f"unscaled yet; call `{scaler}.unscale_(optimizer)` before clipping")
+                    shown = scaler[:-1] + "{...}" if scaler.endswith("*") else scaler
+                    yield clip, (f"`{last_identifier(clip.func)}` clips gradients that `{shown}` scaled (line {scaled}) and has not "
+                                 f"unscaled yet; call the scaler's `unscale_(optimizer)` before clipping")
 
 
 NORMS = frozenset({"aten::linalg_vector_norm", "aten::_foreach_norm", "aten::norm"})
