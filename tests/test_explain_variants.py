@@ -374,6 +374,13 @@ LIBRARY_WORDINGS = [
     # bitsandbytes' optimizer kernels given bf16 gradients
     ("ValueError: Gradient+optimizer bit data type combination not supported: grad torch.bfloat16, optimizer "
      "torch.uint8", "AMP120", False),
+    # an fp64 input (NumPy's default) into a half layer, and an out=/in-place result in another float dtype
+    ("RuntimeError: Input type (double) and bias type (c10::Half) should be the same", "AMP131", False),
+    ("RuntimeError: Expected out tensor to have dtype c10::BFloat16, but got float instead", "AMP201", True),
+    # torch.multinomial given inf/NaN probabilities by an fp16 model's sampling: never more than a guess
+    ("model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.float16)\n"
+     "out = model.generate(**inputs, do_sample=True)\n"
+     "RuntimeError: probability tensor contains either `inf`, `nan` or element < 0", "AMP212", True),
     # torch.quantile's refusal of anything but fp32/fp64 (names no dtype): an op without a half kernel, a guess
     ("RuntimeError: quantile() input tensor must be either float or double dtype", "AMP130", True),
     # DeepSpeed: an apex amp block with ZeRO
