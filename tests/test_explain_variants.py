@@ -381,6 +381,10 @@ LIBRARY_WORDINGS = [
     ("model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.float16)\n"
      "out = model.generate(**inputs, do_sample=True)\n"
      "RuntimeError: probability tensor contains either `inf`, `nan` or element < 0", "AMP212", True),
+    # DeepSpeed ZeRO-3 all-gathering LoRA parameters beside a half base: generic alone, the rule's with peft in view
+    ("TypeError: output tensor must have the same type as input tensor", "AMP127", True),
+    ("model = get_peft_model(model, lora_config)\n  File \"deepspeed/runtime/zero/partition_parameters.py\", line 1200\n"
+     "TypeError: output tensor must have the same type as input tensor", "AMP127", False),
     # torch.quantile's refusal of anything but fp32/fp64 (names no dtype): an op without a half kernel, a guess
     ("RuntimeError: quantile() input tensor must be either float or double dtype", "AMP130", True),
     # DeepSpeed: an apex amp block with ZeRO
