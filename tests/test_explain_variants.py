@@ -1,6 +1,8 @@
 """explain on the ways an error reaches a tracker other than as printed: a title that lost its closing quote, the
 docs' wording of a warning, a message whose cause is only named by what came with it, a reporter's words."""
 
+import pytest
+
 from ampdoctor.explain import explain
 
 
@@ -336,3 +338,99 @@ def test_transformers_warning_of_flash_attention_2_without_a_dtype_ranks_the_fp3
     cand = first("You are attempting to use Flash Attention 2 without specifying a torch dtype. This might lead to "
                  "unexpected behaviour")
     assert cand.rule.id == "AMP112" and cand.basis == "signature" and cand.guess  # a warning: the model may be cast later
+
+
+# Library wordings harvested from the libraries' own checks (each text our own reproduction of the message).
+LIBRARY_WORDINGS = [
+    # torch before grad_dtype: python_variable.cpp's check of a .grad assignment
+    ("RuntimeError: attempting to assign a gradient with dtype 'c10::BFloat16' to a tensor with dtype 'float'. "
+     "Please ensure that the gradient and the tensor have the same dtype", "AMP003", False),
+    # Lightning's precision plugins refusing a scaler for bf16 (old and new precision names)
+    ("MisconfigurationException: `precision='bf16'` does not use a scaler, found <GradScaler object at 0x7f00>.",
+     "AMP004", False),
+    ("ValueError: `precision='bf16-mixed'` does not use a scaler, found <ShardedGradScaler object at 0x7f00>.",
+     "AMP004", False),
+    # flash-attention's device check for bf16
+    ("RuntimeError: bfloat16 is only supported on Ampere GPUs or newer", "AMP113", False),
+    # the memory-efficient SDPA kernel's check of an additive mask
+    ("RuntimeError: invalid dtype for bias - should match query's dtype", "AMP122", False),
+    # NumPy's refusal of bf16, wrapped over two lines as a report quotes it
+    ("raises `TypeError: Got unsupported\nScalarType BFloat16` when passed a tensor", "AMP129", False),
+    # CPU norm kernels and cuDNN's RNN check: an input in another dtype than the parameters
+    ("RuntimeError: mixed dtype (CPU): all inputs must share same datatype.", "AMP131", True),
+    ("RuntimeError: Input and parameter tensors are not the same dtype, found input tensor with Float and parameter "
+     "tensor with Half", "AMP131", False),
+    # flash-attention's q/k/v check and index/reduction ops refusing two float dtypes: generic, guesses
+    ("RuntimeError: query and key must have the same dtype", "AMP201", True),
+    ("RuntimeError: index_add_(): self (Float) and source (BFloat16) must have the same scalar type", "AMP201", True),
+    ("RuntimeError: dot : expected both vectors to have same dtype, but found Half and Float", "AMP201", True),
+    ("RuntimeError: scatter(): Expected self.dtype to be equal to src.dtype", "AMP201", True),
+    ("RuntimeError: Input dtypes must be the same, got: input float, batch1: c10::BFloat16, batch2: c10::BFloat16",
+     "AMP201", True),
+    ("RuntimeError: grid_sampler(): expected input and grid to have same dtype, but input has c10::Half and grid has "
+     "float", "AMP201", True),
+    # Triton's tl.dot with an fp32 operand beside a half one
+    ("AssertionError: Both operands must be same dtype. Got fp32 and fp16", "AMP201", True),
+    # bitsandbytes' optimizer kernels given bf16 gradients
+    ("ValueError: Gradient+optimizer bit data type combination not supported: grad torch.bfloat16, optimizer "
+     "torch.uint8", "AMP120", False),
+    # an fp64 input (NumPy's default) into a half layer, and an out=/in-place result in another float dtype
+    ("RuntimeError: Input type (double) and bias type (c10::Half) should be the same", "AMP131", False),
+    ("RuntimeError: Expected out tensor to have dtype c10::BFloat16, but got float instead", "AMP201", True),
+    # torch.multinomial given inf/NaN probabilities by an fp16 model's sampling: never more than a guess
+    ("model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.float16)\n"
+     "out = model.generate(**inputs, do_sample=True)\n"
+     "RuntimeError: probability tensor contains either `inf`, `nan` or element < 0", "AMP212", True),
+    # DeepSpeed ZeRO-3 all-gathering LoRA parameters beside a half base: generic alone, the rule's with peft in view
+    ("TypeError: output tensor must have the same type as input tensor", "AMP127", True),
+    ("model = get_peft_model(model, lora_config)\n  File \"deepspeed/runtime/zero/partition_parameters.py\", line 1200\n"
+     "TypeError: output tensor must have the same type as input tensor", "AMP127", False),
+    # torch.quantile's refusal of anything but fp32/fp64 (names no dtype): an op without a half kernel, a guess
+    ("RuntimeError: quantile() input tensor must be either float or double dtype", "AMP130", True),
+    # DeepSpeed: an apex amp block with ZeRO
+    ("AssertionError: Amp and ZeRO are not currently compatible, please use (legacy) fp16 mode", "AMP116", False),
+    # DeepSpeed's overflow at the minimum loss scale; apex and fairseq lowering the scale below 1
+    ("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1", "AMP212", False),
+    ("Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 0.0078125", "AMP212", False),
+    ("| WARNING: overflow detected, setting loss scale to: 6.103515625e-05", "AMP212", False),
+]
+
+
+@pytest.mark.parametrize(("text", "rule", "guess"), LIBRARY_WORDINGS)
+def test_a_library_wording_of_a_dtype_check_is_read_by_its_rule_signature(text, rule, guess):
+    cand = first(text)
+    assert (cand.rule.id, cand.basis, cand.guess) == (rule, "signature", guess)
+
+
+@pytest.mark.parametrize("text", [
+    "RuntimeError: Input and parameter tensors are not the same dtype, found input tensor with Double and parameter "
+    "tensor with Float",  # a data loader's fp64, no half dtype in it
+    "RuntimeError: index_add_(): self (Long) and source (Float) must have the same scalar type",  # an integer buffer
+    "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 16384, reducing to 8192",  # a scaler settling
+    "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0",
+])
+def test_the_same_checks_without_a_half_dtype_or_at_a_healthy_loss_scale_match_no_signature(text):
+    assert all(c.basis != "signature" for c in explain(text))
+
+
+def _fingerprint(op, dtype):
+    return (f"CollectiveFingerPrint(SequenceNumber=7, OpType={op}, TensorShape=[4], TensorDtypes={dtype}, "
+            "TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda))")
+
+
+def test_collective_fingerprints_of_one_op_in_two_dtypes_are_the_cross_rank_dtype_rule():
+    head = "RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective: "
+    same_op = head + _fingerprint("ALLREDUCE", "BFloat16") + ", but Rank 0 is running collective: " + \
+        _fingerprint("ALLREDUCE", "Float")
+    assert (first(same_op).rule.id, first(same_op).guess) == ("AMP209", False)
+    # ranks running different collectives: another failure, whatever the dtypes; one fingerprint only: a guess
+    other_op = head + _fingerprint("ALLREDUCE", "Float") + ", but Rank 0 is running collective: " + \
+        _fingerprint("BROADCAST", "BFloat16")
+    assert first(other_op).guess
+    assert first(head + _fingerprint("_ALLGATHER_BASE", "BFloat16")).guess
+    assert first(head + _fingerprint("_ALLGATHER_BASE", "BFloat16")).basis == "signature"
+    # torch's summary of what differs names shapes only: no signature of the rule reads it
+    shapes = (head + _fingerprint("ALLREDUCE", "BFloat16") + ", but Rank 0 is running collective: "
+              + _fingerprint("ALLREDUCE", "BFloat16") + ".Collectives differ in the following aspects:   Tensor Tensor "
+              "shapes: 8vs 4")
+    assert all(c.basis != "signature" for c in explain(shapes))
