@@ -414,44 +414,8 @@ def test_a_file_is_placed_below_its_root_by_whole_parts_as_pathlib_places_it():
             assert below(path, roots) == rel, (path, roots)
 
 
-RECOMPUTE = """
-import torch
-
-class CheckpointFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, run_function, *args):
-        ctx.run_function = run_function
-        ctx.save_for_backward(*args)
-        with torch.no_grad():
-            return run_function(*args)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        inputs = [x.detach().requires_grad_(True) for x in ctx.saved_tensors]
-        with torch.enable_grad():
-            outputs = ctx.run_function(*inputs)
-        return (None, *torch.autograd.grad(outputs, inputs, grads))
-
-class Block(torch.nn.Module):
-    def __init__(self, width):
-        super().__init__()
-        self.lin = torch.nn.Linear(width, width)
-
-    def forward(self, x):
-        return CheckpointFunction.apply(self.lin, x)
-"""
-
-CAST_TRAIN = """
-import torch
-from layers import Block
-
-model = Block(64).cuda().half()
-opt = torch.optim.SGD(model.parameters(), lr=1e-4)
-for _ in range(10):
-    loss = model(torch.randn(8, 64, device="cuda", dtype=torch.float16)).float().pow(2).mean()
-    loss.backward()
-    opt.step()
-"""
+# a project that makes its half precision by casting the model, with a checkpoint Function in its layers
+CAST_TO_HALF = Path(__file__).parents[1] / "rules" / "AMP134-autocast-lost-in-recompute" / "code" / "good_recompute_in_project_cast_to_half"
 
 # another tool of the repository that autocasts its own model, and imports nothing of the project above
 OTHER_TOOL = """
@@ -468,8 +432,8 @@ def test_a_file_no_python_can_compile_does_not_leave_its_folder_partial(tmp_path
     # Python 2 print, mixed tabs) is no unknown: the folder is still read as whole. One that could not be read, or in
     # syntax newer than this Python's, may still run something, and keeps the warning.
     def amp134(extra: dict[str, str]) -> list[str]:
-        root = write(tmp_path / str(len(list(tmp_path.iterdir()))), {
-            "layers.py": RECOMPUTE, "train.py": CAST_TRAIN, "tools/evaluate.py": OTHER_TOOL, **extra})
+        cast = {f.name: f.read_text() for f in CAST_TO_HALF.glob("*.py")}
+        root = write(tmp_path / str(len(list(tmp_path.iterdir()))), {**cast, "tools/evaluate.py": OTHER_TOOL, **extra})
         # a file that does not parse is an input error (exit 2) either way
         return [f["severity"] for f in lint(str(root), "--select", "AMP134", code=2 if extra else 0)["findings"]]
 
