@@ -94,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
 def bench_tree(tree: Path, args: argparse.Namespace) -> list[object]:
     """Time parse / lint / ruff on one tree; print the details; return its table row."""
     files = sorted(str(p) for p in tree.rglob("*.py"))
-    # Read every file once first: whichever is timed first would otherwise pay the disk reads for both (a cold
-    # bare parse once made the lint look 1.23x of it; warm, it was 1.7x). Then both, alternately, best of `repeats`.
+    # Read every file once first: whichever is timed first would otherwise pay the disk reads for both. Then both,
+    # alternately, best of `repeats`. The bare parse runs with the cycle collector on, as a plain loop does (the
+    # lint's workers pause it; docs/benchmarks.md says what that is worth).
     for path in files:
         Path(path).read_bytes()
     parse_times, lint_times = [], []
