@@ -250,9 +250,9 @@ class ProjectModel:
     text_of: Callable[[str], str | None] | None = None
     torch_floor: tuple[tuple[int, int], str] | None = None
     trains_bf16: Evidence | None = None
-    # rel path -> the configs of `config_half` that govern it (`reach.ConfigScope.governing`); its bf16 config is the
-    # file's `trains_bf16`. None: all of them govern every file, and `trains_bf16` is as given.
-    governs: Callable[[str], Sequence[Evidence]] | None = None
+    # rel path -> the context the configs that govern the file give it (`reach.ConfigScope.base`: its bf16 config and
+    # their half dtypes). None: every config of `config_half` governs every file, and `trains_bf16` is as given.
+    base_of: Callable[[str], ProjectContext] | None = None
     folder: bool = False  # the summaries are every file of a folder linted (files named alone are not a project)
     packaged: bool = False  # the project is an installable package (pyproject.toml, setup.py): users call its functions
     # rel paths of the folder's files that no Python 3 compiles (`reach.cannot_run`): they run nothing, but one being
@@ -334,6 +334,7 @@ class ProjectModel:
         guards = [(p, s.guards) for p, s in sorted(self.summaries.items()) if s.guards is not None]
         cpu = {p: s.cpu_autocast for p, s in sorted(self.summaries.items()) if s.cpu_autocast is not None}
         nowhere = self._autocast_nowhere()
+        every = ProjectContext(trains_bf16=self.trains_bf16, precisions=frozenset().union(*(e.dtypes for e in self.config_half)))
         out: dict[str, ProjectContext] = {}
         for path, summary in self.summaries.items():
             if not summary.sensitive:
@@ -341,11 +342,10 @@ class ProjectModel:
             guarded, cpu_autocast = _nearest_signs(path, summary, guards, cpu)
             own = summary.half.dtypes if summary.half is not None else frozenset()
             runs_half = summary.half or half.get(path)
-            configs = self.governs(path) if self.governs is not None else self.config_half
-            trains_bf16 = next((e for e in configs if "bf16" in e.dtypes), None) if self.governs is not None else self.trains_bf16
+            base = self.base_of(path) if self.base_of is not None else every
             ctx = ProjectContext(autocast.get(path), None if path in autocast else half_model.get(path),
-                                 runs_half, self.torch_floor, trains_bf16, guarded, cpu_autocast,
-                                 self._reaching.get(path, frozenset()) | own | frozenset().union(*(e.dtypes for e in configs)), nowhere,
+                                 runs_half, self.torch_floor, base.trains_bf16, guarded, cpu_autocast,
+                                 self._reaching.get(path, frozenset()) | own | base.precisions, nowhere,
                                  runs_half is None and self._autocast_unseen(path, autocast),
                                  option_values(self.launches.get(path, ())), runs_of(self.launches.get(path, ())),
                                  self._unused_helpers(path))
@@ -408,10 +408,10 @@ class ProjectModel:
         folder = PurePosixPath(path).parent
         if folder == PurePosixPath("."):
             return True
+        if f"{folder}/__init__.py" not in self.summaries:
+            return False
         while f"{folder}/__init__.py" in self.summaries:
             folder = folder.parent
-        if f"{PurePosixPath(path).parent}/__init__.py" not in self.summaries:
-            return False
         return folder == PurePosixPath(".") or folder not in self._module_folders()
 
     def _module_folders(self) -> frozenset[PurePosixPath]:

@@ -60,7 +60,7 @@ def _contexts(results: list[FileResult], scope: ConfigScope | None, half: list[E
             return None
 
     model = ProjectModel(summaries, half, torch_floor=scope.floor if scope is not None else None,
-                         governs=scope.governing if scope is not None else None, folder=folder, text_of=text_of, launches=launched,
+                         base_of=scope.base if scope is not None else None, folder=folder, text_of=text_of, launches=launched,
                          packaged=root is not None and packaged(root), unparsed=tuple(sorted(unparsed)))
     return {by_rel[rel]: ctx for rel, ctx in model.contexts().items() if by_rel[rel] in wanted}
 
@@ -103,22 +103,17 @@ class ConfigScope:
             while owner not in folders:
                 owner = owner.parent
             self._owned.append((owner, replace(evidence, file=rel)))
-        self._by_folder: dict[PurePosixPath, tuple[tuple[Evidence, ...], ProjectContext]] = {}
-
-    def governing(self, rel: str) -> tuple[Evidence, ...]:
-        """The configs that govern the file at `rel` (below the root), their files named below it too."""
-        return self._of(PurePosixPath(rel).parent)[0]
+        self._by_folder: dict[PurePosixPath, ProjectContext] = {}
 
     def base(self, rel: str) -> ProjectContext:
-        """The context the file at `rel` is first judged with (one object per folder: its digest is kept)."""
-        return self._of(PurePosixPath(rel).parent)[1]
-
-    def _of(self, folder: PurePosixPath) -> tuple[tuple[Evidence, ...], ProjectContext]:
+        """The context the file at `rel` (below the root) is first judged with, from the configs that govern it (their
+        files named below the root): one object per folder, so its digest is kept."""
+        folder = PurePosixPath(rel).parent
         if folder not in self._by_folder:
-            mine = tuple(e for owner, e in self._owned if owner == folder or owner in folder.parents)
+            mine = [e for owner, e in self._owned if owner == folder or owner in folder.parents]
             bf16 = next((e for e in mine if "bf16" in e.dtypes), None)
             dtypes = frozenset().union(*(e.dtypes for e in mine))
-            self._by_folder[folder] = mine, ProjectContext(torch_floor=self.floor, trains_bf16=bf16, precisions=dtypes)
+            self._by_folder[folder] = ProjectContext(torch_floor=self.floor, trains_bf16=bf16, precisions=dtypes)
         return self._by_folder[folder]
 
 
