@@ -217,21 +217,25 @@ class _Source:
     def text(self) -> str | ReportError:
         """The decoded text; the file is read now if it was not, and what it holds now is what `key` names after."""
         raw = self._read()
-        if isinstance(raw, ReportError):
-            return raw
-        try:
-            return importlib.util.decode_source(raw)
-        except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
-            return ReportError(self.path, f"cannot read: {exc}", kind=ErrorKind.UNREADABLE)
+        return raw if isinstance(raw, ReportError) else _decoded(self.path, raw)
 
 
-def _read(path: str) -> tuple[bytes, str] | ReportError:
+def _decoded(path: str, raw: bytes) -> str | ReportError:
+    """A file's text as Python reads it (its coding line, a BOM), or why it cannot be read."""
+    try:
+        return importlib.util.decode_source(raw)
+    except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
+        return ReportError(path, f"cannot read: {exc}", kind=ErrorKind.UNREADABLE)
+
+
+def _read(path: str) -> str | ReportError:
+    """The text of the file at `path`, read without hashing it (`_Source` hashes, for the cache)."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
-        return raw, importlib.util.decode_source(raw)
-    except (OSError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
+    except OSError as exc:
         return ReportError(path, f"cannot read: {exc}", kind=ErrorKind.UNREADABLE)
+    return _decoded(path, raw)
 
 
 def _cached(cache: str | None, entry: str | None, path: str) -> FileResult | None:
@@ -388,8 +392,8 @@ def _self_tested(result: FileResult, importer: tuple[str, int] | None) -> FileRe
     path, found, error, summary = result
     if importer is None or not found or named_training_script(path):
         return result
-    read = _read(path)
-    block = main_block(read[1]) if not isinstance(read, ReportError) else None
+    text = _read(path)
+    block = main_block(text) if not isinstance(text, ReportError) else None
     if block is None:
         return result
     kind = Kind(CodeKind.TEST, f"the `__main__` block of a module that {importer[0]}:{importer[1]} imports, run by hand and "
