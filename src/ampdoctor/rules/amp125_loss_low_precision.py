@@ -26,6 +26,8 @@ LOSS_FUNCTIONS = frozenset({
 
 LOSS_CLASSES = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss", "torch.nn.BCEWithLogitsLoss", "torch.nn.KLDivLoss"})
 
+_LOG_SOFTMAX_CALLS = frozenset({"torch.log_softmax", "torch.nn.functional.log_softmax"})
+
 
 @code_check("AMP125", triggers=HALF_WORDS, also=(("cross_entropy", "nll_loss", "Loss", "kl_div", "binary_cross_entropy", "log_softmax",
                                                    "log_prob", "logprob"),), project=True)
@@ -42,8 +44,8 @@ def loss_low_precision(ctx: Context) -> Iterator[CodeHit]:
         name = ctx.qualname(call.func)
         if name not in LOSS_FUNCTIONS and dotted(call.func) not in criteria:
             continue
-        logits = call.args[0] if call.args else keyword(call, "input")
-        if logits is None or _promoted(ctx, call, name):
+        logits = _loss_input(ctx, call, name)
+        if logits is None:
             continue
         message = _half_logits(ctx, call, logits)
         if message:
@@ -97,10 +99,10 @@ def _log_softmax_input(ctx: Context, call: ast.Call) -> ast.AST | None:
     ``x.log_softmax(-1)``, or the input of a loss function that takes one (``F.cross_entropy(logits, y)``), unless
     an fp32 target promotes it (`_promoted`)."""
     name = ctx.qualname(call.func)
-    if name in ("torch.log_softmax", "torch.nn.functional.log_softmax"):
+    if name in _LOG_SOFTMAX_CALLS:
         return call.args[0] if call.args else keyword(call, "input")
-    if name in LOSS_FUNCTIONS and not _promoted(ctx, call, name):
-        return call.args[0] if call.args else keyword(call, "input")
+    if name in LOSS_FUNCTIONS:
+        return _loss_input(ctx, call, name)
     if name is None and isinstance(call.func, ast.Attribute) and call.func.attr == "log_softmax":
         return call.func.value
     return None
@@ -142,9 +144,17 @@ def _autocast_block(ctx: Context, node: ast.AST) -> ast.With | None:
     return None
 
 
+def _loss_input(ctx: Context, call: ast.Call, name: str | None) -> ast.AST | None:
+    """The logits a loss function takes (its first argument, or `input=`), unless an fp32 target promotes them
+    (`_promoted`): then the loss is computed in fp32 whatever they are."""
+    if _promoted(ctx, call, name):
+        return None
+    return call.args[0] if call.args else keyword(call, "input")
+
+
 def _takes_log_probs(ctx: Context, call: ast.Call) -> bool:
     name = ctx.qualname(call.func)
-    if name in ("torch.log_softmax", "torch.nn.functional.log_softmax"):
+    if name in _LOG_SOFTMAX_CALLS:
         return True
     words = tokens(last_identifier(call.func) or "")
     return bool({"logprob", "logprobs"} & words or {"log", "logp"} & words and {"prob", "probs", "p"} & words)

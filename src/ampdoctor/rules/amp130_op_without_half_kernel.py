@@ -10,7 +10,7 @@ from typing import Iterator
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context
-from ampdoctor.lint.python.dataflow import FACTORIES, HALF, describe
+from ampdoctor.lint.python.dataflow import FACTORIES, HALF, describe, torch_factory
 from ampdoctor.lint.python.resolve import keyword, tokens
 
 # A guard's verdict: the half dtypes its truth admits (None: it tests no dtype), and whether it also requires a CPU tensor.
@@ -88,8 +88,7 @@ def _call_from_weights(ctx: Context, call: ast.Call, scope: ast.AST, hops: int) 
     func = call.func
     if isinstance(func, ast.Attribute) and func.attr in _METADATA_CALLS:
         return False
-    name = ctx.qualname(func)
-    if name and name.startswith("torch.") and name.rsplit(".", 1)[-1] in _NEW_TENSORS:
+    if torch_factory(ctx.qualname(func)) in _NEW_TENSORS:
         # a new tensor has the default dtype, or the one it is given: its arguments are sizes and places
         given = keyword(call, "dtype")
         return isinstance(given, ast.Attribute) and given.attr == "dtype" and _from_weights(ctx, given.value, scope, hops)

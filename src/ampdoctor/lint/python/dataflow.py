@@ -57,6 +57,12 @@ FACTORIES = frozenset({
 MAX_DEPTH = 8
 
 
+def torch_factory(name: str | None) -> str | None:
+    """The factory (`FACTORIES`) a qualified name calls, ``torch.zeros`` -> "zeros"; None for anything else."""
+    short = name.rsplit(".", 1)[-1] if name and name.startswith("torch.") else None
+    return short if short in FACTORIES else None
+
+
 def union(parts: list[DTypes]) -> DTypes:
     known = [p for p in parts if p is not None]
     if not known:
@@ -152,8 +158,7 @@ class Dataflow:
                     if found:
                         return found
                 return None
-        name = self.src.imports.qualname(func)
-        if name and name.startswith("torch.") and name.rsplit(".", 1)[-1] in FACTORIES:
+        if torch_factory(self.src.imports.qualname(func)) is not None:
             return self.dtype_of(keyword(call, "dtype"), scope)
         return None
 
