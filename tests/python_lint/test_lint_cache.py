@@ -230,3 +230,38 @@ def test_a_relint_whose_results_are_all_stored_imports_no_framework_reader_and_e
     assert export.returncode == 0 and "{neox,deepspeed,accelerate," in export.stdout.replace("\n", "").replace(" ", "")
     wrong = python("import sys; from ampdoctor.cli import main; sys.exit(main(sys.argv[1:]))", "export", "--policy", "bf16-mixed", "--to", "x")
     assert wrong.returncode == 2 and "invalid choice: 'x'" in wrong.stderr
+
+
+PINNED = """
+import torch
+from torch import nn
+
+class Modulation(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        with torch.autocast(device_type="cuda", dtype=torch.float32):
+            return self.out(x)
+"""
+
+
+def test_a_stored_summary_keeps_the_device_its_file_runs_on(tmp_path, monkeypatch):
+    # the model's finding is a warning because train.py runs on MPS: a re-lint served from stored summaries must
+    # still know it, and a train.py that no longer picks MPS makes it a note
+    root, cache = tmp_path / "p", tmp_path / "cache"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "model.py").write_text(textwrap.dedent(PINNED))
+    (root / "train.py").write_text('import torch\nfrom pkg.model import Modulation\nDEVICE = "mps"\n')
+
+    def severities() -> list[tuple[str, str]]:
+        report = lint_paths([root], LintSettings(jobs=1, cache=cache))
+        return sorted((f.rule_id, f.severity.value) for f in report.findings if f.rule_id == "AMP140")
+
+    assert severities() == [("AMP140", "warning")]
+    assert severities() == [("AMP140", "warning")]
+    (root / "train.py").write_text('import torch\nfrom pkg.model import Modulation\nDEVICE = "cuda"\n')
+    os.utime(root / "train.py", (time.time() - 10, time.time() - 10))
+    assert severities() == [("AMP140", "info")]

@@ -8,10 +8,11 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context, calls_named, in_class
 from ampdoctor.lint.python.dataflow import autocast_argument
-from ampdoctor.lint.python.project import cpu_autocast_line
+from ampdoctor.lint.python.project import cpu_autocast_line, other_device_line
 from ampdoctor.lint.python.resolve import dotted
 
 # What reads autocast's state or dtype for a device other than CUDA (or for whichever device a tensor is on).
@@ -41,20 +42,42 @@ def device_object_as_device_type(ctx: Context) -> Iterator[CodeHit]:
                         f"string and raises a TypeError on it: pass `{ast.unparse(arg)}.type`")
 
 
-@code_check("AMP140", triggers=("autocast",), also=(("float32", "torch.float"),))
+@code_check("AMP140", triggers=("autocast",), also=(("float32", "torch.float"),), project=True)
 def fp32_region_pinned_to_cuda(ctx: Context) -> Iterator[CodeHit]:
     # diffusers PR#12814: a model's forward decorated `@torch.autocast(device_type="cuda", dtype=torch.float32)` to
     # keep its time embedding in fp32. Autocast state is per device type: under CPU, MPS or XPU autocast this
     # region changes nothing, and the embedding runs in the half dtype of the weights or of the ambient autocast.
+    # That happens where the code is run on such a device: said as a warning where this file or another of its
+    # project picks one, as a note where nothing linted does (the region then holds wherever the code is run).
+    elsewhere, asked = None, False
     for call, _ in calls_named(ctx, frozenset({"torch.autocast"})):
         device = autocast_argument(call, "torch.autocast", "device_type")
         dtype = autocast_argument(call, "torch.autocast", "dtype")
         if not (_is_cuda(device) and dtype is not None and ctx.qualname(dtype) in ("torch.float32", "torch.float")):
             continue
         if in_class(ctx, call) and not _cuda_branch(ctx, call) and _governs(_region(ctx, call)):  # model code, run on any device
-            yield call, ("an fp32 autocast region pinned to CUDA: on any other device (CPU, MPS, XPU) it changes "
-                         "nothing, and this code runs in the half dtype of the weights or of that device's autocast; "
-                         "cast explicitly (`.float()`, or keep the module in fp32) or take the device type from the input")
+            if not asked:
+                elsewhere, asked = _runs_elsewhere(ctx), True
+            said = ("an fp32 autocast region pinned to CUDA: on any other device (CPU, MPS, XPU) it changes nothing, and "
+                    "this code runs in the half dtype of the weights or of that device's autocast")
+            fix = "cast explicitly (`.float()`, or keep the module in fp32) or take the device type from the input"
+            if elsewhere:
+                yield call, f"{said}, and this project {elsewhere}; {fix}"
+            else:
+                yield call, (f"{said}; nothing linted here runs on another device, so this holds where it runs now. "
+                             f"To make it hold on any device, {fix}"), Severity.INFO
+
+
+def _runs_elsewhere(ctx: Context) -> str | None:
+    """Where this code is run on a device other than CUDA: the device this file picks, or the nearest other file of
+    its project that picks one (`ProjectContext.other_device`), said with its place; None where none does."""
+    own = other_device_line(ctx.src.text)
+    if own is not None:
+        return f"runs on {own[0]} (line {own[1]})"
+    line = cpu_autocast_line(ctx.src.text)
+    if line is not None:
+        return f"enters autocast on the CPU (line {line})"
+    return ctx.project.other_device.describe() if ctx.project.other_device else None
 
 
 def _region(ctx: Context, call: ast.Call) -> list[ast.stmt]:

@@ -96,10 +96,13 @@ class ProjectContext:
     # project calls or imports, in a project that is no installable package (whose users could call them): code its
     # own runs never reach.
     unused_helpers: frozenset[str] = frozenset()
+    # A file of the project runs its code on a device other than CUDA (it picks MPS, an NPU or XPU, or enters CPU
+    # autocast), and this file pins an fp32 autocast region to CUDA, which does nothing there.
+    other_device: Evidence | None = None
 
     def __bool__(self) -> bool:
-        return any((self.autocast, self.half_model, self.half, self.guarded, self.cpu_autocast, self.autocast_nowhere,
-                    self.autocast_unseen, self.unused_helpers))
+        return any((self.autocast, self.half_model, self.half, self.guarded, self.cpu_autocast, self.other_device,
+                    self.autocast_nowhere, self.autocast_unseen, self.unused_helpers))
 
     def digest(self) -> str:
         # asked once per file linted (`lint.cache.key`), of a context most files of a project share: kept once made
@@ -129,6 +132,8 @@ class Summary:
     autocast_state: bool = False  # the file reads autocast's state with no device (CUDA's): a CPU autocast elsewhere concerns it
     helpers: tuple[str, ...] = ()  # module-level functions that apply an autograd Function (`apply_helpers`)
     loop: bool = False  # the file runs a training loop of its own (`kind.TRAINING_LOOP`)
+    device: tuple[str, int] | None = None  # a device other than CUDA this file runs on, and where (`other_device`)
+    pins_cuda: bool = False  # the file may pin an fp32 autocast region to CUDA: a device elsewhere concerns it
 
 
 # `from pkg.model import GPT, Config` on one line, or parenthesized over several (black's style for a long list,
@@ -334,6 +339,8 @@ class ProjectModel:
         guards = [(p, s.guards) for p, s in sorted(self.summaries.items()) if s.guards is not None]
         cpu = {p: s.cpu_autocast for p, s in sorted(self.summaries.items()) if s.cpu_autocast is not None}
         nowhere = self._autocast_nowhere()
+        devices = {p: s.device for p, s in sorted(self.summaries.items()) if s.device is not None}
+        devices.update((p, ("CPU autocast", line)) for p, line in cpu.items() if p not in devices)
         every = ProjectContext(trains_bf16=self.trains_bf16, precisions=frozenset().union(*(e.dtypes for e in self.config_half)))
         out: dict[str, ProjectContext] = {}
         for path, summary in self.summaries.items():
@@ -348,7 +355,7 @@ class ProjectModel:
                                  self._reaching.get(path, frozenset()) | own | base.precisions, nowhere,
                                  runs_half is None and self._autocast_unseen(path, autocast),
                                  option_values(self.launches.get(path, ())), runs_of(self.launches.get(path, ())),
-                                 self._unused_helpers(path))
+                                 self._unused_helpers(path), _nearest_device(path, summary, devices))
             if ctx:
                 out[path] = ctx
         return out
@@ -647,6 +654,17 @@ def _nearest_signs(path: str, summary: Summary, guards: Sequence[tuple[str, int]
     return guarded, Evidence("autocast entered on the CPU", frozenset(), near, cpu[near]) if near is not None else None
 
 
+def _nearest_device(path: str, summary: Summary, devices: Mapping[str, tuple[str, int]]) -> Evidence | None:
+    """For a file that may pin an fp32 autocast region to CUDA: the nearest other file of the project that runs code
+    on another device (`Summary.device`, or CPU autocast); its own device is the detector's to read."""
+    others = [p for p in devices if p != path] if summary.pins_cuda else []
+    if not others:
+        return None
+    near = _nearest(others, path)
+    what, line = devices[near]
+    return Evidence(f"runs on {what}" if what != "CPU autocast" else "enters autocast on the CPU", frozenset(), near, line)
+
+
 def _nearest(paths: Sequence[str], to: str) -> str:
     """The path sharing the longest folder prefix with `to` (its own package before an example or a test), the
     shortest among equals."""
@@ -713,7 +731,7 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
     if ctx is None or not trains:
         return Summary(rel_path, module, imports, guards=_autocast_guard(text), angles=_may_compute_angles(text), sensitive=sensitive,
                        cpu_autocast=cpu_autocast_line(text), autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text),
-                       loop=runs_training_loop(text))
+                       loop=runs_training_loop(text), device=other_device_line(text), pins_cuda=_may_pin_cuda(text))
     facts = ctx.facts
     autocast = half_model = None
     node = facts.half_autocast
@@ -730,7 +748,8 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
         model_class = facts.class_of(func.value) if isinstance(func, ast.Attribute) else None
     return Summary(rel_path, module, imports, autocast, half_model, model_class, _config_names(ctx),
                    angles=_may_compute_angles(text), sensitive=sensitive, cpu_autocast=cpu_autocast_line(text),
-                   autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text), loop=runs_training_loop(text))
+                   autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text), loop=runs_training_loop(text),
+                   device=other_device_line(text), pins_cuda=_may_pin_cuda(text))
 
 
 # `torch.autocast(device_type, enabled=False)` (any spelling of autocast): read from the text, so that a file only
@@ -810,6 +829,40 @@ def apply_helpers(text: str) -> tuple[str, ...]:
         if _APPLY.search(text, here.end(), after.start() if after is not None else len(text)):
             out.append(here.group(2))
     return tuple(out)
+
+
+# A device other than CUDA that code runs on, where the code picks it: given to `torch.device(...)` or `.to(...)`,
+# bound to a name or keyword about devices, or chosen by a conditional; or the backend's own package imported
+# (Ascend's torch_npu, Habana's, Intel's extension). Not a comparison (`x.device.type == "mps"`) nor an
+# availability test: code that handles a device it may meet, as library code copied into a project does, without
+# the project running there.
+_OTHER_DEVICES = ("mps", "npu", "xpu", "hpu", "musa")
+_DEVICE_NAME = r"""["'](mps|npu|xpu|hpu|musa)(?::\d+)?["']"""
+_CHOSEN_DEVICE = re.compile(
+    rf"(?:torch\.device\(\s*|\.to\(\s*(?:device\s*=\s*)?|(?i:\b\w*device\w*)\s*=\s*|\breturn\s+|\belse\s+){_DEVICE_NAME}"
+    rf"|{_DEVICE_NAME}\s+if\b"
+    r"|^[ \t]*(?:import|from)[ \t]+(torch_npu|habana_frameworks|intel_extension_for_pytorch|torch_musa)\b", re.M)
+_DEVICE_LABEL = {"mps": "Apple MPS", "npu": "an NPU", "xpu": "Intel XPU", "hpu": "Habana HPU", "musa": "MUSA",
+                 "torch_npu": "an NPU", "habana_frameworks": "Habana HPU", "intel_extension_for_pytorch": "Intel XPU",
+                 "torch_musa": "MUSA"}
+
+
+def other_device_line(text: str) -> tuple[str, int] | None:
+    """The first device other than CUDA the code of `text` picks to run on (`_CHOSEN_DEVICE`), as (what, line);
+    lines that are comments do not count."""
+    if not any(d in text for d in _OTHER_DEVICES):  # most files name none: skip the regex's scan
+        return None
+    for m in _CHOSEN_DEVICE.finditer(text):
+        start = text.rfind("\n", 0, m.start()) + 1
+        if text[start:m.start()].lstrip().startswith("#"):
+            continue
+        name = next(g for g in m.groups() if g)
+        return _DEVICE_LABEL[name], text.count("\n", 0, m.start()) + 1
+    return None
+
+
+def _may_pin_cuda(text: str) -> bool:
+    return "autocast" in text and "cuda" in text and "float" in text
 
 
 def _reads_autocast_state(text: str) -> bool:
