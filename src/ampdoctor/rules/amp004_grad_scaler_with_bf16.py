@@ -117,7 +117,7 @@ def grad_scaler_with_bf16(ctx: Context) -> Iterator[CodeHit]:
         if sign == -1 and gate is not None and not _flag_turns_on_fp16_autocast(ctx, gate):
             enabled = any(gate is a for a in (*call.args, *(k.value for k in call.keywords)))
             where = "enabled only for bf16" if enabled else f"created in a branch only bf16 runs take (line {gate.lineno})"
-            yield call, f"`{name.rsplit('.', 1)[-1]}` is {where}: with bf16 it fails in `unscale_` or scales for nothing"
+            yield call, *_gated_verdict(ctx, f"`{name.rsplit('.', 1)[-1]}` is {where}")
             continue
         if sign != 0 or has_star_kwargs(call) or _paired_with_fp16_autocast(ctx, call):
             continue
@@ -261,6 +261,21 @@ def _verdict(ctx: Context, scaler: str, evidence: ast.AST) -> tuple[str, Severit
                 f"weights stay fp32 (line {built.lineno}): bf16 has fp32's range, so it scales for nothing"), Severity.INFO
     return (f"`{scaler}` is created without an fp16 gate in a file that uses bf16 (line {evidence.lineno}); "
             "with bf16 it fails in `unscale_` or scales for nothing"), None
+
+
+def _gated_verdict(ctx: Context, said: str) -> tuple[str, Severity | None]:
+    """A scaler that exists only in bf16 runs: an error where the weights are bf16 (`unscale_` fails on their
+    gradients, incident 4), a note where the file keeps them fp32, and a warning where it does not show them: bf16
+    autocast over fp32 weights, the usual reason for a bf16 flag, gives fp32 gradients that unscale fine."""
+    weights = bf16_weights(ctx)
+    if weights is not None:
+        return f"{said}, and the weights are bf16 (line {weights.lineno}): `unscale_` fails on their bf16 gradients on CUDA", None
+    built = fp32_weights(ctx)
+    if built is not None:
+        return (f"{said}, while its weights stay fp32 (line {built.lineno}): bf16 has fp32's range, so it scales for "
+                "nothing"), Severity.INFO
+    return (f"{said}: over bf16 weights it fails in `unscale_`; over fp32 weights under bf16 autocast it scales for "
+            "nothing"), Severity.WARNING
 
 
 def bf16_weights(ctx: Context) -> ast.AST | None:

@@ -4,7 +4,7 @@ import torch
 
 def make_optimizer(model, use_bfloat16=False):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    scaler = torch.cuda.amp.GradScaler() if use_bfloat16 else None  # ampdoctor: expect[AMP004]
+    scaler = torch.cuda.amp.GradScaler() if use_bfloat16 else None  # ampdoctor: expect[AMP004:warning]
     return optimizer, scaler
 
 
