@@ -11,7 +11,7 @@ from ampdoctor.audit.evidence import Phase, Tag
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Location, Severity
 from ampdoctor.core.registry import Hit, code_check, code_fix, policy_check, runtime_check
-from ampdoctor.dtypes import EXACT_INT, HALF, ROPE_TABLE_NAME, describe_half, name_of
+from ampdoctor.dtypes import EXACT_INT, FP16, HALF, ROPE_TABLE_NAME, describe_half, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.cstedit import dotted as cst_dotted
 from ampdoctor.lint.python.context import (
@@ -44,14 +44,22 @@ def rope_cache_low_precision(ctx: Context) -> Iterator[CodeHit]:
             continue  # random values named cos/sin are a kernel test's inputs, never a table of angles
         receiver = call.func.value if isinstance(call.func, ast.Attribute) and ctx.qualname(call.func) is None else None
         stored = assigned_name(ctx, call)
-        if receiver is not None and is_table(chain_words(receiver, ctx)):
+        if receiver is not None and is_table(words := chain_words(receiver, ctx)):
             what = f"`{ast.unparse(receiver)[:60]}`"
-        elif stored is not None and is_table(tokens(stored)):
+        elif stored is not None and is_table(words := tokens(stored)):
             what = f"`{stored}`"
         else:
             continue
         uncast = {"uncast": call.col_offset} if stored is not None and _dropped_safely(ctx, call) else {}
-        yield call, f"{table_kind(ctx)} {what} is cast to {describe_half(dtypes)}; keep cos/sin/inv_freq in float32", None, uncast
+        said = f"{table_kind(ctx)} {what} is cast to {describe_half(dtypes)}; keep cos/sin/inv_freq in float32"
+        if dtypes == {FP16} and words & _FINISHED:
+            # fp16 keeps 11 bits: a finished cos/sin table (values in [-1, 1]) is rounded by 2**-12 at most, as much
+            # as the fp16 product with q and k that follows rounds anyway. Frequencies and angles are another matter:
+            # their error grows with the position that multiplies them.
+            yield call, (f"{said} (fp16 rounds a cos/sin value by at most 2**-12, the rounding the fp16 product "
+                         "with q and k makes anyway; bf16 tables lose 8 times more)"), Severity.INFO, uncast
+            continue
+        yield call, said, None, uncast
 
 
 # What a consumer may do to a table on the way to its cast without the table's dtype showing: indexing and the
@@ -321,6 +329,9 @@ def table_kind(ctx: Context) -> str:
 # Factories of random values: `cos = torch.randn(B, S, D, dtype=torch.bfloat16)` feeds a fused-RoPE kernel test
 # arbitrary numbers; no position was ever turned into an angle there. (`torch.empty`/`zeros` stay: a buffer
 # allocated in bf16 and filled with cos values later is a bf16 table.)
+# Words of a finished rotation table (cos and sin, or the real and imaginary parts of a complex one), as opposed to
+# the frequencies or angles it is computed from.
+_FINISHED = frozenset({"cos", "sin", "real", "imag"})
 _RANDOM = frozenset({f"torch.{n}" for n in ("randn", "rand", "randint", "randn_like", "rand_like", "randint_like", "normal", "randperm")})
 
 # Sinusoidal embeddings added to the input (Transformer/diffusion timestep embeddings) use sin and cos too, but are
