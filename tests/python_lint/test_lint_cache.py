@@ -247,9 +247,10 @@ class Modulation(nn.Module):
 """
 
 
-def test_a_stored_summary_keeps_the_device_its_file_runs_on(tmp_path, monkeypatch):
+def test_a_relint_from_stored_summaries_knows_the_device_the_project_runs_on(tmp_path):
     # the model's finding is a warning because train.py runs on MPS: a re-lint served from stored summaries must
-    # still know it, and a train.py that no longer picks MPS makes it a note
+    # still know it (the devices are read from the texts, not stored), and a train.py that no longer picks MPS
+    # makes it a note
     root, cache = tmp_path / "p", tmp_path / "cache"
     (root / "pkg").mkdir(parents=True)
     (root / "pkg" / "__init__.py").write_text("")

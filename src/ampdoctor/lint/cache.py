@@ -184,5 +184,4 @@ def _summary(data: dict) -> Summary:
     # JSON has no tuples: the pairs and the evidence are rebuilt, every other field is stored as it is
     evidence = {k: _evidence(data[k]) for k in ("autocast", "half_model", "half")}
     pairs = {k: tuple((str(a), int(b)) for a, b in data[k]) for k in ("imports", "configs")}
-    device = (str(data["device"][0]), int(data["device"][1])) if data.get("device") else None
-    return Summary(**{**data, **evidence, **pairs, "device": device})
+    return Summary(**{**data, **evidence, **pairs})

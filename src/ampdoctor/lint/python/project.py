@@ -132,8 +132,7 @@ class Summary:
     autocast_state: bool = False  # the file reads autocast's state with no device (CUDA's): a CPU autocast elsewhere concerns it
     helpers: tuple[str, ...] = ()  # module-level functions that apply an autograd Function (`apply_helpers`)
     loop: bool = False  # the file runs a training loop of its own (`kind.TRAINING_LOOP`)
-    device: tuple[str, int] | None = None  # a device other than CUDA this file runs on, and where (`other_device`)
-    pins_cuda: bool = False  # the file may pin an fp32 autocast region to CUDA: a device elsewhere concerns it
+    pins_cuda: bool = False  # the file pins an fp32 autocast region to CUDA: the devices its project runs on concern it
 
 
 # `from pkg.model import GPT, Config` on one line, or parenthesized over several (black's style for a long list,
@@ -339,8 +338,7 @@ class ProjectModel:
         guards = [(p, s.guards) for p, s in sorted(self.summaries.items()) if s.guards is not None]
         cpu = {p: s.cpu_autocast for p, s in sorted(self.summaries.items()) if s.cpu_autocast is not None}
         nowhere = self._autocast_nowhere()
-        devices = {p: s.device for p, s in sorted(self.summaries.items()) if s.device is not None}
-        devices.update((p, ("CPU autocast", line)) for p, line in cpu.items() if p not in devices)
+        devices = self._devices(cpu)
         every = ProjectContext(trains_bf16=self.trains_bf16, precisions=frozenset().union(*(e.dtypes for e in self.config_half)))
         out: dict[str, ProjectContext] = {}
         for path, summary in self.summaries.items():
@@ -359,6 +357,19 @@ class ProjectModel:
             if ctx:
                 out[path] = ctx
         return out
+
+    def _devices(self, cpu: Mapping[str, int]) -> dict[str, tuple[str, int]]:
+        """By file, a device other than CUDA it runs its code on and where (`other_device_line`, or CPU autocast).
+        Only asked where a file of the project pins an fp32 autocast region to CUDA (none in most projects): the
+        texts are then read again, rather than scanned for device names in every file of every project."""
+        if not any(s.pins_cuda for s in self.summaries.values()):
+            return {}
+        devices = {p: ("CPU autocast", line) for p, line in cpu.items()}
+        for path in sorted(self.summaries) if self.text_of is not None else ():
+            picked = other_device_line(self.text_of(path) or "")
+            if picked is not None:
+                devices[path] = picked
+        return devices
 
     def _autocast_unseen(self, path: str, autocast: Mapping[str, Evidence]) -> bool:
         """`ProjectContext.autocast_unseen` for the file at `path` (no half training config runs it: the caller's
@@ -655,8 +666,8 @@ def _nearest_signs(path: str, summary: Summary, guards: Sequence[tuple[str, int]
 
 
 def _nearest_device(path: str, summary: Summary, devices: Mapping[str, tuple[str, int]]) -> Evidence | None:
-    """For a file that may pin an fp32 autocast region to CUDA: the nearest other file of the project that runs code
-    on another device (`Summary.device`, or CPU autocast); its own device is the detector's to read."""
+    """For a file that pins an fp32 autocast region to CUDA: the nearest other file of the project that runs code on
+    another device (`ProjectModel._devices`); its own device is the detector's to read."""
     others = [p for p in devices if p != path] if summary.pins_cuda else []
     if not others:
         return None
@@ -731,7 +742,7 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
     if ctx is None or not trains:
         return Summary(rel_path, module, imports, guards=_autocast_guard(text), angles=_may_compute_angles(text), sensitive=sensitive,
                        cpu_autocast=cpu_autocast_line(text), autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text),
-                       loop=runs_training_loop(text), device=other_device_line(text), pins_cuda=_may_pin_cuda(text))
+                       loop=runs_training_loop(text), pins_cuda=pins_cuda(text))
     facts = ctx.facts
     autocast = half_model = None
     node = facts.half_autocast
@@ -749,7 +760,7 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
     return Summary(rel_path, module, imports, autocast, half_model, model_class, _config_names(ctx),
                    angles=_may_compute_angles(text), sensitive=sensitive, cpu_autocast=cpu_autocast_line(text),
                    autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text), loop=runs_training_loop(text),
-                   device=other_device_line(text), pins_cuda=_may_pin_cuda(text))
+                   pins_cuda=pins_cuda(text))
 
 
 # `torch.autocast(device_type, enabled=False)` (any spelling of autocast): read from the text, so that a file only
@@ -837,32 +848,49 @@ def apply_helpers(text: str) -> tuple[str, ...]:
 # availability test: code that handles a device it may meet, as library code copied into a project does, without
 # the project running there.
 _OTHER_DEVICES = ("mps", "npu", "xpu", "hpu", "musa")
-_DEVICE_NAME = r"""["'](mps|npu|xpu|hpu|musa)(?::\d+)?["']"""
-_CHOSEN_DEVICE = re.compile(
-    rf"(?:torch\.device\(\s*|\.to\(\s*(?:device\s*=\s*)?|(?i:\b\w*device\w*)\s*=\s*|\breturn\s+|\belse\s+){_DEVICE_NAME}"
-    rf"|{_DEVICE_NAME}\s+if\b"
-    r"|^[ \t]*(?:import|from)[ \t]+(torch_npu|habana_frameworks|intel_extension_for_pytorch|torch_musa)\b", re.M)
+_DEVICE_NAME = re.compile(r"""["'](mps|npu|xpu|hpu|musa)(?::\d+)?["']""")
+# What comes just before a device name that picks it (read back from the name, on its line: a regex that looked for
+# these first would try each at every word of every file), and what comes just after one.
+_PICKED_BY = re.compile(r"(?:torch\.device\(\s*|\.to\(\s*(?:device\s*=\s*)?|device\w*\s*=\s*|\breturn\s+|\belse\s+)$", re.I)
+_PICKS = re.compile(r"\s+if\b")
+_BACKENDS = ("torch_npu", "habana_frameworks", "intel_extension_for_pytorch", "torch_musa")
+_BACKEND_IMPORT = re.compile(rf"^[ \t]*(?:import|from)[ \t]+({'|'.join(_BACKENDS)})\b", re.M)
 _DEVICE_LABEL = {"mps": "Apple MPS", "npu": "an NPU", "xpu": "Intel XPU", "hpu": "Habana HPU", "musa": "MUSA",
                  "torch_npu": "an NPU", "habana_frameworks": "Habana HPU", "intel_extension_for_pytorch": "Intel XPU",
                  "torch_musa": "MUSA"}
 
 
 def other_device_line(text: str) -> tuple[str, int] | None:
-    """The first device other than CUDA the code of `text` picks to run on (`_CHOSEN_DEVICE`), as (what, line);
-    lines that are comments do not count."""
-    if not any(d in text for d in _OTHER_DEVICES):  # most files name none: skip the regex's scan
+    """The first device other than CUDA the code of `text` picks to run on, as (what, line): a device name given to
+    `torch.device(...)` or `.to(...)`, bound to a name or keyword about devices (not compared with one), returned or
+    chosen by a conditional; or the backend's own package imported. Lines that are comments do not count."""
+    if not any(d in text for d in _OTHER_DEVICES):  # most files name none: skip the scans
         return None
-    for m in _CHOSEN_DEVICE.finditer(text):
+    found = []
+    for m in _DEVICE_NAME.finditer(text):
         start = text.rfind("\n", 0, m.start()) + 1
-        if text[start:m.start()].lstrip().startswith("#"):
+        before = text[start:m.start()]
+        if before.lstrip().startswith("#"):
             continue
-        name = next(g for g in m.groups() if g)
-        return _DEVICE_LABEL[name], text.count("\n", 0, m.start()) + 1
-    return None
+        if _PICKED_BY.search(before[-80:]) or _PICKS.match(text, m.end()):
+            found.append((m.start(), m.group(1)))
+            break
+    if any(b in text for b in _BACKENDS):
+        imported = _BACKEND_IMPORT.search(text)
+        if imported:
+            found.append((imported.start(), imported.group(1)))
+    if not found:
+        return None
+    at, name = min(found)
+    return _DEVICE_LABEL[name], text.count("\n", 0, at) + 1
 
 
-def _may_pin_cuda(text: str) -> bool:
-    return "autocast" in text and "cuda" in text and "float" in text
+# `torch.autocast("cuda", dtype=torch.float32)`, any spelling of autocast: a region pinned to CUDA that keeps fp32.
+_PINNED = re.compile(r"""autocast\((?=[^()]*["']cuda["'])(?=[^()]*torch\.float(?:32)?\b)""")
+
+
+def pins_cuda(text: str) -> bool:
+    return "autocast" in text and _PINNED.search(text) is not None
 
 
 def _reads_autocast_state(text: str) -> bool:
