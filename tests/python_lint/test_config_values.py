@@ -2,6 +2,7 @@
 YAML configs write for that key (`lint.python.config_values`), and a re-lint sees a changed config."""
 
 import ast
+import pickle
 import textwrap
 from pathlib import Path
 
@@ -105,3 +106,6 @@ def test_key_paths_and_the_longest_suffix_a_config_has():
     assert values.lookup(("optim", "reduce_dtype")) == []  # the key's parent must match where the code names one
     assert [v.file for v in values.lookup(("reduce_dtype",))] == ["a.yaml", "b.yaml", "c.yaml"]
     assert repr(values) == repr(ConfigValues(values.values)) and "bf16" not in repr(values)
+    # the table travels to the worker processes with each file's context
+    again = pickle.loads(pickle.dumps(values))
+    assert again == values and [v.file for v in again.lookup(("fsdp", "reduce_dtype"))] == ["a.yaml", "b.yaml"]
