@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable
 
 from ampdoctor.dtypes import ALIASES, PRECISION_MODES
 
@@ -99,11 +99,11 @@ def collect(documents: Iterable[Any]) -> ConfigValues:
     for doc in documents:
         if doc.syntax != "yaml":
             continue
-        for path, value in _leaves(doc.data, (), 0):
-            keys = tuple(k for k in path if isinstance(k, str))
-            if not keys or not (value is None or isinstance(value, str)):
+        for path, value in _leaves(doc.data):
+            if not (value is None or (isinstance(value, str) and len(value) < 64)):
                 continue
-            if (value is not None and _names_dtype(value)) or any(w in keys[-1].lower() for w in _KEY_WORDS):
+            keys = tuple(k for k in path if isinstance(k, str))
+            if keys and ((value is not None and _names_dtype(value)) or any(w in keys[-1].lower() for w in _KEY_WORDS)):
                 loc = doc.locations.get(path)
                 out.append(ConfigValue(keys, value, loc.file if loc is not None and loc.file else doc.file,
                                        loc.line if loc is not None and loc.line else 1))
@@ -112,17 +112,22 @@ def collect(documents: Iterable[Any]) -> ConfigValues:
     return ConfigValues(tuple(out))
 
 
-def _leaves(data: Any, path: tuple, depth: int) -> Iterator[tuple[tuple, Any]]:
-    if depth > _MAX_DEPTH:
-        return
-    if isinstance(data, Mapping):
-        for key, value in data.items():
-            yield from _leaves(value, (*path, key), depth + 1)
-    elif isinstance(data, list):
-        for i, value in enumerate(data):
-            yield from _leaves(value, (*path, i), depth + 1)
-    elif path:
-        yield path, data
+def _leaves(data: Any) -> list[tuple[tuple, Any]]:
+    """The scalar values below the top of a document, each with its key path (to `_MAX_DEPTH` keys)."""
+    out: list[tuple[tuple, Any]] = []
+    todo: list[tuple[tuple, Any]] = [((), data)]
+    while todo:
+        path, node = todo.pop()
+        if isinstance(node, dict):  # what a YAML loader builds (an abstract Mapping check costs more than the walk)
+            if len(path) < _MAX_DEPTH:
+                todo.extend(((*path, k), v) for k, v in node.items())
+        elif isinstance(node, list):
+            if len(path) < _MAX_DEPTH:
+                todo.extend(((*path, i), v) for i, v in enumerate(node))
+        elif path:
+            out.append((path, node))
+    out.reverse()  # in the order they are written
+    return out
 
 
 # Names whose attributes are an object's own state, not a config it was given: ``self.cfg.reduce_dtype`` reads the
