@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ampdoctor.dtypes import ALIASES, PRECISION_MODES
 
@@ -79,7 +79,7 @@ class ConfigValues:
                 return found
         return []
 
-    def within(self, rel: Any) -> "ConfigValues":
+    def within(self, rel: Callable[[str], str | None]) -> "ConfigValues":
         """The values whose files `rel` places below a project (`rel(file)`: the file's path below it, or None),
         named so."""
         placed = [(value, rel(value.file)) for value in self.values]
