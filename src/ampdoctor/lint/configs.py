@@ -57,12 +57,14 @@ def lint_readings(readings: list[Reading], checked: tuple[str, ...], errors: lis
 
 
 def read_configs(files: list[Path], own_keys: Mapping[Path, frozenset[str]] | None = None,
-                 load_defaults: Mapping[Path, str] | None = None) -> tuple[list[Reading], tuple[str, ...], list[ReportError]]:
+                 load_defaults: Mapping[Path, str] | None = None,
+                 documents: list[Document] | None = None) -> tuple[list[Reading], tuple[str, ...], list[ReportError]]:
     """Every training configuration in `files` as its framework runs it (the files of one run read together,
     referenced files followed, devices named in a folder added), the files read, and what could not be.
     `own_keys`: by file, the keys its project's own argument classes declare (`Document.own_keys`);
     `load_defaults`: by file, where its project's own loading code defaults the load dtype to half
-    (`Document.own_load_default`)."""
+    (`Document.own_load_default`). `documents`, where given, gets every document of `files` that parsed, whether
+    or not a framework recognises it."""
     errors: list[ReportError] = []
     recognised: list[tuple[Document, Reader]] = []
     loaded: dict[Path, list[Document]] = {}
@@ -80,6 +82,8 @@ def read_configs(files: list[Path], own_keys: Mapping[Path, frozenset[str]] | No
         if own or load_default:
             docs = [replace(doc, own_keys=own or doc.own_keys, own_load_default=load_default) for doc in docs]
         loaded[_key(path)] = docs
+        if documents is not None:
+            documents.extend(docs)
         if error is not None:
             # The rest of the tree is still checked and reported, and the run exits 2 as ruff's does on a file
             # that does not parse: a config its framework cannot read fails that run too. A file that is not the

@@ -17,6 +17,7 @@ from ampdoctor.report import Report, ReportError
 
 if TYPE_CHECKING:  # the framework readers are imported where configs are read: a tree of Python needs none
     from ampdoctor.frameworks.base import Reading
+    from ampdoctor.lint.python.config_values import ConfigValues
 
 # Folders that never hold the user's own training code or configs.
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "env", "node_modules", "__pycache__", ".tox", ".nox",
@@ -122,31 +123,35 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
     configs = [c for c in configs if not is_launcher(c)]
     context_configs = [c for c in context_configs if not is_launcher(c)]
     own, defaults = own_code_by_config([*configs, *context_configs], [*python, *context], folders)
-    report, half = _read_configs(configs, context_configs, own, defaults, report)
+    report, half, values = _read_configs(configs, context_configs, own, defaults, report)
     if python:
         launches = launched_scripts(launchers, [*python, *context], folders) if launchers else {}
         report = report.merge(lint_python_files(python, jobs=settings.jobs, roots=folders, config_half=half, context_files=context,
-                                                cache=settings.cache, launches=launches))
+                                                cache=settings.cache, launches=launches, config_values=values))
     report = _with_unchecked([Path(p) for p in paths], report)
     return replace(report, findings=tuple(f for f in report.findings if settings.enabled(f)))
 
 
 def _read_configs(configs: list[Path], context_configs: list[Path], own: dict[Path, frozenset[str]], defaults: dict[Path, str],
-                  report: Report) -> tuple[Report, list[Evidence]]:
-    """The report with the findings of `configs`, and the training configs, of those and the context's, that compute
-    in half precision (`half_configs`). The config readers are imported only where there are configs to read."""
+                  report: Report) -> tuple[Report, list[Evidence], ConfigValues | None]:
+    """The report with the findings of `configs`; the training configs, of those and the context's, that compute
+    in half precision (`half_configs`); and what their YAML files write for dtype and precision keys (for code that
+    reads its dtype from a config object: `config_values`). The config readers are imported only where there are
+    configs to read."""
     if not configs and not context_configs:
-        return report, []
+        return report, [], None
     from ampdoctor.lint.configs import lint_readings, read_configs
+    from ampdoctor.lint.python.config_values import collect
 
     half: list[Evidence] = []
+    documents: list = []  # every document parsed, each file's once
     if configs:
-        readings, checked, errors = read_configs(configs, own, defaults)
+        readings, checked, errors = read_configs(configs, own, defaults, documents)
         report = report.merge(lint_readings(readings, checked, errors))
         half = half_configs(readings)
     if context_configs:
-        half += half_configs(read_configs([c for c in context_configs if c not in set(configs)], own, defaults)[0])
-    return report, half
+        half += half_configs(read_configs([c for c in context_configs if c not in set(configs)], own, defaults, documents)[0])
+    return report, half, collect(documents)
 
 
 def own_code_by_config(configs: Sequence[Path], python: Sequence[Path],

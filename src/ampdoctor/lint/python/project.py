@@ -21,6 +21,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 from ampdoctor.lint.launch import Launch, option_values, runs_of, short_path
+from ampdoctor.lint.python.config_values import ConfigValues
 from ampdoctor.lint.python.dataflow import HALF, autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS, MODEL_TOKENS, half_setting
 from ampdoctor.lint.python.kind import runs_training_loop
@@ -99,6 +100,9 @@ class ProjectContext:
     # A file of the project runs its code on a device other than CUDA (it picks MPS, an NPU or XPU, or enters CPU
     # autocast), and this file pins an fp32 autocast region to CUDA, which does nothing there.
     other_device: Evidence | None = None
+    # What the project's YAML configs write for the keys that name a dtype or a precision (`config_values`): the
+    # dtype a file reads from its config object (``DTYPES[cfg.fsdp.reduce_dtype]``) is one of those its configs give.
+    config_values: ConfigValues | None = None
 
     def __bool__(self) -> bool:
         return any((self.autocast, self.half_model, self.half, self.guarded, self.cpu_autocast, self.other_device,

@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 from ampdoctor.core.model import Finding
 from ampdoctor.lint.launch import Launch
 from ampdoctor.lint.pins import torch_floor
+from ampdoctor.lint.python.config_values import ConfigValues
 from ampdoctor.lint.python.project import Evidence, ProjectContext, ProjectModel, Summary
 from ampdoctor.report import ErrorKind, ReportError
 
@@ -87,8 +88,12 @@ class ConfigScope:
     whose folders up to the top hold no code. What reaches a file from a config elsewhere (a script that names it,
     a launcher that passes it) is the project model's, along imports."""
 
-    def __init__(self, root: Path, config_half: Sequence[Evidence], code: Iterable[Path | str]) -> None:
+    def __init__(self, root: Path, config_half: Sequence[Evidence], code: Iterable[Path | str],
+                 values: ConfigValues | None = None) -> None:
         self.floor = torch_floor(root)
+        # the values the project's own YAML configs write (`config_values`), their files named below the root
+        mine = values.within(lambda file: below(file, [root])) if values is not None else None
+        self.values = mine if mine is not None and mine.values else None
         folders = {PurePosixPath(".")}
         for path in code:
             rel = below(path, [root])
@@ -113,7 +118,8 @@ class ConfigScope:
             mine = [e for owner, e in self._owned if owner == folder or owner in folder.parents]
             bf16 = next((e for e in mine if "bf16" in e.dtypes), None)
             dtypes = frozenset().union(*(e.dtypes for e in mine))
-            self._by_folder[folder] = ProjectContext(torch_floor=self.floor, trains_bf16=bf16, precisions=dtypes)
+            self._by_folder[folder] = ProjectContext(torch_floor=self.floor, trains_bf16=bf16, precisions=dtypes,
+                                                     config_values=self.values)
         return self._by_folder[folder]
 
 

@@ -16,6 +16,7 @@ from ampdoctor.core.model import Finding, Location, Severity
 from ampdoctor.core.registry import detectors
 from ampdoctor.lint import cache as lint_cache
 from ampdoctor.lint.launch import Launch, option_values, runs_of
+from ampdoctor.lint.python.config_values import ConfigValues
 from ampdoctor.lint.python.context import Context
 from ampdoctor.lint.python.kind import CodeKind, Kind, file_kind, main_block, named_training_script, site_kind
 from ampdoctor.lint.python.newer import NEWER_PYTHON, newer_syntax
@@ -328,7 +329,8 @@ def _finish(task: "Task", again: ProjectContext | None, known: Known | None) -> 
 
 def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequence[Path | str] = (),
                       config_half: Sequence[Evidence] = (), context_files: Sequence[Path | str] = (),
-                      cache: Path | None = None, launches: Mapping[str, Sequence[Launch]] | None = None) -> Report:
+                      cache: Path | None = None, launches: Mapping[str, Sequence[Launch]] | None = None,
+                      config_values: ConfigValues | None = None) -> Report:
     """Lint `files` with `jobs` worker processes (0: one per core). Every file read is listed in `checked`. A file
     below one of the folders `roots` is judged by its path below that folder (`lint_source`'s `kind_path`).
 
@@ -337,7 +339,9 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     their imports (`lint.python.project`), and the files it reaches are judged again under it by the rules that
     read it. `context_files` are summarised for that but not reported. With `cache` (a folder), unchanged files
     are not parsed again (`lint.cache`). `launches`: by file, the shell launcher commands that start it
-    (`lint.launch`); what they pass is part of its context from the first pass.
+    (`lint.launch`); what they pass is part of its context from the first pass. `config_values`: what the YAML
+    configs linted write for dtype and precision keys (`config_values.collect`), each project's part of it in the
+    context of its files.
 
     Two phases: the first reads every file and summarises it (parsing only the training files that name a
     precision); the project model then says which files the precision reaches, and the second phase parses each
@@ -349,7 +353,7 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     extra = [str(f) for f in context_files if str(f) not in wanted]
     # What a project's requirement files and configs say is known before any file is read: it is part of every
     # file's context from the first pass.
-    scopes = {Path(r): ConfigScope(Path(r), config_half, [*named, *extra]) for r in roots}
+    scopes = {Path(r): ConfigScope(Path(r), config_half, [*named, *extra], config_values) for r in roots}
     scope_of = {r: scopes[Path(r)] for r in roots}
 
     launches = launches or {}

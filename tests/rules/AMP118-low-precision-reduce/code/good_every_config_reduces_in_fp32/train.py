@@ -1,0 +1,26 @@
+# The reduce dtype is read from the run's config object, and every config the project ships sets
+# `fsdp.reduce_dtype: float32` (the bf16 `reduce_dtype` of its eval block is another key): a half reduce only where
+# a user sets it.
+import torch
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+from torch.distributed.fsdp import MixedPrecision
+
+DTYPES = {"float32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def wrap(model, cfg):
+    policy = MixedPrecision(
+        param_dtype=DTYPES[cfg.fsdp.param_dtype],
+        reduce_dtype=DTYPES[cfg.fsdp.reduce_dtype],
+    )
+    return FSDP(model, mixed_precision=policy)
+
+
+def train(cfg):
+    model = wrap(torch.nn.Linear(8, 8), cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.optim.lr)
+    for _ in range(cfg.optim.steps):
+        loss = model(torch.randn(4, 8)).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
