@@ -119,6 +119,32 @@ def test_incident2_has_no_error_text_so_its_rule_is_only_the_closest_by_wording(
     assert cands[0].reason.startswith("no signature of this rule matched; closest by wording") and cands[0].location is None
 
 
+def test_a_signature_added_to_one_rule_moves_no_other_rule_in_the_wording_fallback():
+    # The wording index weighs words and normalises lengths by the rules' prose alone: a new signature (its words
+    # among the text's) changes its own rule's closeness and leaves every other rule's where it was.
+    import importlib
+    from dataclasses import replace
+
+    from ampdoctor.core import Signature, catalog
+
+    ex = importlib.import_module("ampdoctor.explain")
+    text = ("The run skipped an optimizer step after the loss scale overflowed; later the val loss was nan and the "
+            "fused Adam kernel said the dtype was not supported for the bf16 weights in the checkpoint")
+    pool = tuple(catalog())
+    grown = tuple(replace(r, signatures=r.signatures + (Signature("overflow skipping step loss scale kernel", 0.35),))
+                  if r.id == "AMP212" else r for r in pool)
+
+    def closeness(rules):  # each rule's BM25 over the best one's, from the score explain gives it
+        return {c.rule.id: c.score / (MIN_SCORE - c.score) for c in ex._closest_by_wording(text, rules)}
+
+    before, after = closeness(pool), closeness(grown)
+    assert after["AMP212"] > before.get("AMP212", 0)  # the rule with the new words comes closer
+    others = [r for r in before if r != "AMP212"]
+    assert len(others) > 5 and others == [r for r in after if r != "AMP212"]
+    for a, b in zip(others, others[1:]):  # and the others keep their order and their distances
+        assert after[a] / after[b] == pytest.approx(before[a] / before[b], rel=1e-9)
+
+
 def test_a_cause_told_in_words_no_signature_reads_is_offered_as_a_guess_by_its_rules_wording():
     cands = explain("The EMA copy of the weights is kept in bf16 and after 10k steps it is still identical to the "
                     "initial weights.")
