@@ -889,8 +889,9 @@ def other_device_line(text: str) -> tuple[str, int] | None:
     return _DEVICE_LABEL[name], text.count("\n", 0, at) + 1
 
 
-# `torch.autocast("cuda", dtype=torch.float32)`, any spelling of autocast: a region pinned to CUDA that keeps fp32.
-_PINNED = re.compile(r"""autocast\((?=[^()]*["']cuda["'])(?=[^()]*torch\.float(?:32)?\b)""")
+# `torch.autocast("cuda", dtype=torch.float32)`, any spelling of autocast (not `register_autocast(...)`, which
+# registers an op's autocast rule): a region pinned to CUDA that keeps fp32.
+_PINNED = re.compile(r"""(?<!\w)autocast\((?=[^()]*["']cuda["'])(?=[^()]*torch\.float(?:32)?\b)""")
 
 
 def pins_cuda(text: str) -> bool:
