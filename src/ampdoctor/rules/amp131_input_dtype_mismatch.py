@@ -80,8 +80,10 @@ def _under_autocast(ctx: Context, node: ast.AST) -> bool:
 
 
 def _autocast_elsewhere(ctx: Context) -> bool:
-    """The file or its project runs the code under half autocast (or a framework's mixed precision)."""
-    return bool(ctx.facts.mixed_precision_on) or ctx.project.autocast is not None
+    """The file or its project may run the code under half autocast (or a framework's mixed precision, which also
+    wraps the forward of a model `accelerator.prepare` hands back), in some run: the model may be cast to half in
+    exactly the runs that autocast it."""
+    return bool(ctx.facts.mixed_precision) or ctx.project.autocast is not None
 
 
 def _fp32_made(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> ast.AST | None:
@@ -204,7 +206,7 @@ def fp32_tensor_into_half_layer(ctx: Context) -> Iterator[CodeHit]:
             continue
         scope = ctx.src.scope(call)
         made = _fp32_made(ctx, call.args[0], scope) or _loose_buffer(ctx, cls, call.args[0], scope)
-        if made is None or _under_autocast(ctx, call) or _kept_fp32(ctx, layer):
+        if made is None or _under_autocast(ctx, call) or _kept_fp32(ctx, layer) or ctx.facts.expects_error(call):
             continue
         why = _half_weights(ctx, cls)
         if why is None:
@@ -349,7 +351,7 @@ def fp32_batch_into_half_model(ctx: Context) -> Iterator[CodeHit]:
         return
     for call in ctx.src.calls:
         cast = _half_model_called(ctx, call, casts)
-        if cast is None or _under_autocast(ctx, call):
+        if cast is None or _under_autocast(ctx, call) or ctx.facts.expects_error(call):
             continue
         scope = ctx.src.scope(call)
         for arg in _batch_arguments(call):
