@@ -12,7 +12,7 @@ from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_half_module
 from ampdoctor.lint.python.dataflow import FP32, PRESERVING, describe, torch_factory
-from ampdoctor.lint.python.facts import ModelCast, disables_autocast
+from ampdoctor.lint.python.facts import AUTOCASTING_FRAMEWORKS, MIXED_PRECISION_KEYWORDS, ModelCast, disables_autocast
 from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, tokens
 
 if TYPE_CHECKING:
@@ -83,7 +83,20 @@ def _autocast_elsewhere(ctx: Context) -> bool:
     """The file or its project may run the code under half autocast (or a framework's mixed precision, which also
     wraps the forward of a model `accelerator.prepare` hands back), in some run: the model may be cast to half in
     exactly the runs that autocast it."""
-    return bool(ctx.facts.mixed_precision) or ctx.project.autocast is not None
+    return bool(ctx.facts.mixed_precision) or ctx.project.autocast is not None or _precision_from_outside(ctx)
+
+
+def _precision_from_outside(ctx: Context) -> bool:
+    """A framework that autocasts (`AUTOCASTING_FRAMEWORKS`) is given its precision by a value the file does not
+    show (``Accelerator(mixed_precision=args.mixed_precision)`` with the option declared in another module): a run may
+    turn it on, and a model cast to the run's weight dtype is half exactly then."""
+    for call in ctx.src.calls:
+        name = ctx.qualname(call.func) or ""
+        if name.partition(".")[0] not in AUTOCASTING_FRAMEWORKS:
+            continue
+        if any(kw.arg in MIXED_PRECISION_KEYWORDS and not isinstance(kw.value, ast.Constant) for kw in call.keywords):
+            return True
+    return False
 
 
 def _fp32_made(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> ast.AST | None:
