@@ -4,11 +4,16 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.core.model import Severity
-from ampdoctor.core.registry import Hit, runtime_check
+from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
+from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_half_module
+from ampdoctor.lint.python.dataflow import FP32, PRESERVING, describe, torch_factory
+from ampdoctor.lint.python.facts import AUTOCASTING_FRAMEWORKS, MIXED_PRECISION_KEYWORDS, ModelCast, disables_autocast
+from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, tokens
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -31,3 +36,382 @@ def batch_in_another_dtype(ctx: RuntimeContext) -> Iterator[Hit]:
               f"nothing inside it made them {name_of(dtype)} before they met the {name_of(dtype)} weights of {weight}; cast them where they enter the model "
               f"(`x.to({name_of(dtype)})`), or run the forward under autocast with the model kept fp32",
               where, related=related, severity=Severity.ERROR, details={"input_dtype": name_of(given), "module": weight, "weight_dtype": name_of(dtype)})
+
+
+# --- code: the static view --------------------------------------------------------------------------------------
+
+# torch's layers whose forward refuses an input in another dtype than their weights, outside autocast.
+_LAYERS = frozenset({f"torch.nn.{n}" for n in ("Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+                                               "ConvTranspose3d")})
+_LAYER_FUNCTIONS = frozenset({f"torch.nn.functional.{n}" for n in ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                                                                   "conv_transpose2d", "conv_transpose3d")})
+# Factories whose result, without `dtype=`, is in the default dtype (fp32) whatever their arguments; `arange` and
+# `tensor` are fp32 only from a float argument (`torch.arange(n)` is int64), the `*_like` ones follow their input.
+_DEFAULT_FLOAT = frozenset({"zeros", "ones", "empty", "rand", "randn", "linspace", "logspace", "eye"})
+_FROM_FLOATS = frozenset({"arange", "tensor", "as_tensor", "range"})
+# Views and shape changes an expression reaches its tensor through (`self.kernel[None].expand(c, 1, -1, -1)`).
+_VIEWS = PRESERVING | {"expand", "expand_as", "float"}
+
+
+def _class_of(ctx: Context, node: ast.AST) -> ast.ClassDef | None:
+    return next((a for a in ctx.src.ancestors(node) if isinstance(a, ast.ClassDef)), None)
+
+
+def _self_attr(expr: ast.AST) -> str | None:
+    """``self.proj`` -> "proj"."""
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        return expr.attr
+    return None
+
+
+def _under_autocast(ctx: Context, node: ast.AST) -> bool:
+    """`node` runs in a ``with`` block that turns autocast on (``torch.autocast(...)``, ``accelerator.autocast()``,
+    ``with autocast_ctx:``), in its own function."""
+    for parent, child in ctx.src.steps(node):
+        if isinstance(parent, (ast.With, ast.AsyncWith)) and child in parent.body:
+            for item in parent.items:
+                expr = item.context_expr
+                named = "autocast" in tokens(last_identifier(expr) or "") or "amp" in tokens(last_identifier(expr) or "")
+                if named and not (isinstance(expr, ast.Call) and disables_autocast(expr, ctx.src)):
+                    return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return False
+    return False
+
+
+def _autocast_elsewhere(ctx: Context) -> bool:
+    """The file or its project may run the code under half autocast (or a framework's mixed precision, which also
+    wraps the forward of a model `accelerator.prepare` hands back), in some run: the model may be cast to half in
+    exactly the runs that autocast it."""
+    return bool(ctx.facts.mixed_precision) or ctx.project.autocast is not None or _precision_from_outside(ctx)
+
+
+def _precision_from_outside(ctx: Context) -> bool:
+    """A framework that autocasts (`AUTOCASTING_FRAMEWORKS`) is given its precision by a value the file does not
+    show (``Accelerator(mixed_precision=args.mixed_precision)`` with the option declared in another module): a run may
+    turn it on, and a model cast to the run's weight dtype is half exactly then."""
+    for call in ctx.src.calls:
+        name = ctx.qualname(call.func) or ""
+        if name.partition(".")[0] not in AUTOCASTING_FRAMEWORKS:
+            continue
+        if any(kw.arg in MIXED_PRECISION_KEYWORDS and not isinstance(kw.value, ast.Constant) for kw in call.keywords):
+            return True
+    return False
+
+
+def _fp32_made(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> ast.AST | None:
+    """Where `expr` surely became an fp32 tensor: an explicit cast (``.float()``, ``.to(torch.float32)``), a factory
+    given ``dtype=torch.float32``, or one that makes its tensor in the default dtype (``torch.randn(...)``,
+    ``torch.zeros(...)`` without `dtype`, ``torch.tensor([0.5])``); through views, moves to a device and the last
+    binding of a name. None where the dtype may be anything else (a cast to another tensor's dtype, an argument)."""
+    if depth > 6:
+        return None
+    if isinstance(expr, ast.Name):
+        value = _last_value(ctx, expr, scope)
+        return _fp32_made(ctx, value, scope, depth + 1) if value is not None and ctx.src.scope(value) is scope else None
+    if not isinstance(expr, ast.Call):
+        return None
+    dtypes = ctx.flow.cast_dtype(expr, scope)
+    if dtypes:
+        return expr if dtypes == FP32 else None
+    func = expr.func
+    name = ctx.qualname(func)
+    if name == "torch.from_numpy":
+        return expr  # NumPy's dtype: fp64 or fp32 for float arrays, whatever the model is cast to
+    made = torch_factory(name)
+    if made is not None:
+        return expr if _default_float(expr, made) else None
+    if isinstance(func, ast.Attribute) and ctx.qualname(func) is None and (func.attr in _VIEWS and func.attr != "float" or _device_move(expr)):
+        return _fp32_made(ctx, func.value, scope, depth + 1)
+    return None
+
+
+def _made_in(made: ast.AST) -> str:
+    """How the message says what `_fp32_made` found."""
+    text = ast.unparse(made)
+    if ".register_buffer(" in text:
+        return f"a buffer built fp32 and kept out of the checkpoint (`{text[:50]}`)"
+    if isinstance(made, ast.Call) and last_identifier(made.func) == "from_numpy":
+        return f"made in NumPy's dtype (fp32 or fp64) by `{text[:50]}`"
+    return f"made fp32 by `{text[:50]}`"
+
+
+def _last_value(ctx: Context, name: ast.Name, scope: ast.AST) -> ast.AST | None:
+    """What a name was last bound to before it is read, in its scope."""
+    before = [b for b in ctx.src.bindings(name, scope) if b[0] < name.lineno]
+    return before[-1][1] if before else None
+
+
+def _default_float(call: ast.Call, factory: str) -> bool:
+    """A torch factory call that makes its tensor in the default dtype: no `dtype=`, and a factory that makes floats
+    whatever its arguments, or one given a float (``torch.tensor([0.5])``, ``torch.arange(0, 1, 0.1)``)."""
+    if keyword(call, "dtype") is not None:
+        return False
+    floats = any(isinstance(a, ast.Constant) and isinstance(a.value, float) for a in call.args)
+    return factory in _DEFAULT_FLOAT or factory in _FROM_FLOATS and floats
+
+
+def _device_move(call: ast.Call) -> bool:
+    """``x.to(device)``, ``x.to("cuda")``, ``x.to(device=dev, non_blocking=True)``: a move that keeps the dtype."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "to") or keyword(call, "dtype") is not None or len(call.args) > 1:
+        return False
+    if not call.args:
+        return keyword(call, "device") is not None
+    first = call.args[0]
+    if isinstance(first, ast.Constant):
+        return isinstance(first.value, str) and first.value.split(":")[0] in ("cuda", "cpu", "mps", "xpu", "npu")
+    return bool(tokens(last_identifier(first) or "") & {"device", "dev", "cuda", "gpu", "rank"})
+
+
+def _follows_weights(expr: ast.AST) -> bool:
+    """A dtype read off the module's weights: ``self.dtype``, ``self.proj.weight.dtype``, ``weight.dtype``,
+    ``next(self.parameters()).dtype``."""
+    if not (isinstance(expr, ast.Attribute) and expr.attr == "dtype"):
+        return False
+    owner = expr.value
+    if isinstance(owner, ast.Name):
+        return owner.id in ("self", "weight")
+    if isinstance(owner, ast.Attribute):
+        return owner.attr in ("weight", "bias") or _self_attr(owner) is not None and "weight" in tokens(owner.attr)
+    return isinstance(owner, ast.Call) and "parameters" in ast.unparse(owner)
+
+
+def _weight_dtype_cast(ctx: Context, cls: ast.ClassDef) -> ast.Call | None:
+    """A cast in the class to the dtype of the module's weights (``x.to(self.dtype)``, ``.to(dtype=self.conv.weight.dtype)``,
+    ``.type(self.dtype)``): its author expects the weights in another dtype than what comes in, a half one."""
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "type"):
+            given = keyword(node, "dtype") or (node.args[0] if node.args else None)
+            if given is not None and _follows_weights(given):
+                return node
+    return None
+
+
+def _half_weights(ctx: Context, cls: ast.ClassDef) -> tuple[str, int] | None:
+    """Why the layers of this class hold half weights, as (what, line): the file casts its own model to half, the
+    project runs this file's model so, or the class casts other inputs to its weights' dtype."""
+    local = in_half_module(ctx, cls.body[0]) if cls.body else None
+    if local is not None:
+        return f"this file casts its model to {describe(local.dtypes)}", local.node.lineno
+    if ctx.project.half_model is not None:
+        return f"the project runs this model as {ctx.project.half_model.describe()}", 0
+    cast = _weight_dtype_cast(ctx, cls)
+    if cast is not None:
+        return f"the class casts other inputs to its weights' dtype (`{ast.unparse(cast)[:60]}`, line {cast.lineno})", cast.lineno
+    return None
+
+
+@code_check("AMP131", triggers=("Linear", "Conv", "linear", "conv"), also=(("float", "zeros", "ones", "randn", "rand(", "linspace",
+                                                                          "empty", "eye("),), project=True)
+def fp32_tensor_into_half_layer(ctx: Context) -> Iterator[CodeHit]:
+    """Inside a model, a torch linear or conv layer is fed a tensor the code made fp32 (``self.proj(x.float())``, a new
+    ``torch.zeros(...)`` without dtype) while the model's weights are half (the file or the project casts it, or its
+    other inputs are cast to ``self.dtype``), outside autocast: the layer refuses the mixed operands."""
+    if _autocast_elsewhere(ctx):
+        return
+    for call in ctx.src.calls:
+        cls = _class_of(ctx, call)
+        if cls is None or not call.args:
+            continue
+        layer = _torch_layer(ctx, cls, call)
+        if layer is None:
+            continue
+        scope = ctx.src.scope(call)
+        made = _fp32_made(ctx, call.args[0], scope) or _loose_buffer(ctx, cls, call.args[0], scope)
+        if made is None or _under_autocast(ctx, call) or _kept_fp32(ctx, layer) or ctx.facts.expects_error(call):
+            continue
+        why = _half_weights(ctx, cls)
+        if why is None:
+            continue
+        what, _ = why
+        yield call, (f"`{layer}` gets `{ast.unparse(call.args[0])[:40]}`, {_made_in(made)} (line {made.lineno}), "
+                     f"while its weights are half: {what}; nothing casts it and no autocast runs the call, so the layer meets "
+                     f"an fp32 input beside half weights; cast it to the layer's dtype (`.to(self.{layer}.weight.dtype)`)"
+                     if layer != "weight" else
+                     f"this layer's input `{ast.unparse(call.args[0])[:40]}` is {_made_in(made)} (line "
+                     f"{made.lineno}) while {what}; cast it to the weight's dtype"), Severity.WARNING
+
+
+def _loose_buffer(ctx: Context, cls: ast.ClassDef, expr: ast.AST, scope: ast.AST) -> ast.Call | None:
+    """The ``register_buffer`` of a buffer the expression reads that the module builds in fp32 and keeps out of its
+    checkpoint (``persistent=False``): a loader that gives the weights the checkpoint's half dtype leaves it fp32."""
+    found = _buffer_of(ctx, cls, expr, scope)
+    return found[1] if found is not None and not found[2] else None
+
+
+def _torch_layer(ctx: Context, cls: ast.ClassDef, call: ast.Call) -> str | None:
+    """The torch layer a call runs: ``self.proj(x)`` with ``self.proj = nn.Linear(...)`` in the class (its name), or
+    ``F.conv2d(x, self.weight)`` ("weight")."""
+    if ctx.qualname(call.func) in _LAYER_FUNCTIONS:
+        weight = call.args[1] if len(call.args) > 1 else keyword(call, "weight")
+        return "weight" if weight is not None and _module_weight(ctx, cls, weight) else None
+    attr = _self_attr(call.func)
+    if attr is None:
+        return None
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and any(_self_attr(t) == attr for t in node.targets):
+            if ctx.qualname(node.value.func) in _LAYERS:
+                return attr
+    return None
+
+
+def _module_weight(ctx: Context, cls: ast.ClassDef, expr: ast.AST) -> bool:
+    """The weight operand of a functional layer is the module's own parameter (``self.weight * self.scale``), which a
+    cast of the model makes half, and nothing makes it fp32 on the way (``self.weight.float()``)."""
+    if ctx.flow.tensor_dtype(expr, ctx.src.scope(expr)) or _fp32_made(ctx, expr, ctx.src.scope(expr)) is not None:
+        return False
+    params = {_self_attr(t) for node in ast.walk(cls) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+              and (ctx.qualname(node.value.func) or "").endswith("Parameter") for t in node.targets}
+    return any(_self_attr(n) in params for n in ast.walk(expr) if isinstance(n, ast.Attribute))
+
+
+def _kept_fp32(ctx: Context, layer: str) -> bool:
+    """The layer is kept fp32 by name (``self.proj.float()``, ``_keep_in_fp32_modules = ["proj"]``)."""
+    if "keep_in_fp32" in ctx.src.text and (f"'{layer}'" in ctx.src.text or f'"{layer}"' in ctx.src.text):
+        return True
+    for call in ctx.src.calls:
+        func = call.func
+        if isinstance(func, ast.Attribute) and last_identifier(func.value) == layer and (ctx.flow.cast_dtype(call) or frozenset()) & FLOAT_UP:
+            return True
+    return False
+
+
+@code_check("AMP131", triggers=("register_buffer",), also=((".dtype",),), project=True)
+def input_cast_to_buffer_dtype(ctx: Context) -> Iterator[CodeHit]:
+    """``x = x.to(self.kernel.dtype)`` before an op with a buffer the module built in fp32 (``torch.tensor(...)``, a
+    factory without dtype), in a module that casts its other inputs to its weights' dtype: the activation follows the
+    buffer, not the weights. A loader that gives the weights the checkpoint's half dtype (``from_pretrained(torch_dtype=
+    ...)``) leaves a buffer the checkpoint lacks (``persistent=False``) as it was built, fp32, and the activation leaves
+    the model's dtype there; cast the buffer to the input (``kernel.to(x.dtype)``) instead."""
+    if _autocast_elsewhere(ctx):
+        return
+    for call in ctx.src.calls:
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr in ("to", "type") and (call.args or call.keywords)):
+            continue
+        given = keyword(call, "dtype") or (call.args[0] if call.args else None)
+        cls = _class_of(ctx, call)
+        if cls is None or not (isinstance(given, ast.Attribute) and given.attr == "dtype") or _follows_weights(given):
+            continue
+        found = _buffer_of(ctx, cls, given.value, ctx.src.scope(call))
+        follows = _weight_dtype_cast(ctx, cls) if found is not None else None
+        if found is None or follows is None:
+            continue
+        name, registered, persistent = found
+        yield call, (f"`{ast.unparse(func.value)[:40]}` is cast to the dtype of the buffer `{name}`, which the module builds in fp32 "
+                     f"(line {registered.lineno}{'' if persistent else ', not persistent: no checkpoint gives it the weights dtype'}), "
+                     f"while the class casts its other inputs to the weights' dtype (line {follows.lineno}): in a half model the "
+                     f"activation leaves the model's dtype for this op; cast the buffer to the input instead "
+                     f"(`{ast.unparse(given.value)[:30]}.to({ast.unparse(func.value)[:20]}.dtype)`)"), \
+            Severity.WARNING if not persistent else Severity.INFO
+
+
+def _buffer_of(ctx: Context, cls: ast.ClassDef, expr: ast.AST, scope: ast.AST, depth: int = 0) -> tuple[str, ast.Call, bool] | None:
+    """The buffer of the class an expression reads (through views and local names): its name, its
+    ``register_buffer`` call and whether it is persistent, where it was built fp32 (`_fp32_made` of its value)."""
+    if depth > 6:
+        return None
+    if isinstance(expr, ast.Subscript):
+        return _buffer_of(ctx, cls, expr.value, scope, depth + 1)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _VIEWS:
+        return _buffer_of(ctx, cls, expr.func.value, scope, depth + 1)
+    if isinstance(expr, ast.Name):
+        value = _last_value(ctx, expr, scope)
+        return _buffer_of(ctx, cls, value, scope, depth + 1) if value is not None else None
+    attr = _self_attr(expr)
+    return _registered_fp32(ctx, cls, attr) if attr is not None else None
+
+
+def _registered_fp32(ctx: Context, cls: ast.ClassDef, attr: str) -> tuple[str, ast.Call, bool] | None:
+    """``self.register_buffer("attr", value, persistent=...)`` in the class, with a value built fp32."""
+    for node in ast.walk(cls):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer"
+                and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant) and node.args[0].value == attr):
+            continue
+        if _built_fp32(ctx, node.args[1], ctx.src.scope(node)):
+            persistent = keyword(node, "persistent")
+            return attr, node, not (isinstance(persistent, ast.Constant) and persistent.value is False)
+    return None
+
+
+def _built_fp32(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> bool:
+    """A tensor built in fp32: `_fp32_made`, through arithmetic (``kernel / kernel.sum()``) and indexing, and
+    ``torch.tensor(values)`` of a sequence the code does not show (fp32 once divided)."""
+    if depth > 6:
+        return False
+    if _fp32_made(ctx, expr, scope) is not None:
+        return True
+    if isinstance(expr, ast.BinOp):
+        return _built_fp32(ctx, expr.left, scope, depth + 1) or (isinstance(expr.op, ast.Div) and not isinstance(expr.left, ast.Constant))
+    if isinstance(expr, ast.Subscript):
+        return _built_fp32(ctx, expr.value, scope, depth + 1)
+    if isinstance(expr, ast.Name):
+        value = _last_value(ctx, expr, scope)
+        return value is not None and _built_fp32(ctx, value, scope, depth + 1)
+    return False
+
+
+@code_check("AMP131", triggers=HALF_WORDS, also=(("float", "randn", "rand(", "zeros", "ones", "linspace", "empty", "eye("),), project=True)
+def fp32_batch_into_half_model(ctx: Context) -> Iterator[CodeHit]:
+    """A model cast to half (``model.to(torch.bfloat16)``, ``.half()``, ``from_pretrained(torch_dtype=torch.float16)``)
+    and then called, outside autocast, with a tensor the code made fp32 (``torch.randn(...)`` without dtype,
+    ``x.float()``): nothing casts the batch to the model's dtype before its first layer."""
+    if _autocast_elsewhere(ctx):
+        return
+    casts = [c for c in ctx.facts.model_casts if c.name]
+    if not casts:
+        return
+    for call in ctx.src.calls:
+        cast = _half_model_called(ctx, call, casts)
+        if cast is None or _under_autocast(ctx, call) or ctx.facts.expects_error(call):
+            continue
+        scope = ctx.src.scope(call)
+        for arg in _batch_arguments(call):
+            made = _fp32_made(ctx, arg, scope)
+            if made is None:
+                continue
+            external = cast.local_class is None and isinstance(cast.node.func, ast.Attribute) and cast.node.func.attr == "from_pretrained"
+            yield call, (f"`{cast.name}` is {describe(cast.dtypes)} (line {cast.node.lineno}) and is called without autocast with "
+                         f"`{ast.unparse(arg)[:40]}`, {_made_in(made)} (line {made.lineno}): its first layer "
+                         f"meets that input beside {describe(cast.dtypes)} weights"
+                         + (" unless the model casts its inputs itself" if external else "")
+                         + f"; cast it (`.to({cast.name}.dtype)`) or make it in that dtype"), Severity.INFO if external else Severity.WARNING
+            break
+
+
+# Keywords a model takes its batch by. Other inputs (a timestep, a guidance scale, a mask) are often meant fp32, and
+# models cast them themselves (a timestep embedding's `timestep.to(hidden_states.dtype)`).
+_BATCH_KEYWORDS = frozenset({"x", "input", "inputs", "sample", "samples", "pixel_values", "images", "image", "img", "imgs",
+                             "hidden_states", "latents", "input_values", "input_features", "inputs_embeds", "audio", "video"})
+
+
+def _batch_arguments(call: ast.Call) -> list[ast.AST]:
+    """The batch a model call passes: its first positional argument, or a keyword named like a batch."""
+    return call.args[:1] + [k.value for k in call.keywords if k.arg in _BATCH_KEYWORDS]
+
+
+def _half_model_called(ctx: Context, call: ast.Call, casts: list[ModelCast]) -> ModelCast | None:
+    """The half cast of the model a call runs (``model(x)``, ``model.forward(x)``), made before it in the same scope
+    (a ``self.model`` in the same class), with no cast back to fp32 between them."""
+    func = call.func
+    target = dotted(func.value) if isinstance(func, ast.Attribute) and func.attr == "forward" else dotted(func)
+    if target is None:
+        return None
+    for cast in casts:
+        if cast.name != target:
+            continue
+        same = (_class_of(ctx, cast.node) is _class_of(ctx, call) and _class_of(ctx, call) is not None) if target.startswith("self.") \
+            else ctx.src.scope(cast.node) is ctx.src.scope(call) and cast.node.lineno < call.lineno
+        if same and not _cast_back(ctx, target, cast.node.lineno, call.lineno):
+            return cast
+    return None
+
+
+def _cast_back(ctx: Context, target: str, start: int, end: int) -> bool:
+    for other in ctx.src.calls:
+        func = other.func
+        if isinstance(func, ast.Attribute) and start < other.lineno < end and dotted(func.value) == target:
+            if (ctx.flow.cast_dtype(other) or frozenset()) & FLOAT_UP:
+                return True
+    return False
