@@ -210,11 +210,14 @@ def fp32_tensor_into_half_layer(ctx: Context) -> Iterator[CodeHit]:
     other inputs are cast to ``self.dtype``), outside autocast: the layer refuses the mixed operands."""
     if _autocast_elsewhere(ctx):
         return
+    layers = _torch_layers(ctx)
     for call in ctx.src.calls:
-        cls = _class_of(ctx, call)
-        if cls is None or not call.args:
+        if not call.args:
             continue
-        layer = _torch_layer(ctx, cls, call)
+        cls = _class_of(ctx, call)
+        if cls is None:
+            continue
+        layer = _torch_layer(ctx, cls, call, layers.get(cls, {}))
         if layer is None:
             continue
         scope = ctx.src.scope(call)
@@ -240,20 +243,29 @@ def _loose_buffer(ctx: Context, cls: ast.ClassDef, expr: ast.AST, scope: ast.AST
     return found[1] if found is not None and not found[2] else None
 
 
-def _torch_layer(ctx: Context, cls: ast.ClassDef, call: ast.Call) -> str | None:
-    """The torch layer a call runs: ``self.proj(x)`` with ``self.proj = nn.Linear(...)`` in the class (its name), or
-    ``F.conv2d(x, self.weight)`` ("weight")."""
+def _torch_layer(ctx: Context, cls: ast.ClassDef, call: ast.Call, layers: dict[str, str]) -> str | None:
+    """The torch layer a call runs: ``self.proj(x)`` with ``self.proj = nn.Linear(...)`` in the class (its name; `layers`
+    are the class's, `_torch_layers`), or ``F.conv2d(x, self.weight)`` ("weight")."""
+    attr = _self_attr(call.func)
+    if attr is not None:
+        return layers.get(attr)
     if ctx.qualname(call.func) in _LAYER_FUNCTIONS:
         weight = call.args[1] if len(call.args) > 1 else keyword(call, "weight")
         return "weight" if weight is not None and _module_weight(ctx, cls, weight) else None
-    attr = _self_attr(call.func)
-    if attr is None:
-        return None
-    for node in ast.walk(cls):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and any(_self_attr(t) == attr for t in node.targets):
-            if ctx.qualname(node.value.func) in _LAYERS:
-                return attr
     return None
+
+
+def _torch_layers(ctx: Context) -> dict[ast.ClassDef, dict[str, str]]:
+    """By class, the attributes it binds to a torch linear or conv layer (``self.proj = nn.Linear(...)``): read from
+    the file's calls, once (a walk of every class for every call costs seconds on a tree of model files)."""
+    out: dict[ast.ClassDef, dict[str, str]] = {}
+    for call in ctx.src.calls:
+        bound = ctx.src.parents.get(call)
+        if isinstance(bound, ast.Assign) and bound.value is call and ctx.qualname(call.func) in _LAYERS:
+            cls = _class_of(ctx, call)
+            if cls is not None:
+                out.setdefault(cls, {}).update((a, a) for t in bound.targets if (a := _self_attr(t)) is not None)
+    return out
 
 
 def _module_weight(ctx: Context, cls: ast.ClassDef, expr: ast.AST) -> bool:
