@@ -202,8 +202,14 @@ def _half_weights(ctx: Context, cls: ast.ClassDef) -> tuple[str, int] | None:
     return None
 
 
+# What `_half_weights` needs a file (or its project context, `project.project_words`) to say: a half dtype its model is
+# cast to, or a cast to the dtype of the module's weights.
+_HALF_WEIGHT_WORDS = ("bfloat16", "float16", ".half()", "torch.half", "bf16", "fp16", "self.dtype", "weight.dtype", "bias.dtype",
+                      "parameters()).dtype")
+
+
 @code_check("AMP131", triggers=("Linear", "Conv", "linear", "conv"), also=(("float", "zeros", "ones", "randn", "rand(", "linspace",
-                                                                          "empty", "eye("),), project=True)
+                                                                          "empty", "eye("), _HALF_WEIGHT_WORDS), project=True)
 def fp32_tensor_into_half_layer(ctx: Context) -> Iterator[CodeHit]:
     """Inside a model, a torch linear or conv layer is fed a tensor the code made fp32 (``self.proj(x.float())``, a new
     ``torch.zeros(...)`` without dtype) while the model's weights are half (the file or the project casts it, or its
@@ -211,8 +217,12 @@ def fp32_tensor_into_half_layer(ctx: Context) -> Iterator[CodeHit]:
     if _autocast_elsewhere(ctx):
         return
     layers = _torch_layers(ctx)
+    named = {attr for per_class in layers.values() for attr in per_class}
     for call in ctx.src.calls:
         if not call.args:
+            continue
+        attr = _self_attr(call.func)  # most calls are neither a layer of the file nor a functional one: asked first
+        if (attr not in named) if attr is not None else ctx.qualname(call.func) not in _LAYER_FUNCTIONS:
             continue
         cls = _class_of(ctx, call)
         if cls is None:
