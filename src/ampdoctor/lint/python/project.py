@@ -363,16 +363,17 @@ class ProjectModel:
         return out
 
     def _devices(self, cpu: Mapping[str, int]) -> dict[str, tuple[str, int]]:
-        """By file, a device other than CUDA it runs its code on and where (`other_device_line`, or CPU autocast).
+        """By file, what it runs its code on besides CUDA, said as evidence is (`other_device_line`, or CPU autocast),
+        and where.
         Only asked where a file of the project pins an fp32 autocast region to CUDA (none in most projects): the
         texts are then read again, rather than scanned for device names in every file of every project."""
         if not any(s.pins_cuda for s in self.summaries.values()):
             return {}
-        devices = {p: ("CPU autocast", line) for p, line in cpu.items()}
+        devices = {p: ("enters autocast on the CPU", line) for p, line in cpu.items()}
         for path in sorted(self.summaries) if self.text_of is not None else ():
             picked = other_device_line(self.text_of(path) or "")
             if picked is not None:
-                devices[path] = picked
+                devices[path] = (f"runs on {picked[0]}", picked[1])
         return devices
 
     def _autocast_unseen(self, path: str, autocast: Mapping[str, Evidence]) -> bool:
@@ -677,7 +678,7 @@ def _nearest_device(path: str, summary: Summary, devices: Mapping[str, tuple[str
         return None
     near = _nearest(others, path)
     what, line = devices[near]
-    return Evidence(f"runs on {what}" if what != "CPU autocast" else "enters autocast on the CPU", frozenset(), near, line)
+    return Evidence(what, frozenset(), near, line)
 
 
 def _nearest(paths: Sequence[str], to: str) -> str:
