@@ -131,6 +131,41 @@ def test_a_module_whose_forward_never_runs_has_its_buffers_scanned():
     assert [row[0] for row in a.report.tables[0].rows] == ["proj", "<outside modules>"]
 
 
+class Rotary(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(0, 8, 2).float() / 8))
+
+    def forward(self, x):
+        angles = torch.outer(torch.arange(x.shape[0], dtype=torch.float32), self.inv_freq.float())
+        return x * angles.cos().repeat(1, 2).to(x.dtype)
+
+
+class Stack(nn.Module):
+    def __init__(self, layers):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.ModuleDict({"rope": Rotary(), "proj": nn.Linear(8, 8)}) for _ in range(layers))
+        self.head_rope = Rotary()
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block["proj"](block["rope"](x))
+        return self.head_rope(x)
+
+
+def test_a_buffer_finding_told_for_each_layer_is_one_finding_naming_the_layers():
+    # `model.to(bf16)` makes every layer's inv_freq bf16: one finding for the blocks (their module paths differ only
+    # in the layer number), and the rotary outside the blocks is its own finding
+    model = Stack(layers=3).to(torch.bfloat16)
+    with audit("bf16-true", model=model) as a:
+        model(torch.randn(4, 8, dtype=torch.bfloat16)).float().sum().backward()
+    found = [f for f in a.report.findings if f.rule_id == "AMP002"]
+    assert [f.location.module for f in found] == ["blocks.0.rope", "head_rope"]
+    assert found[0].details["count"] == 3 and found[0].details["modules"] == ["blocks.0.rope", "blocks.1.rope", "blocks.2.rope"]
+    assert found[0].message.endswith("[the same in 3 layers: blocks.0.rope, blocks.1.rope, blocks.2.rope]")
+    assert "count" not in found[1].details
+
+
 def test_audit_of_a_config_places_findings_in_the_library_never_in_whatever_called_ampdoctor(tmp_path):
     # `ampdoctor audit --hf-config` runs the step (and its backward) from ampdoctor's own code: the code that called
     # ampdoctor (its console script; here, this test) is nobody's line for an op.

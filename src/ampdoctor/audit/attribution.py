@@ -6,12 +6,13 @@
 - A failing step is one finding: other findings whose place lies on the root cause's chain (the failing op, the
   ops that carried the stray dtype to it, where it entered) fold into the root cause.
 - The same finding at one line seen again (on other layers, on other steps, in the backward) is one finding with a
-  count.
+  count; so is a finding with no line (a buffer scan's) told of each layer's copy of one module.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import replace
 from typing import Any, Iterable
 
@@ -22,6 +23,7 @@ from ampdoctor.core.model import Finding, Location, Severity
 
 LIBRARY_SEVERITY = Severity.INFO
 _SHOWN_PLACES = 4  # modules named in a repeated finding's message; the rest are counted
+_LAYER_INDEX = re.compile(r"(?:^|(?<=\.))\d+(?=\.|$)")  # `blocks.3.attn` -> `blocks.#.attn`
 
 
 def _place(loc: Location | None) -> tuple | None:
@@ -89,6 +91,13 @@ def _grouped(findings: list[Finding]) -> tuple[list[Any], dict[tuple, list[Findi
     order: list[Any] = []
     for f in findings:
         place = _place(f.location)
+        layered = _layered(f) if place is None else None
+        if layered is not None:
+            groups.setdefault(layered, [])
+            if not groups[layered]:
+                order.append(layered)
+            groups[layered].append(f)
+            continue
         if place is None or f.details.get("root_cause"):
             order.append(f)
             continue
@@ -106,10 +115,23 @@ def _grouped(findings: list[Finding]) -> tuple[list[Any], dict[tuple, list[Findi
     return order, groups
 
 
+def _layered(f: Finding) -> tuple | None:
+    """The key of a finding with no line that repeats on each layer: what it says with its module's layer numbers
+    taken out (`rotary table blocks.#.attn.pos_enc.inv_freq ...`); None where its module has no layer number."""
+    module = f.location.module
+    if not module or f.details.get("root_cause"):
+        return None
+    shape = _LAYER_INDEX.sub("#", module)
+    if shape == module:
+        return None
+    return ("layers", f.rule_id, f.severity, f.library, f.location.label, shape, f.message.replace(module, shape))
+
+
 def one_per_place(findings: list[Finding]) -> list[Finding]:
     """A finding repeated at one line (the same rule, severity and op, on other layers or other steps, and in the
     backward of that line's op) is one finding with a count (details `count`, `modules`, and `each`: every one's
-    details); findings with no line are left as they are."""
+    details). A finding with no line told again for each layer's copy of one module (a buffer scan's) is one finding
+    the same way; other findings with no line are left as they are."""
     order, groups = _grouped(findings)
     out = []
     for item in order:
@@ -122,7 +144,11 @@ def one_per_place(findings: list[Finding]) -> list[Finding]:
             out.append(first)
             continue
         modules = list(dict.fromkeys(f.location.module for f in same if f.location.module is not None))
-        where = f" in {', '.join(modules[:_SHOWN_PLACES])}{f' and {len(modules) - _SHOWN_PLACES} more' if len(modules) > _SHOWN_PLACES else ''}" if modules else ""
-        out.append(replace(first, message=f"{first.message} [seen {len(same)} times at this line{where}]",
+        named = f"{', '.join(modules[:_SHOWN_PLACES])}{f' and {len(modules) - _SHOWN_PLACES} more' if len(modules) > _SHOWN_PLACES else ''}"
+        if item[0] == "layers":
+            seen = f"the same in {len(same)} layers: {named}"
+        else:
+            seen = f"seen {len(same)} times at this line{f' in {named}' if modules else ''}"
+        out.append(replace(first, message=f"{first.message} [{seen}]",
                            details={**first.details, "count": len(same), "modules": modules, "each": [dict(f.details) for f in same]}))
     return out
