@@ -1,5 +1,7 @@
 """One behaviour per check, on small real modules."""
 
+import linecache
+
 import torch
 import torch.nn as nn
 
@@ -73,6 +75,40 @@ def test_sensitive_ops_are_judged_by_the_target_devices_autocast():
         assert [f.location.module for f in found] == expected
         if found:
             assert found[0].location.op == "aten::_softmax" and found[0].details["device_type"] == "cuda"
+
+
+def test_half_log_probs_under_autocast_are_the_losss_once():
+    # CUDA autocast leaves F.cross_entropy's log_softmax in bf16 (it passes the logits' dtype) and casts for nll_loss;
+    # CPU autocast does the same to an explicit log_softmax: an fp32 loss of bf16 log-probabilities, told by
+    # loss-low-precision, and not again by low-precision-sensitive-op for the same log_softmax
+    model = nn.Linear(16, 10)
+    x, target = torch.randn(4, 16), torch.randint(0, 10, (4,))
+    with audit("bf16-mixed", target_device="cuda") as a:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = nn.functional.nll_loss(nn.functional.log_softmax(model(x), -1), target)
+        loss.backward()
+    assert loss.dtype == torch.float32
+    [f] = [f for f in a.report.findings if f.name == "loss-low-precision"]
+    assert f.location.op == "aten::_log_softmax" and f.details == {"dtype": "bf16", "autocast": True}
+    assert "under autocast" in f.message and "logits.float()" in f.message
+    assert not [g for g in a.report.findings if g.name == "low-precision-sensitive-op" and g.location.op == "aten::_log_softmax"]
+    with audit("bf16-mixed", target_device="cuda") as b:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            nn.functional.nll_loss(nn.functional.log_softmax(model(x).float(), -1), target).backward()
+    assert "loss-low-precision" not in names(b.report)
+
+
+def test_a_sensitive_op_that_reads_half_and_computes_in_fp32_is_not_reported():
+    # `sum(dtype=float32)` and CUDA's softmax given a dtype read the half input and accumulate and return fp32:
+    # what autocast would do, so nothing runs in half; the plain sum beside it does
+    x = torch.randn(4, 16, dtype=torch.bfloat16)
+    with audit("bf16-mixed", target_device="cuda") as a:
+        kept = x.sum(dim=-1, dtype=torch.float32)
+        halved = x.sum(dim=-1)
+    found = [f for f in a.report.findings if f.name == "low-precision-sensitive-op"]
+    assert kept.dtype == torch.float32 and halved.dtype == torch.bfloat16
+    assert [(f.location.op, f.details["calls"]) for f in found] == [("aten::sum", 1)]
+    assert "halved = x.sum" in linecache.getline(found[0].location.file, found[0].location.line)
 
 
 def test_bf16_and_fp16_in_one_op_are_mixed_half_dtypes():

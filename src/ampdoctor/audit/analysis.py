@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from ampdoctor import dtypes
 from ampdoctor.audit.attribution import attributed, chain_places, folded_into, one_per_place
+from ampdoctor.audit.evidence import Tag
 from ampdoctor.audit.failure import FailureSite, failure_site, is_dtype_mismatch, is_rope_failure, raise_site, raised_by_meta_function
 from ampdoctor.audit.fields import AUTOCAST, BACKWARD, FORWARD, FUNC, IN_DT, IN_PROD, INNER, MOD, OPTIMIZER, OUT_DT, PHASE
 from ampdoctor.audit.names import module_label, relpath
@@ -36,6 +37,8 @@ from ampdoctor.report import ErrorKind, Report, ReportError, ReportInfo, Table
 ROUNDED_UPDATE_SHARE = 0.01
 # How many ops back from a cos/sin its angles are looked for (transposes, the cat of two halves, an interleave).
 ANGLE_REACH = 64
+
+_LOG_SOFTMAX = frozenset({"aten::_log_softmax", "aten::log_softmax"})
 
 
 @dataclass
@@ -81,6 +84,23 @@ class RuntimeContext:
         t = self.trace
         return self.made_by_matmul(seq) and any(t.carried_from(p) is not None or t.computed_from_named(p)
                                                 for _, p in t.float_inputs(seq))
+
+    @functools.cached_property
+    def loss_log_probs(self) -> int | None:
+        """The half-precision log_softmax an fp32 loss is made from (AMP125's finding; AMP204 leaves it to it): the
+        nearest one upstream of the loss, before any layer (one behind a layer's weights, a gate inside the model, is
+        the model's arithmetic; a matmul of the loss's own, log-probabilities times advantages, is no layer). Under
+        autocast too: `F.cross_entropy` passes log_softmax the logits' own dtype, which CUDA autocast keeps (seen on
+        an H100, torch 2.11: `_log_softmax` bf16 -> bf16, then a cast for `nll_loss`); CPU autocast upcasts
+        `cross_entropy_loss` as a whole, and keeps an explicit `F.log_softmax` in the input's dtype."""
+        t = self.trace
+        loss = next((op.extra[1] for op in t.tagged(Tag.LOSS)), None)
+        if loss is None or loss < 0 or t.out_dtype(loss) in self.HALF:
+            return None
+        for s in t.upstream([loss], through=lambda s: not self.applies_weight(s)):
+            if t.op(s) in _LOG_SOFTMAX and t.op_at(s).phase == FORWARD and t.out_dtype(s) in self.HALF:
+                return s
+        return None
 
     def failure_is_dtype_mismatch(self) -> bool:
         """The step failed because operands' dtypes disagree (not a shape error, a missing kernel...)."""

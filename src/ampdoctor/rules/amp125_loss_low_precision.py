@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Iterator
 
-from ampdoctor.audit.evidence import Phase, Tag
+from ampdoctor.audit.evidence import Tag
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_class, in_half_module
@@ -235,26 +235,24 @@ def half_loss(ctx: RuntimeContext) -> Iterator[Hit]:
             maker = t.op(real) if real is not None and real >= 0 else "an op outside the audit"
             yield Hit(f"the loss is computed in {name_of(real_dt)} by {maker}" + (f" (then cast to {name_of(dtype)})" if dtype != real_dt else "")
                       + ": its value and gradient are quantized", t.location(real if real is not None and real >= 0 else op.seq))
-        elif prod is not None and prod >= 0:
-            yield from _half_log_probs(ctx, prod)
+        elif (s := ctx.loss_log_probs) is not None:
+            yield _half_log_probs(ctx, s, name_of(real_dt))
         return
 
 
-_LOG_SOFTMAX = frozenset({"aten::_log_softmax", "aten::log_softmax"})
-
-
-def _half_log_probs(ctx: RuntimeContext, loss: int) -> Iterator[Hit]:
-    """An fp32 loss built from log-probabilities taken in half precision outside autocast (OpenRLHF PR #634: a
-    bf16 model's log_softmax, then ratios and KL terms in fp32 by promotion with fp32 advantages): the loss's dtype
-    hides that what it is made of keeps 8 bits. The nearest such log_softmax the loss's values come from, before
-    any layer: one behind a layer's weights (a gate inside the model) is the model's arithmetic, not the loss's
-    inputs; a matmul of the loss's own (log-probabilities times advantages) is no layer."""
+def _half_log_probs(ctx: RuntimeContext, s: int, loss_dtype: str) -> Hit:
+    """An fp32 loss built from log-probabilities taken in half precision (OpenRLHF PR #634: a bf16 model's
+    log_softmax, then ratios and KL terms in fp32 by promotion with fp32 advantages): the loss's dtype hides that
+    what it is made of keeps 8 bits. Under CUDA autocast `F.cross_entropy` of half logits does this (see
+    `RuntimeContext.loss_log_probs`)."""
     t = ctx.trace
-    for s in t.upstream([loss], through=lambda s: not ctx.applies_weight(s)):
-        op = t.op_at(s)
-        if t.op(s) in _LOG_SOFTMAX and op.phase == Phase.FORWARD and not op.autocast and t.out_dtype(s) in ctx.HALF:
-            dt = name_of(t.out_dtype(s))
-            yield Hit(f"the loss is {name_of(t.out_dtype(loss))} but is made from log-probabilities that {t.op(s)} took in {dt} of "
-                      f"{dt} logits, outside autocast: they keep {dt}'s precision, and ratios or differences of them are mostly "
-                      "rounding; take them of `logits.float()`", t.location(s), details={"dtype": dt})
-            return
+    dt = name_of(t.out_dtype(s))
+    if t.op_at(s).autocast:
+        how = (f"under autocast, which left this log_softmax in {dt} (CUDA autocast does so inside `F.cross_entropy`, "
+               f"which passes log_softmax the logits' dtype): the loss and its gradient come from {dt} log-probabilities; "
+               "compute the loss of `logits.float()`")
+    else:
+        how = (f"outside autocast: they keep {dt}'s precision, and ratios or differences of them are mostly rounding; take "
+               "them of `logits.float()`")
+    return Hit(f"the loss is {loss_dtype} but is made from log-probabilities that {t.op(s)} took in {dt} of {dt} logits, {how}",
+               t.location(s), details={"dtype": dt, "autocast": bool(t.op_at(s).autocast)})

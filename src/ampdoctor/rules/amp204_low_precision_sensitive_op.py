@@ -60,8 +60,12 @@ def sensitive_ops_in_half(ctx: RuntimeContext) -> Iterator[Hit]:
             sensitive[fid] = autocast_op(t.op(op.seq)) in fp32_ops
         if not sensitive[fid]:
             continue
+        if op.seq == ctx.loss_log_probs:
+            continue  # the loss's log-probabilities: AMP125's
         ins = t.float_inputs(op.seq)
-        if ins and ins[0][0] in ctx.HALF:
+        # A half input with an fp32 result was computed in fp32: `x.sum(dtype=torch.float32)`, and CUDA's softmax
+        # and log_softmax given a dtype (autocast's own way of keeping them fp32) read half and accumulate in fp32.
+        if ins and ins[0][0] in ctx.HALF and any(d in ctx.HALF for d in op.out_dtypes):
             hits.append(op.seq)
     for _, seqs in ctx.grouped(hits, lambda s: (t.op_at(s).module, t.op(s))).items():
         first = seqs[0]
