@@ -444,3 +444,53 @@ def test_a_dtype_message_that_got_an_integer_dtype_is_only_a_guess_of_a_precisio
                   signatures=(Signature("expected scalar type \\w+ but found \\w+"),), detectors=("explain",))
     assert explain("RuntimeError: expected scalar type Long but found Float", rules=[scalar], closest=False)[0].guess
     assert not explain("RuntimeError: expected scalar type BFloat16 but found Float", rules=[scalar], closest=False)[0].guess
+
+
+def _rule(rid, *signatures):
+    from ampdoctor.core import Rule
+    return Rule(id=rid, name=f"rule-{rid.lower()}", severity=Severity.WARNING, summary="", why="", fix="", sources=(),
+                signatures=tuple(signatures), detectors=("explain",))
+
+
+def test_a_signature_not_marked_told_that_reads_a_report_in_words_only_ranks_its_rule():
+    # A signature not marked told that reads a person's sentence: the text prints no exception, no frame, and the
+    # line it matched on shows nothing software prints. It ranks its rule; it does not decide.
+    from ampdoctor.core import Signature
+    acc = _rule("AMP137", Signature(r"accumulat\w* [^\n]{0,40}\bin (bf16|bfloat16)\b"))
+    report = ("Found while reading the trainer.\nThe new code path accumulates the running statistics in bf16 over "
+              "the whole epoch, which loses the small updates.")
+    first = explain(report, rules=[acc], closest=False)[0]
+    assert first.rule.id == "AMP137" and first.guess
+    # The same words printed by software (a log line, a quoted message, an exception) still decide.
+    for printed in ("WARNING trainer.py:88: accumulates the running statistics in bf16\nstep 10 loss 2.1",
+                    "Training says `accumulates the running statistics in bf16` and stops\nat step 3",
+                    "RuntimeError: accumulates the running statistics in bf16",
+                    "accumulates the running statistics in bf16"):  # one line: the message alone, as pasted
+        assert not explain(printed, rules=[acc], closest=False)[0].guess, printed
+
+
+def test_two_printed_failures_read_by_two_rules_leave_the_first_answer_a_guess():
+    # An issue lists two errors it hit, one under the other. One rule's specific message reads the first; a generic
+    # message of another rule (only a guess by itself) reads the second. Which failure the user asks about is not
+    # said, so neither reading decides.
+    from ampdoctor.core import Signature
+    overflow = _rule("AMP133", Signature("value cannot be converted to type at::BFloat16 without overflow"))
+    matmul = _rule("AMP201", Signature("expected m1 and m2 to have the same dtype", weight=0.6))
+    one = "RuntimeError: value cannot be converted to type at::BFloat16 without overflow"
+    two = "RuntimeError: expected m1 and m2 to have the same dtype, but got: float != c10::BFloat16"
+    for text in (f"1. `{two}`\n2. `{one}`", f"{one}\n\n{two}", f"{two}\n{one}"):
+        first = explain(text, rules=[overflow, matmul], closest=False)[0]
+        assert first.rule.id == "AMP133" and first.guess, text
+    assert not explain(one, rules=[overflow, matmul], closest=False)[0].guess  # the one failure alone decides
+    # The same message printed twice (two ranks) is one failure, and a rule whose message is in the same failure is
+    # no second one.
+    assert not explain(f"[rank0]: {one}\n[rank1]: {one}", rules=[overflow, matmul], closest=False)[0].guess
+    within = _rule("AMP001", Signature("at::BFloat16", weight=0.6))
+    assert not explain(one + "\nstep 3", rules=[overflow, within], closest=False)[0].guess
+
+
+def test_a_line_that_opens_an_exception_of_its_own_ends_the_failure_above_it():
+    from ampdoctor.explain import _errors
+    text = "Traceback (most recent call last):\nRuntimeError: first\n  more of the first\nValueError: second\n\nlog"
+    spans = [text[a:b] for a, b in _errors(text)]
+    assert spans == ["RuntimeError: first\n  more of the first\n", "ValueError: second"]

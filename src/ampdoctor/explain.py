@@ -6,10 +6,12 @@ between rules that share a signature, as "expected scalar type BFloat16 but foun
 
 A candidate the text supports only weakly is marked a guess: its message is one that other rules match as well
 (or one the catalog itself weighs as generic) and nothing rule-specific comes with it, or the text raised an
-exception and the message is not in it, or the failure is only told in words (a `told` signature), or the dtype
-check says the dtype it got is an integer one (a Long mask, Int indices: no precision setting makes those), or another
-rule's reading of the text scores nearly as high (`RIVAL_SHARE`). bench/explain measures on real issue texts how often a
-wrong first answer still comes without that mark (explain_bench.py; replay.py for texts the code had not seen).
+exception and the message is not in it, or the failure is only told in words (a `told` signature, or any match in a
+text that prints nothing: no exception, no frame, no mark of program output on the line), or the dtype check says the
+dtype it got is an integer one (a Long mask, Int indices: no precision setting makes those), or the text prints a
+second failure that another rule's signature reads, or another rule's reading of the text scores nearly as high
+(`RIVAL_SHARE`). bench/explain measures on real issue texts how often a wrong first answer still comes without that
+mark (explain_bench.py; replay.py for texts the code had not seen).
 
 Where no signature matches, or the best match is only a guess, the rules whose own catalog text (title, why, fix,
 the words of their signatures) is closest to the text's words are offered too, always as guesses (`basis`
@@ -215,10 +217,13 @@ class _Fit:
     # The text is one line, the one the message is on: no frame, no log line, no words of the user's around it.
     alone: bool = False
     # The signature reads a failure told in words (`Signature.told`), not a printed message: it ranks, never decides.
+    # So does any match in a text that is a report in words (`_told_in_text`): nothing in it was printed by software.
     told: bool = False
     # The message's line says the dtype it got is an integer type (a Long mask, Int indices): a dtype mismatch, but
     # of integers, which no precision setting makes; the precision rule its wording matched can only be a guess.
     integer: bool = False
+    # The printed failures (`_errors`, by index) that the signature's message is in, wherever in the text it matches.
+    failures: frozenset[int] = frozenset()
 
 
 def _score(rule: Rule, text: str) -> _Fit | None:
@@ -245,7 +250,37 @@ def _score(rule: Rule, text: str) -> _Fit | None:
     cand = Candidate(rule, score, reason, match.group(0), _last_frame_before(text, match.start()),
                      context_matched=bool(hits) or not rule.context)
     return _Fit(cand, match.span(), sig.weight, found, not _in_error(sig, text, match), "\n" not in text.strip(),
-                sig.told, _got_integer(text, match))
+                sig.told or _told_in_text(text, match), _got_integer(text, match), _failures_read(sig, text))
+
+
+# What marks a line as printed by software rather than written by a person: an error or warning word, a log prefix
+# (`[rank0]`, `>>`, `$`, `#`), a file and line (`train.py`, `:958:`), a quote or backtick, a C++ scope (`c10::`), a
+# dotted, snake_case or called identifier (`torch.float16`, `batch_number`, `autocast(`).
+_OUTPUT_MARK = re.compile(r"error|warning|exception|warn\b|assert|fail|traceback|^\s*[\[<>$#]|\w\.py\b|:\d+:|[`\"']|::"
+                          r"|\w\.\w|\w_\w|\w\(", re.IGNORECASE)
+
+
+def _told_in_text(text: str, match: re.Match[str]) -> bool:
+    """Is the text a report in words where the message matched: more than one line (a line alone is a message as
+    pasted), no exception printed, no traceback frame, and the line the match is on shows no mark of program output
+    (`_OUTPUT_MARK`)? Then what the signature read is how a person described the failure ("the implementation
+    accumulates grads in BF16"), not what software printed, and it ranks like a `told` signature, never decides
+    (replaying the corpus's history, such matches of signatures not marked `told` were confidently wrong 3 times in
+    5)."""
+    if "\n" not in text.strip() or _errors(text) or _FRAME.search(text):
+        return False
+    start = text.rfind("\n", 0, match.start()) + 1
+    end = text.find("\n", match.end())
+    return not _OUTPUT_MARK.search(text, start, len(text) if end < 0 else end)
+
+
+def _failures_read(sig: Signature, text: str) -> frozenset[int]:
+    """The printed failures (indices into `_errors`) that some match of the signature's pattern overlaps."""
+    errors = _errors(text)
+    if not errors:
+        return frozenset()
+    spans = [m.span() for m in re.finditer(sig.pattern, text, flags=re.IGNORECASE)]
+    return frozenset(i for i, (start, end) in enumerate(errors) if any(s < end and e > start for s, e in spans))
 
 
 # What a dtype check says it got or expected, where that is an integer dtype: "got attn_mask.dtype: long int", "found Long",
@@ -260,9 +295,20 @@ def _got_integer(text: str, match: re.Match[str]) -> bool:
     return bool(_GOT_INTEGER.search(text, match.start(), len(text) if end < 0 else end))
 
 
+# A line that opens an exception of its own: where one printed failure ends and the next begins, even without a blank
+# line or a traceback header between them ("1. `RuntimeError: ...`" and "2. `RuntimeError: ...`" listed in an issue).
+_ERROR_HEAD = re.compile(r"^.*?(?<![\w.])(?:[A-Za-z_][\w.]*\.)?(?:[A-Z]\w*)?(?:Error|Exception)[ \t]*:[ \t]*\S", re.MULTILINE)
+
+
 @functools.lru_cache(maxsize=2)  # the text of one explain call, asked once per matching rule
 def _errors(text: str) -> tuple[tuple[int, int], ...]:
-    return tuple(m.span() for m in _ERROR.finditer(text))
+    """The failures the text prints (`_ERROR`), one span each: an error whose message lines include a line opening an
+    exception of its own is two failures."""
+    out: list[tuple[int, int]] = []
+    for m in _ERROR.finditer(text):
+        starts = [m.start()] + [h.start() for h in _ERROR_HEAD.finditer(text, m.start(), m.end()) if h.start() > m.start()]
+        out += zip(starts, starts[1:] + [m.end()])
+    return tuple(out)
 
 
 def _in_error(sig: Signature, text: str, first: re.Match[str]) -> bool:
@@ -288,9 +334,10 @@ def _is_guess(fit: _Fit, fits: Sequence[_Fit]) -> bool:
     (replaying the corpus's history, each batch of new tune texts explained by the code of the day before it, such
     matches were confidently wrong on 4 of about 14 texts, against 1 in 15 for all confident answers). So is a dtype
     message whose line says what it got is an integer dtype (`integer`): a Long mask or Int indices, not precision.
-    Checked on bench/explain's tune texts with each text's own rule taken out of the catalog: nothing confident among
-    the first three."""
-    if fit.weight < TELLING_WEIGHT or fit.beside_error or fit.told or fit.integer:
+    And so is a message when the text prints another failure too, which another rule's signature reads and this
+    rule's does not (`_another_failure`). Checked on bench/explain's tune texts with each text's own rule taken out of
+    the catalog: nothing confident among the first three."""
+    if fit.weight < TELLING_WEIGHT or fit.beside_error or fit.told or fit.integer or _another_failure(fit, fits):
         return True
     start, end = fit.span
     shared = [o for o in fits if o is not fit and o.span[0] <= start and o.span[1] >= end]
@@ -304,6 +351,17 @@ def _is_guess(fit: _Fit, fits: Sequence[_Fit]) -> bool:
     # which rule of the family it shares is the cause is told by what comes with a message, and nothing does.
     read_too = any(o is not fit and o.span[0] < end and o.span[1] > start for o in fits)
     return bool(shared) or (fit.alone and read_too)
+
+
+def _another_failure(fit: _Fit, fits: Sequence[_Fit]) -> bool:
+    """Does the text print two failures, this rule's message in one and another rule's (a message weighed at least
+    TELLING_WEIGHT, not told) only in another? Which of them the user asks about the text does not say. (Two
+    readings that are each confident already make both guesses, `_one_confident`; this one holds when the other reading
+    is only a guess, such as a shared dtype message without its context.) Replaying the corpus's history: one
+    confident wrong answer of 215 had such a second failure, no confident right one did."""
+    return bool(fit.failures) and any(
+        o is not fit and o.failures and o.failures.isdisjoint(fit.failures) and not o.told and
+        o.weight >= TELLING_WEIGHT and o.candidate.score >= MIN_SCORE for o in fits)
 
 
 # A lookahead or lookbehind without groups inside it: `(?<![a-z])`, `(?!ed_?lm\\b)`, `(?<!for ')`.
