@@ -90,6 +90,10 @@ def _precision_from_outside(ctx: Context) -> bool:
     """A framework that autocasts (`AUTOCASTING_FRAMEWORKS`) is given its precision by a value the file does not
     show (``Accelerator(mixed_precision=args.mixed_precision)`` with the option declared in another module): a run may
     turn it on, and a model cast to the run's weight dtype is half exactly then."""
+    text = ctx.src.text
+    # every such keyword holds "precision" or "_dtype": without them no call can pass one (a walk of every call saved)
+    if "precision" not in text and "_dtype" not in text:
+        return False
     for call in ctx.src.calls:
         name = ctx.qualname(call.func) or ""
         if name.partition(".")[0] not in AUTOCASTING_FRAMEWORKS:
