@@ -266,3 +266,17 @@ def test_explain_replay_can_run_this_checkouts_explain_over_an_old_trees_catalog
     overlay = tmp_path / "explain.py"
     overlay.write_text("def explain(text, limit=None):\n    return []\n")
     assert replay._explain_with_tree("HEAD", [text], tmp_path / "trees", overlay) == [[[], False, ""]]
+
+
+def test_cuda_incidents_rewrites_each_script_for_the_gpu_and_reads_its_audit_on_the_cpu(tmp_path):
+    # The GPU bench cannot run here: its rewrite is checked on every script, and one script is run as written
+    # (`--cpu`'s path) through the plain run, the audit and the report reading the table is made of.
+    bench = load("cuda_incidents.py")
+    for name in bench.EXPECTED:
+        text = bench.cuda_copy(bench.INCIDENTS / name, tmp_path).read_text()
+        compile(text, name, "exec")
+        assert 'torch.set_default_device("cuda")' in text and 'autocast("cpu"' not in text and 'GradScaler("cpu"' not in text
+    (tmp_path / "cpu").mkdir()
+    row = bench.one("incident4_gradscaler_bf16.py", tmp_path / "cpu", cuda=False)
+    assert row["plain_rc"] == 0 and row["audit_rc"] == 1  # the CPU runs it silently; the audit does not
+    assert row["audit_findings"][0].startswith("AMP004 error")
