@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator
 
 from ampdoctor import dtypes
-from ampdoctor.audit.attribution import attributed, chain_places, folded_into, one_per_place
+from ampdoctor.audit.attribution import attributed, chain_places, chain_tensors, folded_into, one_per_place
 from ampdoctor.audit.evidence import Tag
 from ampdoctor.audit.failure import FailureSite, failure_site, is_dtype_mismatch, is_rope_failure, raise_site, raised_by_meta_function
 from ampdoctor.audit.fields import AUTOCAST, BACKWARD, FORWARD, FUNC, IN_DT, IN_PROD, INNER, MOD, OPTIMIZER, OUT_DT, PHASE
@@ -406,7 +406,8 @@ def _with_explanation(found: list[Finding], exc: BaseException, ctx: RuntimeCont
     rooted = _rooted(found + ([root] if any(root is e for e in new) else []), root, symptoms, explained)
     root = next(f for f in rooted if f.details.get("root_cause"))
     places = chain_places(ctx.trace, site.inputs, ctx.policy.compute_dtype) if site is not None else set()
-    return _unique_per_place(folded_into(root, rooted, places))
+    tensors = chain_tensors(ctx.trace, site.inputs, ctx.applies_weight) if site is not None else set()
+    return _unique_per_place(folded_into(root, rooted, places, tensors))
 
 
 def _corroborated(explained: list[Finding], site: FailureSite | None) -> list[Finding]:

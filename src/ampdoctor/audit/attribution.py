@@ -64,12 +64,38 @@ def chain_places(trace: Trace, starts: Iterable[tuple[Any, int]], compute: Any, 
     return places
 
 
-def folded_into(root: Finding, findings: list[Finding], places: set[tuple]) -> list[Finding]:
-    """`findings` with those whose place is on the root cause's chain folded into it (named in its details)."""
+def chain_tensors(trace: Trace, starts: Iterable[tuple[Any, int]], is_layer: Any, limit: int = 200) -> set[str]:
+    """The named tensors (buffers, parameters, tensor attributes) a failing op's operands were computed from, back
+    to the layers that made activations (`is_layer(seq)`: a matmul with a module's weight) and no further: the
+    rotary `inv_freq` a bf16 cos/sin table came from is on the failure's chain; the weights of every layer before
+    it are not."""
+    names: set[str] = set()
+    for d, p in starts:
+        named = trace.named_of(p)
+        if named is not None:
+            names.add(named[0])
+    for s, visit in _walk_back([p for _, p in starts], limit):
+        if is_layer(s):
+            continue
+        for _, p in trace.float_inputs(s):
+            named = trace.named_of(p)
+            if named is not None:
+                names.add(named[0])
+            elif p >= 0:
+                visit(p)
+    return names
+
+
+def folded_into(root: Finding, findings: list[Finding], places: set[tuple], tensors: set[str] = frozenset()) -> list[Finding]:
+    """`findings` with those whose place is on the root cause's chain folded into it (named in its details), and
+    those about a named tensor the chain was computed from, or its copy in another layer (`tensors`,
+    `chain_tensors`: a buffer scan's finding, which has no line)."""
     places = places | {p for p in (_place(root.location), _place(root.origin), *(_place(r) for r in root.related)) if p}
+    shapes = {_layer_shape(t) for t in tensors}  # the same buffer of another layer is the same defect
     kept, folded = [], []
     for f in findings:
-        if f is not root and _place(f.location) in places:
+        on_chain = _place(f.location) in places or (f.location.line is None and _layer_shape(f.details.get("tensor")) in shapes)
+        if f is not root and on_chain:
             folded.append(f"{f.rule_id} {f.name} at {f.location}")
         else:
             kept.append(f)
@@ -115,13 +141,17 @@ def _grouped(findings: list[Finding]) -> tuple[list[Any], dict[tuple, list[Findi
     return order, groups
 
 
+def _layer_shape(name: str | None) -> str | None:
+    return _LAYER_INDEX.sub("#", name) if name else None
+
+
 def _layered(f: Finding) -> tuple | None:
     """The key of a finding with no line that repeats on each layer: what it says with its module's layer numbers
     taken out (`rotary table blocks.#.attn.pos_enc.inv_freq ...`); None where its module has no layer number."""
     module = f.location.module
     if not module or f.details.get("root_cause"):
         return None
-    shape = _LAYER_INDEX.sub("#", module)
+    shape = _layer_shape(module)
     if shape == module:
         return None
     return ("layers", f.rule_id, f.severity, f.library, f.location.label, shape, f.message.replace(module, shape))
