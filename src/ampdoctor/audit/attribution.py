@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import replace
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ampdoctor.audit.dispatch import is_library_path, library_name
 from ampdoctor.audit.fields import BACKWARD
@@ -64,13 +64,14 @@ def chain_places(trace: Trace, starts: Iterable[tuple[Any, int]], compute: Any, 
     return places
 
 
-def chain_tensors(trace: Trace, starts: Iterable[tuple[Any, int]], is_layer: Any, limit: int = 200) -> set[str]:
+def chain_tensors(trace: Trace, starts: Iterable[tuple[Any, int]], is_layer: Callable[[int], bool], limit: int = 200) -> set[str]:
     """The named tensors (buffers, parameters, tensor attributes) a failing op's operands were computed from, back
     to the layers that made activations (`is_layer(seq)`: a matmul with a module's weight) and no further: the
     rotary `inv_freq` a bf16 cos/sin table came from is on the failure's chain; the weights of every layer before
     it are not."""
     names: set[str] = set()
-    for d, p in starts:
+    starts = list(starts)
+    for _, p in starts:
         named = trace.named_of(p)
         if named is not None:
             names.add(named[0])
