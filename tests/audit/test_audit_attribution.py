@@ -166,6 +166,34 @@ def test_a_buffer_finding_told_for_each_layer_is_one_finding_naming_the_layers()
     assert "count" not in found[1].details
 
 
+class MaskedAttention(nn.Module):
+    """Rotary attention whose bf16 model meets an fp32 additive mask: the crash is the mask's."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+        self.rope = Rotary()
+
+    def forward(self, x, mask):
+        q, k = self.rope(self.q(x)), self.rope(self.k(x))
+        return torch.softmax(q @ k.t() + mask, -1) @ self.v(x)
+
+
+def test_a_crash_folds_no_buffer_finding_that_is_not_on_its_chain():
+    # the bmm fails on the fp32 probabilities the fp32 mask made; the rotary tables rotated the bf16 queries whose
+    # scores met the mask, so they are upstream of the probabilities but not of the stray dtype: their bf16
+    # inv_freq is a second defect and stays a finding of its own
+    model = nn.ModuleList([MaskedAttention(), MaskedAttention()]).to(torch.bfloat16)
+    x, mask = torch.randn(4, 8, dtype=torch.bfloat16), torch.zeros(4, 4).masked_fill(torch.ones(4, 4, dtype=torch.bool).triu(1), -1e4)
+    with pytest.raises(RuntimeError):
+        with audit("bf16-true", model=model) as a:
+            model[1](model[0](x, mask), mask)
+    [root] = [f for f in a.report.findings if f.details.get("root_cause")]
+    assert root.rule_id == "AMP201" and not any(x.startswith("AMP002") for x in root.details.get("folded", []))
+    [table] = [f for f in a.report.findings if f.rule_id == "AMP002"]
+    assert table.severity is Severity.WARNING and table.details["tensor"].endswith("rope.inv_freq")
+
+
 def test_audit_of_a_config_places_findings_in_the_library_never_in_whatever_called_ampdoctor(tmp_path):
     # `ampdoctor audit --hf-config` runs the step (and its backward) from ampdoctor's own code: the code that called
     # ampdoctor (its console script; here, this test) is nobody's line for an op.

@@ -65,25 +65,28 @@ def chain_places(trace: Trace, starts: Iterable[tuple[Any, int]], compute: Any, 
 
 
 def chain_tensors(trace: Trace, starts: Iterable[tuple[Any, int]], is_layer: Callable[[int], bool], limit: int = 200) -> set[str]:
-    """The named tensors (buffers, parameters, tensor attributes) a failing op's operands were computed from, back
-    to the layers that made activations (`is_layer(seq)`: a matmul with a module's weight) and no further: the
-    rotary `inv_freq` a bf16 cos/sin table came from is on the failure's chain; the weights of every layer before
-    it are not."""
+    """The named tensors (buffers, parameters, tensor attributes) a failing op's operands were computed from: from each
+    operand back through the ops that made it in its own dtype, stopping at a layer (`is_layer(seq)`: a matmul with a
+    module's weight) and at an op fed by a layer's output (a residual add, an activation): the rotary `inv_freq` a
+    bf16 cos/sin table came from is on the failure's chain; a table that rotated the queries whose scores met an
+    fp32 mask, or the weights of every layer before, are not."""
     names: set[str] = set()
-    starts = list(starts)
-    for _, p in starts:
-        named = trace.named_of(p)
+    for dtype, start in starts:
+        named = trace.named_of(start)
         if named is not None:
             names.add(named[0])
-    for s, visit in _walk_back([p for _, p in starts], limit):
-        if is_layer(s):
-            continue
-        for _, p in trace.float_inputs(s):
-            named = trace.named_of(p)
-            if named is not None:
-                names.add(named[0])
-            elif p >= 0:
-                visit(p)
+        for s, visit in _walk_back([start], limit):
+            if is_layer(s):
+                continue
+            ins = trace.float_inputs(s)
+            if any(p >= 0 and is_layer(trace.source(p)) for d, p in ins if d == dtype):
+                continue
+            for d, p in ins:
+                named = trace.named_of(p)
+                if named is not None:
+                    names.add(named[0])
+                elif p >= 0 and d == dtype:
+                    visit(p)
     return names
 
 
