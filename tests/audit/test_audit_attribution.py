@@ -162,8 +162,18 @@ def test_a_buffer_finding_told_for_each_layer_is_one_finding_naming_the_layers()
     found = [f for f in a.report.findings if f.rule_id == "AMP002"]
     assert [f.location.module for f in found] == ["blocks.0.rope", "head_rope"]
     assert found[0].details["count"] == 3 and found[0].details["modules"] == ["blocks.0.rope", "blocks.1.rope", "blocks.2.rope"]
-    assert found[0].message.endswith("[the same in 3 layers: blocks.0.rope, blocks.1.rope, blocks.2.rope]")
+    assert found[0].message.endswith("[the same in 3 copies of this module: blocks.0.rope, blocks.1.rope, blocks.2.rope]")
     assert "count" not in found[1].details
+
+
+def test_buffer_findings_of_numbered_top_level_modules_group_by_their_path_only():
+    # a Sequential of rotaries names its modules 0..11: only the path is generalised, never the digits of "bf16"
+    # or a shape, so all twelve are one finding
+    model = nn.Sequential(*(Rotary() for _ in range(12))).to(torch.bfloat16)
+    with audit("bf16-true", model=model) as a:
+        model(torch.randn(4, 8, dtype=torch.bfloat16))
+    [found] = [f for f in a.report.findings if f.rule_id == "AMP002" and f.location.line is None]
+    assert found.details["count"] == 12 and "is bf16" in found.message
 
 
 class MaskedAttention(nn.Module):

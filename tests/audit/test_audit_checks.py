@@ -77,25 +77,42 @@ def test_sensitive_ops_are_judged_by_the_target_devices_autocast():
             assert found[0].location.op == "aten::_softmax" and found[0].details["device_type"] == "cuda"
 
 
-def test_half_log_probs_under_autocast_are_the_losss_once():
-    # CUDA autocast leaves F.cross_entropy's log_softmax in bf16 (it passes the logits' dtype) and casts for nll_loss;
-    # CPU autocast does the same to an explicit log_softmax: an fp32 loss of bf16 log-probabilities, told by
-    # loss-low-precision, and not again by low-precision-sensitive-op for the same log_softmax
+def test_half_log_probs_under_autocast_are_the_losss_where_that_autocast_keeps_them_half():
+    # CPU autocast keeps an explicit log_softmax in bf16 and casts for nll_loss: an fp32 loss of bf16 log-probabilities,
+    # told by loss-low-precision (not again by low-precision-sensitive-op). Judged for CUDA, whose autocast would
+    # upcast that log_softmax (only F.cross_entropy's stays half there), it is low-precision-sensitive-op's instead.
     model = nn.Linear(16, 10)
     x, target = torch.randn(4, 16), torch.randint(0, 10, (4,))
-    with audit("bf16-mixed", target_device="cuda") as a:
+
+    def step():
         with torch.autocast("cpu", dtype=torch.bfloat16):
             loss = nn.functional.nll_loss(nn.functional.log_softmax(model(x), -1), target)
         loss.backward()
-    assert loss.dtype == torch.float32
+        return loss
+
+    with audit("bf16-mixed", target_device="cpu") as a:
+        assert step().dtype == torch.float32
     [f] = [f for f in a.report.findings if f.name == "loss-low-precision"]
     assert f.location.op == "aten::_log_softmax" and f.details == {"dtype": "bf16", "autocast": True}
-    assert "under autocast" in f.message and "logits.float()" in f.message
-    assert not [g for g in a.report.findings if g.name == "low-precision-sensitive-op" and g.location.op == "aten::_log_softmax"]
+    assert "under CPU autocast" in f.message and "logits.float()" in f.message
+    assert "low-precision-sensitive-op" not in names(a.report)
     with audit("bf16-mixed", target_device="cuda") as b:
+        step()
+    assert "loss-low-precision" not in names(b.report)
+    [g] = [g for g in b.report.findings if g.name == "low-precision-sensitive-op"]
+    assert g.location.op == "aten::_log_softmax" and "CUDA autocast would run log_softmax in fp32" in g.message
+    with audit("bf16-mixed", target_device="cpu") as c:
         with torch.autocast("cpu", dtype=torch.bfloat16):
             nn.functional.nll_loss(nn.functional.log_softmax(model(x).float(), -1), target).backward()
-    assert "loss-low-precision" not in names(b.report)
+    assert "loss-low-precision" not in names(c.report)
+
+
+def test_an_elementwise_op_written_into_an_fp32_buffer_still_ran_in_half():
+    # `torch.exp(x, out=fp32)` computes in bf16 and casts: an fp32 result says nothing there, unlike `sum(dtype=fp32)`
+    x = torch.randn(4, 16, dtype=torch.bfloat16)
+    with audit("bf16-mixed", target_device="cuda") as a:
+        torch.exp(x, out=torch.empty(4, 16))
+    assert [f.location.op for f in a.report.findings if f.name == "low-precision-sensitive-op"] == ["aten::exp"]
 
 
 def test_a_sensitive_op_that_reads_half_and_computes_in_fp32_is_not_reported():

@@ -53,6 +53,7 @@ class RuntimeContext:
     failure: FailureSite | None = None
     exception: BaseException | None = None
     policy_given: bool = False  # the user named the policy (else it is the observed one)
+    ran_on: str = "cpu"  # the device type the recorded step ran on (`device` is the one whose autocast judges it)
     # torch dtypes, so that rule modules need not import torch
     HALF: frozenset = frozenset(HALF)
     FP32: Any = field(default_factory=lambda: dtypes.to_torch(dtypes.FP32))
@@ -89,17 +90,19 @@ class RuntimeContext:
     def loss_log_probs(self) -> int | None:
         """The half-precision log_softmax an fp32 loss is made from (AMP125's finding; AMP204 leaves it to it): the
         nearest one upstream of the loss, before any layer (one behind a layer's weights, a gate inside the model, is
-        the model's arithmetic; a matmul of the loss's own, log-probabilities times advantages, is no layer). Under
-        autocast too: `F.cross_entropy` passes log_softmax the logits' own dtype, which CUDA autocast keeps (seen on
-        an H100, torch 2.11: `_log_softmax` bf16 -> bf16, then a cast for `nll_loss`); CPU autocast upcasts
-        `cross_entropy_loss` as a whole, and keeps an explicit `F.log_softmax` in the input's dtype."""
+        the model's arithmetic; a matmul of the loss's own, log-probabilities times advantages, is no layer).
+        Under autocast only where the judging device's autocast keeps it half too: CUDA autocast upcasts an explicit
+        `F.log_softmax` but keeps `F.cross_entropy`'s in the logits' dtype (it passes log_softmax that dtype; seen on
+        an H100, torch 2.11), so on a CUDA run a half one is cross_entropy's; CPU autocast upcasts `cross_entropy_loss`
+        as a whole and keeps an explicit `F.log_softmax` half, which a CPU run judged for CUDA leaves to AMP204."""
         t = self.trace
         loss = next((op.extra[1] for op in t.tagged(Tag.LOSS)), None)
         if loss is None or loss < 0 or t.out_dtype(loss) in self.HALF:
             return None
         for s in t.upstream([loss], through=lambda s: not self.applies_weight(s)):
-            if t.op(s) in _LOG_SOFTMAX and t.op_at(s).phase == FORWARD and t.out_dtype(s) in self.HALF:
-                return s
+            op = t.op_at(s)
+            if t.op(s) in _LOG_SOFTMAX and op.phase == FORWARD and t.out_dtype(s) in self.HALF:
+                return None if op.autocast and self.ran_on != "cuda" and self.device == "cuda" else s
         return None
 
     def failure_is_dtype_mismatch(self) -> bool:
@@ -330,7 +333,8 @@ def analyze(rec: Any, policy: Policy | None, *, target_device: str, model: Any, 
     trace = Trace(rec, model)
     observed = observe(trace)
     judged = policy or observed.policy or Policy.preset("fp32")
-    ctx = RuntimeContext(trace, judged, observed, target_device, failure_site(trace, exc), exc, policy_given=policy is not None)
+    ctx = RuntimeContext(trace, judged, observed, target_device, failure_site(trace, exc), exc, policy_given=policy is not None,
+                         ran_on=getattr(rec, "device_type", target_device))
     found = _runtime_findings(ctx)
     if judge_policy:
         found += _policy_findings(observed, {f.rule_id for f in found})

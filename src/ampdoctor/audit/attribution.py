@@ -158,7 +158,9 @@ def _layered(f: Finding) -> tuple | None:
     shape = _layer_shape(module)
     if shape == module:
         return None
-    return ("layers", f.rule_id, f.severity, f.library, f.location.label, shape, f.message.replace(module, shape))
+    # the module's path where the message names it, not its digits inside other words ("bf16", "[4]")
+    said = re.sub(rf"(?<![\w.]){re.escape(module)}(?=[.\s]|$)", shape, f.message)
+    return ("layers", f.rule_id, f.severity, f.library, f.location.label, shape, said)
 
 
 def one_per_place(findings: list[Finding]) -> list[Finding]:
@@ -180,7 +182,7 @@ def one_per_place(findings: list[Finding]) -> list[Finding]:
         modules = list(dict.fromkeys(f.location.module for f in same if f.location.module is not None))
         named = f"{', '.join(modules[:_SHOWN_PLACES])}{f' and {len(modules) - _SHOWN_PLACES} more' if len(modules) > _SHOWN_PLACES else ''}"
         if item[0] == "layers":
-            seen = f"the same in {len(same)} layers: {named}"
+            seen = f"the same in {len(same)} copies of this module: {named}"
         else:
             seen = f"seen {len(same)} times at this line{f' in {named}' if modules else ''}"
         out.append(replace(first, message=f"{first.message} [{seen}]",

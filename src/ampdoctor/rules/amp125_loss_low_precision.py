@@ -247,14 +247,16 @@ def half_loss(ctx: RuntimeContext) -> Iterator[Hit]:
 def _half_log_probs(ctx: RuntimeContext, s: int, loss_dtype: str) -> Hit:
     """An fp32 loss built from log-probabilities taken in half precision (OpenRLHF PR #634: a bf16 model's
     log_softmax, then ratios and KL terms in fp32 by promotion with fp32 advantages): the loss's dtype hides that
-    what it is made of keeps 8 bits. Under CUDA autocast `F.cross_entropy` of half logits does this (see
+    what it is made of keeps 8 bits. Under autocast, where that device's autocast keeps it half (see
     `RuntimeContext.loss_log_probs`)."""
     t = ctx.trace
     dt = name_of(t.out_dtype(s))
-    if t.op_at(s).autocast:
-        how = (f"under autocast, which left this log_softmax in {dt} (CUDA autocast does so inside `F.cross_entropy`, "
-               f"which passes log_softmax the logits' dtype): the loss and its gradient come from {dt} log-probabilities; "
-               "compute the loss of `logits.float()`")
+    if t.op_at(s).autocast and ctx.ran_on == "cuda":
+        how = (f"under CUDA autocast, which keeps `F.cross_entropy`'s log_softmax in the logits' dtype (it passes that "
+               f"dtype on): the loss and its gradient come from {dt} log-probabilities; compute the loss of `logits.float()`")
+    elif t.op_at(s).autocast:
+        how = (f"under {ctx.ran_on.upper()} autocast, which keeps log_softmax in its input's dtype: the loss and its "
+               f"gradient come from {dt} log-probabilities; take them of `logits.float()`")
     else:
         how = (f"outside autocast: they keep {dt}'s precision, and ratios or differences of them are mostly rounding; take "
                "them of `logits.float()`")

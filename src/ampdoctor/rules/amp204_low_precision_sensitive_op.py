@@ -33,6 +33,8 @@ AUTOCAST_FP32 = {
         "sum", "linalg_vector_norm", "linalg_matrix_norm",
     }),
 }
+# Ops given a dtype to compute in (autocast's `fp32_set_opt_dtype` list): one with a half input and an fp32 result ran in fp32.
+_TAKE_DTYPE = frozenset({"softmax", "log_softmax", "cumprod", "cumsum", "sum", "prod", "linalg_vector_norm", "linalg_matrix_norm"})
 _DISPATCH_ALIASES = {
     "_softmax": "softmax", "_log_softmax": "log_softmax", "native_layer_norm": "layer_norm", "native_group_norm": "group_norm",
     "_fused_rms_norm": "rms_norm", "nll_loss_forward": "nll_loss", "nll_loss2d_forward": "nll_loss2d",
@@ -63,9 +65,10 @@ def sensitive_ops_in_half(ctx: RuntimeContext) -> Iterator[Hit]:
         if op.seq == ctx.loss_log_probs:
             continue  # the loss's log-probabilities: AMP125's
         ins = t.float_inputs(op.seq)
-        # A half input with an fp32 result was computed in fp32: `x.sum(dtype=torch.float32)`, and CUDA's softmax
-        # and log_softmax given a dtype (autocast's own way of keeping them fp32) read half and accumulate in fp32.
-        if ins and ins[0][0] in ctx.HALF and any(d in ctx.HALF for d in op.out_dtypes):
+        # A half input with an fp32 result of an op that takes a dtype was computed in fp32: `x.sum(dtype=torch.float32)`,
+        # and CUDA's softmax and log_softmax given one (autocast's own way of keeping them fp32) read half and
+        # accumulate in fp32. Other ops (`torch.exp(x, out=fp32_buffer)`) compute in half and cast.
+        if ins and ins[0][0] in ctx.HALF and (autocast_op(t.op(op.seq)) not in _TAKE_DTYPE or any(d in ctx.HALF for d in op.out_dtypes)):
             hits.append(op.seq)
     for _, seqs in ctx.grouped(hits, lambda s: (t.op_at(s).module, t.op(s))).items():
         first = seqs[0]
