@@ -117,3 +117,11 @@ def test_a_file_linted_alone_keeps_its_warning():
     found, error = lint_source(text, "unet.py")
     assert error is None
     assert [f.severity for f in found if f.rule_id == "AMP134"] == [Severity.WARNING]
+
+
+def test_a_field_of_a_config_class_named_like_the_option_may_turn_it_on(tmp_path):
+    """``use_checkpoint: bool = False`` in a dataclass is a field its argument parser or config sets."""
+    files = {"a/__init__.py": "", "a/nn.py": NN, "a/unet.py": UNET.format(flag="self.use_checkpoint"),
+             "train_a.py": TRAIN.format(pkg="a", extra=""),
+             "args.py": "from dataclasses import dataclass\n\n\n@dataclass\nclass Args:\n    use_checkpoint: bool = False\n"}
+    assert [f.severity for f in _project(tmp_path, files)["a/nn.py"]] == [Severity.WARNING]

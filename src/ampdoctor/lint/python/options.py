@@ -453,9 +453,12 @@ def _passed_on(value: ast.expr, name: str) -> bool:
 
 
 def _harmless_store(target: ast.Name | ast.Attribute, mod: _Module) -> bool:
+    """A store of the option's name that turns nothing on: off, or the option passed on. Not a field of a class body
+    (``use_amp: bool = False`` in a dataclass): a config or argument class, whose fields its parser or config sets."""
     assign = mod.parents.get(target)
     name = target.id if isinstance(target, ast.Name) else target.attr
-    return isinstance(assign, (ast.Assign, ast.AnnAssign)) and assign.value is not None and _passed_on(assign.value, name)
+    return (isinstance(assign, (ast.Assign, ast.AnnAssign)) and assign.value is not None and _passed_on(assign.value, name)
+            and not isinstance(mod.parents.get(assign), ast.ClassDef))
 
 
 def _docstring(mod: _Module, node: ast.Constant) -> bool:
