@@ -127,7 +127,8 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
     if python:
         launches = launched_scripts(launchers, [*python, *context], folders) if launchers else {}
         report = report.merge(lint_python_files(python, jobs=settings.jobs, roots=folders, config_half=half, context_files=context,
-                                                cache=settings.cache, launches=launches, config_values=values))
+                                                cache=settings.cache, launches=launches, config_values=values,
+                                                config_files=[*configs, *context_configs, *launchers]))
     report = _with_unchecked([Path(p) for p in paths], report)
     return replace(report, findings=tuple(f for f in report.findings if settings.enabled(f)))
 

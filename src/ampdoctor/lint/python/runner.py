@@ -330,7 +330,7 @@ def _finish(task: "Task", again: ProjectContext | None, known: Known | None) -> 
 def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequence[Path | str] = (),
                       config_half: Sequence[Evidence] = (), context_files: Sequence[Path | str] = (),
                       cache: Path | None = None, launches: Mapping[str, Sequence[Launch]] | None = None,
-                      config_values: ConfigValues | None = None) -> Report:
+                      config_values: ConfigValues | None = None, config_files: Sequence[Path | str] = ()) -> Report:
     """Lint `files` with `jobs` worker processes (0: one per core). Every file read is listed in `checked`. A file
     below one of the folders `roots` is judged by its path below that folder (`lint_source`'s `kind_path`).
 
@@ -341,7 +341,8 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     are not parsed again (`lint.cache`). `launches`: by file, the shell launcher commands that start it
     (`lint.launch`); what they pass is part of its context from the first pass. `config_values`: what the YAML
     configs linted write for dtype and precision keys (`config_values.collect`), each project's part of it in the
-    context of its files.
+    context of its files. `config_files`: the project's config files and shell launchers, searched for the key of an
+    option that guards a finding (`lint.python.options`).
 
     Two phases: the first reads every file and summarises it (parsing only the training files that name a
     precision); the project model then says which files the precision reaches, and the second phase parses each
@@ -375,8 +376,29 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     if any(r[3] != f[3] for (r, deferred, _, _), f in zip(looked, first) if deferred):
         again = _judged_again(first, tasks, again, reached, contexts_reached(first, roots, scopes, config_half, wanted, launches), jobs)
     importers = imported_by_training(first, roots)
-    return _report([_self_tested(_merged(first[i], again.get(first[i][0])), importers.get(first[i][0]))
-                    for i in chunk_order(len(first), jobs) if first[i][0] in wanted])
+    results = [_self_tested(_merged(first[i], again.get(first[i][0])), importers.get(first[i][0]))
+               for i in chunk_order(len(first), jobs) if first[i][0] in wanted]
+    return _report(_options_judged(results, roots, [*named, *extra], [str(c) for c in config_files]))
+
+
+def _options_judged(results: list[FileResult], roots: Sequence[Path | str], files: list[str], configs: list[str]) -> list[FileResult]:
+    """The results with each finding whose code runs only with an option that nothing in its project turns on made a
+    note (`lint.python.options`). A project's files are read for it only when one of its files has such a finding
+    of a rule that concerns it; files named alone are no project, and keep their findings."""
+    from ampdoctor.lint.python.options import OPTION_RULES, ProjectOptions
+
+    projects: dict[Path | str, ProjectOptions] = {}
+    out = []
+    for path, found, error, summary in results:
+        root = root_of(path, roots) if any(f.rule_id in OPTION_RULES and f.severity is not Severity.INFO for f in found) else None
+        if root is None:
+            out.append((path, found, error, summary))
+            continue
+        if root not in projects:
+            projects[root] = ProjectOptions([f for f in files if root_of(f, [root]) is not None],
+                                            [c for c in configs if root_of(c, [root]) is not None], lambda p, r=root: below(p, [r]) or p)
+        out.append((path, [projects[root].judged(f) for f in found], error, summary))
+    return out
 
 
 def _indexed(index: lint_cache.Index | None, tasks: list[Task],

@@ -1,0 +1,480 @@
+"""Findings whose code runs only with an option that is off by default and that nothing in the project turns on.
+
+Guided-diffusion's UNet blocks recompute through their own checkpoint Function only with ``use_checkpoint=True``,
+a constructor parameter that defaults to False; a trainer enters its autocast only when a `peft_config` it
+defaults to None is given. Where no call of the project passes such a parameter anything but a false literal, no
+statement sets it, no config or launcher of the project writes its key and no string names it (an argparse flag,
+a dict key), the finding is a defect of code the project carries but does not run: a note, which says so.
+
+The guard is read from the finding's own file: an ``if``/conditional expression over a parameter whose default is
+False, None or 0 (or ``self.x`` stored from one); a parameter of a module-level helper with no default, where every
+call of the helper in the project passes such an option; and, for code inside an autograd Function, every
+``Cls.apply(...)`` of it so guarded. The project is searched only for a finding with such a guard (read lazily,
+once per project), and anything it cannot place (a name passed on, an unparsed file naming the option) keeps the
+finding as it is."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
+from typing import Callable, Iterable, Sequence
+
+from ampdoctor.core.model import Finding, Severity
+
+# The rules whose findings concern code that runs only when reached: a recompute, an autocast region.
+OPTION_RULES = frozenset({"AMP107", "AMP134"})
+# Attributes a framework's base class sets, true only when its constructor is given a parameter: TRL's trainers
+# cast a peft model to bf16 (and enter their autocast) only for a `peft_config` they are given.
+INHERITED = {"_peft_has_been_casted_to_bf16": "peft_config"}
+# How many helpers deep a guard is followed (a Function applied in a helper that a block calls under its option).
+_MAX_DEPTH = 2
+_FALSE_WORDS = frozenset({"false", "none", "null", "0", "no", "off", "~"})
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+@dataclass(frozen=True)
+class Option:
+    """A parameter that turns the code on, and where its default says off."""
+
+    name: str
+    default: str  # "False", "None", "0"
+    file: str
+    line: int
+    via: str = ""  # how the guard follows it, where it reads another name: "a base class sets `self.x` only for it"
+
+
+class _Module:
+    """One parsed file, with each node's parent."""
+
+    def __init__(self, path: str, tree: ast.Module) -> None:
+        self.path, self.tree = path, tree
+        self.parents: dict[ast.AST, ast.AST] = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+
+    def steps(self, node: ast.AST) -> Iterable[tuple[ast.AST, ast.AST]]:
+        child, parent = node, self.parents.get(node)
+        while parent is not None:
+            yield parent, child
+            child, parent = parent, self.parents.get(parent)
+
+    def at(self, line: int | None, column: int | None) -> ast.AST | None:
+        """The innermost expression that starts at the finding's place (its column 1-based), short of a bare name or
+        attribute: the call of ``amp.autocast("cuda") if x else nullcontext()``, not the conditional it begins."""
+        if line is None:
+            return None
+        found = [n for n in ast.walk(self.tree) if getattr(n, "lineno", None) == line and isinstance(n, ast.expr)
+                 and (column is None or n.col_offset == column - 1) and not isinstance(n, (ast.Name, ast.Attribute))]
+        return found[-1] if found else None
+
+
+def _false(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and not isinstance(node.value, str) and not node.value
+
+
+def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> list[tuple[ast.arg, ast.expr | None, int | None]]:
+    """Each parameter with its default and its position among the positional ones (None for keyword-only)."""
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    out = [(a, d, i) for i, (a, d) in enumerate(zip(positional, defaults))]
+    out += [(a, d, None) for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+    return out + [(a, None, None) for a in (args.vararg, args.kwarg) if a is not None]
+
+
+class ProjectOptions:
+    """The options of one project's files and whether anything in the project turns them on. `files`: the project's
+    Python files; `configs`: its config files and shell launchers (their text is searched for the option's key)."""
+
+    def __init__(self, files: Sequence[str], configs: Sequence[str] = (), rel: Callable[[str], str] = str) -> None:
+        self.files, self.configs, self.rel = list(files), list(configs), rel
+        self._texts: dict[str, str | None] = {}
+        self._parsed: dict[str, _Module | None] = {}
+        self._on: dict[str, str | None] = {}
+
+    def text(self, path: str) -> str | None:
+        if path not in self._texts:
+            try:
+                self._texts[path] = importlib.util.decode_source(Path(path).read_bytes())
+            except (OSError, UnicodeDecodeError, SyntaxError, LookupError):
+                self._texts[path] = None
+        return self._texts[path]
+
+    def parsed(self, path: str) -> _Module | None:
+        if path not in self._parsed:
+            text = self.text(path)
+            try:
+                self._parsed[path] = _Module(path, ast.parse(text)) if text is not None else None
+            except (SyntaxError, ValueError, RecursionError):
+                self._parsed[path] = None
+        return self._parsed[path]
+
+    def judged(self, found: Finding) -> Finding:
+        """The finding, a note if the code it concerns runs only with options nothing in the project turns on."""
+        if found.rule_id not in OPTION_RULES or found.severity is Severity.INFO or found.location.file is None:
+            return found
+        mod = self.parsed(found.location.file)
+        node = mod.at(found.location.line, found.location.column) if mod is not None else None
+        options = self._guards(mod, node, 0) if node is not None else None
+        if not options or any(self.turned_on(o) for o in options):
+            return found
+        return replace(found, severity=Severity.INFO, message=found.message + "; " + _said(options, self.rel),
+                       details={**found.details, "option_off": sorted({o.name for o in options})})
+
+    # --- the guard, in the finding's file --------------------------------------------------------------------
+
+    def _guards(self, mod: _Module, node: ast.AST, depth: int) -> list[Option] | None:
+        """Options that, all off, keep `node` from running; None when it is not known to be guarded so: a branch
+        over one that holds it, an early ``if not x: return`` before it, and past its function, every call of that
+        function (a private one, or an autograd Function's ``apply``) so guarded."""
+        for parent, child in mod.steps(node):
+            found = self._branch(mod, parent, child, depth)
+            if found is not None:
+                return found
+            if isinstance(parent, _FUNCTIONS):
+                return self._callers_guarded(mod, parent, depth + 1) if depth < _MAX_DEPTH else None
+            if isinstance(parent, (ast.ClassDef, ast.Lambda)):
+                return None
+        return None
+
+    def _branch(self, mod: _Module, parent: ast.AST, child: ast.AST, depth: int) -> list[Option] | None:
+        """The options `parent` needs on to run `child`: its side of a branch, or an ``if not x: return`` before it."""
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
+            body = parent.body if isinstance(parent.body, list) else [parent.body]
+            found = self._test(mod, parent.test, any(child is b for b in body), parent, depth)
+            if found is not None:
+                return found
+        block = next((b for b in (getattr(parent, f, None) for f in ("body", "orelse")) if isinstance(b, list) and child in b), None)
+        for before in block[:block.index(child)] if block is not None else ():
+            if isinstance(before, ast.If) and not before.orelse and isinstance(before.body[-1], (ast.Return, ast.Raise)):
+                found = self._test(mod, before.test, False, before, depth)
+                if found is not None:
+                    return found
+        return None
+
+    def _callers_guarded(self, mod: _Module, fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: int) -> list[Option] | None:
+        """The options guarding every run of `fn`: each ``Cls.apply(...)`` of the autograd Function it is a method of,
+        or each call of it where it is private (``self._amp_step(...)`` in its class, ``_helper(...)`` in its file and
+        imported by no other)."""
+        owner = mod.parents.get(fn)
+        if isinstance(owner, ast.ClassDef) and _is_function_class(owner):
+            return self._applied(mod, owner, depth)
+        if not fn.name.startswith("_") or fn.name.startswith("__"):
+            return None
+        if not isinstance(owner, ast.ClassDef) and any(self._imports_name(p, fn.name, mod.path) for p in self.files if p != mod.path):
+            return None
+        out: list[Option] = []
+        for ref in (n for n in ast.walk(mod.tree) if (n.id if isinstance(n, ast.Name) else getattr(n, "attr", None)) == fn.name):
+            call = mod.parents.get(ref)
+            is_self = isinstance(ref, ast.Attribute) and isinstance(ref.value, ast.Name) and ref.value.id == "self"
+            if not (isinstance(call, ast.Call) and call.func is ref and is_self == isinstance(owner, ast.ClassDef)):
+                return None
+            found = self._guards(mod, call, depth)
+            if found is None:
+                return None
+            out += found
+        return out or None
+
+    def _test(self, mod: _Module, test: ast.expr, in_body: bool, at: ast.AST, depth: int) -> list[Option] | None:
+        """The options a branch's test needs on for the side that holds the node (the body of ``if x``/``if a and x``,
+        the ``else`` of ``if not x``)."""
+        if not in_body:
+            return self._value(mod, test.operand, at, depth) if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else None
+        terms = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+        for term in terms:
+            found = self._value(mod, term, at, depth)
+            if found is not None:
+                return found
+        return None
+
+    def _value(self, mod: _Module, expr: ast.expr, at: ast.AST, depth: int) -> list[Option] | None:
+        """The options whose being off makes `expr` (read at `at`) false: a parameter of the enclosing function that
+        defaults off (or that every caller of a module-level helper passes off), or ``self.x`` stored from one in
+        its class."""
+        fn = next((p for p, _ in mod.steps(at) if isinstance(p, _FUNCTIONS)), None)
+        if fn is None:
+            return None
+        if isinstance(expr, ast.Name):
+            param = next(((a, d, i) for a, d, i in _params(fn) if a.arg == expr.id), None)
+            if param is None:
+                return None
+            arg, default, index = param
+            if default is not None:
+                return [_option(mod, arg, default)] if _false(default) else None
+            return self._passed_off(mod, fn, arg.arg, index, depth) if mod.parents.get(fn) is mod.tree else None
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+            owner = next((p for p, _ in mod.steps(fn) if isinstance(p, ast.ClassDef)), None)
+            return _stored_off(mod, owner, expr.attr) if owner is not None else None
+        return None
+
+    def _applied(self, mod: _Module, cls: ast.ClassDef, depth: int) -> list[Option] | None:
+        """The options every ``Cls.apply(...)`` of an autograd Function is guarded by; None if one is not, if the
+        Function is named otherwise in its file, or named in another file of the project."""
+        if any(self._imports_name(p, cls.name, mod.path) for p in self.files if p != mod.path):
+            return None
+        out: list[Option] = []
+        for name in (n for n in ast.walk(mod.tree) if isinstance(n, ast.Name) and n.id == cls.name):
+            attr = mod.parents.get(name)
+            call = mod.parents.get(attr) if isinstance(attr, ast.Attribute) and attr.attr == "apply" else None
+            guarded = self._guards(mod, call, depth) if isinstance(call, ast.Call) and call.func is attr else None
+            if guarded is None:
+                return None
+            out += guarded
+        return out or None
+
+    def _imports_name(self, path: str, name: str, defining: str) -> bool:
+        """Does the file at `path` take `name` from the module at `defining` (by name, or as ``module.name``)? One
+        that cannot be read or parsed and names it may."""
+        text = self.text(path)
+        if text is not None and name not in text:
+            return False
+        other = self.parsed(path)
+        if other is None:
+            return True
+        by_name, by_module = _takes_from(path, other.tree, name, defining)
+        return by_name or (by_module and f"{PurePosixPath(defining).stem}.{name}" in (text or ""))
+
+    def _passed_off(self, mod: _Module, fn: ast.FunctionDef | ast.AsyncFunctionDef, param: str, index: int | None,
+                    depth: int) -> list[Option] | None:
+        """For a parameter of a module-level helper with no default: the options that every call of the helper in
+        the project passes for it (a false literal needs none); None where a call passes anything else, or the
+        helper is named other than called."""
+        if depth >= _MAX_DEPTH:
+            return None
+        stem = PurePosixPath(mod.path).stem
+        out: list[Option] = []
+        for path in self.files:
+            text = self.text(path)
+            if text is None or fn.name not in text:
+                continue
+            other = self.parsed(path)
+            if other is None:
+                return None
+            by_name, by_module = (True, False) if other is mod else _takes_from(path, other.tree, fn.name, mod.path)
+            if not (by_name or by_module):
+                continue
+            for call in _sites(other, fn, by_name, stem):
+                if call is None:
+                    return None
+                value = _argument(call, param, index)
+                found = [] if _false(value) else self._value(other, value, call, depth + 1) if value is not None else None
+                if found is None:
+                    return None
+                out += found
+        return out or None
+
+    # --- the project ----------------------------------------------------------------------------------------
+
+    def turned_on(self, option: Option) -> str | None:
+        """Where the project turns `option` on, or may (a value it passes or stores, a string naming it, a call that
+        passes it by position, a config or launcher writing it, a file that cannot be parsed naming it); None when
+        nothing does."""
+        if option.name not in self._on:
+            owners: set[tuple[str, int]] = set()
+            found = self._find_on(option.name, owners)
+            self._on[option.name] = found or next((w for o in sorted(owners) if (w := self._positional(*o))), None)
+        return self._on[option.name]
+
+    def _positional(self, owner: str, index: int) -> str | None:
+        """A call of the function (or class) `owner` that passes as many positional arguments as reach the place
+        `index`, or a star argument."""
+        for path in self.files:
+            text = self.text(path)
+            if text is not None and owner not in text:
+                continue
+            mod = self.parsed(path)
+            if mod is None:
+                return f"{self.rel(path)}:1"
+            for call in (n for n in ast.walk(mod.tree) if isinstance(n, ast.Call)):
+                name = call.func.id if isinstance(call.func, ast.Name) else getattr(call.func, "attr", None)
+                if name == owner and (len(call.args) > index or any(isinstance(a, ast.Starred) for a in call.args)):
+                    return f"{self.rel(path)}:{call.lineno}"
+        return None
+
+    def _find_on(self, name: str, owners: set[tuple[str, int]]) -> str | None:
+        """What `turned_on` finds by the option's name; `owners` gets each function (or class) that takes it as a
+        parameter, with its place, for the calls that may pass it by position."""
+        word = re.compile(rf"\b{re.escape(name)}\b")
+        for path in self.files:
+            text = self.text(path)
+            if text is None or (name in text and word.search(text)):
+                mod = self.parsed(path)
+                line = _sets(mod, name) if mod is not None else 1
+                if line is not None:
+                    return f"{self.rel(path)}:{line}"
+                owners.update(_owners(mod, name))
+        spelled = re.compile(rf"""(?:{re.escape(name)}|{re.escape(name.replace("_", "-"))})\b["']?\s*[:=\s]?\s*["']?([\w.~-]*)""")
+        for path in self.configs:
+            text = self.text(path) or ""
+            for m in spelled.finditer(text):
+                if m.group(1).lower() not in _FALSE_WORDS:
+                    return f"{self.rel(path)}:{text.count(chr(10), 0, m.start()) + 1}"
+        return None
+
+
+def _is_function_class(cls: ast.ClassDef) -> bool:
+    return any(ast.unparse(b).rpartition(".")[2] == "Function" for b in cls.bases)
+
+
+def _stored_off(mod: _Module, cls: ast.ClassDef, attr: str) -> list[Option] | None:
+    """``self.attr`` of class `cls`: every store of it in the class is a parameter of its method that defaults off
+    (``self.use_checkpoint = use_checkpoint``) or a false literal; an attribute the class never stores that a
+    framework base sets from a constructor parameter (`INHERITED`) follows that parameter."""
+    out: list[Option] = []
+    stores = [n for n in ast.walk(cls) if isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.ctx, ast.Store)]
+    for target in stores:
+        found = _store_option(mod, target)
+        if found is None:
+            return None
+        out += found
+    if not stores and attr in INHERITED:
+        init = next((n for n in cls.body if isinstance(n, _FUNCTIONS) and n.name == "__init__"), None)
+        param = next((p for p in _params(init) if p[0].arg == INHERITED[attr]), None) if init is not None else None
+        if init is not None and param is not None and _false(param[1]):
+            out.append(_option(mod, param[0], param[1], via=f"the base class of `{cls.name}` sets `self.{attr}` only for it"))
+    return out or None
+
+
+def _store_option(mod: _Module, target: ast.Attribute) -> list[Option] | None:
+    """The option one store of ``self.attr`` takes its value from (none for a false literal); None for any other."""
+    assign = mod.parents.get(target)
+    fn = next((p for p, _ in mod.steps(target) if isinstance(p, _FUNCTIONS)), None)
+    if not isinstance(assign, ast.Assign) or fn is None or not (isinstance(target.value, ast.Name) and target.value.id == "self"):
+        return None
+    if _false(assign.value):
+        return []
+    name = assign.value.id if isinstance(assign.value, ast.Name) else None
+    param = next((p for p in _params(fn) if p[0].arg == name), None)
+    return [_option(mod, param[0], param[1])] if param is not None and _false(param[1]) else None
+
+
+def _option(mod: _Module, arg: ast.arg, default: ast.expr | None, via: str = "") -> Option:
+    return Option(arg.arg, ast.unparse(default) if default is not None else "None", mod.path, arg.lineno, via)
+
+
+def _owners(mod: _Module, name: str) -> Iterable[tuple[str, int]]:
+    """The functions of a file that take the parameter `name` at a positional place, each as a call names it (the
+    class, for an ``__init__``) with that place among the arguments the call passes (a method's first is bound)."""
+    for fn in (n for n in ast.walk(mod.tree) if isinstance(n, _FUNCTIONS)):
+        index = next((i for a, _, i in _params(fn) if a.arg == name and i is not None), None)
+        if index is None:
+            continue
+        cls = mod.parents.get(fn)
+        method = isinstance(cls, ast.ClassDef) and not any(ast.unparse(d) == "staticmethod" for d in fn.decorator_list)
+        owner = cls.name if isinstance(cls, ast.ClassDef) and method and fn.name == "__init__" else fn.name
+        yield owner, index - method
+
+
+def _takes_from(importer: str, tree: ast.Module, name: str, defining: str) -> tuple[bool, bool]:
+    """Does the file at `importer` import `name` from the module at `defining` (or star-import it), and does it
+    import that module itself (to call ``module.name(...)``)?"""
+    stem = PurePosixPath(defining).stem
+    by_name = by_module = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names = {a.name for a in node.names}
+            by_name |= bool(names & {name, "*"}) and _names_module(importer, node.level, node.module or "", defining)
+            by_module |= stem in names and _names_module(importer, node.level, f"{node.module or ''}.{stem}".lstrip("."), defining)
+        elif isinstance(node, ast.Import):
+            by_module |= any(_names_module(importer, 0, a.name, defining) for a in node.names)
+    return by_name, by_module
+
+
+def _names_module(importer: str, level: int, module: str, defining: str) -> bool:
+    """Does an import of `module` (relative by `level` dots) in the file at `importer` name the file at `defining`:
+    the sibling module a relative import names, or one whose path ends with an absolute import's dotted name?"""
+    target = PurePosixPath(defining).with_suffix("")
+    parts = [p for p in module.split(".") if p]
+    if level:
+        base = PurePosixPath(importer).parents[level - 1] if level <= len(PurePosixPath(importer).parents) else None
+        return base is not None and base.joinpath(*parts) == target
+    return bool(parts) and target.parts[-len(parts):] == tuple(parts)
+
+
+def _sites(mod: _Module, fn: ast.FunctionDef | ast.AsyncFunctionDef, by_name: bool, stem: str) -> Iterable[ast.Call | None]:
+    """The calls of the helper `fn` in a file that reaches it by its name (`by_name`: its own file, or one importing
+    it) or through its module (``stem.name(...)``); `None` for a mention that is no call: the helper handed on,
+    which may be called with anything."""
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.Name):
+            named = by_name and node.id == fn.name
+        else:
+            named = isinstance(node, ast.Attribute) and node.attr == fn.name and isinstance(node.value, ast.Name) and node.value.id == stem
+        if not named:
+            continue
+        call = mod.parents.get(node)
+        yield call if isinstance(call, ast.Call) and call.func is node else None
+
+
+def _argument(call: ast.Call, param: str, index: int | None) -> ast.expr | None:
+    """What a call passes for a parameter without a default: by keyword or position; None where it cannot be told
+    (a star argument before it)."""
+    value = next((kw.value for kw in call.keywords if kw.arg == param), None)
+    if value is not None or index is None:
+        return value
+    for i, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            return None
+        if i == index:
+            return arg
+    return None
+
+
+def _sets(mod: _Module, name: str) -> int | None:
+    """The first line where a file turns the option `name` on or may: a parameter of that name with no default or
+    one that is not off, a keyword or a store of it whose value is not a false literal nor the option passed on
+    (``name=name``, ``name=self.name``), a string naming it (an argparse flag, a dict key; not a docstring)."""
+    for node in ast.walk(mod.tree):
+        if isinstance(node, (*_FUNCTIONS, ast.Lambda)):
+            line = next((a.lineno for a, d, _ in _params(node) if a.arg == name and not _false(d)), None)
+        elif isinstance(node, ast.keyword):
+            line = node.value.lineno if node.arg == name and not _passed_on(node.value, name) else None
+        elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+            line = node.lineno if (node.id if isinstance(node, ast.Name) else node.attr) == name and not _harmless_store(node, mod) else None
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            line = node.lineno if name in node.value.replace("-", "_") and not _docstring(mod, node) else None
+        else:
+            line = None
+        if line is not None:
+            return line
+    return None
+
+
+def _passed_on(value: ast.expr, name: str) -> bool:
+    if _false(value):
+        return True
+    if isinstance(value, ast.Name):
+        return value.id == name
+    return isinstance(value, ast.Attribute) and value.attr == name and isinstance(value.value, ast.Name) and value.value.id == "self"
+
+
+def _harmless_store(target: ast.Name | ast.Attribute, mod: _Module) -> bool:
+    """A store of the option's name that turns nothing on: off, or the option passed on. Not a field of a class body
+    (``use_amp: bool = False`` in a dataclass): a config or argument class, whose fields its parser or config sets."""
+    assign = mod.parents.get(target)
+    name = target.id if isinstance(target, ast.Name) else target.attr
+    return (isinstance(assign, (ast.Assign, ast.AnnAssign)) and assign.value is not None and _passed_on(assign.value, name)
+            and not isinstance(mod.parents.get(assign), ast.ClassDef))
+
+
+def _docstring(mod: _Module, node: ast.Constant) -> bool:
+    return isinstance(mod.parents.get(node), ast.Expr)
+
+
+def _said(options: Sequence[Option], rel: Callable[[str], str]) -> str:
+    """``runs only with `use_checkpoint=True`, which defaults to False (unet.py:154) and nothing in this project
+    sets ...``, for each option once."""
+    seen: dict[str, Option] = {}
+    for o in options:
+        seen.setdefault(o.name, o)
+    parts = [(f"`{o.name}=True`" if o.default == "False" else f"`{o.name}` given") + (f" ({o.via})" if o.via else "")
+             for o in seen.values()]
+    one = len(seen) == 1
+    defaults = " and ".join(f"{o.default} ({rel(o.file)}:{o.line})" for o in seen.values())
+    return (f"runs only with {' or '.join(parts)}, which default{'s' if one else ''} to {defaults} and nothing in this "
+            f"project sets (no call, config, launcher or command-line flag passes {'it' if one else 'them'}): a latent "
+            "defect of code the project carries, not of its runs")

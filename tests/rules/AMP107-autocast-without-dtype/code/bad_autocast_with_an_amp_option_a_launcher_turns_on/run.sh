@@ -1,0 +1,2 @@
+#!/bin/bash
+python train.py --steps 1000 --use_amp=True
