@@ -107,6 +107,29 @@ def test_half_log_probs_under_autocast_are_the_losss_where_that_autocast_keeps_t
     assert "loss-low-precision" not in names(c.report)
 
 
+def test_cross_entropy_of_half_logits_judged_for_cuda_is_the_losss_although_cpu_autocast_upcast_it():
+    # CPU autocast upcasts a whole F.cross_entropy (cast, log_softmax and nll_loss in one call); CUDA autocast keeps its
+    # log_softmax in the logits' dtype (seen on an H100). Judged for CUDA the CPU trace says so; a cast the code
+    # wrote, an explicit log_softmax given an fp32 dtype, or a judgement for the CPU are no finding.
+    model = nn.Linear(16, 10)
+    x, target = torch.randn(4, 16), torch.randint(0, 10, (4,))
+    F = nn.functional
+
+    def findings(device, loss_of):
+        with audit("bf16-mixed", target_device=device) as a:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = loss_of(model(x))
+            loss.backward()
+        return [f for f in a.report.findings if f.name == "loss-low-precision"]
+
+    [f] = findings("cuda", lambda logits: nn.CrossEntropyLoss()(logits, target) * 2)
+    assert f.location.op == "aten::_log_softmax" and f.details["judged_for"] == "cuda" and f.details["dtype"] == "bf16"
+    assert "CUDA autocast keeps its log_softmax in the logits' dtype" in f.message
+    assert findings("cpu", lambda logits: F.cross_entropy(logits, target)) == []
+    assert findings("cuda", lambda logits: F.cross_entropy(logits.float(), target)) == []
+    assert findings("cuda", lambda logits: F.nll_loss(F.log_softmax(logits, -1, dtype=torch.float32), target)) == []
+
+
 def test_an_elementwise_op_written_into_an_fp32_buffer_still_ran_in_half():
     # `torch.exp(x, out=fp32)` computes in bf16 and casts: an fp32 result says nothing there, unlike `sum(dtype=fp32)`
     x = torch.randn(4, 16, dtype=torch.bfloat16)

@@ -101,9 +101,32 @@ class RuntimeContext:
             return None
         for s in t.upstream([loss], through=lambda s: not self.applies_weight(s)):
             op = t.op_at(s)
-            if t.op(s) in _LOG_SOFTMAX and op.phase == FORWARD and t.out_dtype(s) in self.HALF:
+            if t.op(s) not in _LOG_SOFTMAX or op.phase != FORWARD:
+                continue
+            if t.out_dtype(s) in self.HALF:
                 return None if op.autocast and self.ran_on != "cuda" and self.device == "cuda" else s
+            if self.ran_on != "cuda" and self.device == "cuda" and self.autocast_upcast(s) is not None:
+                return s  # CPU autocast upcast cross_entropy_loss; CUDA's keeps its log_softmax half
         return None
+
+    def autocast_upcast(self, seq: int) -> Any:
+        """The half dtype of the logits whose log_softmax (op `seq`) CPU autocast's policy for a whole
+        `F.cross_entropy` upcast: the cast, the log_softmax and the nll_loss after it all run inside that one call
+        (one frame and instruction). None otherwise: a cast the code wrote (`logits.float()`), or an explicit
+        `log_softmax(x, dtype=torch.float32)` fed to a separate `nll_loss`, which CUDA computes in fp32 too."""
+        t = self.trace
+        ins = t.float_inputs(seq)
+        op = t.op_at(seq)
+        if not ins or ins[0][1] < 0 or not op.autocast or op.inner is None:
+            return None
+        cast = t.op_at(ins[0][1])
+        if t.op(cast.seq) != "aten::_to_copy" or cast.inner != op.inner:
+            return None
+        after = range(seq + 1, min(seq + 8, len(t.records)))
+        if not any(t.op(j).startswith("aten::nll_loss") and t.op_at(j).inner == op.inner and seq in t.op_at(j).producers for j in after):
+            return None
+        src = t.float_inputs(cast.seq)
+        return src[0][0] if src and src[0][0] in self.HALF else None
 
     def failure_is_dtype_mismatch(self) -> bool:
         """The step failed because operands' dtypes disagree (not a shape error, a missing kernel...)."""

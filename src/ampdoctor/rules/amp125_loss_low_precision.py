@@ -250,7 +250,13 @@ def _half_log_probs(ctx: RuntimeContext, s: int, loss_dtype: str) -> Hit:
     what it is made of keeps 8 bits. Under autocast, where that device's autocast keeps it half (see
     `RuntimeContext.loss_log_probs`)."""
     t = ctx.trace
-    dt = name_of(t.out_dtype(s))
+    upcast = ctx.autocast_upcast(s) if t.out_dtype(s) not in ctx.HALF else None
+    dt = name_of(upcast if upcast is not None else t.out_dtype(s))
+    if upcast is not None:
+        return Hit(f"the loss is {loss_dtype}, made by `F.cross_entropy` of {dt} logits: this run's CPU autocast upcast the "
+                   f"whole cross_entropy, but CUDA autocast keeps its log_softmax in the logits' dtype (cross_entropy passes "
+                   f"that dtype on), so on CUDA the loss and its gradient come from {dt} log-probabilities; compute the loss "
+                   "of `logits.float()`", t.location(s), details={"dtype": dt, "autocast": True, "judged_for": "cuda"})
     if t.op_at(s).autocast and ctx.ran_on == "cuda":
         how = (f"under CUDA autocast, which keeps `F.cross_entropy`'s log_softmax in the logits' dtype (it passes that "
                f"dtype on): the loss and its gradient come from {dt} log-probabilities; compute the loss of `logits.float()`")
