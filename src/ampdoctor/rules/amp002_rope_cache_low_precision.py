@@ -26,7 +26,7 @@ from ampdoctor.lint.python.context import (
     rotary_said,
 )
 from ampdoctor.lint.python.dataflow import describe
-from ampdoctor.lint.python.resolve import tokens
+from ampdoctor.lint.python.resolve import self_attribute, tokens
 from ampdoctor.policy import Policy
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def _dropped_safely(ctx: Context, call: ast.Call) -> bool:
 def _reads(ctx: Context, call: ast.Call, target: ast.AST | str | None) -> list[ast.AST]:
     """Every read of what the value is stored in: `self.<name>` anywhere in the file for a buffer or an attribute
     of `self`, the name in the storing scope (nested functions included) for a local; none for anything else."""
-    if isinstance(target, str) or (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+    if isinstance(target, str) or self_attribute(target) is not None:
         name = target if isinstance(target, str) else target.attr
         return [a for a in ctx.src.attributes if a.attr == name and isinstance(a.ctx, ast.Load)]
     if isinstance(target, ast.Name):
@@ -210,7 +210,7 @@ def _table_buffers(ctx: Context, cls: ast.ClassDef) -> Iterator[tuple[str, ast.C
             name = node.args[0].value
         elif ctx.qualname(node.func) == "torch.nn.Buffer":
             target = _stored_in(ctx, node)
-            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+            if self_attribute(target) is not None:
                 name = target.attr
         if name is not None and is_table(tokens(name)):
             yield name, node
@@ -319,7 +319,7 @@ def _rotated_by_table(ctx: Context, fn: ast.AST, names: set[str], tables: set[st
 
 
 def _is_buffer_read(node: ast.AST, tables: set[str]) -> bool:
-    return isinstance(node, ast.Attribute) and node.attr in tables and isinstance(node.value, ast.Name) and node.value.id == "self"
+    return self_attribute(node) in tables
 
 
 def table_kind(ctx: Context) -> str:
@@ -344,7 +344,7 @@ def _absolute_embedding_scopes(ctx: Context) -> set[ast.AST]:
     sin and cos side by side as features (`torch.cat([sin, cos], -1)`), which a rotary table never does."""
     out: set[ast.AST] = set()
     for fn in (n for n in ctx.src.functions if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):  # indexed at parse
-        cls = next((a for a in ctx.src.ancestors(fn) if isinstance(a, ast.ClassDef)), None)
+        cls = ctx.src.enclosing_class(fn)
         words = tokens(fn.name) | (tokens(cls.name) if cls else frozenset())
         if words & _ABSOLUTE and not words & {"rotary", "rope"}:
             out.add(fn)

@@ -16,7 +16,7 @@ from ampdoctor.dtypes import WIDE, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.dataflow import HALF, describe
-from ampdoctor.lint.python.resolve import dotted, keyword
+from ampdoctor.lint.python.resolve import dotted, keyword, self_attribute
 from ampdoctor.policy import Policy
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def _half_chosen_here(ctx: Context, expr: ast.AST | None, depth: int = 0) -> boo
         return _half_chosen_here(ctx, expr.body, depth + 1) or _half_chosen_here(ctx, expr.orelse, depth + 1)
     if isinstance(expr, ast.Constant) or (isinstance(expr, (ast.Name, ast.Attribute)) and (ctx.qualname(expr) or "").startswith("torch.")):
         return bool((ctx.flow.dtype_of(expr) or frozenset()) & HALF)
-    own = isinstance(expr, ast.Name) or (isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self")
+    own = isinstance(expr, ast.Name) or self_attribute(expr) is not None
     if not own:
         return False
     return any(value is not None and _half_chosen_here(ctx, value, depth + 1) for _, value in ctx.src.bindings(expr, ctx.src.scope(expr)))

@@ -96,7 +96,7 @@ def _norm_scope(node: ast.AST, ctx: Context, rsqrt_functions: set[ast.AST]) -> a
     a norm, the ``forward`` of another module that takes an rsqrt, or a function named like a norm or taking an
     rsqrt. (A helper method of an attention class that normalises keys is not a norm layer.)"""
     fn = ctx.src.enclosing_function(node)
-    cls = next((a for a in ctx.src.ancestors(node) if isinstance(a, ast.ClassDef)), None)
+    cls = ctx.src.enclosing_class(node)
     if cls is not None:
         if _norm_name(cls.name) or (fn is not None and fn.name == "forward" and fn in rsqrt_functions):
             return cls
@@ -314,7 +314,7 @@ def _upcast_scopes(ctx: Context) -> set[ast.AST]:
     for call in ctx.src.calls:
         dtypes = ctx.flow.cast_dtype(call) or ctx.flow.dtype_of(keyword(call, "dtype"))
         if dtypes and dtypes <= FLOAT_UP:
-            cls = next((a for a in ctx.src.ancestors(call) if isinstance(a, ast.ClassDef)), None)
+            cls = ctx.src.enclosing_class(call)
             found.add(cls or ctx.src.enclosing_function(call) or ctx.src.tree)
     return found
 

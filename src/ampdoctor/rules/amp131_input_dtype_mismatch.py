@@ -13,7 +13,7 @@ from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_half_module
 from ampdoctor.lint.python.dataflow import FP32, PRESERVING, describe, torch_factory
 from ampdoctor.lint.python.facts import AUTOCASTING_FRAMEWORKS, MIXED_PRECISION_KEYWORDS, ModelCast, disables_autocast
-from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, tokens
+from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, self_attribute, tokens
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -51,17 +51,6 @@ _DEFAULT_FLOAT = frozenset({"zeros", "ones", "empty", "rand", "randn", "linspace
 _FROM_FLOATS = frozenset({"arange", "tensor", "as_tensor", "range"})
 # Views and shape changes an expression reaches its tensor through (`self.kernel[None].expand(c, 1, -1, -1)`).
 _VIEWS = PRESERVING | {"expand", "expand_as", "float"}
-
-
-def _class_of(ctx: Context, node: ast.AST) -> ast.ClassDef | None:
-    return next((a for a in ctx.src.ancestors(node) if isinstance(a, ast.ClassDef)), None)
-
-
-def _self_attr(expr: ast.AST) -> str | None:
-    """``self.proj`` -> "proj"."""
-    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
-        return expr.attr
-    return None
 
 
 def _under_autocast(ctx: Context, node: ast.AST) -> bool:
@@ -177,7 +166,7 @@ def _follows_weights(expr: ast.AST) -> bool:
     if isinstance(owner, ast.Name):
         return owner.id in ("self", "weight")
     if isinstance(owner, ast.Attribute):
-        return owner.attr in ("weight", "bias") or _self_attr(owner) is not None and "weight" in tokens(owner.attr)
+        return owner.attr in ("weight", "bias") or self_attribute(owner) is not None and "weight" in tokens(owner.attr)
     return isinstance(owner, ast.Call) and "parameters" in ast.unparse(owner)
 
 
@@ -225,10 +214,10 @@ def fp32_tensor_into_half_layer(ctx: Context) -> Iterator[CodeHit]:
     for call in ctx.src.calls:
         if not call.args:
             continue
-        attr = _self_attr(call.func)  # most calls are neither a layer of the file nor a functional one: asked first
+        attr = self_attribute(call.func)  # most calls are neither a layer of the file nor a functional one: asked first
         if (attr not in named) if attr is not None else ctx.qualname(call.func) not in _LAYER_FUNCTIONS:
             continue
-        cls = _class_of(ctx, call)
+        cls = ctx.src.enclosing_class(call)
         if cls is None:
             continue
         layer = _torch_layer(ctx, cls, call, layers.get(cls, {}))
@@ -260,7 +249,7 @@ def _loose_buffer(ctx: Context, cls: ast.ClassDef, expr: ast.AST, scope: ast.AST
 def _torch_layer(ctx: Context, cls: ast.ClassDef, call: ast.Call, layers: dict[str, str]) -> str | None:
     """The torch layer a call runs: ``self.proj(x)`` with ``self.proj = nn.Linear(...)`` in the class (its name; `layers`
     are the class's, `_torch_layers`), or ``F.conv2d(x, self.weight)`` ("weight")."""
-    attr = _self_attr(call.func)
+    attr = self_attribute(call.func)
     if attr is not None:
         return layers.get(attr)
     if ctx.qualname(call.func) in _LAYER_FUNCTIONS:
@@ -276,9 +265,9 @@ def _torch_layers(ctx: Context) -> dict[ast.ClassDef, dict[str, str]]:
     for call in ctx.src.calls:
         bound = ctx.src.parents.get(call)
         if isinstance(bound, ast.Assign) and bound.value is call and ctx.qualname(call.func) in _LAYERS:
-            cls = _class_of(ctx, call)
+            cls = ctx.src.enclosing_class(call)
             if cls is not None:
-                out.setdefault(cls, {}).update((a, a) for t in bound.targets if (a := _self_attr(t)) is not None)
+                out.setdefault(cls, {}).update((a, a) for t in bound.targets if (a := self_attribute(t)) is not None)
     return out
 
 
@@ -287,9 +276,9 @@ def _module_weight(ctx: Context, cls: ast.ClassDef, expr: ast.AST) -> bool:
     cast of the model makes half, and nothing makes it fp32 on the way (``self.weight.float()``)."""
     if ctx.flow.tensor_dtype(expr, ctx.src.scope(expr)) or _fp32_made(ctx, expr, ctx.src.scope(expr)) is not None:
         return False
-    params = {_self_attr(t) for node in ast.walk(cls) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+    params = {self_attribute(t) for node in ast.walk(cls) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
               and (ctx.qualname(node.value.func) or "").endswith("Parameter") for t in node.targets}
-    return any(_self_attr(n) in params for n in ast.walk(expr) if isinstance(n, ast.Attribute))
+    return any(self_attribute(n) in params for n in ast.walk(expr) if isinstance(n, ast.Attribute))
 
 
 def _kept_fp32(ctx: Context, layer: str) -> bool:
@@ -317,7 +306,7 @@ def input_cast_to_buffer_dtype(ctx: Context) -> Iterator[CodeHit]:
         if not (isinstance(func, ast.Attribute) and func.attr in ("to", "type") and (call.args or call.keywords)):
             continue
         given = keyword(call, "dtype") or (call.args[0] if call.args else None)
-        cls = _class_of(ctx, call)
+        cls = ctx.src.enclosing_class(call)
         if cls is None or not (isinstance(given, ast.Attribute) and given.attr == "dtype") or _follows_weights(given):
             continue
         found = _buffer_of(ctx, cls, given.value, ctx.src.scope(call))
@@ -345,7 +334,7 @@ def _buffer_of(ctx: Context, cls: ast.ClassDef, expr: ast.AST, scope: ast.AST, d
     if isinstance(expr, ast.Name):
         value = _last_value(ctx, expr, scope)
         return _buffer_of(ctx, cls, value, scope, depth + 1) if value is not None else None
-    attr = _self_attr(expr)
+    attr = self_attribute(expr)
     return _registered_fp32(ctx, cls, attr) if attr is not None else None
 
 
@@ -427,7 +416,7 @@ def _half_model_called(ctx: Context, call: ast.Call, casts: list[ModelCast]) -> 
     for cast in casts:
         if cast.name != target:
             continue
-        same = (_class_of(ctx, cast.node) is _class_of(ctx, call) and _class_of(ctx, call) is not None) if target.startswith("self.") \
+        same = (ctx.src.enclosing_class(cast.node) is ctx.src.enclosing_class(call) and ctx.src.enclosing_class(call) is not None) if target.startswith("self.") \
             else ctx.src.scope(cast.node) is ctx.src.scope(call) and cast.node.lineno < call.lineno
         if same and not _cast_back(ctx, target, cast.node.lineno, call.lineno):
             return cast

@@ -187,7 +187,7 @@ def angle_matmuls(ctx: Context) -> Iterator[ast.AST]:
 
 def in_class(ctx: Context, node: ast.AST) -> bool:
     """`node` sits in a class body: a model's code, which a model cast or the project's precision reaches."""
-    return any(isinstance(a, ast.ClassDef) for a in ctx.src.ancestors(node))
+    return ctx.src.enclosing_class(node) is not None
 
 
 def in_half_module(ctx: Context, node: ast.AST) -> ModelCast | None:

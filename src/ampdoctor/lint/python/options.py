@@ -23,6 +23,8 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable, Sequence
 
 from ampdoctor.core.model import Finding, Severity
+from ampdoctor.lint.python.resolve import self_attribute
+from ampdoctor.lint.python.source import SourceFile
 
 # The rules whose findings concern code that runs only when reached: a recompute, an autocast region.
 OPTION_RULES = frozenset({"AMP107", "AMP134"})
@@ -46,30 +48,14 @@ class Option:
     via: str = ""  # how the guard follows it, where it reads another name: "a base class sets `self.x` only for it"
 
 
-class _Module:
-    """One parsed file, with each node's parent."""
-
-    def __init__(self, path: str, tree: ast.Module) -> None:
-        self.path, self.tree = path, tree
-        self.parents: dict[ast.AST, ast.AST] = {}
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                self.parents[child] = node
-
-    def steps(self, node: ast.AST) -> Iterable[tuple[ast.AST, ast.AST]]:
-        child, parent = node, self.parents.get(node)
-        while parent is not None:
-            yield parent, child
-            child, parent = parent, self.parents.get(parent)
-
-    def at(self, line: int | None, column: int | None) -> ast.AST | None:
-        """The innermost expression that starts at the finding's place (its column 1-based), short of a bare name or
-        attribute: the call of ``amp.autocast("cuda") if x else nullcontext()``, not the conditional it begins."""
-        if line is None:
-            return None
-        found = [n for n in ast.walk(self.tree) if getattr(n, "lineno", None) == line and isinstance(n, ast.expr)
-                 and (column is None or n.col_offset == column - 1) and not isinstance(n, (ast.Name, ast.Attribute))]
-        return found[-1] if found else None
+def _node_at(mod: SourceFile, line: int | None, column: int | None) -> ast.AST | None:
+    """The innermost expression that starts at the finding's place (its column 1-based), short of a bare name or
+    attribute: the call of ``amp.autocast("cuda") if x else nullcontext()``, not the conditional it begins."""
+    if line is None:
+        return None
+    found = [n for n in ast.walk(mod.tree) if getattr(n, "lineno", None) == line and isinstance(n, ast.expr)
+             and (column is None or n.col_offset == column - 1) and not isinstance(n, (ast.Name, ast.Attribute))]
+    return found[-1] if found else None
 
 
 def _false(node: ast.AST | None) -> bool:
@@ -93,7 +79,7 @@ class ProjectOptions:
     def __init__(self, files: Sequence[str], configs: Sequence[str] = (), rel: Callable[[str], str] = str) -> None:
         self.files, self.configs, self.rel = list(files), list(configs), rel
         self._texts: dict[str, str | None] = {}
-        self._parsed: dict[str, _Module | None] = {}
+        self._parsed: dict[str, SourceFile | None] = {}
         self._on: dict[str, str | None] = {}
 
     def text(self, path: str) -> str | None:
@@ -104,11 +90,11 @@ class ProjectOptions:
                 self._texts[path] = None
         return self._texts[path]
 
-    def parsed(self, path: str) -> _Module | None:
+    def parsed(self, path: str) -> SourceFile | None:
         if path not in self._parsed:
             text = self.text(path)
             try:
-                self._parsed[path] = _Module(path, ast.parse(text)) if text is not None else None
+                self._parsed[path] = SourceFile.parse(path, text) if text is not None else None
             except (SyntaxError, ValueError, RecursionError):
                 self._parsed[path] = None
         return self._parsed[path]
@@ -118,7 +104,7 @@ class ProjectOptions:
         if found.rule_id not in OPTION_RULES or found.severity is Severity.INFO or found.location.file is None:
             return found
         mod = self.parsed(found.location.file)
-        node = mod.at(found.location.line, found.location.column) if mod is not None else None
+        node = _node_at(mod, found.location.line, found.location.column) if mod is not None else None
         options = self._guards(mod, node, 0) if node is not None else None
         if not options or any(self.turned_on(o) for o in options):
             return found
@@ -127,7 +113,7 @@ class ProjectOptions:
 
     # --- the guard, in the finding's file --------------------------------------------------------------------
 
-    def _guards(self, mod: _Module, node: ast.AST, depth: int) -> list[Option] | None:
+    def _guards(self, mod: SourceFile, node: ast.AST, depth: int) -> list[Option] | None:
         """Options that, all off, keep `node` from running; None when it is not known to be guarded so: a branch
         over one that holds it, an early ``if not x: return`` before it, and past its function, every call of that
         function (a private one, or an autograd Function's ``apply``) so guarded."""
@@ -141,7 +127,7 @@ class ProjectOptions:
                 return None
         return None
 
-    def _branch(self, mod: _Module, parent: ast.AST, child: ast.AST, depth: int) -> list[Option] | None:
+    def _branch(self, mod: SourceFile, parent: ast.AST, child: ast.AST, depth: int) -> list[Option] | None:
         """The options `parent` needs on to run `child`: its side of a branch, or an ``if not x: return`` before it."""
         if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
             body = parent.body if isinstance(parent.body, list) else [parent.body]
@@ -156,7 +142,7 @@ class ProjectOptions:
                     return found
         return None
 
-    def _callers_guarded(self, mod: _Module, fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: int) -> list[Option] | None:
+    def _callers_guarded(self, mod: SourceFile, fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: int) -> list[Option] | None:
         """The options guarding every run of `fn`: each ``Cls.apply(...)`` of the autograd Function it is a method of,
         or each call of it where it is private (``self._amp_step(...)`` in its class, ``_helper(...)`` in its file and
         imported by no other)."""
@@ -170,7 +156,7 @@ class ProjectOptions:
         out: list[Option] = []
         for ref in (n for n in ast.walk(mod.tree) if (n.id if isinstance(n, ast.Name) else getattr(n, "attr", None)) == fn.name):
             call = mod.parents.get(ref)
-            is_self = isinstance(ref, ast.Attribute) and isinstance(ref.value, ast.Name) and ref.value.id == "self"
+            is_self = self_attribute(ref) is not None
             if not (isinstance(call, ast.Call) and call.func is ref and is_self == isinstance(owner, ast.ClassDef)):
                 return None
             found = self._guards(mod, call, depth)
@@ -179,7 +165,7 @@ class ProjectOptions:
             out += found
         return out or None
 
-    def _test(self, mod: _Module, test: ast.expr, in_body: bool, at: ast.AST, depth: int) -> list[Option] | None:
+    def _test(self, mod: SourceFile, test: ast.expr, in_body: bool, at: ast.AST, depth: int) -> list[Option] | None:
         """The options a branch's test needs on for the side that holds the node (the body of ``if x``/``if a and x``,
         the ``else`` of ``if not x``)."""
         if not in_body:
@@ -191,7 +177,7 @@ class ProjectOptions:
                 return found
         return None
 
-    def _value(self, mod: _Module, expr: ast.expr, at: ast.AST, depth: int) -> list[Option] | None:
+    def _value(self, mod: SourceFile, expr: ast.expr, at: ast.AST, depth: int) -> list[Option] | None:
         """The options whose being off makes `expr` (read at `at`) false: a parameter of the enclosing function that
         defaults off (or that every caller of a module-level helper passes off), or ``self.x`` stored from one in
         its class."""
@@ -206,12 +192,12 @@ class ProjectOptions:
             if default is not None:
                 return [_option(mod, arg, default)] if _false(default) else None
             return self._passed_off(mod, fn, arg.arg, index, depth) if mod.parents.get(fn) is mod.tree else None
-        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        if self_attribute(expr) is not None:
             owner = next((p for p, _ in mod.steps(fn) if isinstance(p, ast.ClassDef)), None)
             return _stored_off(mod, owner, expr.attr) if owner is not None else None
         return None
 
-    def _applied(self, mod: _Module, cls: ast.ClassDef, depth: int) -> list[Option] | None:
+    def _applied(self, mod: SourceFile, cls: ast.ClassDef, depth: int) -> list[Option] | None:
         """The options every ``Cls.apply(...)`` of an autograd Function is guarded by; None if one is not, if the
         Function is named otherwise in its file, or named in another file of the project."""
         if any(self._imports_name(p, cls.name, mod.path) for p in self.files if p != mod.path):
@@ -238,7 +224,7 @@ class ProjectOptions:
         by_name, by_module = _takes_from(path, other.tree, name, defining)
         return by_name or (by_module and f"{PurePosixPath(defining).stem}.{name}" in (text or ""))
 
-    def _passed_off(self, mod: _Module, fn: ast.FunctionDef | ast.AsyncFunctionDef, param: str, index: int | None,
+    def _passed_off(self, mod: SourceFile, fn: ast.FunctionDef | ast.AsyncFunctionDef, param: str, index: int | None,
                     depth: int) -> list[Option] | None:
         """For a parameter of a module-level helper with no default: the options that every call of the helper in
         the project passes for it (a false literal needs none); None where a call passes anything else, or the
@@ -320,7 +306,7 @@ def _is_function_class(cls: ast.ClassDef) -> bool:
     return any(ast.unparse(b).rpartition(".")[2] == "Function" for b in cls.bases)
 
 
-def _stored_off(mod: _Module, cls: ast.ClassDef, attr: str) -> list[Option] | None:
+def _stored_off(mod: SourceFile, cls: ast.ClassDef, attr: str) -> list[Option] | None:
     """``self.attr`` of class `cls`: every store of it in the class is a parameter of its method that defaults off
     (``self.use_checkpoint = use_checkpoint``) or a false literal; an attribute the class never stores that a
     framework base sets from a constructor parameter (`INHERITED`) follows that parameter."""
@@ -339,11 +325,11 @@ def _stored_off(mod: _Module, cls: ast.ClassDef, attr: str) -> list[Option] | No
     return out or None
 
 
-def _store_option(mod: _Module, target: ast.Attribute) -> list[Option] | None:
+def _store_option(mod: SourceFile, target: ast.Attribute) -> list[Option] | None:
     """The option one store of ``self.attr`` takes its value from (none for a false literal); None for any other."""
     assign = mod.parents.get(target)
     fn = next((p for p, _ in mod.steps(target) if isinstance(p, _FUNCTIONS)), None)
-    if not isinstance(assign, ast.Assign) or fn is None or not (isinstance(target.value, ast.Name) and target.value.id == "self"):
+    if not isinstance(assign, ast.Assign) or fn is None or self_attribute(target) is None:
         return None
     if _false(assign.value):
         return []
@@ -352,11 +338,11 @@ def _store_option(mod: _Module, target: ast.Attribute) -> list[Option] | None:
     return [_option(mod, param[0], param[1])] if param is not None and _false(param[1]) else None
 
 
-def _option(mod: _Module, arg: ast.arg, default: ast.expr | None, via: str = "") -> Option:
+def _option(mod: SourceFile, arg: ast.arg, default: ast.expr | None, via: str = "") -> Option:
     return Option(arg.arg, ast.unparse(default) if default is not None else "None", mod.path, arg.lineno, via)
 
 
-def _owners(mod: _Module, name: str) -> Iterable[tuple[str, int]]:
+def _owners(mod: SourceFile, name: str) -> Iterable[tuple[str, int]]:
     """The functions of a file that take the parameter `name` at a positional place, each as a call names it (the
     class, for an ``__init__``) with that place among the arguments the call passes (a method's first is bound)."""
     for fn in (n for n in ast.walk(mod.tree) if isinstance(n, _FUNCTIONS)):
@@ -395,7 +381,7 @@ def _names_module(importer: str, level: int, module: str, defining: str) -> bool
     return bool(parts) and target.parts[-len(parts):] == tuple(parts)
 
 
-def _sites(mod: _Module, fn: ast.FunctionDef | ast.AsyncFunctionDef, by_name: bool, stem: str) -> Iterable[ast.Call | None]:
+def _sites(mod: SourceFile, fn: ast.FunctionDef | ast.AsyncFunctionDef, by_name: bool, stem: str) -> Iterable[ast.Call | None]:
     """The calls of the helper `fn` in a file that reaches it by its name (`by_name`: its own file, or one importing
     it) or through its module (``stem.name(...)``); `None` for a mention that is no call: the helper handed on,
     which may be called with anything."""
@@ -424,7 +410,7 @@ def _argument(call: ast.Call, param: str, index: int | None) -> ast.expr | None:
     return None
 
 
-def _sets(mod: _Module, name: str) -> int | None:
+def _sets(mod: SourceFile, name: str) -> int | None:
     """The first line where a file turns the option `name` on or may: a parameter of that name with no default or
     one that is not off, a keyword or a store of it whose value is not a false literal nor the option passed on
     (``name=name``, ``name=self.name``), a string naming it (an argparse flag, a dict key; not a docstring)."""
@@ -449,10 +435,10 @@ def _passed_on(value: ast.expr, name: str) -> bool:
         return True
     if isinstance(value, ast.Name):
         return value.id == name
-    return isinstance(value, ast.Attribute) and value.attr == name and isinstance(value.value, ast.Name) and value.value.id == "self"
+    return self_attribute(value) == name
 
 
-def _harmless_store(target: ast.Name | ast.Attribute, mod: _Module) -> bool:
+def _harmless_store(target: ast.Name | ast.Attribute, mod: SourceFile) -> bool:
     """A store of the option's name that turns nothing on: off, or the option passed on. Not a field of a class body
     (``use_amp: bool = False`` in a dataclass): a config or argument class, whose fields its parser or config sets."""
     assign = mod.parents.get(target)
@@ -461,7 +447,7 @@ def _harmless_store(target: ast.Name | ast.Attribute, mod: _Module) -> bool:
             and not isinstance(mod.parents.get(assign), ast.ClassDef))
 
 
-def _docstring(mod: _Module, node: ast.Constant) -> bool:
+def _docstring(mod: SourceFile, node: ast.Constant) -> bool:
     return isinstance(mod.parents.get(node), ast.Expr)
 
 

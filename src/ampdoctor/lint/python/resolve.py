@@ -125,6 +125,13 @@ def is_dataclass(cls: ast.ClassDef) -> bool:
     return any(last_identifier(d) == "dataclass" for d in cls.decorator_list)
 
 
+def self_attribute(node: ast.AST | None) -> str | None:
+    """``self.proj`` -> "proj"; None for anything else (``self.a.b``, ``other.proj``)."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
 def dotted(node: ast.AST) -> str | None:
     """Source text of a plain Name/Attribute chain (``self.cos_cached``), else None; used as a dataflow key."""
     chain = _chain(node)

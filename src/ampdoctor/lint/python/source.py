@@ -151,6 +151,9 @@ class SourceFile:
                 return parent
         return None
 
+    def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
+        return next((parent for parent in self.ancestors(node) if isinstance(parent, ast.ClassDef)), None)
+
     def block_of(self, node: ast.AST) -> list[ast.stmt] | None:
         """The statement list (a body, an ``else``, a ``finally``) that holds `node`: the statements before it in the
         list run first, those after it next. None for a node that is no statement of a block."""
