@@ -10,7 +10,8 @@ changes. For each script the bench runs it three ways, in fresh processes:
 
     python bench/cuda_incidents.py [--json OUT.json]
 
-Needs a CUDA device; prints a Markdown table. Expected rules come from each script's docstring incident.
+Needs a CUDA device (`--cpu` runs the scripts as written, a check of the bench itself); prints a Markdown table
+with the run-time rule each reproduction is about (`EXPECTED`).
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ EXPECTED = {
 }
 
 
-def cuda_copy(source: Path, folder: Path) -> Path:
+def cuda_copy(source: Path, folder: Path, cuda: bool = True) -> Path:
+    """The script copied into `folder`, its tensors and autocast/GradScaler devices on CUDA (as written with `cuda` False)."""
     text = source.read_text()
-    text = re.sub(r"""(autocast|GradScaler)\(\s*(["'])cpu\2""", r"\1(\2cuda\2", text)
-    # After the first `import torch` line: every tensor and module the script makes lands on the GPU.
-    text = re.sub(r"^import torch$", 'import torch\ntorch.set_default_device("cuda")', text, count=1, flags=re.M)
+    if cuda:
+        text = re.sub(r"""(autocast|GradScaler)\(\s*(["'])cpu\2""", r"\1(\2cuda\2", text)
+        # After the first `import torch` line: every tensor and module the script makes lands on the GPU.
+        text = re.sub(r"^import torch$", 'import torch\ntorch.set_default_device("cuda")', text, count=1, flags=re.M)
     out = folder / source.name
     out.write_text(text)
     return out
@@ -57,9 +60,7 @@ def last_error_line(stderr: str) -> str:
 
 
 def one(name: str, folder: Path, cuda: bool) -> dict:
-    script = cuda_copy(INCIDENTS / name, folder) if cuda else Path(folder / name)
-    if not cuda:
-        script.write_text((INCIDENTS / name).read_text())
+    script = cuda_copy(INCIDENTS / name, folder, cuda)
     plain = run([sys.executable, str(script)], folder)
     error = last_error_line(plain.stderr) if plain.returncode else ""
     report_path = folder / (script.stem + ".json")
@@ -79,7 +80,7 @@ def one(name: str, folder: Path, cuda: bool) -> dict:
         answer = run([sys.executable, "-m", "ampdoctor", "explain", "--format", "json", "--file", str(text_file)], folder)
         try:
             cands = json.loads(answer.stdout).get("candidates", [])
-            explained = (cands[0].get("rule") or cands[0].get("id"), bool(cands[0].get("guess"))) if cands else ("-", False)
+            explained = (cands[0].get("id"), bool(cands[0].get("guess"))) if cands else ("-", False)
         except (json.JSONDecodeError, AttributeError):
             explained = ("unreadable: " + answer.stdout[:80], False)
     return {"script": name, "expected": EXPECTED[name], "plain_rc": plain.returncode, "error": error,
