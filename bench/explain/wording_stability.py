@@ -40,19 +40,12 @@ def perturbations(rules: tuple[Rule, ...]) -> Iterator[tuple[str, Signature, tup
                 yield rule.id, sig, rules[:i] + (changed,) + rules[i + 1:]
 
 
-def _before_wording(text: str, rules: tuple[Rule, ...]) -> list:
-    """explain's candidates before the wording fallback is asked (as `explain` builds them)."""
-    scored = list(ex._ranked(text, rules))
-    if scored:
-        scored = [c for c in scored if c.score >= ex.WEAK_SHARE * scored[0].score]
-    return ex._rivalled(ex._one_confident(scored))
-
-
 def main() -> int:
     start = time.time()
     rules = tuple(catalog())
     tune = [e for e in explain_bench.load() if e.split == "tune"]
-    watched = [(e, s) for e in tune if not (s := _before_wording(e.text, rules)) or s[0].guess]
+    # explain's candidates before the wording fallback is asked
+    watched = [(e, s) for e in tune if not (s := ex.explain(e.text, rules=rules, closest=False, limit=None)) or s[0].guess]
     base = {e.name: tuple(c.rule.id for c in ex._with_closest(s, e.text, rules)[:3]) for e, s in watched}
     pairs = changed = first = unrelated = 0
     for rid, sig, pool in perturbations(rules):
