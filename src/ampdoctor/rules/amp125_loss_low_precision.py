@@ -88,6 +88,9 @@ def log_probs_after_autocast(ctx: Context) -> Iterator[CodeHit]:
         value = before[-1][1] if before else None
         if not isinstance(value, ast.Call) or (ctx.qualname(value.func) or "").startswith("torch."):
             continue
+        bound = ctx.flow.tensor_dtype(value, scope)
+        if bound and bound <= FLOAT_UP:
+            continue  # upcast where it is bound (`logits = model(x).float()` inside the block)
         block = _autocast_block(ctx, value)
         if block is None:
             continue

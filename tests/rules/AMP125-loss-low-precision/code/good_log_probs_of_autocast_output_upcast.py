@@ -42,3 +42,16 @@ def distill_step(student, teacher_probs, x):
     with torch.autocast("cuda", dtype=torch.bfloat16):
         out = student(x)
     return F.kl_div(out, teacher_probs.float(), reduction="batchmean")
+
+
+def grpo_log_probs(model, ids, targets, pad_id):
+    # the logits are upcast where they are bound, inside the block: the loss below it gets fp32
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        logits = model.forward(ids).float()
+    return -F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=pad_id, reduction="none")
+
+
+def score_upcast_by_to(model, ids):
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        logits = model(ids).logits.to(torch.float32)
+    return torch.log_softmax(logits, dim=-1)
