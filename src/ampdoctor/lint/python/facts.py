@@ -317,6 +317,16 @@ class Facts:
                 out[name] = default if out.get(name, default) == default else _UNKNOWN
         return out
 
+    def choices(self, name: str) -> frozenset[str] | None:
+        """The literal ``choices=`` of the file's ``add_argument`` for option `name` (its attribute name): all the
+        strings it can hold, since argparse refuses any other; None where no such option lists them."""
+        for call in self._add_arguments:
+            offered = keyword(call, "choices")
+            if name in _option(call)[0] and isinstance(offered, (ast.List, ast.Tuple, ast.Set)) and offered.elts \
+                    and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in offered.elts):
+                return frozenset(e.value for e in offered.elts)
+        return None
+
     @functools.cached_property
     def _add_arguments(self) -> list[ast.Call]:
         """The file's ``parser.add_argument(...)`` calls."""
