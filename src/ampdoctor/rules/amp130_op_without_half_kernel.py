@@ -54,10 +54,17 @@ def decomposition_of_half_weights(ctx: Context) -> Iterator[CodeHit]:
             continue  # partial_half_guard reports it at the upcast that came too late
         if dtypes and dtypes & HALF:
             yield call, f"`{short}` has no {describe(dtypes & HALF)} kernel on any device, and `{ast.unparse(operand)[:40]}` is {describe(dtypes & HALF)}; upcast with `.float()` first"
-        elif _from_weights(ctx, operand, scope, 0):
+        elif (half := _half_on_path(ctx, call)) is not None and _from_weights(ctx, operand, scope, 0):
             # a warning: the weights are half only when the model is, which this file allows but does not fix
             yield call, (f"`{short}` has no bf16/fp16 kernel on any device, and `{ast.unparse(operand)[:40]}` is built from layer "
-                         "weights, which are half in a half-precision model (this file handles half dtypes); upcast with `.float()` first"), Severity.WARNING
+                         f"weights, which are half in a half-precision model (this file handles half dtypes: line "
+                         f"{half.lineno}); upcast with `.float()` first"), Severity.WARNING
+
+
+def _half_on_path(ctx: Context, call: ast.Call) -> ast.AST | None:
+    """The first half dtype of the file that can run in the same pass as `call`: one only on the other side of an
+    ``if`` (the inverse path's ``.half()`` beside a forward path's ``logdet``) says nothing of the weights here."""
+    return next((p for p in ctx.facts.half_places() if not ctx.src.exclusive(p, call)), None)
 
 
 def _from_weights(ctx: Context, expr: ast.AST, scope: ast.AST, hops: int) -> bool:

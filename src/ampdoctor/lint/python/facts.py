@@ -597,6 +597,12 @@ class Facts:
             return self.model_casts[0].node
         return next((e for e in self._fp16_dtypes() if not self._says_nothing(e)), None)
 
+    def half_places(self) -> Iterator[ast.AST]:
+        """Every place this file names a half dtype or casts to one, whatever it does with it."""
+        yield from self.bf16_places()
+        yield from (c.node for c in self.model_casts)
+        yield from self._fp16_dtypes()
+
     def _says_nothing(self, node: ast.AST) -> bool:
         """A half dtype that says nothing of the precision the file runs in: one that handles what a caller passes
         (`_handles_dtype`), or one in a branch no run completes (`_in_broken_branch`)."""
