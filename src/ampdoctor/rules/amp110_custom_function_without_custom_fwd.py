@@ -60,58 +60,136 @@ _CASTING_INPLACE = frozenset({"add_", "sub_", "mul_", "div_", "true_divide_", "c
                               "pow_", "masked_fill_"})
 
 
-def _dtype_sensitive_op(fns: list[ast.FunctionDef], ctx: Context) -> str | None:
+def _dtype_sensitive_op(forward: ast.FunctionDef, backward: ast.FunctionDef | None, ctx: Context) -> str | None:
     """The first call in the Function's forward or backward that does not promote mixed dtypes: a matmul-like or
     index-copying op, an in-place op with a tensor operand, a kernel launch (``kernel[grid](...)``), a function of an
     imported module outside torch (an extension: ``_ext.roi_align_forward``), or code the Function is handed or
     defines elsewhere (``ctx.run_function(*args)``, a helper, a method of a module-level object), whose ops are
-    unknown here; None when every op is
-    torch's own elementwise kind, which promotes mixed inputs (and the engine casts each returned gradient to its
-    input's dtype)."""
-    for fn in fns:
-        # the function's own names (its tensors); any other name a method is called on is the module's: an import
-        # or a global object, such as an extension module
-        local = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)} | {
-            n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        casts = _casts_in(fn)
-        for node in ast.walk(fn):
-            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) and not _aligned(casts, [node.left, node.right]):
-                return "@"
-            if isinstance(node, ast.Call) and _call_needs_uniform_dtypes(node, ctx, local) and not _aligned(casts, node.args):
-                return ast.unparse(node.func)[:40]
+    unknown here; None when every op is torch's own elementwise kind, which promotes mixed inputs (and the engine
+    casts each returned gradient to its input's dtype), or gets its tensors in one dtype by the Function's own casts.
+    A backward whose forward aligns its kernels' operands may take, uncast, the tensors the forward gave or got from
+    them (`_kernel_consistent`): they and the output's gradient have the dtype the forward's kernels ran in."""
+    found = _first_unaligned(forward, ctx, frozenset())
+    if found is not None or backward is None:
+        return found
+    return _first_unaligned(backward, ctx, _kernel_consistent(forward, backward, ctx))
+
+
+def _first_unaligned(fn: ast.FunctionDef, ctx: Context, consistent: frozenset[str]) -> str | None:
+    # the function's own names (its tensors); any other name a method is called on is the module's: an import or a
+    # global object, such as an extension module
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
+    local = set(params) | {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    casts, dtypes = _casts_in(fn)
+    # `ctx` holds the Function's non-tensor state (sizes, eps): tensors go through save_for_backward
+    own = _Operands(casts, dtypes, consistent, params[0] if params else "ctx")
+    for node in ast.walk(fn):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) and not own.aligned([node.left, node.right]):
+            return "@"
+        if isinstance(node, ast.Call) and _call_needs_uniform_dtypes(node, ctx, local) \
+                and not own.aligned(node.args, single=_module_function(node, local, own.ctx_name)):
+            return ast.unparse(node.func)[:40]
     return None
 
 
-def _casts_in(fn: ast.FunctionDef) -> dict[str, set[str]]:
-    """A name the method binds -> the names whose dtype some binding of it is cast to (``w = weight.to(x.dtype)``)."""
+def _casts_in(fn: ast.FunctionDef) -> tuple[dict[str, set[str]], dict[str, str]]:
+    """A name the method binds -> the names whose dtype some binding of it is cast to (``w = weight.to(x.dtype)``);
+    and a name bound to a tensor's dtype -> that tensor (``d = x.dtype``)."""
     casts: dict[str, set[str]] = {}
+    dtypes: dict[str, str] = {}
     for node in ast.walk(fn):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            casts.setdefault(node.targets[0].id, set()).update(_cast_to(node.value))
-    return casts
+            value = node.value
+            if isinstance(value, ast.Attribute) and value.attr == "dtype" and isinstance(value.value, ast.Name):
+                dtypes[node.targets[0].id] = value.value.id
+            casts.setdefault(node.targets[0].id, set()).update(_cast_to(value, dtypes) | _same_dtype_as(value))
+    return casts, dtypes
 
 
-def _aligned(casts: dict[str, set[str]], operands: list[ast.expr]) -> bool:
-    """The method casts one tensor operand of the op to another's dtype itself (``w = weight.to(x.dtype)`` before
-    ``torch.mm(x, w.t())``, or ``.type_as(x)`` in place), or every operand to one tensor's dtype: the op gets one
-    dtype whatever reaches the Function. `casts`: the method's own (`_casts_in`)."""
-    # each operand: its name, and the names whose dtype it is cast to (where it is bound, or in the operand itself)
-    named = [(r, casts.get(r, set()) | _cast_to(op)) for op in operands for r in access_path(op)[:1]]
-    roots = {r for r, _ in named}
-    if len(named) < 2 or len(roots) < 2:
-        return False
-    # one operand cast to another's dtype, or every operand cast to the dtype of one same tensor
-    return any(to & (roots - {r}) for r, to in named) or bool(set.intersection(*(to for _, to in named)))
+class _Operands:
+    """What one method knows of its operands' dtypes: its casts, its dtype names, the tensors whose dtype its
+    kernels already agree on (`consistent`) and the autograd context's name."""
+
+    def __init__(self, casts: dict[str, set[str]], dtypes: dict[str, str], consistent: frozenset[str], ctx_name: str):
+        self.casts, self.dtypes, self.consistent, self.ctx_name = casts, dtypes, consistent, ctx_name
+
+    def aligned(self, operands: list[ast.expr], single: bool = False) -> bool:
+        """The method casts one tensor operand of the op to another's dtype itself (``w = weight.to(x.dtype)``
+        before ``torch.mm(x, w.t())``, or ``.type_as(x)`` in place), or every operand to one tensor's dtype, or to
+        the dtype of tensors that agree already: the op gets one dtype whatever reaches the Function. `single`: an
+        extension's function given one tensor gets one dtype."""
+        named = [(r, self.casts.get(r, set()) | _cast_to(op, self.dtypes)) for op in operands for r in access_path(op)[:1]
+                 if r != self.ctx_name]
+        roots = {r for r, _ in named}
+        if single and len(roots) == 1:
+            return True
+        if self.consistent and named and all(r in self.consistent or to & self.consistent for r, to in named):
+            return True
+        if len(named) < 2 or len(roots) < 2:
+            return False
+        # one operand cast to another's dtype, or every operand cast to the dtype of one same tensor
+        return any(to & (roots - {r}) for r, to in named) or bool(set.intersection(*(to for _, to in named)))
 
 
-def _cast_to(expr: ast.AST) -> set[str]:
+def _module_function(call: ast.Call, local: set[str], ctx_name: str) -> bool:
+    """``_ext.layer_norm_forward(...)``: a function of a module (an extension), not code the Function is handed."""
+    func = call.func
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id not in local \
+        and func.value.id != ctx_name
+
+
+def _kernel_consistent(forward: ast.FunctionDef, backward: ast.FunctionDef, ctx: Context) -> frozenset[str]:
+    """The backward's names whose dtype is the one the forward's kernels ran in: its gradient arguments, and the
+    tensors it unpacks from ``ctx.saved_tensors`` that the forward saved as it gave them to a kernel uncast or got
+    them from one. Empty where the forward has no kernel or saves nothing positionally."""
+    saved = _saved_names(forward)
+    kernels = [n for n in ast.walk(forward) if isinstance(n, ast.Call) and n.func is not None
+               and _call_needs_uniform_dtypes(n, ctx, set())]
+    if not saved or not kernels:
+        return frozenset()
+    given = {a.id for k in kernels for a in k.args if isinstance(a, ast.Name)}
+    made = {t.id for node in ast.walk(forward) if isinstance(node, ast.Assign) and node.value in kernels
+            for target in node.targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+    agree = {i for i, name in enumerate(saved) if name in given | made}
+    grads = [a.arg for a in (*backward.args.posonlyargs, *backward.args.args)[1:]]
+    out = set(grads)
+    for node in ast.walk(backward):
+        if isinstance(node, ast.Assign) and access_path(node.value)[1:] == ("saved_tensors",) \
+                and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple):
+            out.update(e.id for i, e in enumerate(node.targets[0].elts) if i in agree and isinstance(e, ast.Name))
+    return frozenset(out)
+
+
+def _saved_names(forward: ast.FunctionDef) -> list[str | None]:
+    """What ``ctx.save_for_backward(a, b, ...)`` saves, by position (None for what is no plain name)."""
+    for node in ast.walk(forward):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "save_for_backward":
+            return [a.id if isinstance(a, ast.Name) else None for a in node.args]
+    return []
+
+
+# Methods that change a tensor's layout and nothing else: their result has their receiver's dtype, whatever they take.
+_LAYOUT = frozenset({"contiguous", "view", "reshape", "clone", "detach", "transpose", "permute", "flatten", "unsqueeze",
+                     "squeeze", "expand", "t", "narrow"})
+
+
+def _same_dtype_as(expr: ast.AST) -> set[str]:
+    """``x.contiguous()``, ``x.view(...)``: a tensor in the dtype of the name it is read from."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _LAYOUT \
+            and isinstance(expr.func.value, ast.Name):
+        return {expr.func.value.id}
+    return set()
+
+
+def _cast_to(expr: ast.AST, dtypes: dict[str, str] | None = None) -> set[str]:
     """The names whose dtype `expr` casts to: ``.to(x.dtype)``, ``.to(dtype=x.dtype)``, ``.type(x.dtype)``,
-    ``.type_as(x)``."""
+    ``.type_as(x)``, and ``.to(d)`` where ``d = x.dtype`` (`dtypes`)."""
     out: set[str] = set()
     for call in (n for n in ast.walk(expr) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
         if call.func.attr in ("to", "type"):
             args = [*call.args, *(kw.value for kw in call.keywords if kw.arg == "dtype")]
             out.update(a.value.id for a in args if isinstance(a, ast.Attribute) and a.attr == "dtype" and isinstance(a.value, ast.Name))
+            out.update(dtypes[a.id] for a in args if isinstance(a, ast.Name) and dtypes and a.id in dtypes)
         elif call.func.attr == "type_as":
             out.update(a.id for a in call.args if isinstance(a, ast.Name))
     return out
@@ -157,7 +235,7 @@ def custom_function_without_custom_fwd(ctx: Context) -> Iterator[CodeHit]:
             continue  # the backward replays the autocast state by hand (an activation checkpoint): what custom_fwd does
         if forward is None or _decorated(forward, ctx, "custom_fwd") or _disables_autocast(forward, ctx) or _returns_its_input(forward):
             continue
-        sensitive = _dtype_sensitive_op([f for f in (forward, backward) if f is not None], ctx)
+        sensitive = _dtype_sensitive_op(forward, backward, ctx)
         if sensitive is not None:
             yield forward, (f"`{cls.name}.forward` has no `custom_fwd` and {where}: `{sensitive}` in the Function needs "
                             "its tensors in one dtype, but what reaches it keeps whatever dtypes the ops before it left "
