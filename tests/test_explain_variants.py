@@ -493,3 +493,9 @@ def test_older_tritons_tl_dot_assertion_naming_fp16_and_bf16_is_the_mixed_half_r
 def test_adam_moments_told_to_be_stored_in_bf16_are_the_optimizer_state_rule_as_a_guess():
     cand = first("with torch_dtype bfloat16 the AdamW buffers (exp_avg and exp_avg_sq) are stored in bf16 as well")
     assert cand.rule.id == "AMP206" and cand.guess
+
+
+def test_black_images_told_of_a_run_in_fp16_rank_the_overflow_rule_as_a_guess():
+    cand = first("with torch_dtype=torch.float16 the sampler is faster but the output is completely black")
+    assert cand.rule.id == "AMP212" and cand.guess and cand.basis == "signature"
+    assert not [c for c in explain("the output is completely black when the prompt is empty") if c.basis == "signature"]
