@@ -470,3 +470,32 @@ def test_collective_fingerprints_of_one_op_in_two_dtypes_are_the_cross_rank_dtyp
               + _fingerprint("ALLREDUCE", "BFloat16") + ".Collectives differ in the following aspects:   Tensor Tensor "
               "shapes: 8vs 4")
     assert all(c.basis != "signature" for c in explain(shapes))
+
+
+def test_numpys_warning_on_a_nan_image_cast_to_uint8_ranks_the_overflow_rule_but_only_as_a_guess():
+    # a half VAE that overflowed leaves a black image and this warning, but so does any NaN in the pipeline
+    text = ('pipeline.py:147: RuntimeWarning: invalid value encountered in cast\n'
+            '  images = (images * 255).round().astype("uint8")')
+    cand = first(text)
+    assert cand.rule.id == "AMP212" and cand.guess and cand.basis == "signature"
+
+
+def test_a_mask_constant_told_to_be_out_of_fp16_range_is_the_fill_rule_not_the_overflow_rule():
+    cand = first("the matcher masks with INF=1e9, which is out of the range of fp16, and then the loss is NaN")
+    assert cand.rule.id == "AMP133" and cand.guess
+
+
+def test_older_tritons_tl_dot_assertion_naming_fp16_and_bf16_is_the_mixed_half_rule():
+    cand = first("AssertionError: First input (bf16) and second input (fp16) must have the same dtype!")
+    assert cand.rule.id == "AMP121" and not cand.guess
+
+
+def test_adam_moments_told_to_be_stored_in_bf16_are_the_optimizer_state_rule_as_a_guess():
+    cand = first("with torch_dtype bfloat16 the AdamW buffers (exp_avg and exp_avg_sq) are stored in bf16 as well")
+    assert cand.rule.id == "AMP206" and cand.guess
+
+
+def test_black_images_told_of_a_run_in_fp16_rank_the_overflow_rule_as_a_guess():
+    cand = first("with torch_dtype=torch.float16 the sampler is faster but the output is completely black")
+    assert cand.rule.id == "AMP212" and cand.guess and cand.basis == "signature"
+    assert not [c for c in explain("the output is completely black when the prompt is empty") if c.basis == "signature"]
