@@ -151,13 +151,17 @@ def _kernel_consistent(forward: ast.FunctionDef, backward: ast.FunctionDef, ctx:
     made = {t.id for node in ast.walk(forward) if isinstance(node, ast.Assign) and node.value in kernels
             for target in node.targets for t in ast.walk(target) if isinstance(t, ast.Name)}
     agree = {i for i, name in enumerate(saved) if name in given | made}
-    grads = [a.arg for a in (*backward.args.posonlyargs, *backward.args.args)[1:]]
-    out = set(grads)
+    grads = {a.arg for a in (*backward.args.posonlyargs, *backward.args.args)[1:]}
+    return frozenset(grads | {name for i, name in enumerate(_unpacked(backward)) if i in agree and name})
+
+
+def _unpacked(backward: ast.FunctionDef) -> list[str | None]:
+    """What ``a, b, ... = ctx.saved_tensors`` unpacks, by position (None for what is no plain name)."""
     for node in ast.walk(backward):
         if isinstance(node, ast.Assign) and access_path(node.value)[1:] == ("saved_tensors",) \
                 and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple):
-            out.update(e.id for i, e in enumerate(node.targets[0].elts) if i in agree and isinstance(e, ast.Name))
-    return frozenset(out)
+            return [e.id if isinstance(e, ast.Name) else None for e in node.targets[0].elts]
+    return []
 
 
 def _saved_names(forward: ast.FunctionDef) -> list[str | None]:
