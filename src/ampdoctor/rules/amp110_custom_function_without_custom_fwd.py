@@ -76,10 +76,8 @@ def _dtype_sensitive_op(forward: ast.FunctionDef, backward: ast.FunctionDef | No
 
 
 def _first_unaligned(fn: ast.FunctionDef, ctx: Context, consistent: frozenset[str]) -> str | None:
-    # the function's own names (its tensors); any other name a method is called on is the module's: an import or a
-    # global object, such as an extension module
     params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
-    local = set(params) | {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    local = _local_names(fn)
     casts, dtypes = _casts_in(fn)
     # `ctx` holds the Function's non-tensor state (sizes, eps): tensors go through save_for_backward
     own = _Operands(casts, dtypes, consistent, params[0] if params else "ctx")
@@ -90,6 +88,13 @@ def _first_unaligned(fn: ast.FunctionDef, ctx: Context, consistent: frozenset[st
                 and not own.aligned(node.args, single=_module_function(node, local, own.ctx_name)):
             return ast.unparse(node.func)[:40]
     return None
+
+
+def _local_names(fn: ast.FunctionDef) -> set[str]:
+    """The function's own names (its tensors); any other name a method is called on is the module's: an import or a
+    global object, such as an extension module."""
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    return params | {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def _casts_in(fn: ast.FunctionDef) -> tuple[dict[str, set[str]], dict[str, str]]:
@@ -142,17 +147,22 @@ def _kernel_consistent(forward: ast.FunctionDef, backward: ast.FunctionDef, ctx:
     """The backward's names whose dtype is the one the forward's kernels ran in: its gradient arguments, and the
     tensors it unpacks from ``ctx.saved_tensors`` that the forward saved as it gave them to a kernel uncast or got
     them from one. Empty where the forward has no kernel or saves nothing positionally."""
-    saved = _saved_names(forward)
-    kernels = [n for n in ast.walk(forward) if isinstance(n, ast.Call) and n.func is not None
-               and _call_needs_uniform_dtypes(n, ctx, set())]
-    if not saved or not kernels:
+    saved, io = _saved_names(forward), _kernel_io(forward, ctx)
+    if not saved or not io:
         return frozenset()
+    agree = {i for i, name in enumerate(saved) if name in io}
+    grads = {a.arg for a in (*backward.args.posonlyargs, *backward.args.args)[1:]}
+    return frozenset(grads | {name for i, name in enumerate(_unpacked(backward)) if i in agree and name})
+
+
+def _kernel_io(forward: ast.FunctionDef, ctx: Context) -> set[str]:
+    """The names the forward gives its kernels as they are, and those it binds to what they return."""
+    local = _local_names(forward)
+    kernels = [n for n in ast.walk(forward) if isinstance(n, ast.Call) and _call_needs_uniform_dtypes(n, ctx, local)]
     given = {a.id for k in kernels for a in k.args if isinstance(a, ast.Name)}
     made = {t.id for node in ast.walk(forward) if isinstance(node, ast.Assign) and node.value in kernels
             for target in node.targets for t in ast.walk(target) if isinstance(t, ast.Name)}
-    agree = {i for i, name in enumerate(saved) if name in given | made}
-    grads = {a.arg for a in (*backward.args.posonlyargs, *backward.args.args)[1:]}
-    return frozenset(grads | {name for i, name in enumerate(_unpacked(backward)) if i in agree and name})
+    return given | made
 
 
 def _unpacked(backward: ast.FunctionDef) -> list[str | None]:
