@@ -41,7 +41,7 @@ def _lightning(facts: RunFacts, at: Places, *, litgpt: bool) -> Iterator[Hit]:
         return
     prefix, _, mode = precision.partition("-")
     half = "fp16" if prefix == "16" else "bf16"
-    if strategy == "deepspeed" and mode == "true":
+    if strategy == "deepspeed" and mode == "true" and prefix in ("16", "bf16"):  # "32-true" is one it accepts
         yield Hit(f"precision={precision!r} with the DeepSpeed strategy: Lightning 2.0 rejects it ('precision must be one of 32-true, "
                   "16-mixed, bf16-mixed'); later versions run DeepSpeed's half engine with fp32 master weights",
                   here, severity=Severity.WARNING, related=related)
