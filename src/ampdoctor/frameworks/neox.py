@@ -57,8 +57,12 @@ _SPECIFIC = frozenset({
 
 def detect(doc: Document) -> bool:
     keys = _keys(doc)
-    if len(keys & _SPECIFIC) >= 2 or bool(keys & _MODEL_KEYS and keys & {"pos_emb", "pipe_parallel_size", "precision"}):
+    if len(keys & _SPECIFIC) >= 2 or bool(keys & _MODEL_KEYS and keys & {"pos_emb", "pipe_parallel_size"}):
         return True
+    if keys & _MODEL_KEYS and "precision" in keys:
+        # a model size and a precision are every framework's words: NeoX's only with a precision NeoX spells
+        # (Composer's `amp_bf16` beside `hidden_size` is Composer's)
+        return lower_str(doc.get("precision")) in PRECISIONS
     # A partial NeoX config merged into the model config (`precision` in its own file): only keys NeoX knows.
     return "precision" in keys and keys <= _NEOX_KEYS | deepspeed.DS_KEYS
 
