@@ -10,12 +10,14 @@ from typing import Iterator
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import STRICT_KERNEL_MODULES, CodeHit, Context
 from ampdoctor.lint.python.dataflow import CAST_METHODS, PRESERVING
-from ampdoctor.lint.python.resolve import argument, dotted
+from ampdoctor.lint.python.resolve import argument, dotted, tokens
 
 # Norms on autocast's fp32 list (CUDA): under autocast they return fp32 whatever their input.
 _NORM_CLASSES = frozenset({"torch.nn.LayerNorm", "torch.nn.RMSNorm", "torch.nn.GroupNorm"})
 _NORM_FUNCTIONS = frozenset({"torch.nn.functional.layer_norm", "torch.nn.functional.rms_norm", "torch.nn.functional.group_norm",
                              "torch.nn.functional.normalize"})
+# What the name of an attention kernel says (`flash_attn_varlen_func`, `flash_attn_with_kvcache`).
+_ATTENTION_WORDS = frozenset({"attn", "attention"})
 # Methods that set the dtype: where one stands between the norm and the kernel, the value is cast (nothing to say).
 _CASTS = frozenset(CAST_METHODS) | {"to", "type", "type_as"}
 
@@ -29,8 +31,9 @@ def norm_output_into_flash_attention(ctx: Context) -> Iterator[CodeHit]:
         return  # without autocast a norm returns its input's dtype
     norms = _norm_attributes(ctx)
     for call in ctx.src.calls:
-        if (ctx.qualname(call.func) or "").split(".")[0] not in STRICT_KERNEL_MODULES:
-            continue
+        name = ctx.qualname(call.func) or ""
+        if name.split(".")[0] not in STRICT_KERNEL_MODULES or not _ATTENTION_WORDS & tokens(name.rsplit(".", 1)[-1]):
+            continue  # the package's attention kernels, not its fused norms (`flash_attn.ops.layer_norm`) or MLPs
         q, k, v = argument(call, 0, "q"), argument(call, 1, "k"), argument(call, 2, "v")
         if q is None or k is None or v is None:
             continue
