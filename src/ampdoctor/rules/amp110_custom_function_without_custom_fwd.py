@@ -80,12 +80,12 @@ def _first_unaligned(fn: ast.FunctionDef, ctx: Context, consistent: frozenset[st
     local = _local_names(fn)
     casts, dtypes = _casts_in(fn)
     # `ctx` holds the Function's non-tensor state (sizes, eps): tensors go through save_for_backward
-    own = _Operands(casts, dtypes, consistent, params[0] if params else "ctx")
+    own = _Operands(casts, dtypes, consistent, params[0] if params else "ctx", _scalars(fn))
     for node in ast.walk(fn):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) and not own.aligned([node.left, node.right]):
             return "@"
         if isinstance(node, ast.Call) and _call_needs_uniform_dtypes(node, ctx, local) \
-                and not own.aligned(node.args, single=_module_function(node, local, own.ctx_name)):
+                and not own.aligned(node.args, single=_own_code(node, local, params)):
             return ast.unparse(node.func)[:40]
     return None
 
@@ -95,6 +95,60 @@ def _local_names(fn: ast.FunctionDef) -> set[str]:
     global object, such as an extension module."""
     params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
     return params | {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+# Calls that return a Python number (sizes, counts, grid dimensions).
+_NUMBER_CALLS = frozenset({"int", "float", "bool", "len", "round", "min", "max", "abs", "cdiv", "ceil", "floor", "prod",
+                           "numel", "size", "dim", "next_power_of_2"})
+
+
+def _scalars(fn: ast.FunctionDef) -> set[str]:
+    """Names that hold no tensor: parameters whose default is a constant (flags, sizes), and names every binding of
+    which is a constant, a number-returning call (``int(B)``, ``triton.cdiv(H, BH)``, ``x.size(0)``), a size read
+    (``B, C, H, W = x.shape``) or arithmetic of those."""
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    out = {a.arg for a, d in zip(positional[len(positional) - len(args.defaults):], args.defaults) if isinstance(d, ast.Constant)}
+    out |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if isinstance(d, ast.Constant)}
+    bound: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        bound.setdefault(name.id, []).append(node.value)
+    # what the autograd context holds besides saved tensors is the Function's non-tensor state (`ctx.scans`)
+    context = {positional[0].arg} if positional else set()
+    for _ in range(2):  # arithmetic of sizes bound earlier
+        out |= {n for n, values in bound.items()
+                if all(_number(v, out) or _context_state(v, context) for v in values)}
+    return out
+
+
+def _context_state(expr: ast.expr, context: set[str]) -> bool:
+    """``ctx.scans``: an attribute of the autograd context other than its saved tensors."""
+    return isinstance(expr, ast.Attribute) and access_path(expr)[:1] == tuple(context) \
+        and expr.attr not in ("saved_tensors", "saved_variables")
+
+
+def _number(expr: ast.expr, scalars: set[str]) -> bool:
+    if isinstance(expr, ast.Constant):
+        return True
+    if isinstance(expr, ast.Name):
+        return expr.id in scalars
+    if isinstance(expr, ast.Attribute):
+        return expr.attr == "shape"
+    if isinstance(expr, ast.Subscript):
+        return isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape"
+    if isinstance(expr, ast.Call):
+        name = expr.func.attr if isinstance(expr.func, ast.Attribute) else getattr(expr.func, "id", "")
+        return name in _NUMBER_CALLS
+    if isinstance(expr, (ast.BinOp, ast.UnaryOp)):
+        parts = [expr.left, expr.right] if isinstance(expr, ast.BinOp) else [expr.operand]
+        return all(_number(p, scalars) for p in parts)
+    if isinstance(expr, (ast.Tuple, ast.List)):
+        return all(_number(e, scalars) for e in expr.elts)
+    return False
 
 
 def _casts_in(fn: ast.FunctionDef) -> tuple[dict[str, set[str]], dict[str, str]]:
@@ -115,8 +169,10 @@ class _Operands:
     """What one method knows of its operands' dtypes: its casts, its dtype names, the tensors whose dtype its
     kernels already agree on (`consistent`) and the autograd context's name."""
 
-    def __init__(self, casts: dict[str, set[str]], dtypes: dict[str, str], consistent: frozenset[str], ctx_name: str):
+    def __init__(self, casts: dict[str, set[str]], dtypes: dict[str, str], consistent: frozenset[str], ctx_name: str,
+                 scalars: set[str]):
         self.casts, self.dtypes, self.consistent, self.ctx_name = casts, dtypes, consistent, ctx_name
+        self.scalars = scalars
 
     def aligned(self, operands: list[ast.expr], single: bool = False) -> bool:
         """The method casts one tensor operand of the op to another's dtype itself (``w = weight.to(x.dtype)``
@@ -124,8 +180,10 @@ class _Operands:
         the dtype of tensors that agree already: the op gets one dtype whatever reaches the Function. `single`: an
         extension's function given one tensor gets one dtype."""
         named = [(r, self.casts.get(r, set()) | _cast_to(op, self.dtypes)) for op in operands for r in access_path(op)[:1]
-                 if r != self.ctx_name]
+                 if r != self.ctx_name and r not in self.scalars]
         roots = {r for r, _ in named}
+        if operands and not named and all(self._no_tensor(op) for op in operands):
+            return True  # sizes and flags only (`triton.cdiv(H, BLOCK)`)
         if single and len(roots) == 1:
             return True
         if self.consistent and named and all(r in self.consistent or to & self.consistent for r, to in named):
@@ -136,11 +194,21 @@ class _Operands:
         return any(to & (roots - {r}) for r, to in named) or bool(set.intersection(*(to for _, to in named)))
 
 
-def _module_function(call: ast.Call, local: set[str], ctx_name: str) -> bool:
-    """``_ext.layer_norm_forward(...)``: a function of a module (an extension), not code the Function is handed."""
+    def _no_tensor(self, operand: ast.expr) -> bool:
+        return isinstance(operand, ast.Constant) or _number(operand, self.scalars) \
+            or access_path(operand)[:1] == (self.ctx_name,)
+
+
+def _own_code(call: ast.Call, local: set[str], params: list[str]) -> bool:
+    """A kernel launch, a function of a module (an extension: ``_ext.layer_norm_forward(...)``) or of this one
+    (``_fn = scan_fwd``): code of the Function's own, not code its caller hands it (``run_function``,
+    ``ctx.run_function``), whose ops could mix what one tensor becomes with others."""
     func = call.func
-    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id not in local \
-        and func.value.id != ctx_name
+    if isinstance(func, ast.Subscript):
+        return True
+    if isinstance(func, ast.Name):
+        return func.id not in params
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id not in local
 
 
 def _kernel_consistent(forward: ast.FunctionDef, backward: ast.FunctionDef, ctx: Context) -> frozenset[str]:
@@ -187,10 +255,18 @@ _LAYOUT = frozenset({"contiguous", "view", "reshape", "clone", "detach", "transp
                      "squeeze", "expand", "t", "narrow"})
 
 
+# Methods that make a new tensor in their receiver's dtype unless given another (`x.new_empty(shape)`).
+_NEW_LIKE = frozenset({"new_empty", "new_zeros", "new_ones", "new_full", "new_tensor"})
+
+
 def _same_dtype_as(expr: ast.AST) -> set[str]:
-    """``x.contiguous()``, ``x.view(...)``: a tensor in the dtype of the name it is read from."""
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _LAYOUT \
-            and isinstance(expr.func.value, ast.Name):
+    """``x.contiguous()``, ``x.view(...)``, ``x.new_empty(shape)``: a tensor in the dtype of the name it is read
+    from (either branch of a conditional, where both agree)."""
+    if isinstance(expr, ast.IfExp):
+        body, orelse = _same_dtype_as(expr.body), _same_dtype_as(expr.orelse)
+        return body if body == orelse else set()
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and isinstance(expr.func.value, ast.Name) \
+            and (expr.func.attr in _LAYOUT or expr.func.attr in _NEW_LIKE and not any(k.arg == "dtype" for k in expr.keywords)):
         return {expr.func.value.id}
     return set()
 
