@@ -182,17 +182,21 @@ class _Operands:
         named = [(r, self.casts.get(r, set()) | _cast_to(op, self.dtypes)) for op in operands for r in access_path(op)[:1]
                  if r != self.ctx_name and r not in self.scalars]
         roots = {r for r, _ in named}
-        if operands and not named and all(self._no_tensor(op) for op in operands):
-            return True  # sizes and flags only (`triton.cdiv(H, BLOCK)`)
-        if single and len(roots) == 1:
-            return True
-        if self.consistent and named and all(r in self.consistent or to & self.consistent for r, to in named):
+        if self._one_dtype(operands, named, single):
             return True
         if len(named) < 2 or len(roots) < 2:
             return False
         # one operand cast to another's dtype, or every operand cast to the dtype of one same tensor
         return any(to & (roots - {r}) for r, to in named) or bool(set.intersection(*(to for _, to in named)))
 
+    def _one_dtype(self, operands: list[ast.expr], named: list[tuple[str, set[str]]], single: bool) -> bool:
+        """Sizes and flags only (`triton.cdiv(H, BLOCK)`); one tensor for the Function's own code; or tensors whose
+        dtype the forward's kernels already agree on, and casts to theirs."""
+        if operands and not named and all(self._no_tensor(op) for op in operands):
+            return True
+        if single and len({r for r, _ in named}) == 1:
+            return True
+        return bool(self.consistent and named and all(r in self.consistent or to & self.consistent for r, to in named))
 
     def _no_tensor(self, operand: ast.expr) -> bool:
         return isinstance(operand, ast.Constant) or _number(operand, self.scalars) \
