@@ -110,6 +110,21 @@ def test_validation_and_sampling_inside_a_training_file_are_evaluation_code():
     assert found == [(4, "info"), (9, "info"), (14, "warning"), (19, "info")]
 
 
+def test_a_test_a_module_carries_for_itself_is_test_code():
+    # A model module's own `_test_x()` (run from its __main__) builds a case on purpose; the module's classes are not
+    # tests, and a function merely named like one inside a class is a method.
+    code = ROPE_CACHE + """
+
+def _test_rotary():
+    freqs = torch.outer(torch.arange(16).float(), torch.ones(4))
+    cos_cached = freqs.cos().bfloat16()
+    return cos_cached
+"""
+    found = sorted((f.location.line, f.severity.value) for f in findings(code, "model.py") if f.rule_id == "AMP002")
+    assert found == [(8, "warning"), (13, "info")], found
+    assert "a test the module carries for itself" in [f for f in findings(code, "model.py") if f.location.line == 13][0].message
+
+
 def test_a_no_grad_block_is_evaluation_code_only_when_training_uses_nothing_it_makes():
     # A no-grad block that renders or logs is not training; one that steps, updates an EMA in place, stores its
     # result on an object or hands a value to the code after it (a frozen teacher's targets) is part of training.

@@ -136,6 +136,10 @@ _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.n
 def site_kind(src: SourceFile, node: ast.AST, file: Kind) -> Kind:
     """The kind of the code at `node`: the file's, or evaluation code inside a training file (a function named
     like validation or sampling, a ``torch.no_grad()`` block, a branch taken for validation)."""
+    if not file.never_warns:
+        test = _self_test(src, node)
+        if test is not None:
+            return Kind(CodeKind.TEST, test)
     if file.kind is not CodeKind.TRAINING:
         return file
     for parent, child in src.steps(node):
@@ -143,6 +147,20 @@ def site_kind(src: SourceFile, node: ast.AST, file: Kind) -> Kind:
         if why:
             return Kind(CodeKind.EVALUATION, why)
     return file
+
+
+def _self_test(src: SourceFile, node: ast.AST) -> str | None:
+    """A test a module carries for itself: a top-level ``def test_x()`` / ``def _test_x()`` (run by pytest or the
+    module's ``__main__``), which builds its own inputs and is no part of what the module does when imported."""
+    top = None
+    for parent, _ in src.steps(node):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            top = parent
+    if top is None or not isinstance(src.parents.get(top), ast.Module):
+        return None
+    if top.name.lstrip("_").startswith("test_") or top.name.lstrip("_") == "test":
+        return f"inside `{top.name}` (line {top.lineno}), a test the module carries for itself"
+    return None
 
 
 def _evaluation(src: SourceFile, parent: ast.AST, child: ast.AST) -> str | None:
