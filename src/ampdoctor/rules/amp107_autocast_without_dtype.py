@@ -12,7 +12,7 @@ from ampdoctor.dtypes import BF16
 from ampdoctor.lint.cstedit import asked, dotted, imports_torch, with_keyword
 from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, bf16_in_function, calls_named, in_fp16_branch
 from ampdoctor.lint.python.dataflow import autocast_argument
-from ampdoctor.lint.python.facts import AUTOCASTS
+from ampdoctor.lint.python.facts import AUTOCASTS, disables_autocast
 from ampdoctor.lint.python.resolve import has_star_kwargs, tokens
 
 
@@ -224,10 +224,10 @@ def _runs_only_bf16(ctx: Context) -> bool:
     return next(calls_named(ctx, GRAD_SCALERS), None) is None
 
 
-def _not_fp16_by_default(call: ast.Call, name: str) -> bool:
-    """Autocast turned off (it needs no dtype), or on a device whose default is bf16 (CPU, XPU)."""
-    enabled = autocast_argument(call, name, "enabled")
-    if isinstance(enabled, ast.Constant) and enabled.value is False:
+def _not_fp16_by_default(ctx: Context, call: ast.Call, name: str) -> bool:
+    """Autocast turned off (it needs no dtype; a wrapper's `enabled` parameter every caller passes False counts),
+    or on a device whose default is bf16 (CPU, XPU)."""
+    if disables_autocast(call, ctx.src):
         return True
     if name != "torch.autocast":
         return False
@@ -247,7 +247,7 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
         starred = has_star_kwargs(call)
         if starred and not _kwargs_lack_dtype(ctx, call, name):
             continue
-        if _not_fp16_by_default(call, name) or in_fp16_branch(ctx, call) is not None or _older_torch_fallback(ctx, call):
+        if _not_fp16_by_default(ctx, call, name) or in_fp16_branch(ctx, call) is not None or _older_torch_fallback(ctx, call):
             continue  # off, bf16 by default on its device, in a branch only fp16 runs take, or only old torch takes
         tests = _else_of(ctx, call)
         through = _conjoined_with_bf16(tests)

@@ -163,6 +163,10 @@ def disables_autocast(call: ast.Call, src: SourceFile) -> bool:
         enabled = keyword(call, "enabled")
     else:
         return (name or last_identifier(call.func) or "").endswith("custom_fwd") and keyword(call, "cast_inputs") is not None
+    if isinstance(enabled, ast.Name):
+        # a wrapper's own parameter (`def maybe_autocast(device_type, enabled=True)`), off where every caller passes False
+        passed = [value for _, value in src.bindings(enabled, src.scope(call))]
+        return bool(passed) and all(isinstance(v, ast.Constant) and v.value is False for v in passed)
     return isinstance(enabled, ast.Constant) and enabled.value is False
 
 

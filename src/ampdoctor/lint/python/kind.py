@@ -156,11 +156,20 @@ def _self_test(src: SourceFile, node: ast.AST) -> str | None:
     for parent, _ in src.steps(node):
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
             top = parent
-    if top is None or not isinstance(src.parents.get(top), ast.Module):
-        return None
+    if top is None or not isinstance(src.parents.get(top), ast.Module) or _imports_test_framework(src):
+        return None  # a module written for pytest is judged by its path, as a test file is
     if top.name.lstrip("_").startswith("test_") or top.name.lstrip("_") == "test":
         return f"inside `{top.name}` (line {top.lineno}), a test the module carries for itself"
     return None
+
+
+def _imports_test_framework(src: SourceFile) -> bool:
+    for node in src.tree.body:
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] in ("pytest", "unittest") for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("pytest", "unittest"):
+            return True
+    return False
 
 
 def _evaluation(src: SourceFile, parent: ast.AST, child: ast.AST) -> str | None:

@@ -255,7 +255,7 @@ class SourceFile:
     def _call_sites(self) -> dict[ast.AST, list[ast.Call]]:
         """Calls of this file's functions and classes by plain name (``f(...)``, ``Cls(...)`` -> its __init__)."""
         targets: dict[str, ast.AST] = {}
-        for node in self.tree.body:
+        for node in _module_level(self.tree.body):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 targets[node.name] = node
             elif isinstance(node, ast.ClassDef):
@@ -286,6 +286,17 @@ class SourceFile:
             return self._names.get((self.tree, expr.id), [])
         key = dotted(expr)
         return self._attrs.get(key, []) if key else []
+
+
+def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The module's statements, those of its top-level ``try``/``if`` blocks included: where a fallback is defined
+    when an import fails (``try: from lib import f`` / ``except ImportError: def f(...)``)."""
+    for node in body:
+        yield node
+        if isinstance(node, (ast.Try, ast.If)):
+            blocks = [node.body, node.orelse] + ([node.finalbody, *(h.body for h in node.handlers)] if isinstance(node, ast.Try) else [])
+            for block in blocks:
+                yield from _module_level(block)
 
 
 def _opposite(a: ast.If, side_a: bool, b: ast.If, side_b: bool) -> bool:
