@@ -9,8 +9,8 @@ from typing import Iterator
 
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
-from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context
-from ampdoctor.lint.python.dataflow import BF16, FP16, HALF, describe
+from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, half_dtypes_run
+from ampdoctor.lint.python.dataflow import FP16, HALF, describe
 from ampdoctor.lint.python.project import cpu_autocast_line
 from ampdoctor.lint.python.resolve import keyword, last_identifier, tokens
 
@@ -243,7 +243,7 @@ def _by_consequence(ctx: Context, call: ast.Call, dtypes: frozenset | None, said
     if _is_variance_call(call, ctx):
         return call, (f"{said}: torch accumulates it in fp32 and rounds only the result (which overflows fp16 past "
                       f"65504); for a full-precision norm, {_UPCAST}"), Severity.INFO
-    if FP16 & _half_dtypes(ctx, dtypes):
+    if FP16 & half_dtypes_run(ctx, dtypes):
         return call, f"{said}: squares taken in fp16 overflow to inf past |x| = 256; {_UPCAST}"
     return call, (f"{said}: the squares round to bf16's 8 significant bits (the mean accumulates in fp32), so the "
                   f"variance is off by at most about 0.4%; for a full-precision norm, {_UPCAST}"), Severity.INFO
@@ -253,19 +253,6 @@ def _is_variance_call(call: ast.Call, ctx: Context) -> bool:
     """``torch.var(x)``, ``torch.var_mean(x)``, or ``x.var()`` on a tensor the imports do not name."""
     name = ctx.qualname(call.func)
     return name in VARIANCES or (name is None and isinstance(call.func, ast.Attribute) and call.func.attr == "var")
-
-
-def _half_dtypes(ctx: Context, dtypes: frozenset | None) -> frozenset:
-    """The half dtypes the squares may be taken in: the tensor's own where the dataflow knows them, else those the
-    file and its project run in (both where neither says)."""
-    if dtypes and dtypes & HALF:
-        return dtypes & HALF
-    seen = set(ctx.project.precisions & HALF)
-    if ctx.facts.bf16_evidence is not None:
-        seen |= BF16
-    if ctx.facts.fp16_possible:
-        seen |= FP16
-    return frozenset(seen) or HALF
 
 
 def _kept_out_of_half(ctx: Context, call: ast.Call, base: ast.AST, owner: ast.AST) -> bool:

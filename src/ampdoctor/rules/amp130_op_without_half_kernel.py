@@ -9,8 +9,8 @@ from typing import Iterator
 
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
-from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context
-from ampdoctor.lint.python.dataflow import FACTORIES, HALF, describe, torch_factory
+from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, half_dtypes_run
+from ampdoctor.lint.python.dataflow import BF16, FACTORIES, HALF, describe, torch_factory
 from ampdoctor.lint.python.resolve import keyword, tokens
 
 # A guard's verdict: the half dtypes its truth admits (None: it tests no dtype), and whether it also requires a CPU tensor.
@@ -129,6 +129,10 @@ def partial_half_guard(ctx: Context) -> Iterator[CodeHit]:
             continue
         admitted = frozenset().union(*(c[0] for _, c in guards if not c[1]))
         missing, guard = HALF - admitted, guards[-1][0]
+        if not BF16 & half_dtypes_run(ctx):
+            # fp16 is what autocast and `.half()` give by default; bf16 reaches the op only where something asks for
+            # it: a guard for fp16 alone is whole in code that never runs in bf16
+            missing -= BF16
         # reported at the guard's condition: that is what is incomplete, and where the fix goes (once per guard)
         site = _test_site(ctx, guard.test, scope)
         if guard in reported or (admitted and not missing):

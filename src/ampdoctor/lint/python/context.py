@@ -10,7 +10,7 @@ from typing import Any, Iterator, Mapping
 
 from ampdoctor.core.model import Severity
 from ampdoctor.dtypes import ROPE_WORDS
-from ampdoctor.lint.python.dataflow import HALF, Dataflow, name_polarity
+from ampdoctor.lint.python.dataflow import BF16, FP16, HALF, Dataflow, name_polarity
 from ampdoctor.lint.python.facts import Facts, ModelCast
 from ampdoctor.lint.python.project import ProjectContext
 from ampdoctor.lint.python.resolve import last_identifier, tokens
@@ -106,6 +106,19 @@ def chain_words(expr: ast.AST, ctx: Context, *, calls_too: bool = True) -> froze
 
 def is_table(words: frozenset[str]) -> bool:
     return bool(words & ROPE_WORDS) and not words & NOT_ROPE and not words & POSITION_TOKENS - {"ids"}
+
+
+def half_dtypes_run(ctx: Context, dtypes: frozenset | None = None) -> frozenset:
+    """The half dtypes a tensor may be in: its own where the dataflow knows them (`dtypes`), else those the file and
+    its project run in (both where neither says)."""
+    if dtypes and dtypes & HALF:
+        return dtypes & HALF
+    seen = set(ctx.project.precisions & HALF)
+    if ctx.facts.bf16_evidence is not None:
+        seen |= BF16
+    if ctx.facts.fp16_possible:
+        seen |= FP16
+    return frozenset(seen) or HALF
 
 
 def half_casts(ctx: Context) -> Iterator[tuple[ast.Call, frozenset]]:
