@@ -108,8 +108,9 @@ def _scalars(fn: ast.FunctionDef) -> set[str]:
     (``B, C, H, W = x.shape``) or arithmetic of those."""
     args = fn.args
     positional = [*args.posonlyargs, *args.args]
-    out = {a.arg for a, d in zip(positional[len(positional) - len(args.defaults):], args.defaults) if isinstance(d, ast.Constant)}
-    out |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if isinstance(d, ast.Constant)}
+    # (a None default is an optional tensor's as often as a flag's)
+    out = {a.arg for a, d in zip(positional[len(positional) - len(args.defaults):], args.defaults) if _flag(d)}
+    out |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if _flag(d)}
     bound: dict[str, list[ast.expr]] = {}
     for node in ast.walk(fn):
         if isinstance(node, ast.Assign):
@@ -123,6 +124,10 @@ def _scalars(fn: ast.FunctionDef) -> set[str]:
         out |= {n for n, values in bound.items()
                 if all(_number(v, out) or _context_state(v, context) for v in values)}
     return out
+
+
+def _flag(default: ast.expr | None) -> bool:
+    return isinstance(default, ast.Constant) and default.value is not None
 
 
 def _context_state(expr: ast.expr, context: set[str]) -> bool:
@@ -186,8 +191,8 @@ class _Operands:
             return True
         if len(named) < 2 or len(roots) < 2:
             return False
-        # one operand cast to another's dtype, or every operand cast to the dtype of one same tensor
-        return any(to & (roots - {r}) for r, to in named) or bool(set.intersection(*(to for _, to in named)))
+        # every operand cast to the dtype of one same tensor, or every other operand cast to one operand's dtype
+        return bool(set.intersection(*(to for _, to in named))) or any(all(r == a or a in to for r, to in named) for a in roots)
 
     def _one_dtype(self, operands: list[ast.expr], named: list[tuple[str, set[str]]], single: bool) -> bool:
         """Sizes and flags only (`triton.cdiv(H, BLOCK)`); one tensor for the Function's own code; or tensors whose
