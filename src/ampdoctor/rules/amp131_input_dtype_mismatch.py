@@ -102,6 +102,9 @@ def _fp32_made(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> a
     if isinstance(expr, ast.Name):
         value = _last_value(ctx, expr, scope)
         return _fp32_made(ctx, value, scope, depth + 1) if value is not None and ctx.src.scope(value) is scope else None
+    if isinstance(expr, ast.BinOp):
+        tensor = _scaled_by_number(expr)
+        return _fp32_made(ctx, tensor, scope, depth + 1) if tensor is not None else None
     if not isinstance(expr, ast.Call):
         return None
     dtypes = ctx.flow.cast_dtype(expr, scope)
@@ -111,12 +114,35 @@ def _fp32_made(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> a
     name = ctx.qualname(func)
     if name == "torch.from_numpy":
         return expr  # NumPy's dtype: fp64 or fp32 for float arrays, whatever the model is cast to
+    if name in _FP32_CONSTRUCTORS:
+        return expr  # the legacy constructors make fp32 whatever they are given
     made = torch_factory(name)
     if made is not None:
         return expr if _default_float(expr, made) else None
     if isinstance(func, ast.Attribute) and ctx.qualname(func) is None and (func.attr in _VIEWS and func.attr != "float" or _device_move(expr)):
         return _fp32_made(ctx, func.value, scope, depth + 1)
     return None
+
+
+_FP32_CONSTRUCTORS = frozenset({"torch.Tensor", "torch.FloatTensor", "torch.cuda.FloatTensor"})
+
+
+def _scaled_by_number(expr: ast.BinOp) -> ast.AST | None:
+    """The tensor operand of arithmetic with a Python number (``img.float() / 255.0``, ``x * 2 - 1``), which keeps
+    the tensor's dtype; None for arithmetic between two tensors (or a matrix product)."""
+    if isinstance(expr.op, ast.MatMult):
+        return None
+    for tensor, number in ((expr.left, expr.right), (expr.right, expr.left)):
+        if _number(number):
+            return tensor
+    return None
+
+
+def _number(expr: ast.AST) -> bool:
+    """A Python int or float literal (``255.0``, ``-1``)."""
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
+        expr = expr.operand
+    return isinstance(expr, ast.Constant) and isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
 
 
 def _made_in(made: ast.AST) -> str:
