@@ -30,7 +30,7 @@ _LOG_SOFTMAX_CALLS = frozenset({"torch.log_softmax", "torch.nn.functional.log_so
 
 
 @code_check("AMP125", triggers=HALF_WORDS, also=(("cross_entropy", "nll_loss", "Loss", "kl_div", "binary_cross_entropy", "log_softmax",
-                                                   "log_prob", "logprob"),), project=True)
+                                                   "log_prob", "logprob", "logps"),), project=True)
 def loss_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # Modalities PR #464: the loss of a half model without `.float()` is quantized to the bf16 grid.
     if ctx.facts.mixed_precision_on or ctx.project.autocast is not None:
@@ -186,7 +186,7 @@ def _takes_log_probs(ctx: Context, call: ast.Call) -> bool:
     if name in _LOG_SOFTMAX_CALLS:
         return True
     words = tokens(last_identifier(call.func) or "")
-    return bool({"logprob", "logprobs"} & words or {"log", "logp"} & words and {"prob", "probs", "p", "softmax"} & words)
+    return bool({"logprob", "logprobs", "logps"} & words or {"log", "logp"} & words and {"prob", "probs", "p", "softmax"} & words)
 
 
 def _half_model_output(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> ModelCast | None:

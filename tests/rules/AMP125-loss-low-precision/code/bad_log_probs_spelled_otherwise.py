@@ -11,6 +11,10 @@ def gathered_log_softmax(scores, ids):
     return scores.log_softmax(-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
 
 
+def summed_logps(scores, ids):
+    return gathered_log_softmax(scores, ids).sum(-1)
+
+
 def token_logps(ids):
     scores = actor(ids).logits[:, :-1]
     return scores.log_softmax(dim=-1).gather(-1, ids[:, 1:, None])  # ampdoctor: expect[AMP125]
@@ -24,3 +28,8 @@ def chosen_logps(ids, mask):
 def sampled_logps(ids, temperature: float = 0.7):
     scaled = actor(ids).logits / temperature
     return torch.log_softmax(scaled, dim=-1)  # ampdoctor: expect[AMP125]
+
+
+def sequence_scores(ids):
+    out = actor(input_ids=ids)
+    return summed_logps(out.logits[:, :-1], ids[:, 1:])  # ampdoctor: expect[AMP125]

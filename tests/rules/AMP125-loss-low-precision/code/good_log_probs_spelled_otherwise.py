@@ -10,6 +10,10 @@ def gathered_log_softmax(scores, ids):
     return scores.log_softmax(-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
 
 
+def summed_logps(scores, ids):
+    return gathered_log_softmax(scores, ids).sum(-1)
+
+
 def token_logps(ids):
     scores = actor(ids).logits[:, :-1]
     return scores.log_softmax(dim=-1, dtype=torch.float32).gather(-1, ids[:, 1:, None])
@@ -29,3 +33,8 @@ def tensor_temperature_logps(ids):
     temperature = torch.full((1,), 0.7)
     scaled = actor(ids).logits / temperature
     return torch.log_softmax(scaled, dim=-1)
+
+
+def sequence_scores(ids):
+    out = actor(input_ids=ids)
+    return summed_logps(out.logits[:, :-1].float(), ids[:, 1:])
