@@ -13,9 +13,9 @@ from ampdoctor.facts import RunFacts, half_weights_without_master
 from ampdoctor.lint.python.context import FLOAT_UP, GRAD_SCALERS, HALF_WORDS, PEFT_FUNCTIONS, CodeHit, Context, calls_named, parameter_loops
 from ampdoctor.lint.python.dataflow import describe
 from ampdoctor.lint.python.facts import AUTOCASTS, ModelCast, autocast_argument, disables_autocast
+from ampdoctor.lint.python.optimizers import PLAIN_OPTIMIZERS, overlap, parameter_roots, stepped, wrapped_in_master
 from ampdoctor.lint.python.resolve import dotted
 from ampdoctor.policy import Policy
-from ampdoctor.rules.amp119_pure_bf16_optimizer import PLAIN_OPTIMIZERS, _overlap, _parameter_roots, _stepped, _wrapped_in_master
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -58,7 +58,7 @@ def optimizer_of_half_model_under_autocast(ctx: Context) -> Iterator[CodeHit]:
     scaled = any(ctx.qualname(c.func) in GRAD_SCALERS for c in ctx.src.calls)
     for call, name in calls_named(ctx, PLAIN_OPTIMIZERS):
         cast = _trains_cast_model(ctx, call)
-        if cast is None or scaled and "fp16" in cast.dtypes or not _stepped(ctx, call) or _wrapped_in_master(ctx, call):
+        if cast is None or scaled and "fp16" in cast.dtypes or not stepped(ctx, call) or wrapped_in_master(ctx, call):
             continue  # fp16 weights with a loss scaler are AMP105's
         yield call, (f"`{name.rsplit('.', 1)[-1]}` steps the parameters of `{cast.name}`, cast to {describe(cast.dtypes)} "
                      f"(line {cast.node.lineno}), while the forward runs under the autocast of line {autocast.lineno}: "
@@ -78,11 +78,11 @@ def _half_autocast(ctx: Context) -> ast.Call | None:
 def _trains_cast_model(ctx: Context, call: ast.Call) -> ModelCast | None:
     """The half cast (before the optimizer, in its scope) of a model whose parameters the optimizer takes, with no
     cast of it back to fp32 in between."""
-    roots = _parameter_roots(ctx, call) or set()
+    roots = parameter_roots(ctx, call) or set()
     for cast in ctx.facts.model_casts:
         if not cast.name or cast.node.lineno >= call.lineno or ctx.src.scope(cast.node) is not ctx.src.scope(call):
             continue
-        if any(_overlap(cast.name, root) for root in roots) and not _upcast_between(ctx, cast, call):
+        if any(overlap(cast.name, root) for root in roots) and not _upcast_between(ctx, cast, call):
             return cast
     return None
 
@@ -91,7 +91,7 @@ def _upcast_between(ctx: Context, cast: ModelCast, call: ast.Call) -> bool:
     """``model.float()`` (or a part of it: ``model.lm_head.float()``) between the cast and the optimizer."""
     for other in ctx.src.calls:
         func = other.func
-        if isinstance(func, ast.Attribute) and cast.node.lineno < other.lineno < call.lineno and _overlap(dotted(func.value) or "", cast.name or ""):
+        if isinstance(func, ast.Attribute) and cast.node.lineno < other.lineno < call.lineno and overlap(dotted(func.value) or "", cast.name or ""):
             if (ctx.flow.cast_dtype(other) or frozenset()) & FLOAT_UP:
                 return True
     return False
