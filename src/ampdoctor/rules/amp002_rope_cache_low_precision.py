@@ -26,7 +26,7 @@ from ampdoctor.lint.python.context import (
     rotary_said,
 )
 from ampdoctor.lint.python.dataflow import describe
-from ampdoctor.lint.python.resolve import self_attribute, tokens
+from ampdoctor.lint.python.resolve import last_identifier, self_attribute, tokens
 from ampdoctor.policy import Policy
 
 if TYPE_CHECKING:
@@ -48,6 +48,12 @@ def rope_cache_low_precision(ctx: Context) -> Iterator[CodeHit]:
             what = f"`{ast.unparse(receiver)[:60]}`"
         elif stored is not None and is_table(words := tokens(stored)):
             what = f"`{stored}`"
+        elif (table := _table_computed_from(ctx, call)) is not None:
+            words = tokens(table)
+            said = (f"{table_kind(ctx)} `{table}` is computed from `{ast.unparse(call)[:50]}`, which is {describe_half(dtypes)}: "
+                    "the frequencies and angles it is made of keep that precision; build it in float32")
+            yield call, said, None, {}
+            continue
         else:
             continue
         uncast = {"uncast": call.col_offset} if stored is not None and _dropped_safely(ctx, call) else {}
@@ -60,6 +66,97 @@ def rope_cache_low_precision(ctx: Context) -> Iterator[CodeHit]:
                          "with q and k makes anyway; bf16 tables lose 8 times more)"), Severity.INFO, uncast
             continue
         yield call, said, None, uncast
+
+
+# Methods and torch functions whose result keeps the dtype of the one tensor they are given: angles computed in half
+# stay half through them on the way to the table (`emb.cos()`, `torch.sin(freqs)`).
+_KEEPS_DTYPE = frozenset({"cos", "sin", "exp", "neg", "reciprocal", "unsqueeze", "squeeze", "view", "reshape", "contiguous",
+                          "clone", "detach", "cpu", "cuda", "transpose", "permute", "flatten", "expand", "repeat",
+                          "repeat_interleave"})
+_ONE_TENSOR_TORCH = frozenset({"torch.cos", "torch.sin", "torch.exp", "torch.reciprocal"})
+
+
+def _table_computed_from(ctx: Context, call: ast.Call) -> str | None:
+    """The rotary table a half value ends up in, computed from it by arithmetic with numbers, dtype-keeping methods
+    and cos/sin (``inv_freq = 1.0 / base ** (torch.arange(0, d, 2, dtype=torch.bfloat16) / d)``), directly or
+    through one local name (``emb = torch.cat((f, f), -1).half()`` and then ``self.cos_cached = emb.cos()``). Any
+    other tensor operand on the way may promote it, so the chain stops there."""
+    top = _through_dtype_keeping(ctx, call)
+    name = assigned_name(ctx, top) if isinstance(top, ast.Call) else _stored_name(ctx, top)
+    if name is not None and is_table(tokens(name)):
+        return name
+    parent = ctx.src.parents.get(top)
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)) or name is None:
+        return None
+    local = parent.targets[0].id
+    for read in ast.walk(ctx.src.scope(parent)):
+        if isinstance(read, ast.Name) and read.id == local and isinstance(read.ctx, ast.Load) and read.lineno > parent.lineno:
+            end = _through_dtype_keeping(ctx, read)
+            found = assigned_name(ctx, end) if isinstance(end, ast.Call) else _stored_name(ctx, end)
+            if end is not read and found is not None and is_table(tokens(found)):
+                return found
+    return None
+
+
+def _stored_name(ctx: Context, node: ast.AST) -> str | None:
+    parent = ctx.src.parents.get(node)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and parent.value is node:
+        return last_identifier(parent.targets[0])
+    return None
+
+
+def _through_dtype_keeping(ctx: Context, node: ast.AST) -> ast.AST:
+    """The outermost expression around `node` that holds its values in its dtype (`_KEEPS_DTYPE`, indexing, arithmetic
+    with a number or a plain name that no torch call made, ``torch.cat((x, x))``)."""
+    for _ in range(12):
+        parent = ctx.src.parents.get(node)
+        if isinstance(parent, ast.Subscript) and parent.value is node or isinstance(parent, ast.UnaryOp):
+            node = parent
+        elif isinstance(parent, ast.BinOp) and _number_like(ctx, parent.right if parent.left is node else parent.left):
+            node = parent
+        elif (call := _call_keeping_dtype(ctx, node, parent)) is not None:
+            node = call
+        else:
+            return node
+    return node
+
+
+def _call_keeping_dtype(ctx: Context, node: ast.AST, parent: ast.AST | None) -> ast.Call | None:
+    """The call around `node` (its parent) whose result keeps `node`'s dtype: a `_KEEPS_DTYPE` method of it, a
+    one-tensor torch function of it, ``torch.cat((node, node))``."""
+    if isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in _KEEPS_DTYPE:
+        call = ctx.src.parents.get(parent)
+        return call if isinstance(call, ast.Call) and call.func is parent else None
+    if isinstance(parent, ast.Call) and ctx.qualname(parent.func) in _ONE_TENSOR_TORCH and parent.args[:1] == [node]:
+        return parent
+    if isinstance(parent, ast.Tuple) and all(ast.dump(e) == ast.dump(node) for e in parent.elts):
+        cat = ctx.src.parents.get(parent)
+        return cat if isinstance(cat, ast.Call) and ctx.qualname(cat.func) in ("torch.cat", "torch.stack") else None
+    return None
+
+
+def _number_like(ctx: Context, expr: ast.AST) -> bool:
+    """A literal number, or a name or attribute no torch call in its scope binds (a base, a dimension)."""
+    if isinstance(expr, ast.UnaryOp):
+        expr = expr.operand
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
+    if isinstance(expr, ast.BinOp):
+        return _number_like(ctx, expr.left) and _number_like(ctx, expr.right)
+    if not isinstance(expr, (ast.Name, ast.Attribute)) or isinstance(expr, ast.Attribute) and expr.attr in ("dtype", "device"):
+        return False
+    ident = last_identifier(expr) or ""
+    if is_table(tokens(ident)) or ident in ("x", "q", "k", "t", "pos", "positions"):
+        return False
+    bound = ctx.src.bindings(expr, ctx.src.scope(expr))
+    return not any(isinstance(v, ast.Call) and (ctx.qualname(v.func) or "").startswith("torch.") for _, v in bound) \
+        and not (isinstance(expr, ast.Attribute) and self_attribute(expr) is not None and not bound and _tensor_attribute(ctx, expr))
+
+
+def _tensor_attribute(ctx: Context, expr: ast.Attribute) -> bool:
+    """An attribute of `self` that the file binds to a tensor or registers as a buffer."""
+    return any(a.attr == expr.attr and isinstance(a.ctx, ast.Store) for a in ctx.src.attributes) \
+        or f'"{expr.attr}"' in ctx.src.text or f"'{expr.attr}'" in ctx.src.text
 
 
 # What a consumer may do to a table on the way to its cast without the table's dtype showing: indexing and the

@@ -30,7 +30,7 @@ _LOG_SOFTMAX_CALLS = frozenset({"torch.log_softmax", "torch.nn.functional.log_so
 
 
 @code_check("AMP125", triggers=HALF_WORDS, also=(("cross_entropy", "nll_loss", "Loss", "kl_div", "binary_cross_entropy", "log_softmax",
-                                                   "log_prob", "logprob"),), project=True)
+                                                   "log_prob", "logprob", "logps"),), project=True)
 def loss_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # Modalities PR #464: the loss of a half model without `.float()` is quantized to the bf16 grid.
     if ctx.facts.mixed_precision_on or ctx.project.autocast is not None:
@@ -61,13 +61,38 @@ def _log_probs_of_half_logits(ctx: Context) -> Iterator[CodeHit]:
     ``log_probs_from_logits(output["logits"], ...)``): in bf16 they keep 8 bits, and the policy ratios and KL terms
     of RL fine-tuning, differences of such numbers, are mostly rounding (OpenRLHF PR #634)."""
     for call in ctx.src.calls:
-        if not _takes_log_probs(ctx, call) or not call.args:
+        logits = _log_probs_input(ctx, call)
+        if logits is None or keyword(call, "dtype") is not None or _into_promoted_loss(ctx, call):
             continue
-        cast = _half_model_output(ctx, call.args[0], ctx.src.scope(call))
+        cast = _half_model_output(ctx, logits, ctx.src.scope(call))
         if cast is not None:
             yield call, (f"log-probabilities are taken of the logits of `{cast.name}`, which is {describe(cast.dtypes)} (line "
                          f"{cast.node.lineno}) with no autocast: they keep {describe(cast.dtypes)}'s precision; use "
-                         f"`{ast.unparse(call.args[0])[:40]}.float()`")
+                         f"`{ast.unparse(logits)[:40]}.float()`")
+
+
+def _into_promoted_loss(ctx: Context, call: ast.Call) -> bool:
+    """The log-probabilities, bound to a name, are the input of a loss that an fp32 target promotes (``F.kl_div(
+    log_probs, target.float())``): what they are compared with is fp32, and so is the loss."""
+    bound = ctx.src.parents.get(call)
+    if not (isinstance(bound, ast.Assign) and len(bound.targets) == 1 and isinstance(bound.targets[0], ast.Name)):
+        return False
+    name = bound.targets[0].id
+    for other in ctx.src.calls:
+        loss = ctx.qualname(other.func)
+        first = other.args[0] if other.args else keyword(other, "input")
+        if loss in _FLOAT_TARGETS and isinstance(first, ast.Name) and first.id == name and _promoted(ctx, other, loss):
+            return True
+    return False
+
+
+def _log_probs_input(ctx: Context, call: ast.Call) -> ast.AST | None:
+    """The logits a call takes log-probabilities of: the first argument of ``F.log_softmax(x, -1)`` or of a helper
+    named for it (``log_probs_from_logits(x, y)``, ``selective_log_softmax(x, ids)``), or the receiver of the method
+    ``x.log_softmax(-1)``."""
+    if ctx.qualname(call.func) is None and isinstance(call.func, ast.Attribute) and call.func.attr == "log_softmax":
+        return call.func.value
+    return call.args[0] if call.args and _takes_log_probs(ctx, call) else None
 
 
 @code_check("AMP125", triggers=("autocast",), also=(("log_softmax", "cross_entropy", "nll_loss", "kl_div", "binary_cross_entropy"),))
@@ -164,7 +189,7 @@ def _takes_log_probs(ctx: Context, call: ast.Call) -> bool:
     if name in _LOG_SOFTMAX_CALLS:
         return True
     words = tokens(last_identifier(call.func) or "")
-    return bool({"logprob", "logprobs"} & words or {"log", "logp"} & words and {"prob", "probs", "p"} & words)
+    return bool({"logprob", "logprobs", "logps"} & words or {"log", "logp"} & words and {"prob", "probs", "p", "softmax"} & words)
 
 
 def _half_model_output(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> ModelCast | None:
@@ -174,6 +199,8 @@ def _half_model_output(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int =
         return None
     if isinstance(expr, ast.Subscript) or (isinstance(expr, ast.Attribute) and expr.attr == "logits"):
         return _half_model_output(ctx, expr.value, scope, depth + 1)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Div, ast.Mult)) and _python_number(ctx, expr.right, scope):
+        return _half_model_output(ctx, expr.left, scope, depth + 1)  # `logits / temperature` keeps the logits' dtype
     if isinstance(expr, ast.Name):
         for _, value in ctx.src.bindings(expr, scope):
             found = _half_model_output(ctx, value, scope, depth + 1) if value is not None else None
@@ -184,6 +211,21 @@ def _half_model_output(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int =
         callee = dotted(expr.func)
         return next((c for c in ctx.facts.model_casts if c.name and c.name == callee), None)
     return None
+
+
+# Names of the numbers logits are scaled by before a softmax: a Python float keeps a tensor's dtype.
+_SCALARS = frozenset({"temperature", "temp", "tau", "scale"})
+
+
+def _python_number(ctx: Context, expr: ast.AST, scope: ast.AST) -> bool:
+    """A number, not a tensor: a literal, or a name or attribute named as a temperature or scale that no tensor
+    factory made in this scope (an fp32 tensor would promote the logits)."""
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
+    ident = last_identifier(expr) if isinstance(expr, (ast.Name, ast.Attribute)) else None
+    if not ident or not tokens(ident) & _SCALARS:
+        return False
+    return not any(isinstance(v, ast.Call) and (ctx.qualname(v.func) or "").startswith("torch.") for _, v in ctx.src.bindings(expr, scope))
 
 
 # Losses whose target is a float tensor of the input's shape: an fp32 target promotes a half input, and the loss is

@@ -97,11 +97,15 @@ def _fp32_made(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> a
     given ``dtype=torch.float32``, or one that makes its tensor in the default dtype (``torch.randn(...)``,
     ``torch.zeros(...)`` without `dtype`, ``torch.tensor([0.5])``); through views, moves to a device and the last
     binding of a name. None where the dtype may be anything else (a cast to another tensor's dtype, an argument)."""
-    if depth > 6:
+    if depth > 16:
         return None
     if isinstance(expr, ast.Name):
         value = _last_value(ctx, expr, scope)
         return _fp32_made(ctx, value, scope, depth + 1) if value is not None and ctx.src.scope(value) is scope else None
+    if isinstance(expr, ast.BinOp):
+        return _fp32_arithmetic(ctx, expr, scope, depth)
+    if isinstance(expr, ast.Subscript):
+        return _fp32_made(ctx, expr.value, scope, depth + 1)
     if not isinstance(expr, ast.Call):
         return None
     dtypes = ctx.flow.cast_dtype(expr, scope)
@@ -109,14 +113,95 @@ def _fp32_made(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> a
         return expr if dtypes == FP32 else None
     func = expr.func
     name = ctx.qualname(func)
-    if name == "torch.from_numpy":
-        return expr  # NumPy's dtype: fp64 or fp32 for float arrays, whatever the model is cast to
-    made = torch_factory(name)
-    if made is not None:
-        return expr if _default_float(expr, made) else None
+    if name is not None and name.startswith("torch."):
+        return _fp32_torch_call(ctx, expr, name, scope, depth)
     if isinstance(func, ast.Attribute) and ctx.qualname(func) is None and (func.attr in _VIEWS and func.attr != "float" or _device_move(expr)):
         return _fp32_made(ctx, func.value, scope, depth + 1)
     return None
+
+
+def _fp32_torch_call(ctx: Context, expr: ast.Call, name: str, scope: ast.AST, depth: int) -> ast.AST | None:
+    """`_fp32_made` of a call of a torch function (`name`, qualified)."""
+    if name == "torch.from_numpy":
+        return expr  # NumPy's dtype: fp64 or fp32 for float arrays, whatever the model is cast to
+    if name in _FP32_CONSTRUCTORS:
+        return expr  # the legacy constructors make fp32 whatever they are given
+    if name in _FP32_IN_FP32_OUT or name in _JOINS:
+        return _fp32_parts(ctx, expr, name, scope, depth)
+    made = torch_factory(name)
+    return expr if made is not None and _default_float(expr, made) else None
+
+
+_FP32_CONSTRUCTORS = frozenset({"torch.Tensor", "torch.FloatTensor", "torch.cuda.FloatTensor"})
+
+
+# torch functions whose result has the dtype of their one tensor argument, and those that join a list of tensors
+# (of one dtype: their result keeps it).
+_FP32_IN_FP32_OUT = frozenset({f"torch.{n}" for n in ("sin", "cos", "exp", "sqrt", "rsqrt", "log", "tanh", "sigmoid", "outer")})
+_JOINS = frozenset({"torch.cat", "torch.stack", "torch.concat", "torch.concatenate"})
+
+
+def _fp32_arithmetic(ctx: Context, expr: ast.BinOp, scope: ast.AST, depth: int) -> ast.AST | None:
+    """Arithmetic that leaves an fp32 tensor: with a Python number (`_scaled_by_number`), or between two tensors that
+    are both fp32 (``t[:, None].float() * freqs[None]``). One fp32 operand alone says nothing: a 0-dim fp32 tensor
+    beside a half one leaves it half."""
+    tensor = _scaled_by_number(ctx, expr, scope)
+    if tensor is not None:
+        return _fp32_made(ctx, tensor, scope, depth + 1)
+    if isinstance(expr.op, ast.MatMult):
+        return None
+    left = _fp32_made(ctx, expr.left, scope, depth + 1)
+    return left if left is not None and _fp32_made(ctx, expr.right, scope, depth + 1) is not None else None
+
+
+def _fp32_parts(ctx: Context, call: ast.Call, name: str, scope: ast.AST, depth: int) -> ast.AST | None:
+    """``torch.exp(x)``, ``torch.outer(a, b)``, ``torch.cat([a, b], -1)`` of tensors that are all fp32."""
+    parts = call.args[0].elts if name in _JOINS and call.args and isinstance(call.args[0], (ast.List, ast.Tuple)) \
+        else call.args[:2] if name == "torch.outer" else call.args[:1]
+    if not parts or keyword(call, "dtype") is not None or keyword(call, "out") is not None:
+        return None
+    found = [_fp32_made(ctx, p, scope, depth + 1) for p in parts]
+    return found[0] if all(f is not None for f in found) else None
+
+
+def _scaled_by_number(ctx: Context, expr: ast.BinOp, scope: ast.AST) -> ast.AST | None:
+    """The tensor operand of arithmetic with a Python number (``img.float() / 255.0``, ``x * 2 - 1``,
+    ``-math.log(base) * freqs / half``), which keeps the tensor's dtype; None for arithmetic between two tensors (or a
+    matrix product)."""
+    if isinstance(expr.op, ast.MatMult):
+        return None
+    for tensor, number in ((expr.left, expr.right), (expr.right, expr.left)):
+        if _number(ctx, number, scope):
+            return tensor
+    return None
+
+
+def _number(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> bool:
+    """A Python number: an int or float literal (``255.0``, ``-1``), a `math` function of one, arithmetic of them, or
+    a local name last bound to one (``half = self.dim // 2``, with `//` and `int(...)` making ints of anything)."""
+    if depth > 4:
+        return False
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
+        expr = expr.operand
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
+    if isinstance(expr, ast.BinOp):
+        return isinstance(expr.op, ast.FloorDiv) and not _tensor_side(ctx, expr) \
+            or _number(ctx, expr.left, scope, depth + 1) and _number(ctx, expr.right, scope, depth + 1)
+    if isinstance(expr, ast.Call):
+        name = ctx.qualname(expr.func) or ""
+        return name.startswith("math.") or isinstance(expr.func, ast.Name) and expr.func.id in ("int", "float", "len")
+    if isinstance(expr, ast.Name):
+        value = _last_value(ctx, expr, scope)
+        return value is not None and ctx.src.scope(value) is scope and _number(ctx, value, scope, depth + 1)
+    return False
+
+
+def _tensor_side(ctx: Context, expr: ast.BinOp) -> bool:
+    """An operand of `expr` that a torch call or a tensor method makes."""
+    return any(isinstance(n, ast.Call) and ((ctx.qualname(n.func) or "").startswith("torch.") or isinstance(n.func, ast.Attribute)
+                                            and ctx.qualname(n.func) is None and n.func.attr in _VIEWS)
+               for n in ast.walk(expr))
 
 
 def _made_in(made: ast.AST) -> str:

@@ -153,21 +153,62 @@ def assigned_name(ctx: Context, call: ast.Call) -> str | None:
     return None
 
 
-def parameter_loops(ctx: Context) -> Iterator[tuple[ast.For, str]]:
+def parameter_loops(ctx: Context, *, selections: bool = False) -> Iterator[tuple[ast.For, str]]:
     """``for p in model.parameters():`` / ``for name, p in m.named_parameters():``: each loop over a module's
-    parameters, with the name its body reads each parameter by."""
+    parameters, with the name its body reads each parameter by; with `selections`, also loops over a selection of
+    them (`_parameters_selected`), whose ``iter`` is then no ``.parameters()`` call."""
     for call in ctx.src.calls:  # indexed at parse: no walk of the whole tree
         func = call.func
         if not isinstance(func, ast.Attribute) or func.attr not in ("parameters", "named_parameters"):
             continue
-        node = ctx.src.parents.get(call)
-        if not isinstance(node, ast.For) or node.iter is not call:
-            continue
-        target = node.target
-        if func.attr == "named_parameters":
-            target = target.elts[1] if isinstance(target, ast.Tuple) and len(target.elts) == 2 else None
-        if isinstance(target, ast.Name):
-            yield node, target.id
+        if not selections:
+            node = ctx.src.parents.get(call)
+            loops = [node] if isinstance(node, ast.For) and node.iter is call else []
+            named = func.attr == "named_parameters"
+        else:
+            value, named = _parameters_selected(ctx, call, func.attr == "named_parameters")
+            loops = list(_loops_over(ctx, value))
+        for node in loops:
+            target = node.target
+            if named:
+                target = target.elts[1] if isinstance(target, ast.Tuple) and len(target.elts) == 2 else None
+            if isinstance(target, ast.Name):
+                yield node, target.id
+
+
+def _parameters_selected(ctx: Context, call: ast.Call, named: bool) -> tuple[ast.AST, bool]:
+    """The expression that holds a module's parameters, through a selection of them that keeps each one
+    (``filter(lambda p: p.requires_grad, m.parameters())``, ``[p for n, p in m.named_parameters() if ...]``,
+    ``list(...)``), and whether its items are still (name, parameter) pairs."""
+    value: ast.AST = call
+    for _ in range(4):
+        parent = ctx.src.parents.get(value)
+        if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in ("filter", "list", "tuple") \
+                and parent.args and parent.args[-1] is value:
+            value = parent
+        elif isinstance(parent, ast.comprehension) and parent.iter is value and not parent.is_async \
+                and isinstance(comp := ctx.src.parents.get(parent), (ast.ListComp, ast.GeneratorExp)) and len(comp.generators) == 1:
+            target = parent.target.elts[1] if named and isinstance(parent.target, ast.Tuple) and len(parent.target.elts) == 2 \
+                else parent.target
+            if not (isinstance(comp.elt, ast.Name) and isinstance(target, ast.Name) and comp.elt.id == target.id):
+                break
+            value, named = comp, False
+        else:
+            break
+    return value, named
+
+
+def _loops_over(ctx: Context, value: ast.AST) -> Iterator[ast.For]:
+    """``for`` loops over `value`: directly, or over the name it is bound to, in the same scope."""
+    parent = ctx.src.parents.get(value)
+    if isinstance(parent, ast.For) and parent.iter is value:
+        yield parent
+    elif isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+        name, scope = parent.targets[0].id, ctx.src.scope(parent)
+        for node in ast.walk(scope):
+            if isinstance(node, ast.For) and isinstance(node.iter, ast.Name) and node.iter.id == name and node.lineno > parent.lineno \
+                    and ctx.src.scope(node) is scope:
+                yield node
 
 
 def contracts(call: ast.Call) -> bool:

@@ -128,11 +128,15 @@ class ModelCast:
     local_class: str | None = None  # the class of the cast model, when this file defines it
 
 
+# Methods of a module that return the module itself, chained before or after its cast (``Net().eval().half().cuda()``).
+_MODULE_METHODS = ("to", "cuda", "eval", "train", "requires_grad_")
+
+
 def is_model_expr(expr: ast.AST, src: SourceFile) -> bool:
     """A module-valued expression: ``model``, ``self.unet``, ``GPT(cfg)``, ``AutoModel.from_pretrained(...)``."""
     if isinstance(expr, ast.Call):
         func = expr.func
-        if isinstance(func, ast.Attribute) and func.attr in ("from_pretrained", "from_config", "to", "cuda"):
+        if isinstance(func, ast.Attribute) and func.attr in ("from_pretrained", "from_config") + _MODULE_METHODS:
             return func.attr in ("from_pretrained", "from_config") or is_model_expr(func.value, src)
         ident = last_identifier(func)
         qualname = src.imports.qualname(func)
@@ -446,9 +450,10 @@ class Facts:
                 dtypes = self.flow.dtype_of(keyword(call, "torch_dtype") or keyword(call, "dtype"))
             if not dtypes or not dtypes & HALF:
                 continue
-            parent = self.src.parents.get(call)
+            outer = self._module_chain_end(call)  # `model = Net().half().cuda().eval()`
+            parent = self.src.parents.get(outer)
             name = None
-            if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+            if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and parent.value is outer:
                 name = dotted(parent.targets[0])
             elif isinstance(parent, ast.Expr) and func.attr != "from_pretrained":
                 name = dotted(func.value)
@@ -457,6 +462,13 @@ class Facts:
             if cast.name and "." not in cast.name:
                 self.flow.half_models.setdefault(cast.name, (cast.dtypes, cast.node.lineno))
         return out
+
+    def _module_chain_end(self, call: ast.Call) -> ast.Call:
+        """The last call of a chain of module methods that return the module (`_MODULE_METHODS`) after `call`."""
+        while isinstance(parent := self.src.parents.get(call), ast.Attribute) and parent.attr in _MODULE_METHODS \
+                and isinstance(above := self.src.parents.get(parent), ast.Call) and above.func is parent:
+            call = above
+        return call
 
     @functools.cached_property
     def fp32_head(self) -> ast.Call | None:
