@@ -97,9 +97,11 @@ def _local_names(fn: ast.FunctionDef) -> set[str]:
     return params | {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
-# Calls that return a Python number (sizes, counts, grid dimensions).
-_NUMBER_CALLS = frozenset({"int", "float", "bool", "len", "round", "min", "max", "abs", "cdiv", "ceil", "floor", "prod",
-                           "numel", "size", "dim", "next_power_of_2"})
+# Calls that return a Python number (sizes, counts, grid dimensions): builtins called by name (a tensor's `.float()`
+# or `.max()` is a tensor), a tensor's size queries, and the number helpers of `math` and `triton`.
+_NUMBER_BUILTINS = frozenset({"int", "float", "bool", "len", "round", "min", "max", "abs"})
+_SIZE_METHODS = frozenset({"numel", "size", "dim", "element_size", "stride", "nelement"})
+_NUMBER_MODULES = frozenset({"math", "triton"})
 
 
 def _scalars(fn: ast.FunctionDef) -> set[str]:
@@ -146,8 +148,10 @@ def _number(expr: ast.expr, scalars: set[str]) -> bool:
     if isinstance(expr, ast.Subscript):
         return isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape"
     if isinstance(expr, ast.Call):
-        name = expr.func.attr if isinstance(expr.func, ast.Attribute) else getattr(expr.func, "id", "")
-        return name in _NUMBER_CALLS
+        func = expr.func
+        if isinstance(func, ast.Name):
+            return func.id in _NUMBER_BUILTINS
+        return isinstance(func, ast.Attribute) and (func.attr in _SIZE_METHODS or access_path(func)[:1] in {(m,) for m in _NUMBER_MODULES})
     if isinstance(expr, (ast.BinOp, ast.UnaryOp)):
         parts = [expr.left, expr.right] if isinstance(expr, ast.BinOp) else [expr.operand]
         return all(_number(p, scalars) for p in parts)

@@ -44,3 +44,17 @@ class BiasF(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         return g, None, None
+
+
+class UpcastWeightF(torch.autograd.Function):
+    # the weight upcast to fp32 beside a bf16 activation: a tensor method's `.float()` is no Python number
+    @staticmethod
+    def forward(ctx, x, weight):  # ampdoctor: expect[AMP110]
+        w = weight.float()
+        out = x.new_empty(x.shape)
+        _scale_kernel[(triton.cdiv(x.numel(), 1024),)](x, w, out, x.numel(), BLOCK=1024)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None
