@@ -11,6 +11,7 @@ from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.facts import disables_autocast, reenters_autocast
 from ampdoctor.lint.python.resolve import access_path, method
+from ampdoctor.lint.python.source import parameters
 
 
 def _decorated(fn: ast.FunctionDef, ctx: Context, wanted: str) -> bool:
@@ -76,7 +77,7 @@ def _dtype_sensitive_op(forward: ast.FunctionDef, backward: ast.FunctionDef | No
 
 
 def _first_unaligned(fn: ast.FunctionDef, ctx: Context, consistent: frozenset[str]) -> str | None:
-    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
+    params = [name for name, _ in _named_parameters(fn)]
     local = _local_names(fn)
     casts, dtypes = _casts_in(fn)
     # `ctx` holds the Function's non-tensor state (sizes, eps): tensors go through save_for_backward
@@ -90,10 +91,15 @@ def _first_unaligned(fn: ast.FunctionDef, ctx: Context, consistent: frozenset[st
     return None
 
 
+def _named_parameters(fn: ast.FunctionDef) -> list[tuple[str, ast.expr | None]]:
+    """Each named parameter (not ``*args``/``**kwargs``) with its default."""
+    return [(a.arg, d) for a, d in parameters(fn.args) if a is not fn.args.vararg and a is not fn.args.kwarg]
+
+
 def _local_names(fn: ast.FunctionDef) -> set[str]:
     """The function's own names (its tensors); any other name a method is called on is the module's: an import or a
     global object, such as an extension module."""
-    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    params = {name for name, _ in _named_parameters(fn)}
     return params | {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
@@ -108,11 +114,8 @@ def _scalars(fn: ast.FunctionDef) -> set[str]:
     """Names that hold no tensor: parameters whose default is a constant (flags, sizes), and names every binding of
     which is a constant, a number-returning call (``int(B)``, ``triton.cdiv(H, BH)``, ``x.size(0)``), a size read
     (``B, C, H, W = x.shape``) or arithmetic of those."""
-    args = fn.args
-    positional = [*args.posonlyargs, *args.args]
     # (a None default is an optional tensor's as often as a flag's)
-    out = {a.arg for a, d in zip(positional[len(positional) - len(args.defaults):], args.defaults) if _flag(d)}
-    out |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if _flag(d)}
+    out = {name for name, default in _named_parameters(fn) if _flag(default)}
     bound: dict[str, list[ast.expr]] = {}
     for node in ast.walk(fn):
         if isinstance(node, ast.Assign):
@@ -121,6 +124,7 @@ def _scalars(fn: ast.FunctionDef) -> set[str]:
                     if isinstance(name, ast.Name):
                         bound.setdefault(name.id, []).append(node.value)
     # what the autograd context holds besides saved tensors is the Function's non-tensor state (`ctx.scans`)
+    positional = [*fn.args.posonlyargs, *fn.args.args]
     context = {positional[0].arg} if positional else set()
     for _ in range(2):  # arithmetic of sizes bound earlier
         out |= {n for n, values in bound.items()
@@ -151,7 +155,7 @@ def _number(expr: ast.expr, scalars: set[str]) -> bool:
         func = expr.func
         if isinstance(func, ast.Name):
             return func.id in _NUMBER_BUILTINS
-        return isinstance(func, ast.Attribute) and (func.attr in _SIZE_METHODS or access_path(func)[:1] in {(m,) for m in _NUMBER_MODULES})
+        return isinstance(func, ast.Attribute) and (func.attr in _SIZE_METHODS or next(iter(access_path(func)), None) in _NUMBER_MODULES)
     if isinstance(expr, (ast.BinOp, ast.UnaryOp)):
         parts = [expr.left, expr.right] if isinstance(expr, ast.BinOp) else [expr.operand]
         return all(_number(p, scalars) for p in parts)
@@ -251,7 +255,7 @@ def _unpacked(backward: ast.FunctionDef) -> list[str | None]:
     for node in ast.walk(backward):
         if isinstance(node, ast.Assign) and access_path(node.value)[1:] == ("saved_tensors",) \
                 and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple):
-            return [e.id if isinstance(e, ast.Name) else None for e in node.targets[0].elts]
+            return _by_position(node.targets[0].elts)
     return []
 
 
@@ -259,8 +263,12 @@ def _saved_names(forward: ast.FunctionDef) -> list[str | None]:
     """What ``ctx.save_for_backward(a, b, ...)`` saves, by position (None for what is no plain name)."""
     for node in ast.walk(forward):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "save_for_backward":
-            return [a.id if isinstance(a, ast.Name) else None for a in node.args]
+            return _by_position(node.args)
     return []
+
+
+def _by_position(exprs: list[ast.expr]) -> list[str | None]:
+    return [e.id if isinstance(e, ast.Name) else None for e in exprs]
 
 
 # Methods that change a tensor's layout and nothing else: their result has their receiver's dtype, whatever they take.
