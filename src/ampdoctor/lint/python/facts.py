@@ -605,16 +605,12 @@ class Facts:
     def half_evidence(self) -> ast.AST | None:
         """The first sign that this file runs in bf16 or fp16: `bf16_evidence`, a model cast to half, or an fp16
         dtype (``torch.float16``, ``.half()``, ``"fp16"``)."""
-        chosen = (e for e in self.bf16_places() if not self._says_nothing(e))
-        found = next(chosen, None)
-        if found is not None:
-            return found
-        if self.model_casts:
-            return self.model_casts[0].node
-        return next((e for e in self._fp16_dtypes() if not self._says_nothing(e)), None)
+        casts = {id(c.node) for c in self.model_casts}  # a cast is a sign whatever surrounds it
+        return next((e for e in self.half_places() if id(e) in casts or not self._says_nothing(e)), None)
 
     def half_places(self) -> Iterator[ast.AST]:
-        """Every place this file names a half dtype or casts to one, whatever it does with it."""
+        """Every place this file names a half dtype or casts to one, whatever it does with it, strongest kinds first:
+        bf16's, a model cast to half, fp16's."""
         yield from self.bf16_places()
         yield from (c.node for c in self.model_casts)
         yield from self._fp16_dtypes()
