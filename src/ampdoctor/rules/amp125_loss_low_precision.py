@@ -62,10 +62,10 @@ def _log_probs_of_half_logits(ctx: Context) -> Iterator[CodeHit]:
     of RL fine-tuning, differences of such numbers, are mostly rounding (OpenRLHF PR #634)."""
     for call in ctx.src.calls:
         logits = _log_probs_input(ctx, call)
-        if logits is None or keyword(call, "dtype") is not None or _into_promoted_loss(ctx, call):
+        if logits is None or keyword(call, "dtype") is not None:
             continue
         cast = _half_model_output(ctx, logits, ctx.src.scope(call))
-        if cast is not None:
+        if cast is not None and not _into_promoted_loss(ctx, call):  # (a search of every call: asked last)
             yield call, (f"log-probabilities are taken of the logits of `{cast.name}`, which is {describe(cast.dtypes)} (line "
                          f"{cast.node.lineno}) with no autocast: they keep {describe(cast.dtypes)}'s precision; use "
                          f"`{ast.unparse(logits)[:40]}.float()`")
@@ -90,9 +90,17 @@ def _log_probs_input(ctx: Context, call: ast.Call) -> ast.AST | None:
     """The logits a call takes log-probabilities of: the first argument of ``F.log_softmax(x, -1)`` or of a helper
     named for it (``log_probs_from_logits(x, y)``, ``selective_log_softmax(x, ids)``), or the receiver of the method
     ``x.log_softmax(-1)``."""
+    receiver = _log_softmax_receiver(ctx, call)
+    if receiver is not None:
+        return receiver
+    return call.args[0] if call.args and _takes_log_probs(ctx, call) else None
+
+
+def _log_softmax_receiver(ctx: Context, call: ast.Call) -> ast.AST | None:
+    """``x.log_softmax(-1)`` -> x, on a tensor the imports do not name."""
     if ctx.qualname(call.func) is None and isinstance(call.func, ast.Attribute) and call.func.attr == "log_softmax":
         return call.func.value
-    return call.args[0] if call.args and _takes_log_probs(ctx, call) else None
+    return None
 
 
 @code_check("AMP125", triggers=("autocast",), also=(("log_softmax", "cross_entropy", "nll_loss", "kl_div", "binary_cross_entropy"),))
@@ -135,9 +143,7 @@ def _log_softmax_input(ctx: Context, call: ast.Call) -> ast.AST | None:
         return call.args[0] if call.args else keyword(call, "input")
     if name in LOSS_FUNCTIONS:
         return _loss_input(ctx, call, name)
-    if name is None and isinstance(call.func, ast.Attribute) and call.func.attr == "log_softmax":
-        return call.func.value
-    return None
+    return _log_softmax_receiver(ctx, call)
 
 
 def _half_root(ctx: Context, expr: ast.AST) -> ast.Name | None:
