@@ -82,23 +82,26 @@ def _table_computed_from(ctx: Context, call: ast.Call) -> str | None:
     through one local name (``emb = torch.cat((f, f), -1).half()`` and then ``self.cos_cached = emb.cos()``). Any
     other tensor operand on the way may promote it, so the chain stops there."""
     top = _through_dtype_keeping(ctx, call)
-    name = assigned_name(ctx, top) if isinstance(top, ast.Call) else _stored_name(ctx, top)
+    name = _stored_name(ctx, top)
     if name is not None and is_table(tokens(name)):
         return name
     parent = ctx.src.parents.get(top)
     if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)) or name is None:
         return None
-    local = parent.targets[0].id
-    for read in ast.walk(ctx.src.scope(parent)):
-        if isinstance(read, ast.Name) and read.id == local and isinstance(read.ctx, ast.Load) and read.lineno > parent.lineno:
+    for read in _reads(ctx, top, parent.targets[0]):
+        if read.lineno > parent.lineno:
             end = _through_dtype_keeping(ctx, read)
-            found = assigned_name(ctx, end) if isinstance(end, ast.Call) else _stored_name(ctx, end)
+            found = _stored_name(ctx, end)
             if end is not read and found is not None and is_table(tokens(found)):
                 return found
     return None
 
 
 def _stored_name(ctx: Context, node: ast.AST) -> str | None:
+    """The name a value is stored under: `assigned_name` for a call (buffers and unpacking included), the one target
+    of its assignment for any other value."""
+    if isinstance(node, ast.Call):
+        return assigned_name(ctx, node)
     parent = ctx.src.parents.get(node)
     if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and parent.value is node:
         return last_identifier(parent.targets[0])
@@ -182,7 +185,7 @@ def _dropped_safely(ctx: Context, call: ast.Call) -> bool:
     return bool(reads) and all(_cast_where_used(ctx, r) for r in reads)
 
 
-def _reads(ctx: Context, call: ast.Call, target: ast.AST | str | None) -> list[ast.AST]:
+def _reads(ctx: Context, call: ast.AST, target: ast.AST | str | None) -> list[ast.AST]:
     """Every read of what the value is stored in: `self.<name>` anywhere in the file for a buffer or an attribute
     of `self`, the name in the storing scope (nested functions included) for a local; none for anything else."""
     if isinstance(target, str) or self_attribute(target) is not None:
