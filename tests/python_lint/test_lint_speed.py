@@ -18,10 +18,14 @@ from ampdoctor.lint.python.words import TextWords, Vocabulary, gates_for
 
 
 def test_remembered_words_answer_as_a_search_of_the_text_does():
-    vocabulary = Vocabulary(["bfloat16", "float16", "f16", "bf16\"", "fp16'", "bf16=", "fp16=", "half", ".half()", "+ ", "rope"])
+    # identifier-only words (looked for in the text's runs), words with other characters (their pieces first, then
+    # the text), words with no identifier piece, a non-ASCII word; texts with non-ASCII characters and underscores
+    vocabulary = Vocabulary(["bfloat16", "float16", "f16", "bf16\"", "fp16'", "bf16=", "fp16=", "half", ".half()", "+ ", "rope",
+                             "x_half", "half_", "+=", "é16", "16:"])
     rng = random.Random(7)
-    pieces = ["bfloat16", "float16", "bf16", "fp16", "\"", "'", "=", "half", ".half()", "+", " ", "x", "\n", "rop", "e"]
-    for _ in range(300):
+    pieces = ["bfloat16", "float16", "bf16", "fp16", "\"", "'", "=", "half", ".half()", "+", " ", "x", "\n", "rop", "e",
+              "_", "é", "\udcff", ":", "16"]
+    for _ in range(600):
         text = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 12)))
         words = TextWords(text, vocabulary)
         asked = list(vocabulary.inside)
@@ -139,3 +143,48 @@ def test_a_node_class_without_a_grammar_line_is_walked_by_its_field_annotations(
 
     with pytest.raises(TypeError):
         _child_fields(Bare)
+
+
+# --- the worker pool ---------------------------------------------------------------------------------------------
+_LOADED: list[str] = []
+
+
+def _what_was_loaded(_item: int) -> tuple[str, ...]:
+    return tuple(_LOADED)
+
+
+def test_workers_inherit_what_the_pool_loaded_before_they_started():
+    # What every call needs (the rule modules) is loaded once in this process before the workers fork, not once in
+    # each worker of each pool; a single process loads it where it needs it.
+    from ampdoctor.lint.python import pool
+
+    _LOADED.clear()
+    results = pool.run(_what_was_loaded, [(i,) for i in range(pool.PARALLEL_MIN_FILES)], 2, warm=lambda: _LOADED.append("rules"))
+    assert results == [("rules",)] * pool.PARALLEL_MIN_FILES
+    _LOADED.clear()
+    assert pool.run(_what_was_loaded, [(0,)], 2, warm=lambda: _LOADED.append("rules")) == [()]
+
+
+class _CollectorState:
+    """A result that, unpickled in the parent, becomes whether the parent's cycle collector ran at that moment."""
+
+    def __reduce__(self):
+        import gc
+
+        return gc.isenabled, ()
+
+
+def _a_result(_item: int) -> _CollectorState:
+    return _CollectorState()
+
+
+def test_results_come_back_with_the_cycle_collector_paused():
+    # Thousands of results unpickled in a process whose heap holds a large library each start collections that walk
+    # that heap; the results are acyclic, so the collector is paused while they arrive, and on again after.
+    import gc
+
+    from ampdoctor.lint.python import pool
+
+    assert gc.isenabled()
+    assert pool.run(_a_result, [(i,) for i in range(pool.PARALLEL_MIN_FILES)], 2) == [False] * pool.PARALLEL_MIN_FILES
+    assert gc.isenabled()

@@ -624,13 +624,13 @@ class Facts:
         """Is `node` in a branch of an ``if`` that raises NameError whenever it runs: one of the branch's simple
         statements calls a name the file neither defines, imports nor gets from builtins (an import commented out,
         ``# from .flash import FlashAttention``). The dtype there is never used by a run that works."""
-        undefined = self._undefined_names
-        if not undefined:
-            return False
         for parent, child in self.src.steps(node):
             if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.Try)):
                 return False
             if isinstance(parent, ast.If) and child is not parent.test:
+                undefined = self._undefined_names  # the file's names read once, only for a dtype in a branch
+                if not undefined:
+                    return False
                 branch = parent.body if child in parent.body else parent.orelse
                 return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in undefined
                            for stmt in branch if not isinstance(stmt, _COMPOUND) for n in _run_now(stmt))
@@ -647,7 +647,8 @@ class Facts:
         called = {c.func.id for c in self.src.calls if isinstance(c.func, ast.Name)} - _BUILTIN_NAMES
         if not called:
             return frozenset()
-        bound = {name for node in ast.walk(self.src.tree) for name in _bound_by(node)}
+        # every node but the module and the shared leaves (contexts, operators), which bind nothing
+        bound = {name for node in self.src.parents for name in _bound_by(node)}
         return frozenset(called - bound)
 
     def _handles_dtype(self, node: ast.AST) -> bool:

@@ -32,28 +32,34 @@ def _chunk(fn: Callable[..., Any], items: list[tuple]) -> list[Any]:
         return [fn(*item) for item in items]
 
 
-def run(fn: Callable[..., Any], items: list[tuple], jobs: int) -> list[Any]:
-    """`fn(*item)` for each item, in worker processes; the results in the order of the items."""
+def run(fn: Callable[..., Any], items: list[tuple], jobs: int, warm: Callable[[], Any] | None = None) -> list[Any]:
+    """`fn(*item)` for each item, in worker processes; the results in the order of the items. `warm`, called here
+    before the workers start, loads what every call needs (modules, tables): forked workers inherit it instead of
+    each loading it again, once per pool."""
     workers = _workers(len(items), jobs)
     if workers <= 1:
         return _chunk(fn, items)
+    if warm is not None:
+        warm()
     # Interleaved chunks so that big files (one model family sits together) spread over the workers.
     n_chunks = workers * 16
     chunks = [items[i::n_chunks] for i in range(n_chunks)]
     out: list[Any] = [None] * len(items)
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    # the results unpickled here are as acyclic as the trees were, and as many
+    with _cycle_collector_paused(), ProcessPoolExecutor(max_workers=workers) as pool:
         for i, results in enumerate(pool.map(functools.partial(_chunk, fn), chunks)):
             out[i::n_chunks] = results
     return out
 
 
-def run_rest(fn: Callable[..., Any], items: list[tuple], jobs: int, here: Callable[..., Any]) -> list[Any]:
+def run_rest(fn: Callable[..., Any], items: list[tuple], jobs: int, here: Callable[..., Any],
+             warm: Callable[[], Any] | None = None) -> list[Any]:
     """`fn(*item)` for each item, as `run`; where `here(*item)` already has the result (not None: a cheap answer,
     as a stored one), it is taken in this process, and only the other items go to the workers."""
     with _cycle_collector_paused():
         out = [here(*item) for item in items]
     todo = [i for i, r in enumerate(out) if r is None]
-    for i, result in zip(todo, run(fn, [items[i] for i in todo], jobs)):
+    for i, result in zip(todo, run(fn, [items[i] for i in todo], jobs, warm)):
         out[i] = result
     return out
 

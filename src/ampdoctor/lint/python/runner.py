@@ -26,7 +26,8 @@ from ampdoctor.lint.python.project import summarize as summarize_file
 from ampdoctor.lint.python.reach import ConfigScope, FileResult, below, contexts_reached, imported_by_training, root_of
 from ampdoctor.lint.python.source import SourceFile
 from ampdoctor.lint.python.suppress import Suppressions, is_suppressed, parse_suppressions
-from ampdoctor.lint.python.triggers import checks_for, project_rules, sensitive, trains_in_precision, vocabulary
+from ampdoctor.lint.python.triggers import checks_for, code_detectors, project_rules, sensitive, trains_in_precision, vocabulary
+from ampdoctor.lint.python.words import Known as WordsKnown
 from ampdoctor.lint.python.words import TextWords
 from ampdoctor.report import ErrorKind, Report, ReportError
 
@@ -254,7 +255,14 @@ def _store(cache: str | None, entry: str | None, findings: list[Finding], error:
 Task = tuple[str, "str | None", "ProjectContext | None", bool, "bool | str", "str | None", "lint_cache.Seen | None"]
 # A file's kind, the trigger words looked for in it (found or not) and its summary if one was asked: from the first
 # phase to the second.
-Known = tuple[Kind, dict[str, bool], "Summary | None"]
+Known = tuple[Kind, WordsKnown, "Summary | None"]
+
+
+def _loaded() -> None:
+    """Load what judging any file needs (every rule's module, the trigger words, the readers of configs written in
+    Python) before worker processes fork: each pool's workers would otherwise import them all again, each of them."""
+    code_detectors()
+    vocabulary()
 
 
 def _first_look(task: "Task") -> tuple[FileResult, bool, Known | None, lint_cache.Seen | None]:
@@ -369,7 +377,7 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     folder, seen = (str(cache), index.get) if index is not None else (None, lambda _: None)
     tasks: list[Task] = [(p, below(p, roots), start(p), True, True, folder, seen(p)) for p in named] \
         + [(p, below(p, roots), None, True, False, folder, seen(p)) for p in extra]
-    looked = run_rest(_first_look, [(t,) for t in tasks], jobs, _stored_look)
+    looked = run_rest(_first_look, [(t,) for t in tasks], jobs, _stored_look, _loaded)
     tasks = _indexed(index, tasks, looked)
     reached = contexts_reached([r for r, _, _, _ in looked], roots, scopes, config_half, wanted, launches)
     first, again = _second_phase(tasks, looked, reached, jobs)
@@ -434,7 +442,7 @@ def _second_phase(tasks: list[Task], looked: list[tuple[FileResult, bool, Known 
     """Every file's first judgement (the deferred ones made now) and, by path, the second judgements of the files
     the project's precision reaches."""
     todo = [i for i, (task, (_, deferred, _, _)) in enumerate(zip(tasks, looked)) if deferred or task[0] in reached]
-    done = dict(zip(todo, run_rest(_finish, [(tasks[i], reached.get(tasks[i][0]), looked[i][2]) for i in todo], jobs, _stored_finish)))
+    done = dict(zip(todo, run_rest(_finish, [(tasks[i], reached.get(tasks[i][0]), looked[i][2]) for i in todo], jobs, _stored_finish, _loaded)))
     first = [done[i][0] if i in done and done[i][0] is not None else r for i, (r, _, _, _) in enumerate(looked)]
     return first, {tasks[i][0]: done[i][1] for i in todo if done[i][1] is not None}
 
@@ -446,7 +454,7 @@ def _judged_again(first: list[FileResult], tasks: list[Task], again: dict[str, F
     by_path = {t[0]: t for t in tasks}
     redo = [p for p, ctx in reached.items() if assumed.get(p) != ctx or p not in again]
     kept = {p: r for p, r in again.items() if p in reached and p not in redo}
-    redone = run(lint_file, [(p, by_path[p][1], reached[p], False, "project", by_path[p][5], by_path[p][6]) for p in redo], jobs)
+    redone = run(lint_file, [(p, by_path[p][1], reached[p], False, "project", by_path[p][5], by_path[p][6]) for p in redo], jobs, _loaded)
     return {**kept, **{r[0]: r for r in redone}}
 
 
