@@ -494,3 +494,22 @@ def test_a_line_that_opens_an_exception_of_its_own_ends_the_failure_above_it():
     text = "Traceback (most recent call last):\nRuntimeError: first\n  more of the first\nValueError: second\n\nlog"
     spans = [text[a:b] for a, b in _errors(text)]
     assert spans == ["RuntimeError: first\n  more of the first\n", "ValueError: second"]
+
+
+def test_a_gpu_older_than_ampere_beside_bf16_ranks_the_hardware_rule_as_a_guess():
+    # Whatever a bf16 run prints on a compute capability 6.x/7.x GPU, the GPU has no bf16 units; the printed failure
+    # may still have another cause, so it ranks and does not decide. Capability 8.0 says nothing of the kind.
+    older = ">>> torch.cuda.get_device_capability()\n(7, 0)\n>>> x = torch.randn(8, 8, dtype=torch.bfloat16, device='cuda')\n>>> f(x)\n"
+    first = explain(older)[0]
+    assert first.rule.id == "AMP113" and first.guess
+    assert all(c.rule.id != "AMP113" or c.basis == "wording" for c in explain(older.replace("(7, 0)", "(8, 0)")))
+
+
+def test_a_conv_input_and_weight_mismatch_under_autocast_is_not_read_as_an_uncast_input():
+    # Autocast gives a conv's input and weight one dtype in forward: where the text shows the call under an autocast
+    # that is on, the mismatch came from code autocast does not cover (a recompute in backward), not from an input the
+    # code forgot to cast; under autocast(enabled=False) it is again the input's.
+    message = "RuntimeError: Input type (torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor) should be the same"
+    assert explain(message)[0].rule.id == "AMP131"
+    assert all(c.rule.id != "AMP131" or c.basis == "wording" for c in explain("with torch.cuda.amp.autocast(enabled=self.amp):\n    loss = net(x)\n" + message))
+    assert explain("with torch.autocast('cuda', enabled=False):\n    y = conv(x)\n" + message)[0].rule.id == "AMP131"
