@@ -283,9 +283,63 @@ class Dataflow:
         if sign:
             return sign
         bindings = self.src.bindings(expr, scope or self.src.scope(expr))
-        signs = {self.fp16_polarity(v, scope, depth + 1) if v is not None else 0 for _, v in bindings}
+        signs = {self._binding_polarity(v, scope, depth) if v is not None else 0 for _, v in bindings}
         sign = signs.pop() if len(signs) == 1 else 0
+        if not sign and isinstance(expr, ast.Name):
+            sign = self._passed_polarity(expr, bindings, depth)
         return sign or self._selected_dtype_polarity(expr, scope, depth)
+
+    def _passed_polarity(self, expr: ast.Name, bindings: list, depth: int) -> int:
+        """A parameter its function never rebinds, read at every call of the function in this file (a method called as
+        ``self.method(...)`` from its class, a module-level function by name): what every caller passes says the
+        same, in the caller's scope (``scaler_enabled = use_scaler and amp_type == torch.float16`` handed to the
+        method that builds the scaler)."""
+        fn = self.src.scope(expr)
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or any(line != fn.lineno for line, _ in bindings):
+            return 0
+        params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+        if expr.id not in params:
+            return 0
+        owner = self.src.parents.get(fn)
+        position = params.index(expr.id) - (1 if isinstance(owner, ast.ClassDef) else 0)
+        calls = [c for c in self.src.calls if self._calls(c, fn, owner)]
+        signs = set()
+        for call in calls:
+            value = argument(call, position, expr.id)
+            if value is None or any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+                return 0
+            signs.add(self.fp16_polarity(value, self.src.scope(call), depth + 1))
+        return signs.pop() if len(signs) == 1 else 0
+
+    def _calls(self, call: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef, owner: ast.AST | None) -> bool:
+        """Is `call` a call of `fn`: ``self.fn(...)``/``cls.fn(...)`` inside its class, or ``fn(...)`` of a module-level
+        function?"""
+        func = call.func
+        if isinstance(owner, ast.ClassDef):
+            return isinstance(func, ast.Attribute) and func.attr == fn.name and isinstance(func.value, ast.Name) \
+                and func.value.id in ("self", "cls") and self.src.enclosing_class(call) is owner
+        return owner is self.src.tree and isinstance(func, ast.Name) and func.id == fn.name
+
+    def _binding_polarity(self, value: ast.expr, scope: ast.AST | None, depth: int) -> int:
+        """What one value bound to a flag says; a literal True bound only inside a branch that fp16 runs take
+        (``if cfg.amp_dtype == "fp16": self.enable_scaler = True``) is true in fp16 runs only."""
+        sign = self.fp16_polarity(value, scope, depth + 1)
+        if sign == 0 and isinstance(value, ast.Constant) and value.value is True and self._in_fp16_branch(value, scope, depth):
+            return 1
+        return sign
+
+    def _in_fp16_branch(self, node: ast.AST, scope: ast.AST | None, depth: int) -> bool:
+        """Is `node` in the body of an ``if`` whose test says fp16, or in the ``else`` of one whose test says bf16,
+        within its function?"""
+        for parent, child in self.src.steps(node):
+            if isinstance(parent, ast.If) and child is not parent.test:
+                body = child in parent.body
+                sign = self.fp16_polarity(parent.test, scope, depth + 1)
+                if (body and sign == 1) or (not body and sign == -1):
+                    return True
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                return False
+        return False
 
     def _selected_dtype_polarity(self, expr: ast.Name | ast.Attribute, scope: ast.AST | None, depth: int) -> int:
         """What the file itself makes of the flag: it picks fp16 when true wherever it picks a dtype by it
