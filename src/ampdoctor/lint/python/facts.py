@@ -651,27 +651,47 @@ class Facts:
         bound = {name for node in self.src.parents for name in _bound_by(node)}
         return frozenset(called - bound)
 
-    def _handles_dtype(self, node: ast.AST) -> bool:
+    def _handles_dtype(self, node: ast.AST, depth: int = 0) -> bool:
         """Is a half dtype named here only to handle what the caller passes: a dtype test
         (``half_input = x.dtype == torch.float16``) or a cast made only when such a test held
-        (``if half_input: ret = ret.half()``, restoring the input's dtype). Such code runs in whatever precision it
-        is given and says nothing of which that is."""
+        (``if half_input: ret = ret.half()``, restoring the input's dtype), also inside a module-level function that
+        the file calls only where such a test held. Such code runs in whatever precision it is given and says nothing
+        of which that is."""
         for parent, child in self.src.steps(node):
             if isinstance(parent, ast.Compare) and self._dtype_test(parent):
                 return True
             if isinstance(parent, ast.If) and child is not parent.test and self._dtype_test(parent.test):
                 return True
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and self.src.parents.get(parent) is self.src.tree:
+                # a module-level helper (``random_cast_to_half(x)``) that the file calls only where such a test held
+                calls = self._helper_calls.get(parent.name, ())
+                return bool(calls) and depth < 2 and all(self._handles_dtype(c, depth + 1) for c in calls)
             if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
                 return False
         return False
 
+    @functools.cached_property
+    def _helper_calls(self) -> dict[str, list[ast.Call]]:
+        """The file's calls of names, by name."""
+        out: dict[str, list[ast.Call]] = {}
+        for call in self.src.calls:
+            if isinstance(call.func, ast.Name):
+                out.setdefault(call.func.id, []).append(call)
+        return out
+
     def _dtype_test(self, test: ast.AST) -> bool:
-        """``x.dtype == torch.float16``, ``dtype in (...)`` on a dtype the function is given, or a name bound to such a
-        comparison before."""
+        """``x.dtype == torch.float16``, ``dtype in (...)`` on a dtype the function is given, a name bound to such a
+        comparison before, a query of the autocast state, or a conjunction or disjunction of these."""
         if isinstance(test, ast.Name):
             scope = self.src.scope(test)
             before = [v for line, v in self.src.bindings(test, scope) if line < test.lineno and v is not None]
             return bool(before) and self._dtype_test(before[-1])
+        if _autocast_state(test):
+            # ``if torch.is_autocast_enabled(): y = y.to(torch.float16)``: the cast follows the autocast state its
+            # caller runs under, and says no more of the run's precision than a test of the input's dtype does
+            return True
+        if isinstance(test, ast.BoolOp):
+            return all(self._dtype_test(v) for v in test.values)
         if not isinstance(test, ast.Compare):
             return False
         sides = (test.left, *test.comparators)
@@ -779,6 +799,11 @@ def _bound_by(node: ast.AST) -> tuple[str, ...]:
     if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
         return (node.name,)
     return ()
+
+
+def _autocast_state(node: ast.AST) -> bool:
+    """A query of the autocast state: ``torch.is_autocast_enabled()``, ``torch.is_autocast_cpu_enabled()``."""
+    return isinstance(node, ast.Call) and (last_identifier(node.func) or "").startswith("is_autocast")
 
 
 def _strings(node: ast.AST) -> bool:
