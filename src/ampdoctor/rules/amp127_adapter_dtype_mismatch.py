@@ -20,14 +20,19 @@ if TYPE_CHECKING:
 
 
 def _peft_wrap(call: ast.Call, ctx: Context) -> bool:
-    """``get_peft_model(model, config)``, ``PeftModel.from_pretrained(base, path)``, ``AutoPeftModelFor*.from_pretrained``."""
+    """A model with trainable adapters: ``get_peft_model(model, config)``, or ``PeftModel.from_pretrained(base, path,
+    is_trainable=...)`` / ``AutoPeftModelFor*.from_pretrained`` given `is_trainable` other than False. Loaded without
+    it, PEFT freezes the adapters for inference: a cast then meets no optimizer."""
     name = ctx.qualname(call.func)
     if name in PEFT_FUNCTIONS or (name is None and isinstance(call.func, ast.Name) and call.func.id == "get_peft_model"):
         return True
     func = call.func
     if isinstance(func, ast.Attribute) and func.attr == "from_pretrained":
         owner = last_identifier(func.value) or ""
-        return owner.startswith(("PeftModel", "AutoPeftModel")) and (name is None or name.startswith("peft."))
+        if not (owner.startswith(("PeftModel", "AutoPeftModel")) and (name is None or name.startswith("peft."))):
+            return False
+        trainable = keyword(call, "is_trainable")
+        return trainable is not None and not (isinstance(trainable, ast.Constant) and not trainable.value)
     return False
 
 

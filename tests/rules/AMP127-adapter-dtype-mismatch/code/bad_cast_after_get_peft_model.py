@@ -14,3 +14,12 @@ def resume(path):
     resumed = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B"), path, is_trainable=True)
     resumed = resumed.bfloat16()  # ampdoctor: expect[AMP127]
     return resumed
+
+
+def resume_when_asked(path, train: bool):
+    # `is_trainable` from the caller: the adapters may be trained
+    from peft import AutoPeftModelForCausalLM
+
+    model = AutoPeftModelForCausalLM.from_pretrained(path, is_trainable=train)
+    model.half()  # ampdoctor: expect[AMP127]
+    return model
