@@ -503,6 +503,21 @@ def test_unrelated_json_and_yaml_are_skipped_silently(tmp_path):
     assert report.findings == () and report.checked == () and report.errors == ()
 
 
+def test_a_transformers_model_config_is_no_training_config(tmp_path):
+    # The config.json saved beside a model's weights: rotary keys GPT-NeoX's configs use too, and (Qwen-1) `bf16: true`
+    # and a `torch_dtype` beside them. They describe the model, not a run: neither GPT-NeoX's reader (a bf16 block with
+    # no `precision`) nor the training-arguments reader takes it. The same keys without the model config's marks still
+    # read as GPT-NeoX's.
+    keys = ('"bf16": true, "fp16": false, "hidden_size": 2048, "num_hidden_layers": 16, "rotary_emb_base": 10000, '
+            '"rotary_pct": 1.0, "seq_length": 8192, "torch_dtype": "bfloat16"')
+    model = write(tmp_path, "qwen/config.json", '{"architectures": ["QWenLMHeadModel"], "model_type": "qwen", '
+                  '"transformers_version": "4.32.0", ' + keys + "}")
+    report = lint(model)
+    assert report.findings == () and report.checked == ()
+    neox_like = write(tmp_path, "neox/config.json", "{" + keys + "}")
+    assert lint(neox_like).checked
+
+
 def test_a_referenced_deepspeed_file_is_judged_as_its_launcher_fills_it_not_also_alone(tmp_path):
     ds = write(tmp_path, "ds.json", '{"bf16": {"enabled": true}, "gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 2}}')
     args = write(tmp_path, "train_args.yaml", "model_name_or_path: m\noutput_dir: out\nbf16: true\ngradient_accumulation_steps: 4\ndeepspeed: ds.json\n")

@@ -72,8 +72,18 @@ _TRAINING = frozenset({
 })
 
 
+# What a transformers model config (the `config.json` saved beside the weights) carries and no training config does.
+# Some models keep `bf16`/`fp16` flags and a `torch_dtype` in it (Qwen-1): the model's own, not training arguments.
+_MODEL_CONFIG_KEYS = frozenset({"architectures", "transformers_version", "auto_map"})
+
+
+def is_model_config(doc: Document) -> bool:
+    """A transformers model config, which configures no training run."""
+    return isinstance(doc.data, dict) and any(k in doc.data for k in _MODEL_CONFIG_KEYS)
+
+
 def detect(doc: Document) -> bool:
-    if not isinstance(doc.data, dict):
+    if not isinstance(doc.data, dict) or is_model_config(doc):
         return False
     keys = {k for k in doc.data if isinstance(k, str)}
     if any(isinstance(doc.data.get(k), dict) for k in ("bf16", "fp16")):

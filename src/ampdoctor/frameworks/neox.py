@@ -15,7 +15,7 @@ from typing import Any
 
 from ampdoctor.core.model import Location
 from ampdoctor.dtypes import BF16, FP16, FP32, HALF
-from ampdoctor.frameworks import deepspeed
+from ampdoctor.frameworks import deepspeed, hf
 from ampdoctor.frameworks.base import Reading, as_bool, as_int, checkout_source, lower_str
 from ampdoctor.frameworks.located import Document, merge_documents
 from ampdoctor.frameworks.reader import Reader
@@ -57,6 +57,8 @@ _SPECIFIC = frozenset({
 
 def detect(doc: Document) -> bool:
     keys = _keys(doc)
+    if hf.is_model_config(doc):
+        return False  # its rotary keys (`rotary_pct`, `rotary_emb_base`) and `bf16: true` flag are the model's own
     if len(keys & _SPECIFIC) >= 2 or bool(keys & _MODEL_KEYS and keys & {"pos_emb", "pipe_parallel_size"}):
         return True
     if keys & _MODEL_KEYS and "precision" in keys:
