@@ -221,9 +221,13 @@ def _other_device_read(ctx: Context, guarded: list[ast.AST]) -> tuple[ast.AST, s
 
 
 def _settings(expr: ast.expr) -> bool:
-    """``args``, ``cfg``, ``self.config``: an object of settings, whose ``.device`` is the type string it was given."""
-    name = expr.id if isinstance(expr, ast.Name) else expr.attr if isinstance(expr, ast.Attribute) else None
-    return name in _SETTINGS
+    """``args``, ``cfg``, ``self.config``, or a section of one (``cfg.training``): an object of settings, whose
+    ``.device`` is the type string it was given."""
+    while isinstance(expr, ast.Attribute):
+        if expr.attr in _SETTINGS:
+            return True
+        expr = expr.value
+    return isinstance(expr, ast.Name) and expr.id in _SETTINGS
 
 
 def _is_cuda(expr: ast.expr) -> bool:

@@ -24,3 +24,10 @@ class Trainer:
     def step(self, model, batch):
         with torch.autocast(self.config.device, dtype=torch.bfloat16):
             return model(batch)
+
+
+def run(cfg):
+    # a section of a nested (OmegaConf/Hydra) config: its `device` is the yaml string too
+    for batch in cfg.data:
+        with torch.autocast(device_type=cfg.training.device, dtype=torch.bfloat16):
+            yield batch
