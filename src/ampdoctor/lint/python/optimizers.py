@@ -8,7 +8,7 @@ import ast
 
 from ampdoctor.facts import MASTER_OPTIMIZERS
 from ampdoctor.lint.python.context import Context
-from ampdoctor.lint.python.resolve import dotted, last_identifier
+from ampdoctor.lint.python.resolve import dotted, last_identifier, tokens
 
 PLAIN_OPTIMIZERS = frozenset(f"torch.optim.{n}" for n in (
     "AdamW", "Adam", "SGD", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta", "Adafactor"))
@@ -104,19 +104,23 @@ def _only_assignment(ctx: Context, name: str, call: ast.Call) -> ast.AST | None:
 
 # Calls that take an optimizer and step it: accelerate/Lightning/DeepSpeed wrappers, an HF Trainer, a GradScaler.
 _STEPPERS = frozenset({"prepare", "initialize", "Trainer", "step", "setup", "setup_optimizers", "fit"})
+# Words of a training loop's name (`train(model, loader, optimizer)`, `train_one_epoch`, `run_training`): one handed
+# the optimizer steps it, wherever it is defined.
+_LOOP_WORDS = frozenset({"train", "training", "trainer"})
 
 
 def stepped(ctx: Context, call: ast.Call) -> bool:
     """Is the optimizer `call` builds the one that trains: stepped (`opt.step()`), handed to something that steps it
-    (`accelerator.prepare(model, opt)`, `scaler.step(opt)`, `Trainer(optimizers=(opt, ...))`), or returned (a
-    `configure_optimizers`). One built only to load a checkpoint into is not."""
+    (`accelerator.prepare(model, opt)`, `scaler.step(opt)`, `Trainer(optimizers=(opt, ...))`, a training loop's
+    function `train(model, loader, opt)`), or returned (a `configure_optimizers`). One built only to load a checkpoint into is not."""
     name = _stored_as(ctx, call)
     if name is None:
         return True  # returned, handed on in place, or used where this check cannot follow it: assume it trains
     if _steps_itself(ctx, name):
         return True
     for use in ctx.src.calls:
-        if (last_identifier(use.func) or "") in _STEPPERS and any(dotted(a) == name for a in (*use.args, *(k.value for k in use.keywords))):
+        callee = last_identifier(use.func) or ""
+        if (callee in _STEPPERS or tokens(callee) & _LOOP_WORDS) and any(dotted(a) == name for a in (*use.args, *(k.value for k in use.keywords))):
             return True
     return any(isinstance(node, ast.Return) and node.value is not None and dotted(node.value) == name for node in ast.walk(ctx.src.tree))
 
