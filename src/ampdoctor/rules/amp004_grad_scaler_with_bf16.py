@@ -14,7 +14,7 @@ from ampdoctor.dtypes import BF16, FP16
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.cstedit import asked, imports_torch, keyword, with_keyword
 from ampdoctor.lint.cstedit import dotted as cst_dotted
-from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, bf16_in_function, branch_implies_fp16, calls_named
+from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, bf16_in_function, calls_named
 from ampdoctor.lint.python.dataflow import TORCH_DTYPES, autocast_argument, name_polarity
 from ampdoctor.lint.python.facts import disables_autocast
 from ampdoctor.lint.python.resolve import argument, has_star_kwargs, last_identifier, tokens
@@ -46,7 +46,7 @@ def gate_sign(ctx: Context, call: ast.Call, name: str) -> tuple[int | None, ast.
         return 1, enabled
     unknown: ast.AST | None = None
     for parent, child in ctx.src.steps(call):
-        if branch_implies_fp16(ctx, parent, child, scope) or _early_exit_unless_fp16(ctx, child, scope):
+        if ctx.flow.branch_implies_fp16(parent, child, scope) or _early_exit_unless_fp16(ctx, child, scope):
             return 1, parent
         if _branch_implies_bf16(ctx, parent, child, scope):
             return -1, parent

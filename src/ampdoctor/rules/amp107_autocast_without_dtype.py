@@ -10,7 +10,7 @@ from typing import Any, Iterator, Mapping
 from ampdoctor.core.registry import code_check, code_fix
 from ampdoctor.dtypes import BF16
 from ampdoctor.lint.cstedit import asked, dotted, imports_torch, with_keyword
-from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, bf16_in_function, calls_named, in_fp16_branch
+from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, bf16_in_function, calls_named
 from ampdoctor.lint.python.dataflow import autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS, disables_autocast
 from ampdoctor.lint.python.resolve import has_star_kwargs, tokens
@@ -247,7 +247,7 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
         starred = has_star_kwargs(call)
         if starred and not _kwargs_lack_dtype(ctx, call, name):
             continue
-        if _not_fp16_by_default(ctx, call, name) or in_fp16_branch(ctx, call) is not None or _older_torch_fallback(ctx, call):
+        if _not_fp16_by_default(ctx, call, name) or ctx.flow.fp16_branch(call) is not None or _older_torch_fallback(ctx, call):
             continue  # off, bf16 by default on its device, in a branch only fp16 runs take, or only old torch takes
         tests = _else_of(ctx, call)
         through = _conjoined_with_bf16(tests)

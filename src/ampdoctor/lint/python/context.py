@@ -10,7 +10,7 @@ from typing import Any, Iterator, Mapping
 
 from ampdoctor.core.model import Severity
 from ampdoctor.dtypes import ROPE_WORDS
-from ampdoctor.lint.python.dataflow import BF16, FP16, HALF, Dataflow, name_polarity
+from ampdoctor.lint.python.dataflow import BF16, FP16, HALF, Dataflow
 from ampdoctor.lint.python.facts import Facts, ModelCast
 from ampdoctor.lint.python.project import ProjectContext
 from ampdoctor.lint.python.resolve import last_identifier, tokens
@@ -258,44 +258,6 @@ _ROTARY_SAID = ("rotary", "rope", "rotate_half", "apply_rotary", "freqs_cis")
 def rotary_said(ctx: Context) -> bool:
     text = ctx.src.text.lower()
     return any(w in text for w in _ROTARY_SAID)
-
-
-def branch_implies_fp16(ctx: Context, parent: ast.AST, child: ast.AST, scope: ast.AST) -> bool:
-    """`child` is the body of an `if fp16:`, the else of an `if bf16:`, or after an `fp16 and` ."""
-    if isinstance(parent, (ast.If, ast.IfExp)):
-        if _on_off_flag(ctx, parent.test, scope):
-            return False
-        if child in parent.body if isinstance(parent, ast.If) else child is parent.body:
-            return ctx.flow.fp16_polarity(parent.test, scope) == 1
-        if child in parent.orelse if isinstance(parent, ast.If) else child is parent.orelse:
-            # the else of `if bf16 and x:` is taken by bf16 runs where x fails: the negation decides, not the test
-            return ctx.flow.fp16_polarity(ast.UnaryOp(op=ast.Not(), operand=parent.test), scope) == 1
-        return False
-    if isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And) and child in parent.values:
-        return any(ctx.flow.fp16_polarity(v, scope) == 1 for v in parent.values[: parent.values.index(child)])
-    return False
-
-
-def _on_off_flag(ctx: Context, test: ast.expr, scope: ast.AST) -> bool:
-    """``if native_amp:`` (``not use_amp``): a flag whose name says no dtype and whose values are True/False (a
-    parameter's default among them) is on or off for bf16 and fp16 runs alike; it tells no precision apart."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        test = test.operand
-    if not isinstance(test, (ast.Name, ast.Attribute)) or name_polarity(test.id if isinstance(test, ast.Name) else test.attr):
-        return False
-    values = [v for _, v in ctx.src.bindings(test, scope)]
-    return bool(values) and all(isinstance(v, ast.Constant) and isinstance(v.value, bool) for v in values)
-
-
-def in_fp16_branch(ctx: Context, node: ast.AST) -> ast.AST | None:
-    """The branch of the enclosing function that only fp16 runs take and that holds `node`, if any."""
-    scope = ctx.src.scope(node)
-    for parent, child in ctx.src.steps(node):
-        if branch_implies_fp16(ctx, parent, child, scope):
-            return parent
-        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            return None
-    return None
 
 
 def bf16_in_function(ctx: Context, call: ast.Call) -> ast.AST | None:

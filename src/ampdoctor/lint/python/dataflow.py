@@ -302,44 +302,64 @@ class Dataflow:
             return 0
         owner = self.src.parents.get(fn)
         position = params.index(expr.id) - (1 if isinstance(owner, ast.ClassDef) else 0)
-        calls = [c for c in self.src.calls if self._calls(c, fn, owner)]
         signs = set()
-        for call in calls:
+        for call in self._calls_of(fn, owner):
             value = argument(call, position, expr.id)
             if value is None or any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
                 return 0
             signs.add(self.fp16_polarity(value, self.src.scope(call), depth + 1))
         return signs.pop() if len(signs) == 1 else 0
 
-    def _calls(self, call: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef, owner: ast.AST | None) -> bool:
-        """Is `call` a call of `fn`: ``self.fn(...)``/``cls.fn(...)`` inside its class, or ``fn(...)`` of a module-level
-        function?"""
-        func = call.func
+    def _calls_of(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, owner: ast.AST | None) -> list[ast.Call]:
+        """The calls of `fn`: ``self.fn(...)``/``cls.fn(...)`` inside its class, or ``fn(...)`` of a module-level
+        function (none for a function nested in another)."""
         if isinstance(owner, ast.ClassDef):
-            return isinstance(func, ast.Attribute) and func.attr == fn.name and isinstance(func.value, ast.Name) \
-                and func.value.id in ("self", "cls") and self.src.enclosing_class(call) is owner
-        return owner is self.src.tree and isinstance(func, ast.Name) and func.id == fn.name
+            return [c for c in self.src.calls if isinstance(c.func, ast.Attribute) and c.func.attr == fn.name
+                    and isinstance(c.func.value, ast.Name) and c.func.value.id in ("self", "cls") and self.src.enclosing_class(c) is owner]
+        return self.src.calls_of(fn.name) if owner is self.src.tree else []
 
     def _binding_polarity(self, value: ast.expr, scope: ast.AST | None, depth: int) -> int:
         """What one value bound to a flag says; a literal True bound only inside a branch that fp16 runs take
         (``if cfg.amp_dtype == "fp16": self.enable_scaler = True``) is true in fp16 runs only."""
         sign = self.fp16_polarity(value, scope, depth + 1)
-        if sign == 0 and isinstance(value, ast.Constant) and value.value is True and self._in_fp16_branch(value, scope, depth):
+        if sign == 0 and isinstance(value, ast.Constant) and value.value is True and self.fp16_branch(value, depth + 1) is not None:
             return 1
         return sign
 
-    def _in_fp16_branch(self, node: ast.AST, scope: ast.AST | None, depth: int) -> bool:
-        """Is `node` in the body of an ``if`` whose test says fp16, or in the ``else`` of one whose test says bf16,
-        within its function?"""
+    def fp16_branch(self, node: ast.AST, depth: int = 0) -> ast.AST | None:
+        """The branch of the enclosing function that only fp16 runs take and that holds `node`, if any."""
+        scope = self.src.scope(node)
         for parent, child in self.src.steps(node):
-            if isinstance(parent, ast.If) and child is not parent.test:
-                body = child in parent.body
-                sign = self.fp16_polarity(parent.test, scope, depth + 1)
-                if (body and sign == 1) or (not body and sign == -1):
-                    return True
+            if self.branch_implies_fp16(parent, child, scope, depth):
+                return parent
             if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                return None
+        return None
+
+    def branch_implies_fp16(self, parent: ast.AST, child: ast.AST, scope: ast.AST, depth: int = 0) -> bool:
+        """`child` is the body of an `if fp16:`, the else of an `if bf16:`, or after an `fp16 and` ."""
+        if isinstance(parent, (ast.If, ast.IfExp)):
+            if self._on_off_flag(parent.test, scope):
                 return False
+            if child in parent.body if isinstance(parent, ast.If) else child is parent.body:
+                return self.fp16_polarity(parent.test, scope, depth) == 1
+            if child in parent.orelse if isinstance(parent, ast.If) else child is parent.orelse:
+                # the else of `if bf16 and x:` is taken by bf16 runs where x fails: the negation decides, not the test
+                return self.fp16_polarity(ast.UnaryOp(op=ast.Not(), operand=parent.test), scope, depth) == 1
+            return False
+        if isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And) and child in parent.values:
+            return any(self.fp16_polarity(v, scope, depth) == 1 for v in parent.values[: parent.values.index(child)])
         return False
+
+    def _on_off_flag(self, test: ast.expr, scope: ast.AST) -> bool:
+        """``if native_amp:`` (``not use_amp``): a flag whose name says no dtype and whose values are True/False (a
+        parameter's default among them) is on or off for bf16 and fp16 runs alike; it tells no precision apart."""
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test = test.operand
+        if not isinstance(test, (ast.Name, ast.Attribute)) or name_polarity(test.id if isinstance(test, ast.Name) else test.attr):
+            return False
+        values = [v for _, v in self.src.bindings(test, scope)]
+        return bool(values) and all(isinstance(v, ast.Constant) and isinstance(v.value, bool) for v in values)
 
     def _selected_dtype_polarity(self, expr: ast.Name | ast.Attribute, scope: ast.AST | None, depth: int) -> int:
         """What the file itself makes of the flag: it picks fp16 when true wherever it picks a dtype by it

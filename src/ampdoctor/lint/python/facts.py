@@ -664,20 +664,11 @@ class Facts:
                 return True
             if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and self.src.parents.get(parent) is self.src.tree:
                 # a module-level helper (``random_cast_to_half(x)``) that the file calls only where such a test held
-                calls = self._helper_calls.get(parent.name, ())
+                calls = self.src.calls_of(parent.name)
                 return bool(calls) and depth < 2 and all(self._handles_dtype(c, depth + 1) for c in calls)
             if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
                 return False
         return False
-
-    @functools.cached_property
-    def _helper_calls(self) -> dict[str, list[ast.Call]]:
-        """The file's calls of names, by name."""
-        out: dict[str, list[ast.Call]] = {}
-        for call in self.src.calls:
-            if isinstance(call.func, ast.Name):
-                out.setdefault(call.func.id, []).append(call)
-        return out
 
     def _dtype_test(self, test: ast.AST) -> bool:
         """``x.dtype == torch.float16``, ``dtype in (...)`` on a dtype the function is given, a name bound to such a

@@ -70,6 +70,7 @@ class SourceFile:
     asserts: list[ast.Assert] = field(default_factory=list)  # AMP005's dtype asserts, without a walk of its own
     _names: dict[tuple[ast.AST, str], list[Binding]] | None = None
     _attrs: dict[str, list[Binding]] | None = None
+    _by_name: dict[str, list[ast.Call]] | None = None
 
     @classmethod
     def parse(cls, path: str, text: str) -> "SourceFile":
@@ -262,11 +263,17 @@ class SourceFile:
                 init = method(node, "__init__")
                 if init is not None:
                     targets[node.name] = init
-        out: dict[ast.AST, list[ast.Call]] = {}
-        for call in self.calls:
-            if isinstance(call.func, ast.Name) and call.func.id in targets:
-                out.setdefault(targets[call.func.id], []).append(call)
-        return out
+        return {target: calls for name, target in targets.items() if (calls := self.calls_of(name))}
+
+    def calls_of(self, name: str) -> list[ast.Call]:
+        """The file's calls of a plain name, ``name(...)``, in the order they are written."""
+        if self._by_name is None:
+            by_name: dict[str, list[ast.Call]] = {}
+            for call in self.calls:
+                if isinstance(call.func, ast.Name):
+                    by_name.setdefault(call.func.id, []).append(call)
+            self._by_name = by_name
+        return self._by_name.get(name, [])
 
     def bindings(self, expr: ast.expr, scope: ast.AST) -> list[Binding]:
         """Every assignment to the name or attribute chain `expr`: Names in `scope` or, if never assigned
