@@ -1,6 +1,7 @@
 """The lint cache: an unchanged tree is not parsed again, and an entry is stale as soon as what it depended on
 changed: the file's bytes, or the project facts it was judged under (a trainer that now runs it under autocast)."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 from ampdoctor.lint import cache as lint_cache
 from ampdoctor.lint.engine import lint_paths
 from ampdoctor.lint.python import pool, runner
+from ampdoctor.lint.python.project import Evidence, Summary
 from ampdoctor.lint.settings import LintSettings
 
 ROPE = """
@@ -266,3 +268,35 @@ def test_a_relint_from_stored_summaries_knows_the_device_the_project_runs_on(tmp
     (root / "train.py").write_text('import torch\nfrom pkg.model import Modulation\nDEVICE = "cuda"\n')
     os.utime(root / "train.py", (time.time() - 10, time.time() - 10))
     assert severities() == [("AMP140", "info")]
+
+
+def test_stored_summaries_keep_the_classes_a_model_cast_reaches(tmp_path):
+    # train.py casts one of two classes of lm/model.py to bf16; a third class there is never built. A re-lint after
+    # only the model file changed reads train.py's summary from the cache: the cast must still reach exactly the
+    # two classes it builds (a summary whose classes were lost would reach all three, or none)
+    fixture = Path(__file__).parents[1] / "rules" / "AMP125-loss-low-precision" / "code" / "bad_model_cast_by_trainer_reaches_its_classes"
+    root, cache = tmp_path / "p", tmp_path / "cache"
+    (root / "lm").mkdir(parents=True)
+    for part in ("train.py", "lm/__init__.py", "lm/model.py"):
+        (root / part).write_text((fixture / part).read_text())
+
+    def losses() -> list[int | None]:
+        report = lint_paths([root], LintSettings(jobs=1, cache=cache))
+        return sorted(f.location.line for f in report.findings if f.rule_id == "AMP125")
+
+    model = root / "lm" / "model.py"
+    marked = [n for n, line in enumerate(model.read_text().splitlines(), 1) if "expect[AMP125]" in line]
+    assert len(marked) == 3 and losses() == marked
+    model.write_text(model.read_text() + "\n\n# changed\n")
+    os.utime(model, (time.time() - 10, time.time() - 10))
+    assert losses() == marked
+
+
+def test_a_stored_summary_is_the_summary_it_was():
+    # every field of the project model's evidence survives the cache's JSON: what casts the weights, and which
+    # classes of a file a model cast reaches
+    evidence = Evidence("a model cast to bf16 without autocast", frozenset({"bf16"}), "train.py", 9, "imported at train.py:3",
+                        casts_weights=True, classes=frozenset({"TinyLM"}))
+    summary = Summary("train.py", "train", (("lm.model.TinyLM", 3),), half_model=evidence, model_classes=("TinyLM", "Classifier"))
+    stored = lint_cache._summary(json.loads(json.dumps(dataclasses.asdict(summary), default=lint_cache._plain)))
+    assert stored == summary

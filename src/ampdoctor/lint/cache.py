@@ -177,11 +177,13 @@ def _error(data: dict, path: str) -> ReportError:
 def _evidence(data: dict | None) -> Evidence | None:
     if data is None:
         return None
-    return Evidence(str(data["what"]), frozenset(data["dtypes"]), str(data["file"]), int(data["line"]), str(data["through"]))
+    return Evidence(str(data["what"]), frozenset(data["dtypes"]), str(data["file"]), int(data["line"]), str(data["through"]),
+                    bool(data["casts_weights"]), frozenset(data["classes"]))
 
 
 def _summary(data: dict) -> Summary:
     # JSON has no tuples: the pairs and the evidence are rebuilt, every other field is stored as it is
     evidence = {k: _evidence(data[k]) for k in ("autocast", "half_model", "half")}
     pairs = {k: tuple((str(a), int(b)) for a, b in data[k]) for k in ("imports", "configs")}
-    return Summary(**{**data, **evidence, **pairs})
+    names = {k: tuple(map(str, data[k])) for k in ("model_classes", "helpers")}
+    return Summary(**{**data, **evidence, **pairs, **names})

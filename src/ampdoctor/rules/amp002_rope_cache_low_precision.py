@@ -277,23 +277,21 @@ def rope_buffer_cast_with_model(ctx: Context) -> Iterator[CodeHit]:
     # `model.half()` / `model.to(torch.bfloat16)` casts every floating buffer, persistent or not: an fp32 `inv_freq`
     # registered in __init__ becomes half, and angles computed from it (`type_as(inv_freq)`, `inv_freq @ pos`) are
     # half too, whatever __init__ wrote.
-    cast = _model_cast(ctx)
-    if cast is None:
-        return
     for cls in ctx.src.classes:
-        for name, node in _table_buffers(ctx, cls):
+        cast = _model_cast(ctx, cls)
+        for name, node in _table_buffers(ctx, cls) if cast is not None else ():
             if not _upcast_where_used(ctx, cls, name):
                 yield node, (f"{table_kind(ctx)} buffer `{name}` is cast with the model to {cast}, and what is computed "
                              f"from it runs in that dtype; use `self.{name}.float()` where it is read, or rebuild it after the cast")
 
 
-def _model_cast(ctx: Context) -> str | None:
-    """How this file's modules come to be cast to half: a cast in the file of a model whose class it defines, or a
-    training file of the project that casts the model built from its classes."""
+def _model_cast(ctx: Context, cls: ast.ClassDef) -> str | None:
+    """How the modules of this class come to be cast to half: a cast in the file of a model whose class it defines,
+    or a training file of the project that casts the model built from it."""
     local = next((c for c in ctx.facts.model_casts if c.local_class), None)
     if local is not None:
         return f"{describe(local.dtypes)} (line {local.node.lineno})"
-    project = ctx.project.half_model
+    project = ctx.half_model_at(cls)
     return f"{describe(project.dtypes)}: {project.describe()}" if project is not None else None
 
 
@@ -338,12 +336,10 @@ def rotation_input_cast_to_half(ctx: Context) -> Iterator[CodeHit]:
     # model's `.bfloat16()` made bf16 as well: both operands of every product are bf16, so the whole rotation runs in
     # bf16. The fix casts the input to fp32 instead, so the products run in fp32 and only the result is rounded.
     # Reported at the input's cast, since that is the line that decides the rotation's dtype.
-    cast = _model_cast(ctx)
-    if cast is None:
-        return
     halved = list(half_casts(ctx))
     for cls in ctx.src.classes:
-        tables = {name for name, _ in _table_buffers(ctx, cls) if not _upcast_where_used(ctx, cls, name)}
+        cast = _model_cast(ctx, cls)
+        tables = {name for name, _ in _table_buffers(ctx, cls) if not _upcast_where_used(ctx, cls, name)} if cast is not None else ()
         if not tables:
             continue
         for call, dtypes in halved:

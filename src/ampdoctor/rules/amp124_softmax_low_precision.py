@@ -65,7 +65,7 @@ def softmax_low_precision(ctx: Context) -> Iterator[CodeHit]:
         if cast is not None:
             yield call, (f"attention softmax runs in {describe(cast.dtypes)}: the model is cast (line {cast.node.lineno}) and no autocast "
                          "runs softmax in fp32; pass `dtype=torch.float32`")
-        elif project is not None and in_class(ctx, call):
+        elif project is not None and in_class(ctx, call) and ctx.half_model_at(call) is not None:
             yield call, (f"attention softmax runs in {describe(project.dtypes)}: the project runs this model as {project.describe()}, "
                          "and no autocast runs softmax in fp32; pass `dtype=torch.float32`")
 

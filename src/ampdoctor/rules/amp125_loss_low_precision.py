@@ -256,7 +256,7 @@ def _half_logits(ctx: Context, call: ast.Call, logits: ast.AST) -> str | None:
         return f"the loss is computed from {describe(dtypes)} logits"
     if (cast := in_half_module(ctx, call)) is not None and ctx.facts.fp32_head is None:
         return f"the loss is computed from logits of a model cast to {describe(cast.dtypes)} (line {cast.node.lineno}) without autocast"
-    project = ctx.project.half_model
+    project = ctx.half_model_at(call)
     if project is not None and in_class(ctx, call) and not _upcast_logits(ctx, logits):
         return f"the loss is computed from logits of this model, which the project runs as {project.describe()}"
     return None

@@ -272,8 +272,9 @@ def _half_weights(ctx: Context, cls: ast.ClassDef) -> tuple[str, int] | None:
     local = in_half_module(ctx, cls.body[0]) if cls.body else None
     if local is not None:
         return f"this file casts its model to {describe(local.dtypes)}", local.node.lineno
-    if ctx.project.half_model is not None:
-        return f"the project runs this model as {ctx.project.half_model.describe()}", 0
+    project = ctx.half_model_at(cls)
+    if project is not None:
+        return f"the project runs this model as {project.describe()}", 0
     cast = _weight_dtype_cast(ctx, cls)
     if cast is not None:
         return f"the class casts other inputs to its weights' dtype (`{ast.unparse(cast)[:60]}`, line {cast.lineno})", cast.lineno

@@ -12,7 +12,7 @@ from ampdoctor.core.model import Severity
 from ampdoctor.dtypes import ROPE_WORDS
 from ampdoctor.lint.python.dataflow import BF16, FP16, HALF, Dataflow
 from ampdoctor.lint.python.facts import Facts, ModelCast
-from ampdoctor.lint.python.project import ProjectContext
+from ampdoctor.lint.python.project import Evidence, ProjectContext
 from ampdoctor.lint.python.resolve import last_identifier, tokens
 from ampdoctor.lint.python.source import SourceFile
 
@@ -38,6 +38,39 @@ class Context:
 
     def qualname(self, node: ast.AST) -> str | None:
         return self.src.imports.qualname(node)
+
+    def half_model_at(self, node: ast.AST) -> Evidence | None:
+        """The project's cast of its model to half (`ProjectContext.half_model`) where it reaches `node`: code outside
+        the file's classes, or in a class the training file builds its model from, or one such a class names (its
+        bases, its layers), and so on; a model class of the file that none of them names is not run by that cast."""
+        evidence = self.project.half_model
+        if evidence is None or not evidence.classes:
+            return evidence
+        top = next((a for a in self.src.ancestors(node) if isinstance(a, ast.ClassDef) and self.src.parents.get(a) is self.src.tree), None)
+        return evidence if top is None or top.name in self._built_classes else None
+
+    @functools.cached_property
+    def _built_classes(self) -> frozenset[str]:
+        """The names of the file's top-level classes that the project's model cast reaches (`half_model_at`): the
+        classes it builds, and what they name, through module-level functions and tables too (``BLOCKS = {"a":
+        BlockA}``, ``def make_block(): ...``)."""
+        defined: dict[str, list[ast.AST]] = {}
+        for node in self.src.tree.body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                defined.setdefault(node.name, []).append(node)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if isinstance(target, ast.Name):
+                        defined.setdefault(target.id, []).append(node)
+        todo = [n for n in (self.project.half_model.classes if self.project.half_model else ()) if n in defined]
+        reached = set(todo)
+        while todo:
+            for top in defined[todo.pop()]:
+                for node in ast.walk(top):
+                    if isinstance(node, ast.Name) and node.id in defined and node.id not in reached:
+                        reached.add(node.id)
+                        todo.append(node.id)
+        return frozenset(n for n in reached if any(isinstance(d, ast.ClassDef) for d in defined[n]))
 
 
 def calls_named(ctx: Context, names: frozenset[str] | set[str]) -> Iterator[tuple[ast.Call, str]]:

@@ -490,9 +490,16 @@ class Facts:
         found = self.class_of(expr)
         return found if found in {c.name for c in self.src.classes} else None
 
-    def class_of(self, expr: ast.AST, depth: int = 0) -> str | None:
+    def class_of(self, expr: ast.AST) -> str | None:
         """The class a module-valued expression was built by: `GPT(cfg)`, `model` after `model = GPT(cfg)`,
-        `models.GPT(cfg).to(device)` -> "GPT" (a capitalised callee: a class, by Python's convention)."""
+        `models.GPT(cfg).to(device)` -> "GPT" (a capitalised callee: a class, by Python's convention); the first
+        of `classes_of`."""
+        return next(iter(self.classes_of(expr)), None)
+
+    def classes_of(self, expr: ast.AST, depth: int = 0) -> tuple[str, ...]:
+        """Every class the expression may have been built by, in the order of its bindings before it: a script that
+        builds one of several models into one name (``model = A(...)`` in one branch, ``B.from_pretrained(...)`` in
+        another); a wrapper bound after (``model = DDP(model)``) holds something else."""
         while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("to", "cuda", "train"):
             expr = expr.func.value
         if isinstance(expr, ast.Call):
@@ -500,13 +507,13 @@ class Facts:
             if isinstance(func, ast.Attribute) and func.attr in ("from_pretrained", "from_config"):
                 func = func.value  # `GPT.from_pretrained(...)` is built by GPT
             ident = last_identifier(func)
-            return ident if ident and ident[:1].isupper() else None
+            return (ident,) if ident and ident[:1].isupper() else ()
+        found: dict[str, None] = {}
         if isinstance(expr, ast.Name) and depth < 3:
-            for _, value in self.src.bindings(expr, self.src.scope(expr)):
-                found = self.class_of(value, depth + 1) if value is not None else None
-                if found:
-                    return found
-        return None
+            for line, value in self.src.bindings(expr, self.src.scope(expr)):
+                if value is not None and line <= expr.lineno:
+                    found.update(dict.fromkeys(self.classes_of(value, depth + 1)))
+        return tuple(found)
 
     @functools.cached_property
     def local_half_model(self) -> ModelCast | None:

@@ -46,6 +46,10 @@ class Evidence:
     # a training config whose half precision comes from casting the weights (DeepSpeed's bf16/fp16 engines, a
     # torchtune or bf16-true run): it enters no autocast
     casts_weights: bool = False
+    # A cast reached through `from models import GPT`: the classes of the reached file the training file builds its
+    # model from. The cast reaches them and the classes they build, not every model of their file
+    # (`Context.half_model_at`); empty: the whole file.
+    classes: frozenset[str] = frozenset()
 
     def describe(self) -> str:
         where = f"{self.what} ({self.file}:{self.line}"
@@ -126,7 +130,7 @@ class Summary:
     imports: tuple[tuple[str, int], ...]  # (absolute dotted name, line)
     autocast: Evidence | None = None  # this training file runs what it imports under half autocast
     half_model: Evidence | None = None  # this training file casts its model to half without autocast
-    model_class: str | None = None  # ... a model built by this class (a cast reaches only the module defining it)
+    model_classes: tuple[str, ...] = ()  # ... a model built by these classes (a cast reaches only what defines them)
     configs: tuple[tuple[str, int], ...] = ()  # config file names this training file mentions, with the line
     half: Evidence | None = None  # set by the model: a training config this file names trains in half
     guards: int | None = None  # a line where this (library) file turns autocast off around its own math
@@ -594,17 +598,19 @@ class ProjectModel:
                 continue
             summary = self.summaries[path]
             for dotted, line in self.imports(path):
-                if hops == 0 and kind == "half_model" and not (summary.model_class and dotted.endswith("." + summary.model_class)):
+                built = dotted.rpartition(".")[2]
+                if hops == 0 and kind == "half_model" and built not in summary.model_classes:
                     continue  # a cast reaches the module of the model it casts, not every class the script builds
                 target = self.resolve(path, dotted)
-                if target is None or target == path or (target, evidence.file) in seen_from:
+                if target is None or target == path:
+                    continue
+                classes = frozenset({built}) if hops == 0 and kind == "half_model" and not target.endswith("__init__.py") else frozenset()
+                passed = replace(evidence.via(f"imported at {short_path(path)}:{line}"), classes=classes)
+                _reach(reached, target, passed, getattr(self.summaries[target], kind) is None)
+                if (target, evidence.file) in seen_from:
                     continue
                 seen_from.add((target, evidence.file))
                 self._reaching[target] = self._reaching.get(target, frozenset()) | evidence.dtypes
-                through = f"imported at {short_path(path)}:{line}"
-                passed = evidence.via(through)
-                if target not in reached and getattr(self.summaries[target], kind) is None:
-                    reached[target] = passed
                 queue.append((target, passed, hops + 1))
         return reached
 
@@ -639,6 +645,17 @@ class ProjectModel:
             self._classes[path] = [(n.name, n.lineno, n.end_lineno or 0) for n in tree.body
                                    if isinstance(n, ast.ClassDef)] if tree is not None else []
         return any(n == name and first <= line <= last for n, first, last in self._classes[path])
+
+
+def _reach(reached: dict[str, Evidence], target: str, passed: Evidence, open_: bool) -> None:
+    """`passed` reaches `target`: the first evidence to reach a file is the one cited; the classes it reaches are
+    those of every path that reaches it, all of the file as soon as one path reaches all of it."""
+    held = reached.get(target)
+    if held is None:
+        if open_:
+            reached[target] = passed
+    elif held.classes:
+        reached[target] = replace(held, classes=(held.classes | passed.classes) if passed.classes else frozenset())
 
 
 def _code_names(text: str) -> frozenset[str]:
@@ -756,13 +773,13 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
         named = isinstance(node, ast.Call) and ctx.qualname(node.func) in AUTOCASTS
         what = "autocast" if named else f"mixed precision (`{_callee(node)}`)"
         autocast = Evidence(f"{_names(dtypes)} {what}", dtypes, rel_path, node.lineno)
-    model_class = None
+    model_classes: tuple[str, ...] = ()
     if autocast is None and facts.model_casts and not facts.mixed_precision_on:
         cast = facts.model_casts[0]
         half_model = Evidence(f"a model cast to {_names(cast.dtypes)} without autocast", frozenset(cast.dtypes), rel_path, cast.node.lineno)
         func = cast.node.func
-        model_class = facts.class_of(func.value) if isinstance(func, ast.Attribute) else None
-    return Summary(rel_path, module, imports, autocast, half_model, model_class, _config_names(ctx),
+        model_classes = facts.classes_of(func.value) if isinstance(func, ast.Attribute) else ()
+    return Summary(rel_path, module, imports, autocast, half_model, model_classes, _config_names(ctx),
                    angles=_may_compute_angles(text), sensitive=sensitive, cpu_autocast=cpu_autocast_line(text),
                    autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text), loop=runs_training_loop(text),
                    pins_cuda=pins_cuda(text))
