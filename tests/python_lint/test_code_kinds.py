@@ -68,6 +68,10 @@ def test_a_training_only_rule_is_a_note_in_conversion_and_inference_code():
     assert one(plain, "inference.py", "AMP004").severity.value == "info"
     # numerics matter in inference too
     assert one(ROPE_CACHE, "inference.py", "AMP002").severity.value == "warning"
+    # a script's name joined by hyphens or dots says the same as one joined by underscores
+    for path in ("evaluation/eval-llm.py", "scripts/convert-to-hf.py", "run.inference.py"):
+        assert one(plain, path, "AMP004").severity.value == "info", path
+    assert one(plain, "scripts/eval-llm-train.py", "AMP004").severity.value != "info"  # "train" in the name: it trains
 
 
 def test_a_checkpoint_consolidation_tool_is_conversion_code():
@@ -263,6 +267,8 @@ def test_a_script_named_for_training_is_no_helper_module():
     assert named_training_script("scripts/train.py")
     assert named_training_script("finetune_lora.py")
     assert named_training_script("sdxl_train_network.py")
+    assert named_training_script("scripts/train-lora.py")
+    assert not named_training_script("scripts/train-utils.py")
     assert not named_training_script("library/train_util.py")  # a helper named after training is a library
     assert not named_training_script("training_args.py")
     assert not named_training_script("data/train_dataset.py")

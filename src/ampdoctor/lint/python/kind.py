@@ -83,7 +83,7 @@ def file_kind(path: str, text: str) -> Kind:
         # model runs (and what a fix edits by hand, often enough); the modular one is never imported.
         return Kind(CodeKind.GENERATOR_SOURCE, f"{name} is a transformers modular source: modeling_{stem[8:]}.py is "
                     "generated from it and is the module that runs; it is not imported")
-    words = tokens(stem)
+    words = frozenset(_name_words(stem))
     # substring tests first: the regex over a long file costs a millisecond, and most library files have none
     trains = any(w in text for w in _TRAIN_WORDS) and TRAINS.search(text) is not None
     if trains:
@@ -102,11 +102,20 @@ _HELPER_NAMES = frozenset({"util", "utils", "helper", "helpers", "common", "lib"
                            "configs", "data", "dataset", "datasets", "dataloader", "loader", "collator", "callbacks"})
 
 
+def _name_words(stem: str) -> list[str]:
+    """The words of a file's name: its identifier pieces, and those a hyphen or a dot joins (``eval-llm``,
+    ``train.lora``), which no identifier has."""
+    return words(_NOT_WORD.sub("_", stem))
+
+
+_NOT_WORD = re.compile(r"[^0-9A-Za-z]+")
+
+
 def named_training_script(path: str) -> bool:
     """Whether the file's name says it is a training script (``train.py``, ``finetune_lora.py``), not a helper.
     A training word after "for" names what the module serves (``control_net_for_train.py``: the network a
     training script builds), not the script itself."""
-    pieces = words(PurePath(path).name.lower().removesuffix(".py"))
+    pieces = _name_words(PurePath(path).name.lower().removesuffix(".py"))
     trains = any(w in _TRAIN_NAMES and (i == 0 or pieces[i - 1] != "for") for i, w in enumerate(pieces))
     return trains and not set(pieces) & _HELPER_NAMES
 
