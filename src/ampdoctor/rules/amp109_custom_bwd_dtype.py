@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.facts import disables_autocast
@@ -32,6 +33,14 @@ def custom_bwd_dtype(ctx: Context) -> Iterator[CodeHit]:
             for dec in method.decorator_list:
                 if ctx.qualname(dec.func if isinstance(dec, ast.Call) else dec) == "torch.cuda.amp.custom_bwd":
                     yield dec, (f"`torch.cuda.amp.custom_bwd` on `{cls.name}.{method.name}` runs backward under fp16 autocast on "
-                                f"torch < 2.0 although this file uses bf16 (line {evidence.lineno}); use "
-                                "`torch.amp.custom_bwd(device_type=\"cuda\")`")
+                                f"torch < 2.0 although this file uses bf16 (line {evidence.lineno}){_allowed(floor)}; use "
+                                "`torch.amp.custom_bwd(device_type=\"cuda\")`"), None if floor is not None else Severity.INFO
+
+
+def _allowed(floor: tuple[tuple[int, int], str] | None) -> str:
+    # Where the project names no torch it needs, nothing says it runs one older than 2.0 (2022), which any install
+    # today is not: a note. A requirement that allows one (`torch>=1.13`) makes it a hazard of the project's runs.
+    if floor is None:
+        return ", which the project may not run: it says nothing of the torch it needs, and any torch since 2.0 has the fix"
+    return f", which the project allows ({floor[1]})"
 

@@ -13,7 +13,7 @@ class ScaledProduct(torch.autograd.Function):
         return lhs.mm(rhs) * 0.5
 
     @staticmethod
-    @custom_bwd  # ampdoctor: expect[AMP109]
+    @custom_bwd  # ampdoctor: expect[AMP109:warning]
     def backward(ctx, grad_out):
         lhs, rhs = ctx.saved_tensors
         return 0.5 * grad_out.mm(rhs.t()), 0.5 * lhs.t().mm(grad_out)
