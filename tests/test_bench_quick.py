@@ -43,7 +43,8 @@ def test_torchrun_two_cpu_ranks_train_and_rank0_reports_val_loss(tmp_path):
            "bench/gpt/train.py", "--tiny", "--steps", "3", "--device", "cpu", "--json-out", str(out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    # all of stderr: a rank that aborts (seen once, rank 1 under a loaded 2-core machine) says why above torchrun's summary
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-20000:]
     val_lines = [line for line in proc.stdout.splitlines() if line.startswith("step     3  val ")]
     assert len(val_lines) == 1  # rank 0 only
     summary = json.loads(out.read_text())
