@@ -2,7 +2,7 @@
 
 Every commit that added texts to bench/explain/corpus.yaml is taken in turn: the tune texts it added (the held-out
 split is never read here) are explained by the source tree of the commit just before it, that is, by signatures and a
-calibration that had never seen them. Counted over all batches: top-1, how many first answers were given with
+calibration that had never seen them. Counted over all batches: top-1, top-3, how many first answers were given with
 confidence, and how many of those were wrong. The tune split stays tuned-on afterwards, so this is the honest
 estimate of generalization that the tune rows of explain_bench.py are not; a change to the confidence rules is
 judged by how it would have marked the answers listed with ``--show`` (confident wrong and confident right).
@@ -97,7 +97,8 @@ def replay(scratch: Path, overlay: Path | None = None) -> list[dict]:
             rule = str(entry["rule"])
             right = (not ids or guess) if rule == "none" else bool(ids) and ids[0] == rule
             rows.append({"batch": commit, "name": entry["name"], "rule": rule, "answers": ids, "guess": guess,
-                         "right": right, "confident": bool(ids) and not guess, "reason": reason})
+                         "right": right, "top3": right if rule == "none" else rule in ids[:3],
+                         "confident": bool(ids) and not guess, "reason": reason})
     return rows
 
 
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     confident = [r for r in rows if r["confident"]]
     wrong = [r for r in confident if not r["right"]]
     print(f"{len(rows)} tune texts in {len({r['batch'] for r in rows})} batches, each explained by the tree before it: "
-          f"top-1 {sum(r['right'] for r in rows)}, confident {len(confident)}, confident wrong {len(wrong)}")
+          f"top-1 {sum(r['right'] for r in rows)}, top-3 {sum(r['top3'] for r in rows)}, confident {len(confident)}, confident wrong {len(wrong)}")
     if args.show:
         for r in confident:
             mark = "WRONG" if not r["right"] else "right"
