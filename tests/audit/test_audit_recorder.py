@@ -92,6 +92,37 @@ def test_the_function_mode_leaves_with_the_audit_when_the_step_raises():
     assert _get_current_function_mode_stack() == []
 
 
+def test_the_reads_at_the_end_of_the_recording_do_not_pass_through_the_attention_call_watch(monkeypatch):
+    """The final `.grad` snapshot and buffer scans read every parameter and buffer: the call watch's function mode
+    is off the stack by then, so none of those reads goes through it (thousands of reads in a large model)."""
+    from ampdoctor.audit.calls import CallWatch
+    from ampdoctor.audit.evidence import When
+    from ampdoctor.audit.recorder import Recorder
+
+    seen: list = []
+    real_watch = CallWatch.__torch_function__
+    real_snapshot = Recorder.snapshot_grads
+    ending = []
+
+    def watch(self, func, types, args=(), kwargs=None):
+        if ending:
+            seen.append(func)
+        return real_watch(self, func, types, args, kwargs)
+
+    def snapshot(self, when):
+        if when == When.END:
+            ending.append(when)  # from here on to the end of the test, every read is one of the end's
+        return real_snapshot(self, when)
+
+    monkeypatch.setattr(CallWatch, "__torch_function__", watch)
+    monkeypatch.setattr(Recorder, "snapshot_grads", snapshot)
+    model = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4), nn.Linear(4, 2))
+    with audit("fp32") as a:
+        model(torch.randn(3, 4)).sum().backward()
+    assert ending and a.recorder.grad_events  # the final snapshot ran and read every parameter's `.grad`
+    assert seen == []
+
+
 def test_observed_collectives_and_reduce_dtype_come_from_the_recorded_collective(tmp_path):
     # the observation asks which op kinds were recorded before walking the trace for a collective: a recorded
     # all_reduce must still be found, its dtype read as the reduce dtype

@@ -134,6 +134,11 @@ class Recorder(FrameWalk, ModuleTracking, OptimizerTracking, AutocastWatch, Call
         if not (self.active or self.paused):
             return
         self.paused = False
+        # No attention call is made from here on: the call watch comes off first (where `_detach` would take it off),
+        # so that the reads below (every parameter's `.grad` and dtype, every module's buffers: thousands in a large
+        # model) do not each pass through its function mode.
+        if _current_autograd_node() is None:
+            self._exit_calls()
         if self.saw_backward:
             self.backward_passes += 1
             self.saw_backward = False
