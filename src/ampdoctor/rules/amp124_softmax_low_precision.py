@@ -52,8 +52,7 @@ def _softmax_input(ctx: Context, call: ast.Call) -> tuple[ast.AST | None, ast.AS
 @code_check("AMP124", triggers=HALF_WORDS, also=(("softmax",),), project=True)
 def softmax_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # transformers PR #18057: attention softmax of a half model, no autocast to run it in fp32.
-    project = ctx.project.half_model
-    if ctx.facts.local_half_model is None and project is None:
+    if ctx.facts.local_half_model is None and ctx.project.half_model is None:
         return
     for call in ctx.src.calls:
         scores, dtype_arg = _softmax_input(ctx, call)
@@ -65,7 +64,7 @@ def softmax_low_precision(ctx: Context) -> Iterator[CodeHit]:
         if cast is not None:
             yield call, (f"attention softmax runs in {describe(cast.dtypes)}: the model is cast (line {cast.node.lineno}) and no autocast "
                          "runs softmax in fp32; pass `dtype=torch.float32`")
-        elif project is not None and in_class(ctx, call) and ctx.half_model_at(call) is not None:
+        elif in_class(ctx, call) and (project := ctx.half_model_at(call)) is not None:
             yield call, (f"attention softmax runs in {describe(project.dtypes)}: the project runs this model as {project.describe()}, "
                          "and no autocast runs softmax in fp32; pass `dtype=torch.float32`")
 
