@@ -328,18 +328,34 @@ def _call_needs_uniform_dtypes(call: ast.Call, ctx: Context, local: set[str]) ->
         and bool(call.args)
 
 
+def _applications(cls: ast.ClassDef, ctx: Context) -> list[ast.AST]:
+    """Where this file uses the Function outside its own body: ``Cls.apply(...)``, or a name bound to it
+    (``sqrtm = Cls.apply``) and then called."""
+    outside = [n for n in ast.walk(ctx.src.tree) if isinstance(n, ast.Name) and n.id == cls.name
+               and not any(a is cls for a in ctx.src.ancestors(n))]
+    aliases = {t.id for n in outside if isinstance(stmt := ctx.src.parents.get(ctx.src.parents.get(n)), ast.Assign)
+               and ctx.src.scope(stmt) is ctx.src.tree for t in stmt.targets if isinstance(t, ast.Name)}
+    return outside + [n for n in ast.walk(ctx.src.tree) if isinstance(n, ast.Name) and n.id in aliases
+                      and isinstance(n.ctx, ast.Load)]
+
+
 @code_check("AMP110", triggers=("Function",), also=(("autocast", "mixed_precision", "precision=", "bf16=", "fp16="),), project=True)
 def custom_function_without_custom_fwd(ctx: Context) -> Iterator[CodeHit]:
     # pytorch #38487: autocast does not reach inside a custom Function, so its kernels see mixed dtypes.
-    local = ctx.facts.half_autocast
-    if local is not None:
-        where = f"this file runs under autocast (line {local.lineno})"
-    elif ctx.project.autocast is not None:
-        where = f"the project runs it under {ctx.project.autocast.describe()}"
-    else:
+    if ctx.facts.half_autocast is None and ctx.project.autocast is None:
         return
     for cls in ctx.src.classes:
         if not any(ctx.qualname(b) == "torch.autograd.Function" for b in cls.bases):
+            continue
+        # where the file applies the Function, its own autocast counts only if it reaches one of those places;
+        # a Function applied only elsewhere may be applied under it (through an import) or not
+        applied = _applications(cls, ctx)
+        local = ctx.facts.half_autocast_reaching(applied) if applied else ctx.facts.half_autocast
+        if local is not None:
+            where = f"this file runs it under autocast (line {local.lineno})"
+        elif ctx.project.autocast is not None:
+            where = f"the project runs it under {ctx.project.autocast.describe()}"
+        else:
             continue
         backward, forward = method(cls, "backward"), method(cls, "forward")
         if backward is not None and reenters_autocast(backward, ctx.src):

@@ -94,19 +94,19 @@ def _written_dtypes(ctx: Context, call: ast.Call, target: ast.AST | None, how: s
     cast = in_half_module(ctx, call) if how != "full_like" else None
     if cast is not None and ctx.facts.fp32_head is None:
         return cast.dtypes, f"the model is cast to {describe(cast.dtypes)} (line {cast.node.lineno}) without autocast"
-    autocast = _autocast_of(ctx)
+    autocast = _autocast_of(ctx, call)
     if autocast is not None and target is not None and _matmul_product(ctx, target, call.lineno):
         dtypes, where = autocast
         return dtypes or HALF, f"`{ast.unparse(target)[:40]}` is a matmul product, which autocast computes in half precision ({where})"
     return None, ""
 
 
-def _autocast_of(ctx: Context) -> tuple[frozenset, str] | None:
-    """The half autocast this file's code runs under (its dtypes, where; no dtypes when it does not say which): one
-    the file enters itself, or one a training file of the project runs it under."""
-    node = ctx.facts.half_autocast
+def _autocast_of(ctx: Context, call: ast.Call) -> tuple[frozenset, str] | None:
+    """The half autocast the fill runs under (its dtypes, where; no dtypes when it does not say which): one the file
+    enters around it or around code that calls it, or one a training file of the project runs it under."""
+    node = ctx.facts.half_autocast_reaching([call])
     if node is not None:
-        return frozenset(), f"line {node.lineno}"
+        return ctx.facts.autocast_dtypes(node), f"line {node.lineno}"
     evidence = ctx.project.autocast
     return (frozenset(evidence.dtypes & HALF), evidence.describe()) if evidence is not None else None
 

@@ -524,29 +524,94 @@ class Facts:
         return next((c for c in self.model_casts if c.local_class), None)
 
     @functools.cached_property
+    def half_autocasts(self) -> tuple[ast.AST, ...]:
+        """Every place autocast is entered with an explicit half dtype, with a dtype the run chooses
+        (``dtype=cfg.autocast_precision``) or with none (fp16 on CUDA, bf16 on the CPU): autocast computes in fp16 or
+        bf16 whenever it is on, so the code runs in one of them; or a framework configured for half mixed precision
+        (`AUTOCASTING_FRAMEWORKS`, or a callee the imports do not name)."""
+        return tuple(node for node in self.mixed_precision if isinstance(node, ast.Call) and self._enters_half(node))
+
+    @property
     def half_autocast(self) -> ast.AST | None:
-        """Autocast entered with an explicit half dtype, with a dtype the run chooses (``dtype=cfg.autocast_precision``)
-        or with none (fp16 on CUDA, bf16 on the CPU): autocast computes in fp16 or bf16 whenever it is on, so the code
-        runs in one of them; or a framework configured for half mixed precision (`AUTOCASTING_FRAMEWORKS`, or a
-        callee the imports do not name)."""
-        for node in self.mixed_precision:
-            if not isinstance(node, ast.Call):
-                continue
-            name = self.src.imports.qualname(node.func)
-            if name in AUTOCASTS:
-                dtypes = self.flow.dtype_of(autocast_argument(node, name, "dtype"))
-                if dtypes and dtypes & HALF:
-                    return node
-                # `autocast(**saved_kwargs)` or `autocast(*saved_args)` restores a state recorded elsewhere (a
-                # recompute, a traced region replayed), which may be off
-                if not dtypes and not any(kw.arg is None for kw in node.keywords) \
-                        and not any(isinstance(a, ast.Starred) for a in node.args):
-                    return node
-            elif name is None and not (isinstance(node.func, ast.Attribute) and node.func.attr == "autocast"):
-                return node
-            elif name is not None and name.partition(".")[0] in AUTOCASTING_FRAMEWORKS and not _hands_to_deepspeed(node):
-                return node
+        """The first of `half_autocasts`: the file runs some of its code under half autocast."""
+        return self.half_autocasts[0] if self.half_autocasts else None
+
+    def autocast_dtypes(self, node: ast.AST) -> frozenset[str]:
+        """The half dtypes an autocast call of `half_autocasts` says it computes in; empty where it does not say
+        (no ``dtype=``: fp16 on CUDA, bf16 on the CPU) or is a framework's setting."""
+        name = self.src.imports.qualname(node.func) if isinstance(node, ast.Call) else None
+        if name not in AUTOCASTS:
+            return frozenset()
+        return frozenset(self.flow.dtype_of(autocast_argument(node, name, "dtype")) or ()) & HALF
+
+    def _enters_half(self, node: ast.Call) -> bool:
+        name = self.src.imports.qualname(node.func)
+        if name in AUTOCASTS:
+            dtypes = self.flow.dtype_of(autocast_argument(node, name, "dtype"))
+            if dtypes and dtypes & HALF:
+                return True
+            # `autocast(**saved_kwargs)` or `autocast(*saved_args)` restores a state recorded elsewhere (a
+            # recompute, a traced region replayed), which may be off
+            return not dtypes and not any(kw.arg is None for kw in node.keywords) \
+                and not any(isinstance(a, ast.Starred) for a in node.args)
+        if name is None:
+            return not (isinstance(node.func, ast.Attribute) and node.func.attr == "autocast")
+        return name.partition(".")[0] in AUTOCASTING_FRAMEWORKS and not _hands_to_deepspeed(node)
+
+    def half_autocast_reaching(self, nodes: list[ast.AST]) -> ast.AST | None:
+        """The first of `half_autocasts` under which one of `nodes` runs, as far as this file shows: a ``with`` block
+        or a decorated function around it, or one whose code calls, through the file's own functions and methods
+        (by name; a call of anything else may be a module's, so it reaches every ``forward``), the function it sits
+        in. An autocast whose extent the file does not bound (a framework set up for mixed precision, a context
+        entered by hand) reaches all of it."""
+        defs = self._reached_defs
+        for autocast in self.half_autocasts:
+            region = _autocast_region(autocast, self.src)
+            if region is None:
+                return autocast
+            reached = defs(region)
+            for node in nodes:
+                if any(a is region or a in reached for a in self.src.ancestors(node)):
+                    return autocast
         return None
+
+    def _reached_defs(self, region: ast.AST) -> set[ast.AST]:
+        """The functions and methods of this file that code in `region` may call (`half_autocast_reaching`)."""
+        reached: set[ast.AST] = set()
+        todo = [region]
+        while todo:
+            for node in ast.walk(todo.pop()):
+                for fn in self._callees(node):
+                    if fn not in reached:
+                        reached.add(fn)
+                        todo.append(fn)
+        return reached
+
+    def _callees(self, node: ast.AST) -> list[ast.AST]:
+        """The functions of this file `node` may run: those it names (called, or handed on as a callback), the
+        methods of a class it names, those a method call of the same name may be; for a call of anything the imports
+        do not name (a module, a bound method), every ``forward`` and ``__call__``."""
+        by_name, classes, modules = self._definitions
+        if isinstance(node, ast.Name):
+            return by_name.get(node.id) or classes.get(node.id, [])
+        if isinstance(node, ast.Attribute):
+            return by_name.get(node.attr, [])
+        if isinstance(node, ast.Call) and self.src.imports.qualname(node.func) is None:
+            return modules
+        return []
+
+    @functools.cached_property
+    def _definitions(self) -> tuple[dict[str, list[ast.AST]], dict[str, list[ast.AST]], list[ast.AST]]:
+        """This file's functions and methods by name, each class's methods by its name, and the methods that calling
+        a module runs (``forward``, ``__call__``)."""
+        by_name: dict[str, list[ast.AST]] = {}
+        for fn in self.src.functions:
+            if not isinstance(fn, ast.Lambda):
+                by_name.setdefault(fn.name, []).append(fn)
+        defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+        classes = {cls.name: [fn for fn in cls.body if isinstance(fn, defs)] for cls in self.src.classes}
+        modules = [fn for methods in classes.values() for fn in methods if fn.name in ("forward", "__call__")]
+        return by_name, classes, modules
 
     @functools.cached_property
     def bf16_evidence(self) -> ast.AST | None:
@@ -769,6 +834,17 @@ class Facts:
                     if name in ("torch.backends.cuda.matmul.allow_tf32",):
                         return node
         return None
+
+
+def _autocast_region(autocast: ast.AST, src: SourceFile) -> ast.AST | None:
+    """The code an autocast call covers: the ``with`` statement it is an item of, or the function it decorates; None
+    where it is entered otherwise (a framework's setting, a context kept in a name), whose extent lint does not bound."""
+    parent = src.parents.get(autocast)
+    if isinstance(parent, ast.withitem) and parent.context_expr is autocast:
+        return src.parents.get(parent)
+    if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and autocast in parent.decorator_list:
+        return parent
+    return None
 
 
 def _run_now(stmt: ast.stmt) -> Iterator[ast.AST]:
