@@ -94,7 +94,8 @@ def _written_dtypes(ctx: Context, call: ast.Call, target: ast.AST | None, how: s
     cast = in_half_module(ctx, call) if how != "full_like" else None
     if cast is not None and ctx.facts.fp32_head is None:
         return cast.dtypes, f"the model is cast to {describe(cast.dtypes)} (line {cast.node.lineno}) without autocast"
-    autocast = _autocast_of(ctx, call)
+    # an fp32 island (``with autocast(enabled=False)``) inside the autocast computes its product in fp32
+    autocast = _autocast_of(ctx, call) if not ctx.facts.autocast_off_at(call) else None
     if autocast is not None and target is not None and _matmul_product(ctx, target, call.lineno):
         dtypes, where = autocast
         return dtypes or HALF, f"`{ast.unparse(target)[:40]}` is a matmul product, which autocast computes in half precision ({where})"
