@@ -137,6 +137,13 @@ def test_a_project_that_never_enters_autocast_is_known_only_as_a_folder():
     assert not nowhere(model(loud, texts, folder=True).contexts().get("layers.py"))
     config = Evidence("bf16 config", frozenset({"bf16"}), "train.yaml", 3)
     assert not nowhere(model(quiet, texts, config_half=[config], folder=True).contexts().get("layers.py"))
+    # no sign: a widget's `precision=0` (decimal places) and a call of the project's own trainer object
+    app = {**quiet, "app.py": Summary("app.py", "app", ())}
+    widgets = "seed = gr.Number(20, label='seed', precision=0)\ntrainer = make(cfg)\ntrainer(0)\n"
+    assert nowhere(model(app, {**texts, "app.py": widgets}, folder=True).contexts().get("layers.py"))
+    # but Lightning's `precision=16` and a framework's `Trainer(` are
+    for sign in ("trainer = pl.Trainer(precision=16)\n", "trainer = Trainer(model)\n"):
+        assert not nowhere(model(app, {**texts, "app.py": sign}, folder=True).contexts().get("layers.py"))
 
 
 def test_a_recompute_without_autocast_is_reported_alone_and_in_a_project_that_runs_autocast(tmp_path):
@@ -178,9 +185,13 @@ def test_a_recompute_no_run_of_its_project_is_seen_autocasting_is_a_note_and_a_w
     """))
     [(severity, message)] = amp134()
     assert severity == "warning" and "seen running" not in message
-    # an installable package: its users' code runs the Function under their own autocast, whatever its trainer does
+    # an installable package that trains with its own loop, never under autocast around the Function: still a note
+    # (its own runs do not exercise the recompute under autocast)
     (tmp_path / "train.py").write_text((told_nothing / "train.py").read_text())
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "blocks"\n')
+    assert [severity for severity, _ in amp134()] == ["info"]
+    # a library with no training loop of its own is run by its users' code, which may autocast: a warning
+    (tmp_path / "train.py").unlink()
     assert [severity for severity, _ in amp134()] == ["warning"]
 
 
@@ -488,3 +499,20 @@ def test_a_config_governs_the_code_of_the_nearest_folder_holding_code(tmp_path):
     assert amp107({**bench, "llm_lora/configs/default_config.yaml": ACCELERATE_BF16}) == []
     assert amp107({**bench, "configs/default_config.yaml": ACCELERATE_BF16}) == [("detection/ssd/engine.py", "warning")]
     assert amp107({**bench, "detection/configs/default_config.yaml": ACCELERATE_BF16}) == [("detection/ssd/engine.py", "warning")]
+
+
+def test_a_package_that_imports_its_folder_at_run_time_imports_every_module_there():
+    registry = textwrap.dedent("""
+        import importlib, pkgutil
+        for info in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{info.name}")
+    """)
+    assert imports_of(registry, "pkg.models", True) == (("pkg.models.*", 4),)
+    # a module named literally is an ordinary import, not a registry of the folder
+    assert imports_of("import importlib, os\nos.listdir('.')\nimportlib.import_module('pkg.extra')\n", "pkg.models", True) == ()
+    # only a package's own __init__ registers its folder
+    assert imports_of(registry, "pkg.models.loader", False) == ()
+    summaries = {p: Summary(p, module_name(p), ()) for p in ("pkg/models/__init__.py", "pkg/models/a.py",
+                                                             "pkg/models/sub/__init__.py", "pkg/models/sub/b.py", "pkg/other.py")}
+    model = ProjectModel(summaries, text_of=lambda p: registry if p == "pkg/models/__init__.py" else "")
+    assert sorted(m for m, _ in model.imports("pkg/models/__init__.py")) == ["pkg.models.a", "pkg.models.sub"]

@@ -85,10 +85,11 @@ class ProjectContext:
     # and the project runs training of its own (`kind.TRAINING_LOOP`; a library is run by its users' code): whatever
     # depends on running under autocast cannot happen in this project's own runs.
     autocast_nowhere: bool = False
-    # The file was linted inside its project (a folder) that runs training of its own (`kind.TRAINING_LOOP`) and is no
-    # installable package (whose users' code runs its functions under their own autocast), and nothing the project
-    # model reads puts this file's code under autocast: no module run under half autocast imports it, no half
-    # training config runs it. Weaker than `autocast_nowhere`: other code of the project may autocast, and a
+    # The file was linted inside its project (a folder) that runs training of its own (`kind.TRAINING_LOOP`), and
+    # nothing the project model reads puts this file's code under autocast: no module run under half autocast imports
+    # it, no half training config runs it. (An installable package counts too: a project that trains with its own
+    # loops and never under autocast around this code does not exercise it so; a library with no loop of its own is
+    # run by its users' code and never gets here.) Weaker than `autocast_nowhere`: other code of the project may autocast, and a
     # framework trainer may be told to at launch; what depends on running under autocast is possible, not known.
     autocast_unseen: bool = False
     # The options the project's shell launchers pass this script (`lint.launch`): (name, value, written literally).
@@ -168,6 +169,8 @@ def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int
     cheap, and also for files no check parses."""
     out: list[tuple[str, int]] = []
     package = _package(module, is_package)
+    if is_package and (loop := _PLUGIN_IMPORT.search(text)) and _FOLDER_LISTING.search(text):
+        out.append((f"{module}.*" if module else "*", text.count("\n", 0, loop.start()) + 1))
     called = _called_names(text)
     for m in _FROM.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
@@ -185,6 +188,13 @@ def imports_of(text: str, module: str, is_package: bool) -> tuple[tuple[str, int
         for name, alias in _import_items(m):
             out.extend((f"{name}.{attr}", line) for attr in called.get(alias, ()) if name and builds(attr))
     return tuple(out)
+
+
+# A package that imports every module of its folder at run time (a registry of plugins: fairseq's models and
+# tasks, a trainer's callbacks): `importlib.import_module` on a computed name beside a listing of the folder. Its
+# imports are then all its modules and subpackages (`ProjectModel.imports` expands ``pkg.*``).
+_PLUGIN_IMPORT = re.compile(r"\bimport_module\(\s*(?![\"'][\w.]*[\"']\s*[,)])")
+_FOLDER_LISTING = re.compile(r"\b(?:listdir|scandir|iterdir|glob|iglob|iter_modules|walk_packages)\(")
 
 
 # A function that builds the model for its caller (`build_model(cfg)`, `create_model`, timm's and detectron2's
@@ -307,11 +317,23 @@ class ProjectModel:
     def imports(self, path: str) -> tuple[tuple[str, int], ...]:
         summary = self.summaries[path]
         if summary.imports or self.text_of is None:
-            return summary.imports
+            return self._plugins(path, summary.imports)
         if path not in self._imports:
             text = self.text_of(path)
-            self._imports[path] = imports_of(text, summary.module, path.endswith("__init__.py")) if text else ()
+            found = imports_of(text, summary.module, path.endswith("__init__.py")) if text else ()
+            self._imports[path] = self._plugins(path, found)
         return self._imports[path]
+
+    def _plugins(self, path: str, found: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+        """`found` with a package's run-time import of its whole folder (``pkg.*``, `_PLUGIN_IMPORT`) as the modules
+        and subpackages there."""
+        loop = next((line for dotted, line in found if dotted == "*" or dotted.endswith(".*")), None)
+        if loop is None:
+            return found
+        folder = PurePosixPath(path).parent
+        children = sorted(s.module for p, s in self.summaries.items() if p != path and s.module
+                          and (PurePosixPath(p).parent == folder or PurePosixPath(p).parent.parent == folder and p.endswith("/__init__.py")))
+        return tuple(i for i in found if not (i[0] == "*" or i[0].endswith(".*"))) + tuple((m, loop) for m in children)
 
     def _lookup(self, importer: str, dotted: str) -> str | None:
         found = [p for p in self._index.get(dotted, ()) if self._importable(p, dotted, importer)]
@@ -383,7 +405,7 @@ class ProjectModel:
     def _autocast_unseen(self, path: str, autocast: Mapping[str, Evidence]) -> bool:
         """`ProjectContext.autocast_unseen` for the file at `path` (no half training config runs it: the caller's
         part), given the files the spread of half autocast reached."""
-        return (self.folder and not self._shipped(path) and self.summaries[path].autocast is None and path not in autocast
+        return (self.folder and self.summaries[path].autocast is None and path not in autocast
                 and self._trains() and path not in self._helpers_reached(autocast) and not self._unparsed_autocast())
 
     def _unparsed_autocast(self) -> bool:
@@ -519,7 +541,10 @@ class ProjectModel:
             for sign in AUTOCAST_SIGNS.finditer(lowered):
                 if sign["trainer"] is None:
                     return False
-                called.add(_IDENTIFIER_END.search(lowered, max(0, sign.start() - 200), sign.start()).group() + "trainer")
+                name = _IDENTIFIER_END.search(lowered, max(0, sign.start() - 200), sign.start()).group() + "trainer"
+                if name == "trainer" and text[sign.start()] == "t":
+                    continue  # `trainer(0)`: an object the project made is called, no framework's class is built
+                called.add(name)
             own.update(m.group(1) for m in _PLAIN_TRAINER_CLASS.finditer(lowered))
         return self._trains() and called <= own
 
@@ -740,7 +765,7 @@ PRECISION_WORDS = ("autocast", "bfloat16", "float16", "bf16", "fp16", "half()", 
 # - a call of a ``...Trainer`` class that the project defines itself on no base class
 #   (`ProjectModel._autocast_nowhere`): that is a loop of its own.
 AUTOCAST_SIGNS = re.compile(
-    r"autocast|custom_fwd|(?<![a-z_])mixed_precision(?!_?[a-z])|precision ?= ?[\"'\d]|[\"']amp[\"']"
+    r"autocast|custom_fwd|(?<![a-z_])mixed_precision(?!_?[a-z])|precision ?= ?(?:[\"']|16(?!\d))|[\"']amp[\"']"
     r"|\.amp(?![a-z])|_amp(?![a-z]|_foreach_non_finite|_update_scale)"
     r"|(?<![a-z])amp(?:[=.]|_(?!c(?![a-z])|foreach_non_finite|update_scale))|ampoptim"
     r"|accelerator|trainingarguments|fabric|lightning|composer|(?P<trainer>trainer)\(")
