@@ -165,3 +165,120 @@ def _words(node: ast.AST) -> frozenset[str]:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return tokens(node.value)
     return frozenset()
+
+
+# Words of an optimizer's constructor as a trainer spells it (`torch.optim.AdamW`, `bnb.optim.AdamW8bit`, a chosen
+# `optimizer_class(...)`).
+_OPTIMIZER_WORDS = frozenset({"optim", "optimizer", "adam", "adamw", "sgd", "lion", "adafactor", "rmsprop", "lamb", "prodigy"})
+
+
+@code_check("AMP105", triggers=("from_pretrained",), also=(("float16", "fp16", ".half()"), ("parameters()",)))
+def trained_model_loaded_in_fp16(ctx: Context) -> Iterator[CodeHit]:
+    # LLaVA #363, d8ahazard/sd_dreambooth_extension (a UNet loaded in fp16 as a fallback, then trained): the weights
+    # an optimizer steps are fp16, and fp16 loss scaling refuses their gradients. DeepSpeed's fp16 engine keeps its
+    # own fp32 masters and scaler: a file that names it is left alone.
+    if not _loss_scaled(ctx) or "deepspeed" in ctx.src.text.lower():
+        return
+    for node in ctx.src.assigns:
+        load = _fp16_load(ctx, node)
+        if load is None:
+            continue
+        name, call, dtype = load
+        found = _optimizer_of(ctx, name, call)
+        if found is None or _upcast_after(ctx, call, name)[0] is not None or _frozen_or_adapted(ctx, name, call, found[1]):
+            continue
+        optimizer = found[0]
+        yield dtype, (f"`{name}` is loaded in fp16 (line {call.lineno}) and its parameters are what the optimizer (line "
+                      f"{optimizer.lineno}) steps, in a run whose fp16 mixed precision scales the loss: the gradients are fp16 "
+                      "and the GradScaler fails with 'Attempting to unscale FP16 gradients'; load it in fp32 (autocast "
+                      f"computes in fp16 anyway) or cast `{name}.to(torch.float32)` before building the optimizer")
+
+
+def _fp16_load(ctx: Context, node: ast.stmt) -> tuple[str, ast.Call, ast.AST] | None:
+    """``name = Cls.from_pretrained(..., torch_dtype=torch.float16)`` (fp16 and nothing else): the name, the call
+    and the dtype argument."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call)):
+        return None
+    call, name = node.value, dotted(node.targets[0])
+    if name is None or not isinstance(call.func, ast.Attribute) or call.func.attr != "from_pretrained":
+        return None
+    dtype = next((kw.value for kw in call.keywords if kw.arg in ("torch_dtype", "dtype")), None)
+    if dtype is None or ctx.flow.dtype_of(dtype, ctx.src.scope(call)) != {FP16}:
+        return None
+    return name, call, dtype
+
+
+def _optimizer_of(ctx: Context, name: str, load: ast.Call) -> tuple[ast.Call, ast.AST] | None:
+    """The optimizer built after the load, in the same function, over ``name.parameters()`` given directly or
+    through a name bound to it (``params = itertools.chain(unet.parameters(), ...)``), unfiltered; with the node that
+    names the parameters (the optimizer call, or that binding)."""
+    fn = ctx.src.enclosing_function(load)
+    holders = {dotted(t): node for node in ctx.src.assigns if isinstance(node, ast.Assign) and node.lineno > load.lineno
+               and ctx.src.enclosing_function(node) is fn and _names_parameters(node.value, name) for t in node.targets}
+    for call in ctx.src.calls:
+        if call.lineno <= load.lineno or ctx.src.enclosing_function(call) is not fn or not call.args:
+            continue
+        words = tokens(dotted(call.func) or "")
+        if not (words & _OPTIMIZER_WORDS or (ctx.qualname(call.func) or "").startswith("torch.optim.")):
+            continue
+        given = call.args[0]
+        if _names_parameters(given, name):
+            return call, call
+        if dotted(given) in holders:
+            return call, holders[dotted(given)]
+    return None
+
+
+def _names_parameters(expr: ast.AST, name: str) -> bool:
+    """`expr` holds ``name.parameters()`` and filters none of it (``filter(lambda p: p.requires_grad, ...)``)."""
+    text = ast.unparse(expr)
+    return f"{name}.parameters()" in text and "requires_grad" not in text and "filter(" not in text
+
+
+_ADAPTS = frozenset({"get_peft_model", "add_adapter", "prepare_model_for_kbit_training"})
+
+
+def _frozen_or_adapted(ctx: Context, name: str, load: ast.Call, use: ast.AST) -> bool:
+    """On every path from the load to where its parameters are handed to the optimizer (`use`), the model is frozen
+    (``name.requires_grad_(False)``, ``p.requires_grad = False`` over its parameters) or given adapters (whose own
+    weights are what trains). A freeze under a flag the optimizer's path does not share (``if args.use_lora:``) is
+    no such path."""
+    for node in ast.walk(ctx.src.enclosing_function(load) or ctx.src.tree):
+        if not (load.lineno < getattr(node, "lineno", 0) < use.lineno and _freezes_or_adapts(node, name)):
+            continue
+        if _on_every_path_to(ctx, node, use):
+            return True
+    return False
+
+
+def _freezes_or_adapts(node: ast.AST, name: str) -> bool:
+    if isinstance(node, ast.Call):
+        return _freeze_or_adapt_call(node, name)
+    if isinstance(node, ast.For) and f"{name}." in ast.unparse(node.iter) and "parameters" in ast.unparse(node.iter):
+        return any(isinstance(a, ast.Assign) and isinstance(a.value, ast.Constant) and a.value.value is False
+                   and any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in a.targets) for a in ast.walk(node))
+    return False
+
+
+def _freeze_or_adapt_call(call: ast.Call, name: str) -> bool:
+    """``name.requires_grad_(False)``, ``name.add_adapter(...)``, ``get_peft_model(name, ...)``."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "requires_grad_" and dotted(func.value) == name:
+        return bool(call.args) and isinstance(call.args[0], ast.Constant) and call.args[0].value is False
+    if isinstance(func, ast.Attribute) and func.attr in _ADAPTS and dotted(func.value) == name:
+        return True
+    return (dotted(func) or "").rsplit(".", 1)[-1] in _ADAPTS and bool(call.args) and dotted(call.args[0]) == name
+
+
+def _on_every_path_to(ctx: Context, node: ast.AST, use: ast.AST) -> bool:
+    """Every ``if`` around `node` is around `use` too, with both on the same side."""
+    around_use = set(ctx.src.ancestors(use))
+    for parent, child in ctx.src.steps(node):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            break
+        if isinstance(parent, (ast.If, ast.Try, ast.For, ast.While)) and child is not getattr(parent, "test", None):
+            if parent not in around_use:
+                return False
+            if isinstance(parent, ast.If) and (child in parent.body) != any(a in parent.body for a in around_use | {use}):
+                return False
+    return True

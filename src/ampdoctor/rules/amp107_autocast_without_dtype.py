@@ -28,6 +28,21 @@ def _always_scaled(ctx: Context) -> ast.Call | None:
     return None
 
 
+def _scaled_with(ctx: Context, autocast: ast.Call) -> bool:
+    """A GradScaler switched by the same flag as this autocast (``GradScaler(enabled=use_amp)`` beside
+    ``autocast("cuda") if use_amp else nullcontext()`` or ``autocast(enabled=use_amp)``): whenever the autocast is
+    on, so is loss scaling: fp16 AMP on purpose."""
+    gates = {ast.dump(kw.value) for kw in autocast.keywords if kw.arg == "enabled"}
+    for parent, child in ctx.src.steps(autocast):
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test and child in (
+                parent.body if isinstance(parent.body, list) else [parent.body]):
+            gates.add(ast.dump(parent.test))
+    if not gates:
+        return False
+    return any(ast.dump(kw.value) in gates for call, _ in calls_named(ctx, GRAD_SCALERS) for kw in call.keywords
+               if kw.arg == "enabled")
+
+
 def _main_guard(node: ast.AST) -> bool:
     """``if __name__ == "__main__":`` runs whenever the script does: not a branch of the run's precision."""
     test = getattr(node, "test", None)
@@ -200,7 +215,7 @@ def _names_bf16(value: str) -> bool:
 
 def _bf16_said(ctx: Context) -> str | None:
     """Where the file or its project says bf16: only then is autocast's fp16 default a surprise."""
-    local = ctx.facts.bf16_evidence
+    local = ctx.facts.bf16_run_evidence
     if local is not None:
         return f"this file uses bf16 (line {local.lineno})"
     for evidence in (ctx.project.autocast, ctx.project.half_model, ctx.project.half):
@@ -257,6 +272,8 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
             continue
         if starred or _bf16_runs_elsewhere(ctx, call, tests):
             continue  # the dtype is passed on where the call is built, or a bf16 run takes another branch
+        if _scaled_with(ctx, call):
+            continue  # switched on with its loss scaler: fp16 AMP on purpose
         near = bf16_in_function(ctx, call)
         if near is not None:
             yield call, f"autocast without `dtype=` runs in float16 on CUDA, while this function uses bf16 (line {near.lineno})"

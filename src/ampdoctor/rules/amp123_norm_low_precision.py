@@ -215,8 +215,8 @@ def norm_low_precision(ctx: Context) -> Iterator[CodeHit]:
     upcast_scopes: set[ast.AST] | None = None
     for call, base in candidates:
         owner = _norm_scope(call, ctx, rsqrt_functions)
-        if owner is None:
-            continue
+        if owner is None or ctx.src.in_unused_private_method(call):
+            continue  # not a norm, or one its class never runs (a reference `_norm` beside a fused kernel)
         dtypes = ctx.flow.tensor_dtype(base, ctx.src.scope(call))
         if dtypes and dtypes <= FLOAT_UP:
             continue

@@ -42,7 +42,7 @@ def adapter_dtype_mismatch(ctx: Context) -> Iterator[CodeHit]:
     # trainable adapters too and, with kept-fp32 modules, leaves mixed dtypes that only autocast reconciles.
     if ctx.facts.mixed_precision_on:
         return  # under autocast the matmuls take mixed dtypes; a file that sets it up is left alone
-    wraps: dict[tuple[str, ast.AST], int] = {}
+    wraps: dict[tuple[str, ast.AST], ast.Call] = {}
     for call in ctx.src.calls:
         if _peft_wrap(call, ctx):
             yield from _cast_of_the_wrap(call, ctx, wraps)
@@ -55,7 +55,7 @@ def _scope_key(target: str, ctx: Context, node: ast.AST) -> tuple[str, ast.AST]:
     return target, ctx.src.tree if "." in target else ctx.src.scope(node)
 
 
-def _cast_of_the_wrap(call: ast.Call, ctx: Context, wraps: dict[tuple[str, ast.AST], int]) -> Iterator[CodeHit]:
+def _cast_of_the_wrap(call: ast.Call, ctx: Context, wraps: dict[tuple[str, ast.AST], ast.Call]) -> Iterator[CodeHit]:
     """``get_peft_model(...).to(torch.bfloat16)``, or note the name the wrapped model is bound to."""
     parent = ctx.src.parents.get(call)
     if isinstance(parent, ast.Attribute):
@@ -63,12 +63,13 @@ def _cast_of_the_wrap(call: ast.Call, ctx: Context, wraps: dict[tuple[str, ast.A
         if isinstance(cast, ast.Call) and cast.func is parent and (dtypes := _half_cast(cast, ctx)):
             yield cast, _adapter_message(dtypes, call)
     elif isinstance(parent, ast.Assign) and len(parent.targets) == 1 and (target := dotted(parent.targets[0])):
-        wraps.setdefault(_scope_key(target, ctx, call), call.lineno)
+        wraps.setdefault(_scope_key(target, ctx, call), call)
 
 
-def _later_casts(ctx: Context, wraps: dict[tuple[str, ast.AST], int]) -> Iterator[CodeHit]:
+def _later_casts(ctx: Context, wraps: dict[tuple[str, ast.AST], ast.Call]) -> Iterator[CodeHit]:
     """A half cast of a name bound to a PEFT-wrapped model, after the wrap, with no rebinding of the name between
-    them (``model = model.merge_and_unload()`` leaves a plain model with no adapters to cast)."""
+    them (``model = model.merge_and_unload()`` leaves a plain model with no adapters to cast), on a path the wrap
+    can be on (not ``if not args.train_text_encoder:`` after a wrap made only when it is trained)."""
     rebound = _rebindings(ctx, wraps)
     for call in ctx.src.calls:
         func = call.func
@@ -76,8 +77,10 @@ def _later_casts(ctx: Context, wraps: dict[tuple[str, ast.AST], int]) -> Iterato
             continue
         target = dotted(func.value)
         key = _scope_key(target, ctx, call) if target is not None else None
-        line = wraps.get(key) if key is not None else None
-        if line is None or call.lineno <= line or any(line < r < call.lineno for r in rebound.get(key, ())):
+        wrap = wraps.get(key) if key is not None else None
+        line = wrap.lineno if wrap is not None else None
+        if line is None or call.lineno <= line or any(line < r < call.lineno for r in rebound.get(key, ())) \
+                or ctx.src.exclusive(wrap, call):
             continue
         if (dtypes := _half_cast(call, ctx)) and not _export_cast(ctx, call, target):
             yield call, _adapter_message(dtypes, line)
@@ -101,7 +104,7 @@ def _export_cast(ctx: Context, cast: ast.Call, target: str) -> bool:
     return False
 
 
-def _rebindings(ctx: Context, wraps: dict[tuple[str, ast.AST], int]) -> dict[tuple[str, ast.AST], list[int]]:
+def _rebindings(ctx: Context, wraps: dict[tuple[str, ast.AST], ast.Call]) -> dict[tuple[str, ast.AST], list[int]]:
     """Lines where a wrapped model's name is bound to something other than a PEFT wrap."""
     out: dict[tuple[str, ast.AST], list[int]] = {}
     for node in ctx.src.assigns:

@@ -21,6 +21,11 @@ CLIPS = frozenset({
     "torch.nn.utils.clip_grad.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_value_",
     "torch.nn.utils.clip_grad.clip_grad_norm",
 })
+# The names of a project's or another library's own clipping function (`from utils import clip_grad_norm`): called
+# as a function, it clips what it is given as torch's does. A method of a trainer object (accelerate's, Lightning's,
+# Fabric's) is no such function: those unscale first.
+CLIP_NAMES = frozenset({"clip_grad_norm", "clip_grad_norm_", "clip_grad_value", "clip_grad_value_", "clip_grads",
+                        "clip_gradients", "clip_grad_norm_fp32"})
 # `scaler.unscale_(opt)`, accelerate's `accelerator.unscale_gradients()`.
 UNSCALES = frozenset({"unscale_", "unscale_gradients"})
 
@@ -103,6 +108,23 @@ def _own_calls(ctx: Context, body: ast.AST) -> list[ast.Call]:
     return [c for c in ctx.src.calls if ctx.src.enclosing_function(c) is (body if not isinstance(body, ast.Module) else None)]
 
 
+def _is_clip(ctx: Context, call: ast.Call) -> bool:
+    """torch's clipping, or a clipping function imported from elsewhere or defined in this file (`CLIP_NAMES`) that
+    is handed no scaler (one that is may unscale itself) and, where its body is here, unscales nothing."""
+    name = ctx.qualname(call.func)
+    if name in CLIPS:
+        return True
+    own = [f for f in ctx.src.functions if isinstance(f, ast.FunctionDef) and isinstance(call.func, ast.Name)
+           and f.name == call.func.id and ctx.src.parents.get(f) is ctx.src.tree]
+    if not (own or name is not None and not name.startswith("torch.")) or last_identifier(call.func) not in CLIP_NAMES:
+        return False
+    handed = [*call.args, *(kw.value for kw in call.keywords)]
+    if any("scaler" in tokens(last_identifier(a) or "") for a in handed):
+        return False
+    return not any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr in UNSCALES
+                   for f in own for c in ast.walk(f))
+
+
 def _no_clipping(call: ast.Call) -> bool:
     """`clip_grad_norm_(params, float("inf"))`: a norm for logging, nothing is clipped."""
     limit = argument(call, 1, "max_norm") or argument(call, 1, "clip_value")
@@ -114,10 +136,10 @@ def _no_clipping(call: ast.Call) -> bool:
 def clip_before_unscale(ctx: Context) -> Iterator[CodeHit]:
     # Lightning #9599, pytorch/examples #1196: `clip_grad_norm_` between `scaler.scale(loss).backward()` and
     # `scaler.step(opt)` with no `scaler.unscale_(opt)` first compares the scaled norm with the threshold.
-    bodies = {ctx.src.enclosing_function(c) or ctx.src.tree for c in ctx.src.calls if ctx.qualname(c.func) in CLIPS}
+    bodies = {ctx.src.enclosing_function(c) or ctx.src.tree for c in ctx.src.calls if _is_clip(ctx, c)}
     for body in bodies:
         calls = _own_calls(ctx, body)
-        clips = [c for c in calls if ctx.qualname(c.func) in CLIPS and not _no_clipping(c)]
+        clips = [c for c in calls if _is_clip(ctx, c) and not _no_clipping(c)]
         unscaled = _unscales(ctx, calls)
         for scaler, scaled, stepped, here in _scaled_steps(ctx, body, calls):
             for clip in clips:

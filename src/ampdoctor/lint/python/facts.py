@@ -618,6 +618,13 @@ class Facts:
         """The first sign that this file trains or runs in bf16, if any."""
         return next(self.bf16_places(), None)
 
+    @functools.cached_property
+    def bf16_run_evidence(self) -> ast.AST | None:
+        """The first sign of `bf16_places` that says which precision the file runs in: not one that handles what a
+        caller passes (``elif dtype == torch.bfloat16: model.bfloat16()`` in a helper given the dtype), nor one in a
+        branch no run completes (`_says_nothing`)."""
+        return next((e for e in self.bf16_places() if not self._says_nothing(e)), None)
+
     def bf16_places(self) -> Iterator[ast.AST]:
         """Every sign that this file trains or runs in bf16, strongest kinds first."""
         for attr in self.src.attributes:

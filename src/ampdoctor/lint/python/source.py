@@ -152,6 +152,20 @@ class SourceFile:
                 return parent
         return None
 
+    def in_unused_private_method(self, node: ast.AST) -> bool:
+        """`node` sits in a private method (``_norm``, not a dunder) that nothing in its file names: no
+        ``self._norm(...)``, no reference by name or string. Code a class keeps but never runs (its forward calls a
+        fused kernel instead); a subclass elsewhere calling a private method is rare enough not to count."""
+        fn = self.enclosing_function(node)
+        if fn is None or not isinstance(self.parents.get(fn), ast.ClassDef):
+            return False
+        name = fn.name
+        if not name.startswith("_") or name.endswith("__"):
+            return False
+        if any(a.attr == name for a in self.attributes) or any(c.value == name for c in self.strings):
+            return False
+        return not any(isinstance(n, ast.Name) and n.id == name for n in self.parents)
+
     def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
         return next((parent for parent in self.ancestors(node) if isinstance(parent, ast.ClassDef)), None)
 
