@@ -529,3 +529,13 @@ def test_an_epsilon_below_fp16s_smallest_value_inside_a_log_ranks_the_sensitive_
 def test_a_norms_eps_told_to_underflow_in_half_precision_ranks_the_norm_rule_as_a_guess():
     cand = first("Our RMS norm layer gives NaN in fp16: its eps underflows to zero and an all-zero row divides 0 by 0.")
     assert cand.rule.id == "AMP123" and cand.guess and cand.basis == "signature"
+
+
+def test_a_shared_message_ranks_the_rule_whose_context_is_in_view_above_one_whose_context_is_not():
+    # AMP001 weighs the scalar-type message higher, but none of its cues (bmm, rotary, deepspeed) is in the text;
+    # AMP110's (a custom CUDA kernel) is
+    cands = explain("RuntimeError: expected scalar type BFloat16 but found Float\n"
+                    "The custom CUDA kernel wants its decay tensor in bf16 but gets fp32.")
+    assert [c.rule.id for c in cands[:2]] == ["AMP110", "AMP001"]
+    assert cands[0].score > cands[1].score and "ranked below AMP110" in cands[1].reason
+
