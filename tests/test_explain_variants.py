@@ -539,3 +539,11 @@ def test_a_shared_message_ranks_the_rule_whose_context_is_in_view_above_one_whos
     assert [c.rule.id for c in cands[:2]] == ["AMP110", "AMP001"]
     assert cands[0].score > cands[1].score and "ranked below AMP110" in cands[1].reason
 
+
+
+def test_a_pre_ampere_gpu_told_not_to_support_bf16_ranks_the_hardware_rule_only_where_nothing_else_is_read():
+    alone = first("bf16-true is picked by default, even on cards that do not support it, such as the T4.")
+    assert alone.rule.id == "AMP113" and alone.guess and alone.basis == "signature"
+    # said only to explain the move to fp16, whose own failure is the question
+    moved = first("Our V100 does not support bf16, so I train in fp16: Attempting to unscale FP16 gradients.")
+    assert moved.rule.id == "AMP105"
