@@ -499,3 +499,51 @@ def test_black_images_told_of_a_run_in_fp16_rank_the_overflow_rule_as_a_guess():
     cand = first("with torch_dtype=torch.float16 the sampler is faster but the output is completely black")
     assert cand.rule.id == "AMP212" and cand.guess and cand.basis == "signature"
     assert not [c for c in explain("the output is completely black when the prompt is empty") if c.basis == "signature"]
+
+
+def test_values_counted_past_the_last_integer_bf16_holds_rank_the_positions_rule_as_a_guess():
+    # bf16 holds every integer only up to 256, fp16 up to 2048: a count past that, told beside the dtype
+    for text in ("Sequence ids come out wrong on more than 256 workers.\nWe keep them in bfloat16.",
+                 "The gathered ranks are wrong with 256+ processes, everything is in bf16.",
+                 "With fp16 the step counter stops moving once it is past 2048."):
+        cand = first(text)
+        assert cand.rule.id == "AMP103" and cand.guess and cand.basis == "signature", text
+    # an accumulator's swamping (256 + 1 == 256), not a count past 256
+    assert all(c.basis != "signature" or c.rule.id != "AMP103" for c in explain("`256 + 1 == 256` in bfloat16 sums"))
+
+
+def test_a_model_that_comes_out_fp32_where_it_is_wanted_saved_in_bf16_ranks_the_checkpoint_rule():
+    cand = first("After training the weights are float32. How can I save the model in bfloat16 instead?")
+    assert cand.rule.id == "AMP132" and cand.guess and cand.basis == "signature"
+
+
+def test_an_epsilon_below_fp16s_smallest_value_inside_a_log_ranks_the_sensitive_op_rule_as_a_guess():
+    text = "entropy = -(p * torch.log(p + 1e-12)).sum(-1)\nThe entropy plot stays empty when the model runs in fp16."
+    cand = first(text)
+    assert cand.rule.id == "AMP204" and cand.guess and cand.basis == "signature"
+    # an epsilon fp16 holds is no such case
+    held = explain(text.replace("1e-12", "1e-4"))
+    assert all(c.rule.id != "AMP204" or c.basis != "signature" for c in held)
+
+
+def test_a_norms_eps_told_to_underflow_in_half_precision_ranks_the_norm_rule_as_a_guess():
+    cand = first("Our RMS norm layer gives NaN in fp16: its eps underflows to zero and an all-zero row divides 0 by 0.")
+    assert cand.rule.id == "AMP123" and cand.guess and cand.basis == "signature"
+
+
+def test_a_shared_message_ranks_the_rule_whose_context_is_in_view_above_one_whose_context_is_not():
+    # AMP001 weighs the scalar-type message higher, but none of its cues (bmm, rotary, deepspeed) is in the text;
+    # AMP110's (a custom CUDA kernel) is
+    cands = explain("RuntimeError: expected scalar type BFloat16 but found Float\n"
+                    "The custom CUDA kernel wants its decay tensor in bf16 but gets fp32.")
+    assert [c.rule.id for c in cands[:2]] == ["AMP110", "AMP001"]
+    assert cands[0].score > cands[1].score and "ranked below AMP110" in cands[1].reason
+
+
+
+def test_a_pre_ampere_gpu_told_not_to_support_bf16_ranks_the_hardware_rule_only_where_nothing_else_is_read():
+    alone = first("bf16-true is picked by default, even on cards that do not support it, such as the T4.")
+    assert alone.rule.id == "AMP113" and alone.guess and alone.basis == "signature"
+    # said only to explain the move to fp16, whose own failure is the question
+    moved = first("Our V100 does not support bf16, so I train in fp16: Attempting to unscale FP16 gradients.")
+    assert moved.rule.id == "AMP105"

@@ -402,9 +402,26 @@ def _ranked(text: str, pool: tuple[Rule, ...]) -> tuple[Candidate, ...]:
     whole training log the signature search is most of the time."""
     fits = [f for rule in pool if "explain" in rule.detectors if (f := _score(rule, text)) is not None]
     scored = [_as_guess(f.candidate) if _is_guess(f, fits) else f.candidate for f in fits]
+    scored = [_below_backed_rival(c, f, fits) for c, f in zip(scored, fits)]
     scored = [c for c in scored if c.score >= MIN_SCORE]
     scored.sort(key=lambda c: (-c.score, c.rule.id))
     return tuple(scored)
+
+
+def _below_backed_rival(cand: Candidate, fit: _Fit, fits: Sequence[_Fit]) -> Candidate:
+    """A rule that names context, none of which is in the text, ranks just below another rule that reads the same
+    message (an overlapping match) with some of its own context in view: the one the text backs comes first, whatever
+    the two signatures weigh. The order only; whether either is a guess was decided before."""
+    if not fit.candidate.rule.context or fit.context > 0:
+        return cand
+    start, end = fit.span
+    backed = [o for o in fits if o is not fit and o.context > 0 and o.candidate.score > MIN_SCORE
+              and o.span[0] < end and o.span[1] > start and o.candidate.score < cand.score]
+    if not backed:
+        return cand
+    best = max(backed, key=lambda o: o.candidate.score)
+    return replace(cand, score=max(MIN_SCORE, best.candidate.score - 1e-3),
+                   reason=f"{cand.reason}; ranked below {best.candidate.rule.id}, whose context is in the text")
 
 
 def _with_closest(scored: list[Candidate], text: str, pool: tuple[Rule, ...]) -> list[Candidate]:
