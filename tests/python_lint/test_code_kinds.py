@@ -72,6 +72,10 @@ def test_a_training_only_rule_is_a_note_in_conversion_and_inference_code():
     for path in ("evaluation/eval-llm.py", "scripts/convert-to-hf.py", "run.inference.py"):
         assert one(plain, path, "AMP004").severity.value == "info", path
     assert one(plain, "scripts/eval-llm-train.py", "AMP004").severity.value != "info"  # "train" in the name: it trains
+    # a script that plots or visualises results trains nothing
+    for path in ("scripts/plot_lattice.py", "tools/visualize_attention.py"):
+        assert one(plain, path, "AMP004").severity.value == "info", path
+        assert "plots or visualises" in one(plain, path, "AMP004").message
 
 
 def test_a_checkpoint_consolidation_tool_is_conversion_code():

@@ -106,6 +106,26 @@ def _param_retyped_alike(ctx: Context, node: ast.Assign, owner: str, dtypes: fro
     return False
 
 
+def _restored(ctx: Context, node: ast.Assign, owner: str) -> bool:
+    """Does the function (a callback nested in it included) later write the parameter's ``.grad`` back in the
+    parameter's own dtype (``p.grad.data = p.grad.data.to(dtype=p.dtype)``, ``.type_as(p)``) or drop it
+    (``p.grad = None``)?"""
+    fn = ctx.src.enclosing_function(node)
+    for other in ast.walk(fn) if fn is not None else ():
+        if other is node or not isinstance(other, ast.Assign) or len(other.targets) != 1 or _grad_owner(other.targets[0]) != owner:
+            continue
+        value = other.value
+        if isinstance(value, ast.Constant) and value.value is None:
+            return True
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+            given = [*value.args, *(kw.value for kw in value.keywords if kw.arg == "dtype")]
+            if value.func.attr in ("to", "type") and any(ast.unparse(a) == f"{owner}.dtype" for a in given):
+                return True
+            if value.func.attr == "type_as" and any(dotted(a) == owner for a in value.args):
+                return True
+    return False
+
+
 @code_check("AMP003", triggers=(".grad =", ".grad=", ".grad.data =", ".grad.data="), also=((".to(", ".type(", "float()", "half()", "bfloat16()", "double()"),))
 def grad_dtype_mismatch(ctx: Context) -> Iterator[CodeHit]:
     # Incident 3 (SimpleTuner #854): `param.grad.data = param.grad.data.to(torch.float32)` on a bf16 model,
@@ -132,6 +152,8 @@ def grad_dtype_mismatch(ctx: Context) -> Iterator[CodeHit]:
             continue
         if _param_retyped_alike(ctx, node, owner, dtypes):
             continue  # the parameter itself is cast alongside (an optimizer's fp16 round trip): the two stay one dtype
+        if _restored(ctx, node, owner):
+            continue  # retyped for a reduce and cast back to the parameter's dtype (or dropped) before the next backward
         in_loop = any(isinstance(a, (ast.For, ast.While)) for a in ctx.src.ancestors(node))
         yield node.targets[0], (f"`{ast.unparse(node.targets[0])}` is retyped to {describe(dtypes)}; the parameter keeps its own dtype, so "
                                 f"the next backward{' in this loop' if in_loop else ''} cannot accumulate into it")

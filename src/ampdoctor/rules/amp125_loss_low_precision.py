@@ -125,13 +125,44 @@ def log_probs_after_autocast(ctx: Context) -> Iterator[CodeHit]:
         if bound and bound <= FLOAT_UP:
             continue  # upcast where it is bound (`logits = model(x).float()` inside the block)
         block = _autocast_block(ctx, value)
-        if block is None:
+        if block is None or _returns_fp32_under_autocast(ctx, value):
             continue
         what = "log-probabilities are taken" if "log_softmax" in ast.unparse(call.func) else "the loss is computed"
         yield call, (f"{what} of `{ast.unparse(logits)[:40]}` outside autocast, but `{root.id}` was "
                      f"computed under the autocast of line {block.lineno}: its logits are half, and this call keeps "
                      f"their precision (inside the block autocast runs it in fp32); call it inside the block or on "
                      f"`{ast.unparse(logits)[:40]}.float()`")
+
+
+# Ops autocast runs in fp32 whatever their input (its fp32 list): a model whose forward ends in one returns fp32.
+_FP32_UNDER_AUTOCAST = frozenset({"log_softmax", "softmax", "layer_norm", "group_norm", "nll_loss", "cross_entropy", "exp",
+                                  "log", "norm", "cumsum", "sum", "mse_loss", "l1_loss", "binary_cross_entropy_with_logits"})
+
+
+def _returns_fp32_under_autocast(ctx: Context, value: ast.Call) -> bool:
+    """``model(x)`` of a class this file defines whose ``forward`` returns only what an op on autocast's fp32 list
+    made (``return F.log_softmax(x, dim=1)``, or a name last bound so): under autocast that output is fp32. A model
+    handed in as a parameter (``def train(model, loader)``) is taken to be the one module class the file defines."""
+    name = ctx.facts.class_of(value.func)
+    modules = [c for c in ctx.src.classes if any(isinstance(f, ast.FunctionDef) and f.name == "forward" for f in c.body)]
+    if name is None and _parameter(ctx, value.func) and len(modules) == 1:
+        name = modules[0].name
+    cls = next((c for c in ctx.src.classes if c.name == name), None)
+    forward = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "forward"), None) if cls else None
+    returns = [r.value for r in ast.walk(forward) if isinstance(r, ast.Return) and r.value is not None] if forward else []
+    return bool(returns) and all(_fp32_op(ctx, r, forward) for r in returns)
+
+
+def _parameter(ctx: Context, expr: ast.AST) -> bool:
+    fn = ctx.src.enclosing_function(expr)
+    return isinstance(expr, ast.Name) and fn is not None and any(a.arg == expr.id for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs))
+
+
+def _fp32_op(ctx: Context, expr: ast.AST, fn: ast.FunctionDef) -> bool:
+    if isinstance(expr, ast.Name):
+        bound = [v for line, v in ctx.src.bindings(expr, fn) if line < expr.lineno and v is not None]
+        return bool(bound) and _fp32_op(ctx, bound[-1], fn)
+    return isinstance(expr, ast.Call) and (last_identifier(expr.func) or "") in _FP32_UNDER_AUTOCAST
 
 
 def _log_softmax_input(ctx: Context, call: ast.Call) -> ast.AST | None:

@@ -54,6 +54,9 @@ _CONVERT = frozenset({"convert", "conversion", "converter", "export", "checkpoin
                       "consolidate", "consolidated", "consolidation"})
 _INFER = frozenset({"inference", "infer", "generate", "generation", "sample", "sampling", "demo", "serve", "server",
                     "chat", "eval", "evaluate", "evaluation", "predict", "prediction", "gradio", "webui", "app", "cli_demo"})
+# A script that plots or visualises results (`plot_lattice.py`, `visualize_attention.py`): it reads a model or its
+# numbers and trains nothing, as inference does.
+_PLOT = frozenset({"plot", "plots", "plotting", "visualize", "visualise", "visualization", "visualisation", "vis", "viz"})
 # A training loop of its own: an optimizer stepped or its gradients zeroed, or a trainer's fit/train. Not a
 # `def backward(`, which every autograd Function has: a file that defines one is no training loop.
 _LOOP = r"\.step\(\)|\bzero_grad\(|\.fit\(|\btrainer\.train\("
@@ -90,6 +93,8 @@ def file_kind(path: str, text: str) -> Kind:
         return Kind(CodeKind.TRAINING, "")
     if words & _CONVERT:
         return Kind(CodeKind.CONVERSION, f"{name} converts or exports weights and never trains")
+    if words & _PLOT and "train" not in words:
+        return Kind(CodeKind.INFERENCE, f"{name} plots or visualises results (no backward pass or optimizer step in it)")
     if (words & _INFER or folders & {"inference", "serving", "demo", "demos"}) and "train" not in words:
         return Kind(CodeKind.INFERENCE, f"{name} runs inference (no backward pass or optimizer step in it)")
     return Kind(CodeKind.LIBRARY, "")
