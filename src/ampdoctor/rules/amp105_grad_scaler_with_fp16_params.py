@@ -177,7 +177,7 @@ def trained_model_loaded_in_fp16(ctx: Context) -> Iterator[CodeHit]:
     # LLaVA #363, d8ahazard/sd_dreambooth_extension (a UNet loaded in fp16 as a fallback, then trained): the weights
     # an optimizer steps are fp16, and fp16 loss scaling refuses their gradients. DeepSpeed's fp16 engine keeps its
     # own fp32 masters and scaler: a file that names it is left alone.
-    if not _loss_scaled(ctx) or "deepspeed" in ctx.src.text.lower():
+    if not _fp16_scaled(ctx) or "deepspeed" in ctx.src.text.lower():
         return
     for node in ctx.src.assigns:
         load = _fp16_load(ctx, node)
@@ -192,6 +192,21 @@ def trained_model_loaded_in_fp16(ctx: Context) -> Iterator[CodeHit]:
                       f"{optimizer.lineno}) steps, in a run whose fp16 mixed precision scales the loss: the gradients are fp16 "
                       "and the GradScaler fails with 'Attempting to unscale FP16 gradients'; load it in fp32 (autocast "
                       f"computes in fp16 anyway) or cast `{name}.to(torch.float32)` before building the optimizer")
+
+
+def _fp16_scaled(ctx: Context) -> bool:
+    """A GradScaler, or a framework set up for mixed precision that may be fp16 in some run of the file (its loss
+    scaler comes with it); bf16 mixed precision scales nothing."""
+    if next(calls_named(ctx, GRAD_SCALERS), None) is not None:
+        return True
+    for call in ctx.src.calls:
+        if (dotted(call.func) or "").rsplit(".", 1)[-1] not in ("Accelerator", "TrainingArguments", "Trainer", "Fabric"):
+            continue
+        given = [kw.value for kw in call.keywords if kw.arg in ("mixed_precision", "fp16", "precision")]
+        # a literal setting says which (bf16, "no"); one read from the run's options may be fp16
+        if given and (FP16 in ctx.facts.framework_half_dtypes(call) or not all(isinstance(v, ast.Constant) for v in given)):
+            return True
+    return False
 
 
 def _fp16_load(ctx: Context, node: ast.stmt) -> tuple[str, ast.Call, ast.AST] | None:

@@ -1,5 +1,5 @@
-# fp16 loads that the optimizer never steps in fp16: the UNet is upcast before the optimizer is built; the text
-# encoder is frozen and only its adapters train.
+# fp16 loads that the optimizer never steps in fp16: the UNet is upcast before the optimizer is built (whatever
+# precision the run picks); the text encoder is frozen and only its adapters train.
 import torch
 from accelerate import Accelerator
 from diffusers import UNet2DConditionModel
@@ -7,7 +7,7 @@ from transformers import CLIPTextModel
 
 
 def main(args, loader):
-    accelerator = Accelerator(mixed_precision="fp16")
+    accelerator = Accelerator(mixed_precision=args.mixed_precision)
     unet = UNet2DConditionModel.from_pretrained(args.model, subfolder="unet", torch_dtype=torch.float16)
     unet = unet.to(dtype=torch.float32)
     optimizer = torch.optim.AdamW(unet.parameters(), lr=args.lr)
