@@ -1,5 +1,5 @@
-# Clipping helpers that take care of the scale: one is handed the scaler (and unscales inside), one is defined here
-# and unscales before it clips.
+# Clipping helpers that take care of the scale: one is handed the scaler (and unscales inside), one is handed the
+# scale (and clips at a threshold scaled alike), one is defined here and unscales before it clips.
 import torch
 
 from utils.optim import clip_grad_norm
@@ -17,6 +17,7 @@ def train(model, opt, loader, max_norm):
             loss = model(batch).float().mean()
         scaler.scale(loss).backward()
         clip_grad_norm(model.parameters(), max_norm, scaler=scaler)
+        clip_grad_norm(model.parameters(), max_norm, scale=scaler.get_scale())
         scaler.step(opt)
         scaler.update()
 
