@@ -210,6 +210,7 @@ class Facts:
         # `launched`: the options the project's shell launchers pass this script (name, value, written literally);
         # `runs`: the same per launch line, with where it is written
         self.src, self.flow, self.launched, self.runs = src, flow, launched, runs
+        self._reach_cache: dict[ast.AST, set[ast.AST]] = {}  # `_reached_defs`, by autocast region
 
     @functools.cached_property
     def autocast_calls(self) -> list[tuple[ast.Call, str]]:
@@ -576,8 +577,11 @@ class Facts:
         return None
 
     def _reached_defs(self, region: ast.AST) -> set[ast.AST]:
-        """The functions and methods of this file that code in `region` may call (`half_autocast_reaching`)."""
-        reached: set[ast.AST] = set()
+        """The functions and methods of this file that code in `region` may call (`half_autocast_reaching`); found
+        once per region, however many places ask."""
+        if region in self._reach_cache:
+            return self._reach_cache[region]
+        reached: set[ast.AST] = self._reach_cache.setdefault(region, set())
         todo = [region]
         while todo:
             for node in ast.walk(todo.pop()):
