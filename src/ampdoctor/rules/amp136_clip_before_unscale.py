@@ -118,15 +118,19 @@ def _is_clip(ctx: Context, call: ast.Call) -> bool:
            and f.name == call.func.id and ctx.src.parents.get(f) is ctx.src.tree]
     if not (own or name is not None and not name.startswith("torch.")) or last_identifier(call.func) not in CLIP_NAMES:
         return False
-    # handed the scaler, or its scale (``scale=self.scaler.get_scale()``, mmf's threshold times the scale): it may
-    # unscale, or clip at a threshold scaled alike
-    handed = [*call.args, *(kw.value for kw in call.keywords)]
-    if any(kw.arg == "scale" for kw in call.keywords) or any(
-            "scaler" in tokens(n.attr if isinstance(n, ast.Attribute) else n.id)
-            for a in handed for n in ast.walk(a) if isinstance(n, (ast.Name, ast.Attribute))):
+    if _handed_the_scale(call):
         return False
     return not any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr in UNSCALES
                    for f in own for c in ast.walk(f))
+
+
+def _handed_the_scale(call: ast.Call) -> bool:
+    """The call is handed the scaler, or its scale (``scale=self.scaler.get_scale()``, mmf's threshold times the
+    scale): it may unscale, or clip at a threshold scaled alike."""
+    handed = [*call.args, *(kw.value for kw in call.keywords)]
+    return any(kw.arg == "scale" for kw in call.keywords) or any(
+        "scaler" in tokens(n.attr if isinstance(n, ast.Attribute) else n.id)
+        for a in handed for n in ast.walk(a) if isinstance(n, (ast.Name, ast.Attribute)))
 
 
 def _no_clipping(call: ast.Call) -> bool:
