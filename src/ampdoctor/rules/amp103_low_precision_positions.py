@@ -87,7 +87,9 @@ def low_precision_positions(ctx: Context) -> Iterator[CodeHit]:
             root = root.func.value
         if isinstance(root, ast.Call) and ctx.qualname(root.func) in POSITION_FACTORIES:
             if not _small_range(root, dtypes):
-                yield call, f"positions from `{ctx.qualname(root.func)}` are cast to {describe(dtypes)}, which cannot represent them exactly"
+                limit = min(EXACT_INT[d] for d in dtypes if d in EXACT_INT)
+                yield call, (f"positions from `{ctx.qualname(root.func)}` are cast to {describe(dtypes)}, which holds whole "
+                             f"numbers exactly only up to {limit}: any position past that is rounded")
             continue
         words = chain_words(receiver, ctx, calls_too=False)
         if not words & POSITION_TOKENS - {"ids"} or words & NOT_POSITIONS or words & ROPE_WORDS:
