@@ -58,9 +58,21 @@ def _loss_scaled(ctx: Context) -> bool:
     """A GradScaler, or a framework whose fp16 mixed precision brings one (accelerate, the HF Trainer, Lightning)."""
     if next(calls_named(ctx, GRAD_SCALERS), None) is not None:
         return True
-    return any(kw.arg in ("mixed_precision", "fp16", "precision") for call in ctx.src.calls for kw in call.keywords
-               if isinstance(call.func, (ast.Name, ast.Attribute)) and (dotted(call.func) or "").rsplit(".", 1)[-1]
-               in ("Accelerator", "TrainingArguments", "Trainer", "Fabric"))
+    return next(_precision_settings(ctx), None) is not None
+
+
+# Frameworks whose fp16 mixed precision brings a loss scaler, and the keywords that set it.
+_SCALING_FRAMEWORKS = frozenset({"Accelerator", "TrainingArguments", "Trainer", "Fabric"})
+_PRECISION_KEYWORDS = frozenset({"mixed_precision", "fp16", "precision"})
+
+
+def _precision_settings(ctx: Context) -> Iterator[tuple[ast.Call, list[ast.expr]]]:
+    """Each call of such a framework that sets its precision, with the values it is given."""
+    for call in ctx.src.calls:
+        if isinstance(call.func, (ast.Name, ast.Attribute)) and (dotted(call.func) or "").rsplit(".", 1)[-1] in _SCALING_FRAMEWORKS:
+            given = [kw.value for kw in call.keywords if kw.arg in _PRECISION_KEYWORDS]
+            if given:
+                yield call, given
 
 
 def _fp16_casts(ctx: Context) -> dict[tuple[str, ast.AST | None], ast.Call]:
@@ -199,14 +211,9 @@ def _fp16_scaled(ctx: Context) -> bool:
     scaler comes with it); bf16 mixed precision scales nothing."""
     if next(calls_named(ctx, GRAD_SCALERS), None) is not None:
         return True
-    for call in ctx.src.calls:
-        if (dotted(call.func) or "").rsplit(".", 1)[-1] not in ("Accelerator", "TrainingArguments", "Trainer", "Fabric"):
-            continue
-        given = [kw.value for kw in call.keywords if kw.arg in ("mixed_precision", "fp16", "precision")]
-        # a literal setting says which (bf16, "no"); one read from the run's options may be fp16
-        if given and (FP16 in ctx.facts.framework_half_dtypes(call) or not all(isinstance(v, ast.Constant) for v in given)):
-            return True
-    return False
+    # a literal setting says which (bf16, "no"); one read from the run's options may be fp16
+    return any(FP16 in ctx.facts.framework_half_dtypes(call) or not all(isinstance(v, ast.Constant) for v in given)
+               for call, given in _precision_settings(ctx))
 
 
 def _fp16_load(ctx: Context, node: ast.stmt) -> tuple[str, ast.Call, ast.AST] | None:

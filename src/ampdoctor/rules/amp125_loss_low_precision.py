@@ -145,17 +145,12 @@ def _returns_fp32_under_autocast(ctx: Context, value: ast.Call) -> bool:
     handed in as a parameter (``def train(model, loader)``) is taken to be the one module class the file defines."""
     name = ctx.facts.class_of(value.func)
     modules = [c for c in ctx.src.classes if any(isinstance(f, ast.FunctionDef) and f.name == "forward" for f in c.body)]
-    if name is None and _parameter(ctx, value.func) and len(modules) == 1:
+    if name is None and ctx.src.is_parameter(value.func) and len(modules) == 1:
         name = modules[0].name
     cls = next((c for c in ctx.src.classes if c.name == name), None)
     forward = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "forward"), None) if cls else None
     returns = [r.value for r in ast.walk(forward) if isinstance(r, ast.Return) and r.value is not None] if forward else []
     return bool(returns) and all(_fp32_op(ctx, r, forward) for r in returns)
-
-
-def _parameter(ctx: Context, expr: ast.AST) -> bool:
-    fn = ctx.src.enclosing_function(expr)
-    return isinstance(expr, ast.Name) and fn is not None and any(a.arg == expr.id for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs))
 
 
 def _fp32_op(ctx: Context, expr: ast.AST, fn: ast.FunctionDef) -> bool:

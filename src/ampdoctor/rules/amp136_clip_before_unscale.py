@@ -114,9 +114,11 @@ def _is_clip(ctx: Context, call: ast.Call) -> bool:
     name = ctx.qualname(call.func)
     if name in CLIPS:
         return True
+    if last_identifier(call.func) not in CLIP_NAMES:
+        return False
     own = [f for f in ctx.src.functions if isinstance(f, ast.FunctionDef) and isinstance(call.func, ast.Name)
            and f.name == call.func.id and ctx.src.parents.get(f) is ctx.src.tree]
-    if not (own or name is not None and not name.startswith("torch.")) or last_identifier(call.func) not in CLIP_NAMES:
+    if not (own or name is not None and not name.startswith("torch.")):
         return False
     if _handed_the_scale(call):
         return False
@@ -144,10 +146,11 @@ def _no_clipping(call: ast.Call) -> bool:
 def clip_before_unscale(ctx: Context) -> Iterator[CodeHit]:
     # Lightning #9599, pytorch/examples #1196: `clip_grad_norm_` between `scaler.scale(loss).backward()` and
     # `scaler.step(opt)` with no `scaler.unscale_(opt)` first compares the scaled norm with the threshold.
-    bodies = {ctx.src.enclosing_function(c) or ctx.src.tree for c in ctx.src.calls if _is_clip(ctx, c)}
-    for body in bodies:
+    all_clips = [c for c in ctx.src.calls if _is_clip(ctx, c)]
+    for body in {ctx.src.enclosing_function(c) or ctx.src.tree for c in all_clips}:
         calls = _own_calls(ctx, body)
-        clips = [c for c in calls if _is_clip(ctx, c) and not _no_clipping(c)]
+        own = set(calls)
+        clips = [c for c in all_clips if c in own and not _no_clipping(c)]
         unscaled = _unscales(ctx, calls)
         for scaler, scaled, stepped, here in _scaled_steps(ctx, body, calls):
             for clip in clips:

@@ -777,11 +777,7 @@ class Facts:
     def _dtype_parameter(self, node: ast.AST) -> bool:
         """A parameter of the enclosing function that holds a dtype (``def build_cache(n, dtype):``): testing it
         handles what the caller passes, as a test of ``x.dtype`` does."""
-        fn = self.src.enclosing_function(node)
-        if not isinstance(node, ast.Name) or fn is None or "dtype" not in tokens(node.id):
-            return False
-        params = (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)
-        return any(a.arg == node.id for a in params)
+        return isinstance(node, ast.Name) and "dtype" in tokens(node.id) and self.src.is_parameter(node)
 
     @functools.cached_property
     def bf16_dtype_named(self) -> bool:

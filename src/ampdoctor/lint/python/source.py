@@ -152,6 +152,12 @@ class SourceFile:
                 return parent
         return None
 
+    def is_parameter(self, node: ast.AST) -> bool:
+        """`node` is a name that a named parameter of its enclosing function binds (not ``*args``/``**kwargs``)."""
+        fn = self.enclosing_function(node)
+        return isinstance(node, ast.Name) and fn is not None \
+            and any(a.arg == node.id for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs))
+
     def in_unused_private_method(self, node: ast.AST) -> bool:
         """`node` sits in a private method (``_norm``, not a dunder) that nothing in its file names: no
         ``self._norm(...)``, no reference by name or string. Code a class keeps but never runs (its forward calls a
