@@ -26,7 +26,7 @@ from ampdoctor.lint.python.context import (
     rotary_said,
 )
 from ampdoctor.lint.python.dataflow import describe
-from ampdoctor.lint.python.resolve import last_identifier, self_attribute, tokens
+from ampdoctor.lint.python.resolve import keyword, last_identifier, self_attribute, tokens
 from ampdoctor.policy import Policy
 
 if TYPE_CHECKING:
@@ -280,9 +280,21 @@ def rope_buffer_cast_with_model(ctx: Context) -> Iterator[CodeHit]:
     for cls in ctx.src.classes:
         cast = _model_cast(ctx, cls)
         for name, node in _table_buffers(ctx, cls) if cast is not None else ():
-            if not _upcast_where_used(ctx, cls, name):
-                yield node, (f"{table_kind(ctx)} buffer `{name}` is cast with the model to {cast}, and what is computed "
-                             f"from it runs in that dtype; use `self.{name}.float()` where it is read, or rebuild it after the cast")
+            if _upcast_where_used(ctx, cls, name):
+                continue
+            said = (f"{table_kind(ctx)} buffer `{name}` is cast with the model to {cast}, and what is computed "
+                    f"from it runs in that dtype; use `self.{name}.float()` where it is read, or rebuild it after the cast")
+            guard = _past_the_cache(ctx, cls, name, node)
+            if guard is not None:
+                # the angles are rounded only on a path a run within the cached length never takes
+                yield node, (f"{said} (only where a sequence outgrows the cached tables: `{ast.unparse(guard.test)[:60]}`, "
+                             f"line {guard.lineno})"), Severity.INFO
+            elif tokens(name) & _FINISHED and _read_in_activation_dtype(ctx, cls, name):
+                # a finished table read back in the activations' dtype: half activations round it there all the same
+                yield node, (f"{said} (its reads cast it to the activations' dtype, which in a model cast to half "
+                             "rounds it as much: the stored dtype changes nothing there)"), Severity.INFO
+            else:
+                yield node, said
 
 
 def _model_cast(ctx: Context, cls: ast.ClassDef) -> str | None:
@@ -328,6 +340,75 @@ def _upcast_where_used(ctx: Context, cls: ast.ClassDef, name: str) -> bool:
                 if fn is not None and fn.name != "__init__":
                     return True
     return False
+
+
+def _reads_after_init(ctx: Context, cls: ast.ClassDef, name: str) -> list[ast.Attribute]:
+    """The class's reads of ``self.<name>`` outside ``__init__`` (after a model cast, which comes after init)."""
+    return [n for n in ast.walk(cls) if isinstance(n, ast.Attribute) and n.attr == name and isinstance(n.ctx, ast.Load)
+            and self_attribute(n) is not None and getattr(ctx.src.enclosing_function(n), "name", "__init__") != "__init__"]
+
+
+def _cache_guard(ctx: Context, node: ast.AST) -> ast.If | None:
+    """The ``if`` around `node` that rebuilds tables past their cached length: its test compares a length with an
+    attribute of the module by `>` (``if seq_len > self.max_seq_len_cached:``, ``self.max_len < n``)."""
+    for parent in ctx.src.ancestors(node):
+        if isinstance(parent, ast.If) and isinstance(parent.test, ast.Compare) and len(parent.test.ops) == 1 \
+                and any(node in ast.walk(stmt) for stmt in parent.body):
+            op, left, right = parent.test.ops[0], parent.test.left, parent.test.comparators[0]
+            bound = right if isinstance(op, (ast.Gt, ast.GtE)) else left if isinstance(op, (ast.Lt, ast.LtE)) else None
+            if bound is not None and self_attribute(bound) is not None:
+                return parent
+    return None
+
+
+def _past_the_cache(ctx: Context, cls: ast.ClassDef, name: str, node: ast.Call) -> ast.If | None:
+    """The buffer is made half only for a rebuild past the cached length: its registration sits in such a branch
+    (`_cache_guard`), or every read of it after init does (the inv_freq only a rebuild reads)."""
+    guard = _cache_guard(ctx, node)
+    if guard is not None:
+        return guard
+    reads = _reads_after_init(ctx, cls, name)
+    guards = [_cache_guard(ctx, r) or _called_past_the_cache(ctx, cls, r) for r in reads]
+    return guards[0] if reads and all(g is not None for g in guards) else None
+
+
+def _called_past_the_cache(ctx: Context, cls: ast.ClassDef, read: ast.AST) -> ast.If | None:
+    """The method `read` sits in is a table builder that the class calls, after init, only past the cached length
+    (``_set_cos_sin_cache``, called by ``__init__`` and by forward under ``if seq_len > self.max_seq_len_cached``)."""
+    fn = ctx.src.enclosing_function(read)
+    calls = [n for n in ast.walk(cls) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and fn is not None
+             and n.func.attr == fn.name and self_attribute(n.func) is not None
+             and getattr(ctx.src.enclosing_function(n), "name", "__init__") != "__init__"]
+    guards = [_cache_guard(ctx, c) for c in calls]
+    return guards[0] if calls and all(g is not None for g in guards) else None
+
+
+def _read_in_activation_dtype(ctx: Context, cls: ast.ClassDef, name: str) -> bool:
+    """Every read of the buffer after init is cast, through slicing and shape methods, to the dtype of a tensor the
+    method is given (``self.cos_cached[:n].to(dtype=x.dtype)``, ``.type_as(q)``)."""
+    reads = _reads_after_init(ctx, cls, name)
+    return bool(reads) and all(_to_argument_dtype(ctx, r) for r in reads)
+
+
+def _to_argument_dtype(ctx: Context, read: ast.AST) -> bool:
+    node = read
+    fn = ctx.src.enclosing_function(read)
+    given = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)} - {"self"} if fn is not None else set()
+    while True:
+        parent = ctx.src.parents.get(node)
+        if isinstance(parent, ast.Subscript) and parent.value is node:
+            node = parent
+            continue
+        call = ctx.src.parents.get(parent) if isinstance(parent, ast.Attribute) and parent.value is node else None
+        if not (isinstance(call, ast.Call) and call.func is parent):
+            return False
+        if parent.attr in ("to", "type", "type_as"):
+            target = keyword(call, "dtype") or (call.args[-1] if call.args else None)
+            owner = target.value if isinstance(target, ast.Attribute) and target.attr == "dtype" and parent.attr != "type_as" else target
+            return isinstance(owner, ast.Name) and owner.id in given
+        if parent.attr not in _SHAPE:
+            return False
+        node = call
 
 
 @code_check("AMP002", triggers=("register_buffer", "Buffer("), also=(ROPE_TRIGGERS, HALF_WORDS), project=True)

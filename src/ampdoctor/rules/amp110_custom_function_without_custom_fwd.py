@@ -7,10 +7,11 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.facts import disables_autocast, reenters_autocast
-from ampdoctor.lint.python.resolve import access_path, method
+from ampdoctor.lint.python.resolve import access_path, method, self_attribute, tokens
 from ampdoctor.lint.python.source import parameters
 
 
@@ -363,8 +364,117 @@ def custom_function_without_custom_fwd(ctx: Context) -> Iterator[CodeHit]:
         if forward is None or _decorated(forward, ctx, "custom_fwd") or _disables_autocast(forward, ctx) or _returns_its_input(forward):
             continue
         sensitive = _dtype_sensitive_op(forward, backward, ctx)
-        if sensitive is not None:
-            yield forward, (f"`{cls.name}.forward` has no `custom_fwd` and {where}: `{sensitive}` in the Function needs "
-                            "its tensors in one dtype, but what reaches it keeps whatever dtypes the ops before it left "
-                            "(mixed, where those disagree), and its backward runs outside autocast")
+        if sensitive is None:
+            continue
+        head = (f"`{cls.name}.forward` has no `custom_fwd` and {where}: `{sensitive}` in the Function needs its tensors "
+                "in one dtype, but what reaches it keeps whatever dtypes the ops before it left")
+        mixed = _mixes_dtypes(cls, forward, backward, applied, ctx)
+        if mixed is not None:
+            yield forward, f"{head}, and {mixed}; its backward runs outside autocast", Severity.WARNING
+        else:
+            # Activations of one autocast region share its dtype: without a tensor from outside it, the mix is possible
+            # (an fp32 softmax beside bf16 values), not shown. Judged on real code such findings were never true.
+            yield forward, (f"{head} (mixed, where those disagree; nothing here shows it handed a weight, data made "
+                            "outside the autocast or code to re-run), and its backward runs outside autocast"), Severity.INFO
+
+
+# Names that say a tensor is a layer's weight: a parameter, fp32 under autocast beside the half activations.
+_WEIGHT_WORDS = frozenset({"weight", "weights", "bias", "param", "params", "parameter", "parameters"})
+
+
+def _mixes_dtypes(cls: ast.ClassDef, forward: ast.FunctionDef, backward: ast.FunctionDef | None, applied: list[ast.AST],
+                  ctx: Context) -> str | None:
+    """What shows the Function meeting two dtypes under autocast, said for the message; None when nothing does.
+    Autocast makes activations half but leaves parameters and data made outside it as they are: a weight among the
+    forward's tensors (by its name, ``def forward(ctx, x, weight)``, or as an application hands it: ``self.weight``,
+    an ``nn.Parameter`` of the module, ``layer.bias``), a tensor an application inside the autocast block takes from
+    outside it beside one computed inside, or code the Function is handed and re-runs (a checkpoint's
+    ``run_function``), whose layers' fp32 weights meet the half tensors it saved."""
+    params = [name for name, _ in _named_parameters(forward)]
+    handed = _handed_code(forward, backward, params)
+    if handed is not None:
+        return f"it re-runs code it is handed (`{handed}`)"
+    scalars = _scalars(forward)
+    weights = [n for n in params[1:] if n not in scalars and (n == "w" or tokens(n) & _WEIGHT_WORDS)]
+    if weights:
+        return f"its forward takes `{weights[0]}`, by its name a layer's weight, which autocast leaves in its own dtype"
+    for call in _application_calls(applied, ctx):
+        given = [*call.args, *(k.value for k in call.keywords)]
+        weight = next((a for a in given if _weight_like(a, ctx)), None)
+        if weight is not None:
+            return f"`{ast.unparse(call)[:60]}` (line {call.lineno}) hands it the weight `{ast.unparse(weight)[:30]}`"
+        outside = _from_outside_autocast(call, given, ctx)
+        if outside is not None:
+            return (f"`{ast.unparse(call)[:60]}` (line {call.lineno}) hands it `{outside}`, made outside the autocast, beside "
+                    "tensors computed under it")
+    return None
+
+
+def _handed_code(forward: ast.FunctionDef, backward: ast.FunctionDef | None, params: list[str]) -> str | None:
+    """A call of code the forward is handed: a parameter called (``run_function(*args)``) or kept on the autograd
+    context and called there (``ctx.run_function(*inputs)``)."""
+    handed = set(params[1:])
+    kept = {t.attr for node in ast.walk(forward) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
+            and node.value.id in handed for t in node.targets if isinstance(t, ast.Attribute)}
+    for fn in (forward, backward):
+        for node in ast.walk(fn) if fn is not None else ():
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in handed or isinstance(func, ast.Attribute) and func.attr in kept:
+                return ast.unparse(func)
+    return None
+
+
+def _application_calls(applied: list[ast.AST], ctx: Context) -> list[ast.Call]:
+    """The calls that apply the Function, from `_applications`' names: ``Cls.apply(...)`` or ``alias(...)``."""
+    calls = []
+    for name in applied:
+        parent = ctx.src.parents.get(name)
+        if isinstance(parent, ast.Attribute) and parent.attr == "apply":
+            name, parent = parent, ctx.src.parents.get(parent)
+        if isinstance(parent, ast.Call) and parent.func is name:
+            calls.append(parent)
+    return calls
+
+
+def _weight_like(expr: ast.AST, ctx: Context) -> bool:
+    """``self.weight``, ``layer.bias``, ``lin_weight``, an ``nn.Parameter`` attribute of the module, through layout
+    methods (``self.weight.t()``); a cast (``w.to(x.dtype)``) is not: it is the Function's caller aligning it."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _LAYOUT:
+        expr = expr.func.value
+    if isinstance(expr, ast.Subscript):
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        return expr.id == "w" or bool(tokens(expr.id) & _WEIGHT_WORDS)
+    if not isinstance(expr, ast.Attribute):
+        return False
+    if tokens(expr.attr) & _WEIGHT_WORDS:
+        return True
+    cls = ctx.src.enclosing_class(expr)
+    return self_attribute(expr) is not None and cls is not None and expr.attr in _parameters_of(cls, ctx)
+
+
+def _parameters_of(cls: ast.ClassDef, ctx: Context) -> set[str]:
+    """The attributes a class binds to ``nn.Parameter(...)``."""
+    return {a for node in ast.walk(cls) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+            and (ctx.qualname(node.value.func) or "").endswith("Parameter")
+            for t in node.targets if (a := self_attribute(t)) is not None}
+
+
+def _from_outside_autocast(call: ast.Call, given: list[ast.expr], ctx: Context) -> str | None:
+    """An application inside a ``with`` autocast block of its function that takes a name bound before the block (a
+    parameter of the function: a batch's boxes, targets) beside one the block computes by a call: the first stays in
+    the dtype it came with, the second is half."""
+    block = next((a for a in ctx.src.ancestors(call) if isinstance(a, ast.With)
+                  and any("autocast" in ast.unparse(item.context_expr) for item in a.items)), None)
+    scope = ctx.src.scope(call)
+    if block is None or not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    inside = {t.id for node in ast.walk(block) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+              for target in node.targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+    names = [a.id for a in given if isinstance(a, ast.Name)]
+    arguments = {a.arg for a in (*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs)}
+    outside = [n for n in names if n in arguments and n not in inside]
+    return outside[0] if outside and any(n in inside for n in names) else None
 

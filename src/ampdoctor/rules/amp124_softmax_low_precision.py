@@ -49,6 +49,11 @@ def _softmax_input(ctx: Context, call: ast.Call) -> tuple[ast.AST | None, ast.AS
     return None, None
 
 
+# torch reduces a half softmax in fp32 and rounds once, so the output equals the fp32 softmax rounded to half.
+_WHAT_IT_COSTS = ("torch reduces it in fp32 anyway and rounds only the probabilities, so this matters only where fp32 "
+                  "probabilities would be used in fp32 (`dtype=torch.float32` and the product with the values in fp32)")
+
+
 @code_check("AMP124", triggers=HALF_WORDS, also=(("softmax",),), project=True)
 def softmax_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # transformers PR #18057: attention softmax of a half model, no autocast to run it in fp32.
@@ -62,9 +67,9 @@ def softmax_low_precision(ctx: Context) -> Iterator[CodeHit]:
             continue
         cast = in_half_module(ctx, call)
         if cast is not None:
-            yield call, (f"attention softmax runs in {describe(cast.dtypes)}: the model is cast (line {cast.node.lineno}) and no autocast "
-                         "runs softmax in fp32; pass `dtype=torch.float32`")
+            yield call, (f"attention softmax gets {describe(cast.dtypes)} scores: the model is cast (line {cast.node.lineno}) and no "
+                         f"autocast runs softmax in fp32; {_WHAT_IT_COSTS}")
         elif in_class(ctx, call) and (project := ctx.half_model_at(call)) is not None:
-            yield call, (f"attention softmax runs in {describe(project.dtypes)}: the project runs this model as {project.describe()}, "
-                         "and no autocast runs softmax in fp32; pass `dtype=torch.float32`")
+            yield call, (f"attention softmax gets {describe(project.dtypes)} scores: the project runs this model as "
+                         f"{project.describe()}, and no autocast runs softmax in fp32; {_WHAT_IT_COSTS}")
 

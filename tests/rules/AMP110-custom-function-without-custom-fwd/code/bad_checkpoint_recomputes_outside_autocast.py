@@ -5,7 +5,7 @@ import torch
 
 class CheckpointFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, run_function, *args):  # ampdoctor: expect[AMP110]
+    def forward(ctx, run_function, *args):  # ampdoctor: expect[AMP110:warning]
         ctx.run_function = run_function
         ctx.save_for_backward(*args)
         with torch.no_grad():

@@ -7,7 +7,7 @@ from . import _fused_norm  # compiled extension
 
 class FusedNormFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, shape, eps):  # ampdoctor: expect[AMP110]
+    def forward(ctx, x, weight, shape, eps):  # ampdoctor: expect[AMP110:warning]
         ctx.shape, ctx.eps = shape, eps
         out, mean, rstd = _fused_norm.forward_affine(x, ctx.shape, weight.to(x.dtype), ctx.eps)
         ctx.save_for_backward(x, weight, mean, rstd)

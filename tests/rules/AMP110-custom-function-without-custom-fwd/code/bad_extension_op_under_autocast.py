@@ -7,7 +7,7 @@ from . import _ext  # compiled CUDA extension
 
 class RoIAlignFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, features, rois, output_size, spatial_scale):  # ampdoctor: expect[AMP110]
+    def forward(ctx, features, rois, output_size, spatial_scale):  # ampdoctor: expect[AMP110:warning]
         ctx.save_for_backward(rois)
         return _ext.roi_align_forward(features, rois, output_size, spatial_scale)
 

@@ -6,7 +6,7 @@ from torch import nn
 
 class _ScaledProjection(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight):  # ampdoctor: expect[AMP110]
+    def forward(ctx, x, weight):  # ampdoctor: expect[AMP110:warning]
         ctx.save_for_backward(x, weight)
         return x @ weight.t()
 

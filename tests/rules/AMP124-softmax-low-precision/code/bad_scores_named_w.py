@@ -20,7 +20,7 @@ class SelfAttention(nn.Module):
         q, k, v = heads
         w = q @ k.transpose(-2, -1)
         w = w / math.sqrt(q.size(-1))
-        p = F.softmax(w, dim=-1)  # ampdoctor: expect[AMP124]
+        p = F.softmax(w, dim=-1)  # ampdoctor: expect[AMP124:info]
         return self.out((p @ v).transpose(1, 2).reshape(bsz, seq, width))
 
 
