@@ -462,6 +462,12 @@ def _parameters_of(cls: ast.ClassDef, ctx: Context) -> set[str]:
             for t in node.targets if (a := self_attribute(t)) is not None}
 
 
+def _bound_by_calls(block: ast.AST) -> set[str]:
+    """The names a block binds to what a call returns (``feats = backbone(images)``, ``q, k = proj(x).chunk(2)``)."""
+    return {t.id for node in ast.walk(block) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+            for target in node.targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+
+
 def _from_outside_autocast(call: ast.Call, given: list[ast.expr], ctx: Context) -> str | None:
     """An application inside a ``with`` autocast block of its function that takes a name bound before the block (a
     parameter of the function: a batch's boxes, targets) beside one the block computes by a call: the first stays in
@@ -471,8 +477,7 @@ def _from_outside_autocast(call: ast.Call, given: list[ast.expr], ctx: Context) 
     scope = ctx.src.scope(call)
     if block is None or not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
-    inside = {t.id for node in ast.walk(block) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-              for target in node.targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+    inside = _bound_by_calls(block)
     names = [a.id for a in given if isinstance(a, ast.Name)]
     arguments = {a.arg for a in (*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs)}
     outside = [n for n in names if n in arguments and n not in inside]
