@@ -182,8 +182,17 @@ def test_recall_quick_finds_the_synthetic_bugs_before_their_fix_and_none_after(d
     out = capsys.readouterr().out
     assert "| synthetic-grad-scaler-bf16 | tune | AMP004 | yes/yes |" in out
     assert "| synthetic-autocast-without-dtype | tune | AMP107 | yes/yes |" in out
-    assert "| all | 2 | 2 | 2/2 (100%) | 2/2 (100%) | 2/2 (100%) | 0 (0) | 0 (0) | 1 | 1/1 (100%) | 1/1 (100%) |" in out
+    assert "| all | 2 | 2 | 2/2 (100%) | 2/2 (100%) | 2/2 (100%) | 2/2 (100%) | 0 (0) | 0 (0) | 1 | 1/1 (100%) | 1/1 (100%) |" in out
     assert recall.split_of("synthetic-grad-scaler-bf16") == "tune"  # sha256 % 3 != 0
+
+
+def test_recall_tells_a_note_at_the_bug_lines_from_a_warning(docs):
+    recall = load("recall/recall.py")
+    inc = recall.Incident.from_entry({"name": "n", "repo": "o/r", "fix_commit": "0" * 40, "files": ["a.py"], "class": "c"})
+    inc.hits["before:default"] = [("AMP002", "a.py", 3, "info")]
+    assert inc.found("default") and not inc.found("default", warning=True)
+    inc.hits["before:default"].append(("AMP002", "a.py", 4, "warning"))
+    assert inc.found("default", warning=True)
 
 
 def test_recall_runtime_reproductions_name_manifest_incidents_and_existing_drivers(docs):

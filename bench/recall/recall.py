@@ -6,7 +6,9 @@ repositories fetched to this machine (``fetch github:owner/name`` puts them unde
 folder that keeps the repository-relative paths, so that configs next to code are linted together. Then:
 
 * **lint found**: a finding (default rules, and separately ``--select ALL``) within +-3 lines of a line the fix
-  changed, in the before version. "right rule" also asks that one of those findings is the manifest's rule.
+  changed, in the before version, of any severity (a note counts: it names the line); "of which as a warning or
+  error" counts only findings the default output stresses. "right rule" also asks that one of those findings is the
+  manifest's rule.
 * **after fix**: findings within +-3 lines of the lines the fix wrote, in the fixed version (should be 0).
 * **explain top-1 / top-3**: on incidents whose issue quotes an error text, is the manifest's rule the first /
   among the first three candidates of ``ampdoctor explain``.
@@ -92,7 +94,7 @@ class Incident:
     fixed_lines: dict[str, list[int]] = field(default_factory=dict)  # after version: lines the fix wrote
     before_dir: Path | None = None
     after_dir: Path | None = None
-    hits: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)  # variant -> (rule, file, line)
+    hits: dict[str, list[tuple[str, str, int, str]]] = field(default_factory=dict)  # variant -> (rule, file, line, severity)
     crashes: list[str] = field(default_factory=list)
     explain_ids: list[str] = field(default_factory=list)
     runtime: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # before/after -> (rule, severity)
@@ -107,11 +109,12 @@ class Incident:
     def measured(self) -> bool:
         return self.status == "ok"
 
-    def found(self, variant: str) -> bool:
-        return bool(self.hits.get(f"before:{variant}"))
+    def found(self, variant: str, warning: bool = False) -> bool:
+        """A finding at the bug's lines; with `warning`, one of warning or error severity (a note counts otherwise)."""
+        return any(not warning or severity in ("warning", "error") for *_, severity in self.hits.get(f"before:{variant}", []))
 
     def right_rule(self, variant: str) -> bool:
-        return any(rule == self.rule for rule, _, _ in self.hits.get(f"before:{variant}", []))
+        return any(rule == self.rule for rule, *_ in self.hits.get(f"before:{variant}", []))
 
     def after(self, variant: str) -> int:
         return len(self.hits.get(f"after:{variant}", []))
@@ -249,8 +252,8 @@ def ampdoctor(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-def lint(tree: Path, select_all: bool, files: list[str] | None = None) -> tuple[list[tuple[str, str, int]], list[str]]:
-    """Findings (rule, repository-relative file, line) of ``ampdoctor lint`` on one extracted tree (or on `files` of
+def lint(tree: Path, select_all: bool, files: list[str] | None = None) -> tuple[list[tuple[str, str, int, str]], list[str]]:
+    """Findings (rule, repository-relative file, line, severity) of ``ampdoctor lint`` on one extracted tree (or on `files` of
     it, inside the tree as their project), and crashes."""
     args = ["lint", "--no-config", "--format", "json", "--exit-zero", "--jobs", "1"]
     if select_all:
@@ -282,11 +285,11 @@ def lint(tree: Path, select_all: bool, files: list[str] | None = None) -> tuple[
             rel = Path(file).resolve().relative_to(tree.resolve()).as_posix()
         except ValueError:
             rel = file
-        findings.append((f["id"], rel, int(line)))
+        findings.append((f["id"], rel, int(line), f.get("severity", "")))
     return findings, crashes
 
 
-def near(findings: list[tuple[str, str, int]], lines: dict[str, list[int]]) -> list[tuple[str, str, int]]:
+def near(findings: list[tuple[str, str, int, str]], lines: dict[str, list[int]]) -> list[tuple[str, str, int, str]]:
     return [f for f in findings if f[1] in lines and any(abs(f[2] - ln) <= WINDOW for ln in lines[f[1]])]
 
 
@@ -349,6 +352,7 @@ def summary_rows(incidents: list[Incident]) -> list[list[object]]:
         rows.append([
             split, len(sel), len(m),
             pct(sum(i.found("default") for i in m), len(m)),
+            pct(sum(i.found("default", warning=True) for i in m), len(m)),
             pct(sum(i.found("ALL") for i in m), len(m)),
             pct(sum(i.right_rule("ALL") for i in in_cat), len(in_cat)),
             f"{sum(i.after('default') > 0 for i in m)} ({sum(i.after('default') for i in m)})",
@@ -360,7 +364,7 @@ def summary_rows(incidents: list[Incident]) -> list[list[object]]:
     return rows
 
 
-SUMMARY_HEADER = ["split", "incidents", "measured", "lint found (default)", "lint found (ALL)",
+SUMMARY_HEADER = ["split", "incidents", "measured", "lint found (default)", "of which as a warning or error", "lint found (ALL)",
                   "right rule at the lines (ALL; incidents with a rule)", "after fix: incidents with findings (findings), default",
                   "after fix, ALL", "error texts (rule in catalog)", "explain top-1", "explain top-3"]
 
@@ -376,7 +380,7 @@ def class_rows(incidents: list[Incident]) -> list[list[object]]:
         for split in ("tune", "heldout"):
             s = [i for i in incs if i.split == split]
             cells.append(f"{sum(i.found('default') for i in s)}/{sum(i.found('ALL') for i in s)} of {len(s)}" if s else "-")
-        cells.append(", ".join(sorted({r for i in incs for r, _, _ in i.hits.get("before:ALL", [])})) or "-")
+        cells.append(", ".join(sorted({r for i in incs for r, *_ in i.hits.get("before:ALL", [])})) or "-")
         rows.append(cells)
     return rows
 
@@ -390,7 +394,7 @@ def show_rows(incidents: list[Incident]) -> list[list[object]]:
         if not i.measured:
             rows.append([i.name, i.split, i.rule, i.status, "-", "-", "-", "-"])
             continue
-        rules = sorted({r for r, _, _ in i.hits.get("before:ALL", [])})
+        rules = sorted({r for r, *_ in i.hits.get("before:ALL", [])})
         rank = i.explain_rank() if i.error_text else None
         rows.append([i.name, i.split, i.rule,
                      ("yes" if i.found("default") else "no") + "/" + ("yes" if i.found("ALL") else "no"),
