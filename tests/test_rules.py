@@ -67,6 +67,13 @@ def test_docs_rules_md_is_generated_from_the_catalog():
     assert on_disk == rules_markdown(), "docs/rules.md is stale: run `make docs`"
 
 
+def test_a_severity_note_is_documented_but_kept_out_of_the_root_cause_explain_prints():
+    rule = get_rule("AMP124")
+    assert rule.severity_note.startswith("A note: torch's softmax kernels reduce half inputs in fp32")
+    assert "### Severity\n\n" + rule.severity_note in rules_markdown()
+    assert "bit for bit" not in rule.why  # explain shows `why` as the root cause and matches texts by its words
+
+
 def test_docs_have_a_section_per_rule():
     text = rules_markdown()
     for r in catalog():

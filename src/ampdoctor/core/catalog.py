@@ -54,6 +54,7 @@ def _rule(raw: Mapping[str, Any]) -> Rule:
         confirm=str(raw.get("confirm", "")),
         default=bool(raw.get("default", True)),
         scope=str(raw.get("scope", "all")),
+        severity_note=" ".join(str(raw.get("severity_note", "")).split()),
     )
     if not _ID.match(rule.id) or not _NAME.match(rule.name):
         raise ValueError(f"{where}: id must look like AMP123 and name must be kebab-case, got {rule.id!r} {rule.name!r}")

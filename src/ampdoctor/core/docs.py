@@ -33,9 +33,11 @@ def write_rule(rule: Rule, stream: IO[str]) -> None:
     console.print(Text(f"{rule.id} {rule.name}", style="bold") + Text(f"  [{rule.severity.value}; {', '.join(rule.detectors)}]", style="dim"))
     if rule.incident:
         console.print(Text(f"incident {rule.incident}", style="dim"))
-    for title, body in (("What it does", rule.summary), ("Why is this bad?", rule.why), ("Fix", rule.fix)):
-        console.print(Text(title, style="bold underline"))
-        console.print(body)
+    for title, body in (("What it does", rule.summary), ("Why is this bad?", rule.why), ("Severity", rule.severity_note),
+                        ("Fix", rule.fix)):
+        if body:
+            console.print(Text(title, style="bold underline"))
+            console.print(body)
     for title, code in (("Example", rule.example), ("Use instead", rule.use_instead)):
         if code:
             console.print(Text(title, style="bold underline"))
@@ -78,6 +80,7 @@ def rules_markdown(rules: Iterable[Rule] | None = None) -> str:
     for r in rules:
         lines += ["", f"## {r.id} {r.name}", "", f"Severity: **{r.severity.value}** · detectors: {', '.join(r.detectors)}" + (f" · incident {r.incident}" if r.incident else ""), ""]
         lines += ["### What it does", "", r.summary, "", "### Why is this bad?", "", r.why, ""]
+        lines += ["### Severity", "", r.severity_note, ""] if r.severity_note else []
         if r.example:
             lines += ["### Example", "", "```python", r.example, "```", ""]
         if r.use_instead:

@@ -95,6 +95,9 @@ class Rule:
     # "training": the consequence exists only while training (gradients, optimizer, loss scaling), so a finding in
     # code that never trains (inference, conversion, validation) is a note; "all": numerics that hurt any run.
     scope: str = "all"
+    # When a detector reports the rule as a note rather than at its catalog severity, and why. Kept apart from `why`
+    # (the root cause explain prints and matches error texts against by wording).
+    severity_note: str = ""
     # Derived from the registry by `catalog()`, never written in catalog.yaml.
     detectors: tuple[str, ...] = ()
 
