@@ -11,8 +11,15 @@ from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_half_module
-from ampdoctor.lint.python.dataflow import FP32, PRESERVING, describe, torch_factory
-from ampdoctor.lint.python.facts import AUTOCASTING_FRAMEWORKS, MIXED_PRECISION_KEYWORDS, ModelCast, disables_autocast
+from ampdoctor.lint.python.dataflow import FP32, HALF, PRESERVING, describe, torch_factory
+from ampdoctor.lint.python.facts import (
+    AUTOCASTING_FRAMEWORKS,
+    HALF_SWITCHES,
+    MIXED_PRECISION_KEYWORDS,
+    ModelCast,
+    disables_autocast,
+    handles_autocast,
+)
 from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, self_attribute, tokens
 
 if TYPE_CHECKING:
@@ -515,4 +522,319 @@ def _cast_back(ctx: Context, target: str, start: int, end: int) -> bool:
         if isinstance(func, ast.Attribute) and start < other.lineno < end and dotted(func.value) == target:
             if (ctx.flow.cast_dtype(other) or frozenset()) & FLOAT_UP:
                 return True
+    return False
+
+
+# Methods that run a module on its batch: its call, ``forward``, and the encoders and decoders of autoencoders and
+# text towers (``vae.encode(pixels)``, ``vae.decode(latents)``).
+_RUN_METHODS = frozenset({"forward", "encode", "decode"})
+# A place that gives a model or a tensor its dtype (None where the code does not say it), as `_model_dtypes` and
+# `_input_dtypes` list them.
+Event = tuple[ast.AST, "frozenset | None"]
+# Methods of a module that return it, through which a binding reaches its cast (``AutoencoderKL.from_pretrained(...)
+# .to(device).eval()``).
+_CHAIN_METHODS = frozenset({"to", "cuda", "cpu", "eval", "train", "requires_grad_"})
+
+
+@code_check("AMP131", triggers=("float32", "float16", "bfloat16", ".float()", ".half()", "torch.float", "torch.half"),
+            also=(("dtype", ".float()", ".half()", ".bfloat16()"),), project=True)
+def input_cast_against_model_branch(ctx: Context) -> Iterator[CodeHit]:
+    """A model is cast to one dtype on some path of a function (``vae.to(dtype=torch.float32)`` on one side of an
+    ``if``, the run's ``weight_dtype`` on the other) and called there, outside autocast and not handed to a framework
+    that autocasts its forward, with an input cast to another dtype on a path that meets that cast
+    (``pixel_values.to(dtype=weight_dtype)`` for every run): in a run that takes both, the first layer gets an input
+    in another dtype than its weights. Where the model is fp32 and the input the run's weight dtype, that is every
+    run with mixed precision on; accelerate autocasts only the models `prepare` wraps."""
+    if ctx.project.autocast is not None or _framework_runs_every_step(ctx):
+        return
+    cast = _module_casts(ctx)
+    if not any(dtypes for events in cast.values() for _, dtypes in events):
+        return
+    prepared = _prepared_names(ctx)
+    casts = [c for c in ctx.facts.model_casts if c.name] if not _autocast_elsewhere(ctx) else []
+    for call in ctx.src.calls:
+        model = _run_model(call)
+        if model not in cast or model in prepared or not (call.args or call.keywords):
+            continue
+        found = _model_call_mismatch(ctx, call, model, cast[model], casts)
+        if found is None:
+            continue
+        (model_node, model_dtypes), (input_node, input_dtypes), arg = found
+        yield call, (f"`{model}` is {_said(ctx, model_node, model_dtypes)} on a path through line {model_node.lineno}, and this call, "
+                     f"without autocast and not prepared by a framework that autocasts it, gives it `{ast.unparse(arg)[:40]}`, "
+                     f"{_said(ctx, input_node, input_dtypes)} on a path through line {input_node.lineno} that meets that cast: in a "
+                     f"run that takes both, its first layer gets an input in another dtype than its weights; cast the input to the "
+                     f"model's dtype on that path (`.to({model}.dtype)`) or run the call under autocast"), Severity.WARNING
+
+
+def _model_call_mismatch(ctx: Context, call: ast.Call, model: str, cast: list[Event], casts: list[ModelCast]):
+    """`_mismatch` of a call of a model the file casts, where no autocast reaches the call and the model does not cast
+    its inputs itself."""
+    scope = ctx.src.scope(call)
+    if _casts_its_inputs(ctx, model, scope):
+        return None
+    models = _model_dtypes(ctx, model, call, scope, cast)
+    if not any(dtypes for _, dtypes in models) or _autocast_reaches(ctx, call) or ctx.facts.expects_error(call):
+        return None
+    half_covered = bool(casts) and _half_model_called(ctx, call, casts) is not None
+    return _mismatch(ctx, call, scope, models, half_covered)
+
+
+def _said(ctx: Context, node: ast.AST, dtypes: frozenset) -> str:
+    """How the message names the dtype a cast gives: the dtype, or the expression that chooses it by run."""
+    if len(dtypes) == 1:
+        return describe(dtypes)
+    scope = ctx.src.scope(node)
+    chosen = next((e for n in ast.walk(node) if isinstance(n, ast.Call)
+                   for e in [keyword(n, "dtype"), keyword(n, "torch_dtype"), *n.args[:2]] if e is not None and ctx.flow.dtype_of(e, scope)), None)
+    return f"{describe(dtypes)} by run (`{ast.unparse(chosen)[:30]}`)" if chosen is not None else describe(dtypes)
+
+
+def _framework_runs_every_step(ctx: Context) -> bool:
+    """A framework other than accelerate that autocasts the whole step it runs (HF's Trainer, Lightning, composer) is
+    given a precision in this file, or a class of the file is such a framework's module: the code may run under its
+    autocast whatever model it calls. Accelerate autocasts only what `prepare` wraps (`_prepared_names`)."""
+    for call in ctx.src.calls:
+        root = (ctx.qualname(call.func) or "").partition(".")[0]
+        if root in AUTOCASTING_FRAMEWORKS and root != "accelerate" and any(kw.arg in HALF_SWITCHES for kw in call.keywords):
+            return True
+    for cls in ctx.src.classes:
+        for base in cls.bases:
+            root = (ctx.qualname(base) or "").partition(".")[0]
+            if root in AUTOCASTING_FRAMEWORKS and root != "accelerate" or "Lightning" in (last_identifier(base) or ""):
+                return True
+    return False
+
+
+def _prepared_names(ctx: Context) -> set[str]:
+    """What a framework's ``prepare`` wraps (``accelerator.prepare(unet, optimizer, ...)``, and the names it hands
+    back): their forward runs under the framework's autocast."""
+    out: set[str] = set()
+    for call in ctx.src.calls:
+        if not (isinstance(call.func, ast.Attribute) and call.func.attr.startswith("prepare")):
+            continue
+        out.update(n for a in call.args if (n := dotted(a)) is not None)
+        bound = ctx.src.parents.get(call)
+        if isinstance(bound, ast.Assign):
+            for target in bound.targets:
+                for t in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
+                    if (n := dotted(t)) is not None:
+                        out.add(n)
+    return out
+
+
+def _casts_its_inputs(ctx: Context, model: str, scope: ast.AST) -> bool:
+    """A module that casts its float inputs to its weights' dtype itself: a pipeline (it preprocesses what it is
+    given), or a model of transformers' (its vision and audio embeddings cast `pixel_values` to their weights'), by
+    its name or by the class a binding of it builds it from."""
+    if tokens(model.rpartition(".")[2]) & {"pipe", "pipeline"}:
+        return True
+    for _, value in ctx.src.bindings(ast.parse(model, mode="eval").body, scope):
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _CHAIN_METHODS | _CAST_NAMES:
+            value = value.func.value
+        if not isinstance(value, ast.Call):
+            continue
+        func = value.func.value if isinstance(value.func, ast.Attribute) and value.func.attr.startswith("from_") else value.func
+        if (ctx.qualname(func) or "").startswith("transformers.") or (last_identifier(func) or "").endswith("Pipeline"):
+            return True
+    return False
+
+
+def _run_model(call: ast.Call) -> str | None:
+    """The name of the module a call runs: ``vae(x)``, ``self.encoder.forward(x)``, ``vae.encode(pixels)``."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in _RUN_METHODS:
+        return dotted(func.value)
+    return dotted(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+
+
+def _autocast_reaches(ctx: Context, call: ast.Call) -> bool:
+    """The call runs under autocast: in a ``with`` block of its function that may turn it on, or in a function
+    decorated with one or called (in this file) from such a block."""
+    if _under_autocast(ctx, call) or _in_autocast_with(ctx, call):
+        return True
+    fn = ctx.src.enclosing_function(call)
+    if fn is None:
+        return False
+    if any(handles_autocast(d) for d in fn.decorator_list):
+        return True
+    callers = [c for c in ctx.src.calls if last_identifier(c.func) == fn.name]
+    return any(_under_autocast(ctx, c) or _in_autocast_with(ctx, c) for c in callers)
+
+
+def _in_autocast_with(ctx: Context, node: ast.AST) -> bool:
+    """`node` runs in a ``with`` block of its function whose context names autocast anywhere (``with (torch.autocast(
+    "cuda") if amp else nullcontext()):``), and does not turn it off."""
+    for parent, child in ctx.src.steps(node):
+        if isinstance(parent, (ast.With, ast.AsyncWith)) and child in parent.body:
+            if any(handles_autocast(i.context_expr) and not (isinstance(i.context_expr, ast.Call) and disables_autocast(i.context_expr, ctx.src))
+                   for i in parent.items):
+                return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return False
+    return False
+
+
+def _module_casts(ctx: Context) -> dict[str, list[tuple[ast.AST, frozenset | None]]]:
+    """By the name of what they cast, the file's casts (``vae.to(device, dtype=torch.float32)``, ``net.half()``) and
+    bindings that give a dtype (``enc = Encoder.from_pretrained(..., torch_dtype=torch.float16)``), each with the
+    dtypes it names (None where it does not say: a binding then holds anything). Names never cast are left out."""
+    out: dict[str, list[tuple[ast.AST, frozenset | None]]] = {}
+    for other in ctx.src.calls:
+        func = other.func
+        if isinstance(func, ast.Attribute) and func.attr in _CAST_NAMES and not _chained_into(ctx, other) \
+                and (name := dotted(func.value)) is not None:
+            out.setdefault(name, []).append((other, ctx.flow.cast_dtype(other, ctx.src.scope(other)) or None))
+    for node in ctx.src.assigns:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and (name := dotted(node.targets[0])) is not None \
+                and (given := _built_dtype(ctx, node.value, ctx.src.scope(node))):
+            out.setdefault(name, []).append((node.value, given))
+    return out
+
+
+_CAST_NAMES = frozenset({"to", "half", "float", "bfloat16", "type"})
+
+
+def _model_dtypes(ctx: Context, model: str, call: ast.Call, scope: ast.AST, casts: list[tuple[ast.AST, frozenset | None]]) -> list[Event]:
+    """The casts of the model (`_module_casts`) in the call's function before it and not on the other side of an ``if``
+    from it (`_before`), each with the dtypes it casts to; and the bindings of it whose dtype the code does not say
+    (None): a model bound anew may be anything."""
+    events = [(node, dtypes) for node, dtypes in casts if node.lineno < call.lineno and ctx.src.scope(node) is scope]
+    target = ast.parse(model, mode="eval").body
+    for line, value in ctx.src.bindings(target, scope):
+        if value is not None and line < call.lineno and ctx.src.scope(value) is scope and _built_dtype(ctx, value, scope) is None:
+            events.append((value, None))
+    return _before(ctx, events, call)
+
+
+def _chained_into(ctx: Context, call: ast.Call) -> bool:
+    """A cast whose result is bound (``vae = vae.to(dtype)``): its binding is the event (`_model_dtypes`)."""
+    parent = ctx.src.parents.get(call)
+    return isinstance(parent, ast.Assign) and parent.value is call or isinstance(parent, ast.Attribute) and parent.attr in _CHAIN_METHODS
+
+
+def _built_dtype(ctx: Context, value: ast.AST, scope: ast.AST, depth: int = 0) -> frozenset | None:
+    """The dtype a binding of a module gives it: its cast, through the module methods chained after it, or a loader's
+    ``torch_dtype=``; None where it does not say (a loader's default, another module)."""
+    if depth > 8 or not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        return None
+    func = value.func
+    if func.attr in ("from_pretrained", "from_single_file", "from_config"):
+        given = keyword(value, "torch_dtype") or keyword(value, "dtype")
+        return ctx.flow.dtype_of(given, scope) or None if given is not None else None
+    found = ctx.flow.cast_dtype(value, scope) if func.attr in ("to", "half", "float", "bfloat16", "type") else None
+    if found:
+        return found
+    return _built_dtype(ctx, func.value, scope, depth + 1) if func.attr in _CHAIN_METHODS else None
+
+
+def _before(ctx: Context, events: list[Event], call: ast.Call) -> list[Event]:
+    """The events (bindings, casts) that may run before the call in one pass: not on the other side of an ``if`` from
+    it; in the order they are written."""
+    return sorted((e for e in events if not ctx.src.exclusive(e[0], call)), key=lambda e: (e[0].lineno, e[0].col_offset))
+
+
+def _holds(ctx: Context, events: list[Event], index: int, path: set[tuple[str, bool]]) -> bool:
+    """Event `index` of `events` (`_before`) is the last on a path through the ``if`` sides `path`: no later event
+    runs on every such path (its sides are among them)."""
+    return not any(_sides(ctx, node) <= path for node, _ in events[index + 1:])
+
+
+def _sides(ctx: Context, node: ast.AST) -> set[tuple[str, bool]]:
+    """The ``if`` tests (statements and conditional expressions) of its function that `node` sits under, each with the
+    side it sits on, by what they test (`_test_key`: two ``if`` statements of one test share it); an ``except`` handler
+    or the ``else`` of a loop or a ``try`` is a side of its own."""
+    out: set[tuple[str, bool]] = set()
+    for parent, child in ctx.src.steps(node):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            break
+        if isinstance(parent, ast.If) and child is not parent.test:
+            key, positive = _test_key(parent.test)
+            out.add((key, (child in parent.body) == positive))
+        elif isinstance(parent, ast.ExceptHandler) or isinstance(parent, (ast.For, ast.AsyncFor, ast.While, ast.Try)) and child in parent.orelse:
+            out.add((f"{id(parent)}:{id(child)}", True))
+        elif isinstance(parent, ast.IfExp) and child is not parent.test:
+            key, positive = _test_key(parent.test)
+            out.add((key, (child is parent.body) == positive))
+    return out
+
+
+# Comparison operators by their positive form: ``x is not None`` tests ``x is None`` with the sides swapped.
+_POSITIVE = {ast.IsNot: ast.Is, ast.NotEq: ast.Eq, ast.NotIn: ast.In}
+
+
+def _test_key(test: ast.expr) -> tuple[str, bool]:
+    """What an ``if`` tests, as a key shared by its negations, and whether the test says it (True) or its negation:
+    ``not x`` is ``x`` negated, ``p is not None`` is ``p is None`` negated."""
+    positive = True
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, positive = test.operand, not positive
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _POSITIVE:
+        test = ast.Compare(left=test.left, ops=[_POSITIVE[type(test.ops[0])]()], comparators=test.comparators)
+        positive = not positive
+    return ast.dump(test), positive
+
+
+def _contradicts(path: set[tuple[str, bool]]) -> bool:
+    """A path that takes both sides of one test: no pass runs it."""
+    return any((key, not side) in path for key, side in path)
+
+
+def _input_dtypes(ctx: Context, arg: ast.AST, call: ast.Call, scope: ast.AST) -> list[Event]:
+    """Where the input may last have been given its dtype, with it: a cast in the argument itself
+    (``vae.encode(x.to(dtype=weight_dtype))``), or the bindings of a name before the call (`_before`), with the
+    dtype each casts it to or None."""
+    if isinstance(arg, ast.Name):
+        return _before(ctx, [(value, _cast_of_input(ctx, value, scope)) for line, value in ctx.src.bindings(arg, scope)
+                             if value is not None and line < call.lineno and ctx.src.scope(value) is scope], call)
+    return [(arg, _cast_of_input(ctx, arg, scope))]
+
+
+def _cast_of_input(ctx: Context, expr: ast.AST, scope: ast.AST) -> frozenset | None:
+    """The dtype an expression surely casts or makes its tensor in: `_fp32_made`'s fp32, or an explicit cast
+    (``.to(dtype=weight_dtype)``, ``.half()``), through views and moves to a device after it."""
+    if _fp32_made(ctx, expr, scope) is not None:
+        return FP32
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        found = ctx.flow.cast_dtype(expr, scope)
+        if found:
+            return found
+        if not (expr.func.attr in _VIEWS or _device_move(expr)):
+            return None
+        expr = expr.func.value
+    return None
+
+
+def _mismatch(ctx: Context, call: ast.Call, scope: ast.AST, models: list[Event], half_covered: bool):
+    """A cast of the model and a cast of one of the call's batch arguments that one pass may take together and leave
+    as the last before the call (`_holds`), in dtypes that differ (`_differ`), as ((model node, dtypes), (input node,
+    dtypes), argument)."""
+    at = _sides(ctx, call)
+    for arg in _batch_arguments(call):
+        inputs = _input_dtypes(ctx, arg, call, scope)
+        for i, (node, given) in enumerate(inputs):
+            for m, (cast, dtypes) in enumerate(models):
+                if not given or not dtypes or not _differ(dtypes, given) or ctx.src.exclusive(cast, node):
+                    continue
+                if half_covered and given == FP32 and dtypes <= HALF:
+                    continue  # `fp32_batch_into_half_model` says it
+                path = at | _sides(ctx, cast) | _sides(ctx, node)
+                if not _contradicts(path) and _holds(ctx, models, m, path) and _holds(ctx, inputs, i, path):
+                    return (cast, dtypes), (node, given), arg
+    return None
+
+
+_FLOATS = frozenset({"fp32", "bf16", "fp16"})
+
+
+def _differ(model: frozenset, given: frozenset) -> bool:
+    """The model's and the input's dtypes differ in some run: one of them is a single dtype the code names and the
+    other may be a float dtype besides it (the run's ``weight_dtype`` is half exactly where mixed precision is on)."""
+    floats = _FLOATS
+    if len(model) == 1 and len(given) == 1:
+        return model != given and model <= floats and given <= floats
+    if len(model) == 1 and model <= floats:
+        return bool((given & floats) - model) and bool(given & HALF or model & HALF)
+    if len(given) == 1 and given <= floats:
+        return bool((model & floats) - given) and bool(model & HALF or given & HALF)
     return False
