@@ -20,8 +20,14 @@ Coverage = tuple[frozenset | None, bool]
 # any device ("linalg_svd_cpu" not implemented for 'BFloat16', "Low precision dtypes not supported").
 _LINALG = frozenset(
     {f"torch.linalg.{n}" for n in ("svd", "svdvals", "qr", "eigh", "eig", "eigvals", "eigvalsh", "inv", "inv_ex", "solve",
-                                   "solve_ex", "cholesky", "cholesky_ex", "lstsq", "det", "slogdet", "pinv", "lu", "lu_factor")}
-    | {f"torch.{n}" for n in ("svd", "qr", "inverse", "cholesky", "det", "logdet", "pinverse", "svd_lowrank", "pca_lowrank")})
+                                   "solve_ex", "cholesky", "cholesky_ex", "lstsq", "det", "slogdet", "pinv", "lu", "lu_factor",
+                                   "cond", "matrix_rank", "solve_triangular", "householder_product", "ldl_factor",
+                                   "tensorinv", "tensorsolve")}
+    | {f"torch.{n}" for n in ("svd", "qr", "inverse", "cholesky", "det", "logdet", "pinverse", "svd_lowrank", "pca_lowrank",
+                              "triangular_solve", "cholesky_solve", "cholesky_inverse", "geqrf")}
+    # quantile checks its input's dtype before any kernel: "quantile() input tensor must be either float or double
+    # dtype", on every device
+    | {"torch.quantile", "torch.nanquantile"})
 # FFTs: pocketfft and cuFFT have no bf16 transform; fp16 is cuFFT-only, for power-of-two sizes, into the experimental
 # complex32 ("Unsupported dtype Half"/"BFloat16" elsewhere).
 _FFT = frozenset(f"torch.fft.{n}" for n in ("fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2",
@@ -35,7 +41,8 @@ _METADATA_CALLS = frozenset({"size", "dim", "numel", "nelement", "element_size",
 _NEW_TENSORS = FACTORIES - {"tensor", "as_tensor"} - {f for f in FACTORIES if f.endswith("_like")}
 
 
-@code_check("AMP130", triggers=("linalg", "torch.svd", "torch.qr", "torch.inverse", "torch.cholesky", "svd_lowrank"),
+@code_check("AMP130", triggers=("linalg", "torch.svd", "torch.qr", "torch.inverse", "torch.cholesky", "svd_lowrank", "quantile",
+                                "triangular_solve", "geqrf"),
             also=(HALF_WORDS,))
 def decomposition_of_half_weights(ctx: Context) -> Iterator[CodeHit]:
     # peft PR #3410 and others: an SVD or solve of adapter or layer weights in code that handles half models; the
@@ -59,6 +66,71 @@ def decomposition_of_half_weights(ctx: Context) -> Iterator[CodeHit]:
             yield call, (f"`{short}` has no bf16/fp16 kernel on any device, and `{ast.unparse(operand)[:40]}` is built from layer "
                          f"weights, which are half in a half-precision model (this file handles half dtypes: line "
                          f"{half.lineno}); upcast with `.float()` first"), Severity.WARNING
+
+
+# interpolate with `antialias=True`: no bf16/fp16 kernel on CPU (pytorch #175489: "compute_index_ranges_weights" not
+# implemented, still so in torch 2.13). (Without antialias the half gaps were CUDA bf16 in torch 1.x, pytorch #86679,
+# #88536: a file's fp32 round trip around a plain resize says nothing of torch today, so those are not followed.)
+_INTERPOLATE = frozenset({"torch.nn.functional.interpolate"})
+
+
+@code_check("AMP130", triggers=("linalg", "torch.svd", "torch.qr", "torch.inverse", "torch.cholesky", "svd_lowrank", "fft",
+                                "quantile", "triangular_solve", "geqrf", "interpolate"), also=(".float()", "float32"))
+def upcast_in_one_place_only(ctx: Context) -> Iterator[CodeHit]:
+    # timm (pos embed resample, issue #1811): one function of the file rebinds its input to fp32 before `interpolate`
+    # and casts back, because a half input fails there; its sibling hands the same kind of input to the same op uncast.
+    # The file itself says its inputs of that op can be half: the uncast call fails for them.
+    upcast: dict[str, tuple[ast.Call, ast.Assign]] = {}
+    plain: list[tuple[ast.Call, str]] = []
+    for call in ctx.src.calls:
+        name = ctx.qualname(call.func)
+        if not (name in _LINALG or name in _FFT or name in _INTERPOLATE and _antialiased(ctx, call)) or not call.args:
+            continue
+        scope = ctx.src.scope(call)
+        fn = ctx.src.enclosing_function(call)
+        dtypes = ctx.flow.tensor_dtype(call.args[0], scope)
+        rebind = _round_trip(ctx, call, fn) if fn is not None else None
+        if dtypes and dtypes <= FLOAT_UP:
+            if rebind is not None:
+                upcast.setdefault(name, (call, rebind))
+        elif not dtypes and fn is not None and rebind is None and not _upcast_guards(ctx, call.args[0], call, scope):
+            plain.append((call, name))
+    for call, name in plain:
+        if name not in upcast or ctx.src.enclosing_function(upcast[name][0]) is ctx.src.enclosing_function(call):
+            continue
+        other, rebind = upcast[name]
+        short = name.replace("torch.nn.functional.", "F.").replace("torch.", "", 1)
+        gap = ("has no bf16/fp16 kernel on CPU with `antialias=True`" if name in _INTERPOLATE else "has no bf16/fp16 kernel on any device" if name in _LINALG
+               else "has no bf16 kernel (fp16 only on CUDA, power-of-two sizes)")
+        yield call, (f"`{short}` at line {other.lineno} is given its input in fp32 (`{ast.unparse(rebind)[:50]}`, line "
+                     f"{rebind.lineno}): this file's inputs of `{short}` can be half, and `{short}` {gap}; here "
+                     f"`{ast.unparse(call.args[0])[:40]}` reaches it uncast: upcast it the same way"), Severity.WARNING
+
+
+def _antialiased(ctx: Context, call: ast.Call) -> bool:
+    """``antialias=True``, or ``antialias=antialias`` with a parameter of the function that defaults to True."""
+    value = keyword(call, "antialias")
+    if isinstance(value, ast.Constant):
+        return value.value is True
+    fn = ctx.src.enclosing_function(call)
+    if not isinstance(value, ast.Name) or fn is None:
+        return False
+    args = fn.args
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + list(zip(args.kwonlyargs, args.kw_defaults))
+    return any(a.arg == value.id and isinstance(d, ast.Constant) and d.value is True for a, d in pairs)
+
+
+def _round_trip(ctx: Context, call: ast.Call, fn: ast.AST) -> ast.Assign | None:
+    """The upcast ``x = x.float()`` in `fn` before `call` when `fn` also saves a dtype (``orig = x.dtype``) to cast
+    back to: the fp32 is there for the op, not the data (a tensor the function makes in fp32 needs no round trip)."""
+    saves = any(isinstance(n, ast.Assign) and isinstance(n.value, ast.Attribute) and n.value.attr == "dtype"
+                for n in ast.walk(fn))
+    if not saves:
+        return None
+    scope = ctx.src.scope(call)
+    return next((n for n in ast.walk(fn) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                 and isinstance(n.targets[0], ast.Name) and n.lineno < call.lineno and _is_upcast(ctx, n, scope)), None)
 
 
 def _half_on_path(ctx: Context, call: ast.Call) -> ast.AST | None:
@@ -104,6 +176,7 @@ def _call_from_weights(ctx: Context, call: ast.Call, scope: ast.AST, hops: int) 
 
 
 @code_check("AMP130", triggers=("linalg", "torch.svd", "torch.qr", "torch.inverse", "torch.cholesky", "svd_lowrank", "fft",
+                                "quantile", "triangular_solve", "geqrf",
                                 "dtype"), also=(HALF_WORDS,))
 def partial_half_guard(ctx: Context) -> Iterator[CodeHit]:
     # diffusers PR #13503 (FFT upcast for bf16 only), peft PR #3087 (solver upcast on CPU only), peft PR #3364 (a CPU
