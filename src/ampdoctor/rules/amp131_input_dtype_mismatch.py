@@ -545,16 +545,20 @@ def input_cast_against_model_branch(ctx: Context) -> Iterator[CodeHit]:
     (``pixel_values.to(dtype=weight_dtype)`` for every run): in a run that takes both, the first layer gets an input
     in another dtype than its weights. Where the model is fp32 and the input the run's weight dtype, that is every
     run with mixed precision on; accelerate autocasts only the models `prepare` wraps."""
-    if ctx.project.autocast is not None or _framework_runs_every_step(ctx):
+    if ctx.project.autocast is not None:
         return
-    cast = _module_casts(ctx)
-    if not any(dtypes for events in cast.values() for _, dtypes in events):
+    # the modules the file both casts (or binds) and calls with inputs, narrowed by their last name before anything
+    # costlier: most casts in a model file are of tensors, which are never called
+    last = _cast_or_bound_last_names(ctx)
+    called = [(call, model) for call in ctx.src.calls if (call.args or call.keywords) and _run_last_name(call) in last
+              and (model := _run_model(call)) is not None]
+    cast = _module_casts(ctx, {model for _, model in called}) if called else {}
+    if not any(dtypes for events in cast.values() for _, dtypes in events) or _framework_runs_every_step(ctx):
         return
     prepared = _prepared_names(ctx)
     casts = [c for c in ctx.facts.model_casts if c.name] if not _autocast_elsewhere(ctx) else []
-    for call in ctx.src.calls:
-        model = _run_model(call)
-        if model not in cast or model in prepared or not (call.args or call.keywords):
+    for call, model in called:
+        if model not in cast or model in prepared:
             continue
         found = _model_call_mismatch(ctx, call, model, cast[model], casts)
         if found is None:
@@ -640,6 +644,36 @@ def _casts_its_inputs(ctx: Context, model: str, scope: ast.AST) -> bool:
     return False
 
 
+def _cast_or_bound_last_names(ctx: Context) -> set[str]:
+    """The last names of what the file casts (``self.vae.to(...)``: ``vae``) or binds to a method call's result
+    (``enc = Encoder.from_pretrained(...)``): `_module_casts` looks no further than these."""
+    out = {func.value.attr if isinstance(func.value, ast.Attribute) else func.value.id for call in ctx.src.calls
+           if isinstance(func := call.func, ast.Attribute) and func.attr in _CAST_NAMES and isinstance(func.value, (ast.Name, ast.Attribute))}
+    out.update(t.attr if isinstance(t, ast.Attribute) else t.id for node in ctx.src.assigns if isinstance(node, ast.Assign)
+               and len(node.targets) == 1 and isinstance(t := node.targets[0], (ast.Name, ast.Attribute)) and _dtype_chain(node.value))
+    return out
+
+
+_LOADERS = frozenset({"from_pretrained", "from_single_file", "from_config"})
+
+
+def _dtype_chain(value: ast.AST) -> bool:
+    """A chain of method calls with a cast or a loader in it (what `_built_dtype` can read a dtype from)."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        if value.func.attr in _CAST_NAMES or value.func.attr in _LOADERS:
+            return True
+        value = value.func.value
+    return False
+
+
+def _run_last_name(call: ast.Call) -> str | None:
+    """The last name of the module a call runs (`_run_model` without building the dotted name)."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in _RUN_METHODS:
+        func = func.value
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+
+
 def _run_model(call: ast.Call) -> str | None:
     """The name of the module a call runs: ``vae(x)``, ``self.encoder.forward(x)``, ``vae.encode(pixels)``."""
     func = call.func
@@ -675,18 +709,19 @@ def _in_autocast_with(ctx: Context, node: ast.AST) -> bool:
     return False
 
 
-def _module_casts(ctx: Context) -> dict[str, list[tuple[ast.AST, frozenset | None]]]:
-    """By the name of what they cast, the file's casts (``vae.to(device, dtype=torch.float32)``, ``net.half()``) and
-    bindings that give a dtype (``enc = Encoder.from_pretrained(..., torch_dtype=torch.float16)``), each with the
-    dtypes it names (None where it does not say: a binding then holds anything). Names never cast are left out."""
+def _module_casts(ctx: Context, called: set[str]) -> dict[str, list[tuple[ast.AST, frozenset | None]]]:
+    """By the name of what they cast, among the `called` names, the file's casts (``vae.to(device, dtype=torch.float32)``,
+    ``net.half()``) and bindings that give a dtype (``enc = Encoder.from_pretrained(..., torch_dtype=torch.float16)``),
+    each with the dtypes it names (None where it does not say: a binding then holds anything). Names never cast are
+    left out."""
     out: dict[str, list[tuple[ast.AST, frozenset | None]]] = {}
     for other in ctx.src.calls:
         func = other.func
-        if isinstance(func, ast.Attribute) and func.attr in _CAST_NAMES and not _chained_into(ctx, other) \
-                and (name := dotted(func.value)) is not None:
+        if isinstance(func, ast.Attribute) and func.attr in _CAST_NAMES and (name := dotted(func.value)) in called \
+                and not _chained_into(ctx, other):
             out.setdefault(name, []).append((other, ctx.flow.cast_dtype(other, ctx.src.scope(other)) or None))
     for node in ctx.src.assigns:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and (name := dotted(node.targets[0])) is not None \
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and (name := dotted(node.targets[0])) in called \
                 and (given := _built_dtype(ctx, node.value, ctx.src.scope(node))):
             out.setdefault(name, []).append((node.value, given))
     return out
@@ -719,7 +754,7 @@ def _built_dtype(ctx: Context, value: ast.AST, scope: ast.AST, depth: int = 0) -
     if depth > 8 or not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
         return None
     func = value.func
-    if func.attr in ("from_pretrained", "from_single_file", "from_config"):
+    if func.attr in _LOADERS:
         given = keyword(value, "torch_dtype") or keyword(value, "dtype")
         return ctx.flow.dtype_of(given, scope) or None if given is not None else None
     found = ctx.flow.cast_dtype(value, scope) if func.attr in ("to", "half", "float", "bfloat16", "type") else None
