@@ -213,6 +213,13 @@ def _stored_in(ctx: Context, call: ast.Call) -> ast.AST | str | None:
 def _cast_where_used(ctx: Context, read: ast.AST) -> bool:
     """Is this read of the table cast on its way to its consumer (``[:n]``, shape methods and a `.to(device)`
     before it)?"""
+    found = _first_method_past_shape(ctx, read)
+    return found is not None and (found[0] in _CASTS or found[0] == "to" and _casts_dtype(ctx, found[1]))
+
+
+def _first_method_past_shape(ctx: Context, read: ast.AST) -> tuple[str, ast.Call] | None:
+    """The first method called on a read other than indexing, a shape method or a move to a device (its name and
+    call), or None where the read is used otherwise."""
     node = read
     while True:
         parent = ctx.src.parents.get(node)
@@ -221,11 +228,9 @@ def _cast_where_used(ctx: Context, read: ast.AST) -> bool:
             continue
         call = ctx.src.parents.get(parent) if isinstance(parent, ast.Attribute) and parent.value is node else None
         if not (isinstance(call, ast.Call) and call.func is parent):
-            return False
-        if parent.attr in _CASTS or parent.attr == "to" and _casts_dtype(ctx, call):
-            return True
+            return None
         if parent.attr not in _SHAPE and not (parent.attr == "to" and _moves_only(call)):
-            return False
+            return parent.attr, call
         node = call
 
 
@@ -391,24 +396,15 @@ def _read_in_activation_dtype(ctx: Context, cls: ast.ClassDef, name: str) -> boo
 
 
 def _to_argument_dtype(ctx: Context, read: ast.AST) -> bool:
-    node = read
     fn = ctx.src.enclosing_function(read)
     given = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)} - {"self"} if fn is not None else set()
-    while True:
-        parent = ctx.src.parents.get(node)
-        if isinstance(parent, ast.Subscript) and parent.value is node:
-            node = parent
-            continue
-        call = ctx.src.parents.get(parent) if isinstance(parent, ast.Attribute) and parent.value is node else None
-        if not (isinstance(call, ast.Call) and call.func is parent):
-            return False
-        if parent.attr in ("to", "type", "type_as"):
-            target = keyword(call, "dtype") or (call.args[-1] if call.args else None)
-            owner = target.value if isinstance(target, ast.Attribute) and target.attr == "dtype" and parent.attr != "type_as" else target
-            return isinstance(owner, ast.Name) and owner.id in given
-        if parent.attr not in _SHAPE:
-            return False
-        node = call
+    found = _first_method_past_shape(ctx, read)
+    if found is None or found[0] not in ("to", "type", "type_as"):
+        return False
+    method, call = found
+    target = keyword(call, "dtype") or (call.args[-1] if call.args else None)
+    owner = target.value if isinstance(target, ast.Attribute) and target.attr == "dtype" and method != "type_as" else target
+    return isinstance(owner, ast.Name) and owner.id in given
 
 
 @code_check("AMP002", triggers=("register_buffer", "Buffer("), also=(ROPE_TRIGGERS, HALF_WORDS), project=True)
