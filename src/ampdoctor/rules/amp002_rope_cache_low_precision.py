@@ -396,15 +396,13 @@ def _read_in_activation_dtype(ctx: Context, cls: ast.ClassDef, name: str) -> boo
 
 
 def _to_argument_dtype(ctx: Context, read: ast.AST) -> bool:
-    fn = ctx.src.enclosing_function(read)
-    given = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)} - {"self"} if fn is not None else set()
     found = _first_method_past_shape(ctx, read)
     if found is None or found[0] not in ("to", "type", "type_as"):
         return False
     method, call = found
     target = keyword(call, "dtype") or (call.args[-1] if call.args else None)
     owner = target.value if isinstance(target, ast.Attribute) and target.attr == "dtype" and method != "type_as" else target
-    return isinstance(owner, ast.Name) and owner.id in given
+    return isinstance(owner, ast.Name) and owner.id != "self" and ctx.src.is_parameter(owner)
 
 
 @code_check("AMP002", triggers=("register_buffer", "Buffer("), also=(ROPE_TRIGGERS, HALF_WORDS), project=True)

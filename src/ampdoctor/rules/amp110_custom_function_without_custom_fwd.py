@@ -9,7 +9,7 @@ from typing import Iterator
 
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
-from ampdoctor.lint.python.context import CodeHit, Context
+from ampdoctor.lint.python.context import CodeHit, Context, parameter_attributes
 from ampdoctor.lint.python.facts import disables_autocast, reenters_autocast
 from ampdoctor.lint.python.resolve import access_path, method, self_attribute, tokens
 from ampdoctor.lint.python.source import parameters
@@ -452,14 +452,7 @@ def _weight_like(expr: ast.AST, ctx: Context) -> bool:
     if tokens(expr.attr) & _WEIGHT_WORDS:
         return True
     cls = ctx.src.enclosing_class(expr)
-    return self_attribute(expr) is not None and cls is not None and expr.attr in _parameters_of(cls, ctx)
-
-
-def _parameters_of(cls: ast.ClassDef, ctx: Context) -> set[str]:
-    """The attributes a class binds to ``nn.Parameter(...)``."""
-    return {a for node in ast.walk(cls) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-            and (ctx.qualname(node.value.func) or "").endswith("Parameter")
-            for t in node.targets if (a := self_attribute(t)) is not None}
+    return self_attribute(expr) is not None and cls is not None and expr.attr in parameter_attributes(ctx, cls)
 
 
 def _bound_by_calls(block: ast.AST) -> set[str]:
@@ -478,8 +471,7 @@ def _from_outside_autocast(call: ast.Call, given: list[ast.expr], ctx: Context) 
     if block is None or not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
     inside = _bound_by_calls(block)
-    names = [a.id for a in given if isinstance(a, ast.Name)]
-    arguments = {a.arg for a in (*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs)}
-    outside = [n for n in names if n in arguments and n not in inside]
-    return outside[0] if outside and any(n in inside for n in names) else None
+    names = [a for a in given if isinstance(a, ast.Name)]
+    outside = [a.id for a in names if ctx.src.is_parameter(a) and a.id not in inside]
+    return outside[0] if outside and any(a.id in inside for a in names) else None
 

@@ -12,6 +12,7 @@ from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, half_dtypes_run
 from ampdoctor.lint.python.dataflow import BF16, FACTORIES, HALF, describe, torch_factory
 from ampdoctor.lint.python.resolve import keyword, tokens
+from ampdoctor.lint.python.source import parameters
 
 # A guard's verdict: the half dtypes its truth admits (None: it tests no dtype), and whether it also requires a CPU tensor.
 Coverage = tuple[frozenset | None, bool]
@@ -41,9 +42,12 @@ _METADATA_CALLS = frozenset({"size", "dim", "numel", "nelement", "element_size",
 _NEW_TENSORS = FACTORIES - {"tensor", "as_tensor"} - {f for f in FACTORIES if f.endswith("_like")}
 
 
-@code_check("AMP130", triggers=("linalg", "torch.svd", "torch.qr", "torch.inverse", "torch.cholesky", "svd_lowrank", "quantile",
-                                "triangular_solve", "geqrf"),
-            also=(HALF_WORDS,))
+# Words one of the ops above leaves in a file's text (the FFTs', "fft", are added where FFTs are read).
+_OP_TRIGGERS = ("linalg", "torch.svd", "torch.qr", "torch.inverse", "torch.cholesky", "svd_lowrank", "quantile",
+                "triangular_solve", "geqrf")
+
+
+@code_check("AMP130", triggers=_OP_TRIGGERS, also=(HALF_WORDS,))
 def decomposition_of_half_weights(ctx: Context) -> Iterator[CodeHit]:
     # peft PR #3410 and others: an SVD or solve of adapter or layer weights in code that handles half models; the
     # decomposition has no half kernel, and the code fails exactly for the fp16/bf16 models it was written for.
@@ -74,8 +78,7 @@ def decomposition_of_half_weights(ctx: Context) -> Iterator[CodeHit]:
 _INTERPOLATE = frozenset({"torch.nn.functional.interpolate"})
 
 
-@code_check("AMP130", triggers=("linalg", "torch.svd", "torch.qr", "torch.inverse", "torch.cholesky", "svd_lowrank", "fft",
-                                "quantile", "triangular_solve", "geqrf", "interpolate"), also=(".float()", "float32"))
+@code_check("AMP130", triggers=(*_OP_TRIGGERS, "fft", "interpolate"), also=(".float()", "float32"))
 def upcast_in_one_place_only(ctx: Context) -> Iterator[CodeHit]:
     # timm (pos embed resample, issue #1811): one function of the file rebinds its input to fp32 before `interpolate`
     # and casts back, because a half input fails there; its sibling hands the same kind of input to the same op uncast.
@@ -115,10 +118,7 @@ def _antialiased(ctx: Context, call: ast.Call) -> bool:
     fn = ctx.src.enclosing_function(call)
     if not isinstance(value, ast.Name) or fn is None:
         return False
-    args = fn.args
-    positional = args.posonlyargs + args.args
-    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + list(zip(args.kwonlyargs, args.kw_defaults))
-    return any(a.arg == value.id and isinstance(d, ast.Constant) and d.value is True for a, d in pairs)
+    return any(a.arg == value.id and isinstance(d, ast.Constant) and d.value is True for a, d in parameters(fn.args))
 
 
 def _round_trip(ctx: Context, call: ast.Call, fn: ast.AST) -> ast.Assign | None:
@@ -175,9 +175,7 @@ def _call_from_weights(ctx: Context, call: ast.Call, scope: ast.AST, hops: int) 
     return any(_from_weights(ctx, a, scope, hops) for a in ([base] if base is not None else []) + list(call.args[:2]))
 
 
-@code_check("AMP130", triggers=("linalg", "torch.svd", "torch.qr", "torch.inverse", "torch.cholesky", "svd_lowrank", "fft",
-                                "quantile", "triangular_solve", "geqrf",
-                                "dtype"), also=(HALF_WORDS,))
+@code_check("AMP130", triggers=(*_OP_TRIGGERS, "fft", "dtype"), also=(HALF_WORDS,))
 def partial_half_guard(ctx: Context) -> Iterator[CodeHit]:
     # diffusers PR #13503 (FFT upcast for bf16 only), peft PR #3087 (solver upcast on CPU only), peft PR #3364 (a CPU
     # merge guard for fp16 where the file's other guards name bf16 too): the code knows the op needs fp32 and upcasts

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Iterator
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
-from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_half_module
+from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_half_module, parameter_attributes
 from ampdoctor.lint.python.dataflow import FP32, HALF, PRESERVING, describe, torch_factory
 from ampdoctor.lint.python.facts import (
     AUTOCASTING_FRAMEWORKS,
@@ -18,6 +18,7 @@ from ampdoctor.lint.python.facts import (
     MIXED_PRECISION_KEYWORDS,
     ModelCast,
     disables_autocast,
+    enters_autocast,
     handles_autocast,
 )
 from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, self_attribute, tokens
@@ -62,14 +63,18 @@ _VIEWS = PRESERVING | {"expand", "expand_as", "float"}
 
 def _under_autocast(ctx: Context, node: ast.AST) -> bool:
     """`node` runs in a ``with`` block that turns autocast on (``torch.autocast(...)``, ``accelerator.autocast()``,
-    ``with autocast_ctx:``), in its own function."""
+    ``with autocast_ctx:``), in its own function: the name the item ends in says autocast or amp."""
+    def named(expr: ast.expr) -> bool:
+        return bool(tokens(last_identifier(expr) or "") & {"autocast", "amp"}) \
+            and not (isinstance(expr, ast.Call) and disables_autocast(expr, ctx.src))
+    return _in_with_block(ctx, node, named)
+
+
+def _in_with_block(ctx: Context, node: ast.AST, entered) -> bool:
+    """`node` runs in the body of a ``with`` block of its own function one of whose items `entered` accepts."""
     for parent, child in ctx.src.steps(node):
-        if isinstance(parent, (ast.With, ast.AsyncWith)) and child in parent.body:
-            for item in parent.items:
-                expr = item.context_expr
-                named = "autocast" in tokens(last_identifier(expr) or "") or "amp" in tokens(last_identifier(expr) or "")
-                if named and not (isinstance(expr, ast.Call) and disables_autocast(expr, ctx.src)):
-                    return True
+        if isinstance(parent, (ast.With, ast.AsyncWith)) and child in parent.body and any(entered(i.context_expr) for i in parent.items):
+            return True
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             return False
     return False
@@ -369,8 +374,7 @@ def _module_weight(ctx: Context, cls: ast.ClassDef, expr: ast.AST) -> bool:
     cast of the model makes half, and nothing makes it fp32 on the way (``self.weight.float()``)."""
     if ctx.flow.tensor_dtype(expr, ctx.src.scope(expr)) or _fp32_made(ctx, expr, ctx.src.scope(expr)) is not None:
         return False
-    params = {self_attribute(t) for node in ast.walk(cls) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-              and (ctx.qualname(node.value.func) or "").endswith("Parameter") for t in node.targets}
+    params = parameter_attributes(ctx, cls)
     return any(self_attribute(n) in params for n in ast.walk(expr) if isinstance(n, ast.Attribute))
 
 
@@ -685,7 +689,8 @@ def _run_model(call: ast.Call) -> str | None:
 def _autocast_reaches(ctx: Context, call: ast.Call) -> bool:
     """The call runs under autocast: in a ``with`` block of its function that may turn it on, or in a function
     decorated with one or called (in this file) from such a block."""
-    if _under_autocast(ctx, call) or _in_autocast_with(ctx, call):
+    # (`_in_autocast_with` accepts every block `_under_autocast` does: an item's last name is one of its names)
+    if _in_autocast_with(ctx, call):
         return True
     fn = ctx.src.enclosing_function(call)
     if fn is None:
@@ -693,20 +698,13 @@ def _autocast_reaches(ctx: Context, call: ast.Call) -> bool:
     if any(handles_autocast(d) for d in fn.decorator_list):
         return True
     callers = [c for c in ctx.src.calls if last_identifier(c.func) == fn.name]
-    return any(_under_autocast(ctx, c) or _in_autocast_with(ctx, c) for c in callers)
+    return any(_in_autocast_with(ctx, c) for c in callers)
 
 
 def _in_autocast_with(ctx: Context, node: ast.AST) -> bool:
     """`node` runs in a ``with`` block of its function whose context names autocast anywhere (``with (torch.autocast(
     "cuda") if amp else nullcontext()):``), and does not turn it off."""
-    for parent, child in ctx.src.steps(node):
-        if isinstance(parent, (ast.With, ast.AsyncWith)) and child in parent.body:
-            if any(handles_autocast(i.context_expr) and not (isinstance(i.context_expr, ast.Call) and disables_autocast(i.context_expr, ctx.src))
-                   for i in parent.items):
-                return True
-        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            return False
-    return False
+    return _in_with_block(ctx, node, lambda expr: enters_autocast(expr, ctx.src))
 
 
 def _module_casts(ctx: Context, called: set[str]) -> dict[str, list[tuple[ast.AST, frozenset | None]]]:
@@ -757,7 +755,7 @@ def _built_dtype(ctx: Context, value: ast.AST, scope: ast.AST, depth: int = 0) -
     if func.attr in _LOADERS:
         given = keyword(value, "torch_dtype") or keyword(value, "dtype")
         return ctx.flow.dtype_of(given, scope) or None if given is not None else None
-    found = ctx.flow.cast_dtype(value, scope) if func.attr in ("to", "half", "float", "bfloat16", "type") else None
+    found = ctx.flow.cast_dtype(value, scope) if func.attr in _CAST_NAMES else None
     if found:
         return found
     return _built_dtype(ctx, func.value, scope, depth + 1) if func.attr in _CHAIN_METHODS else None

@@ -13,7 +13,7 @@ from ampdoctor.dtypes import ROPE_WORDS
 from ampdoctor.lint.python.dataflow import BF16, FP16, HALF, Dataflow
 from ampdoctor.lint.python.facts import Facts, ModelCast
 from ampdoctor.lint.python.project import Evidence, ProjectContext
-from ampdoctor.lint.python.resolve import last_identifier, tokens
+from ampdoctor.lint.python.resolve import last_identifier, self_attribute, tokens
 from ampdoctor.lint.python.source import SourceFile
 
 # (node, message), or (node, message, severity) where the catalog's severity is not this situation's (None: the
@@ -275,6 +275,14 @@ def angle_matmuls(ctx: Context) -> Iterator[ast.AST]:
 def in_class(ctx: Context, node: ast.AST) -> bool:
     """`node` sits in a class body: a model's code, which a model cast or the project's precision reaches."""
     return ctx.src.enclosing_class(node) is not None
+
+
+def parameter_attributes(ctx: Context, cls: ast.ClassDef) -> set[str]:
+    """The attributes of `self` a class binds to ``nn.Parameter(...)``: the module's own weights, fp32 under autocast
+    and half when the model is cast."""
+    return {a for node in ast.walk(cls) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+            and (ctx.qualname(node.value.func) or "").endswith("Parameter")
+            for t in node.targets if (a := self_attribute(t)) is not None}
 
 
 def in_half_module(ctx: Context, node: ast.AST) -> ModelCast | None:

@@ -186,12 +186,16 @@ def handles_autocast(node: ast.AST) -> bool:
                for n in ast.walk(node))
 
 
+def enters_autocast(expr: ast.expr, src: SourceFile) -> bool:
+    """A ``with`` item that names autocast or its state anywhere (`handles_autocast`: ``torch.autocast(...)``,
+    ``(torch.autocast("cuda") if amp else nullcontext())``) and does not turn it off."""
+    return handles_autocast(expr) and not (isinstance(expr, ast.Call) and disables_autocast(expr, src))
+
+
 def reenters_autocast(fn: ast.FunctionDef, src: SourceFile) -> bool:
     """A (backward) method that holds a ``with <...autocast...>(...)`` that does not turn autocast off: it runs its
     body under autocast again, in the state its forward recorded (``torch.cuda.amp.autocast(**ctx.autocast_kwargs)``)."""
-    return any(isinstance(node, ast.With) and any(handles_autocast(i.context_expr)
-                                                  and not (isinstance(i.context_expr, ast.Call) and disables_autocast(i.context_expr, src))
-                                                  for i in node.items)
+    return any(isinstance(node, ast.With) and any(enters_autocast(i.context_expr, src) for i in node.items)
                for node in ast.walk(fn))
 
 
