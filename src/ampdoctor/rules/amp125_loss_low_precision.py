@@ -13,7 +13,7 @@ from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_class, in_half_module
 from ampdoctor.lint.python.dataflow import HALF, PRESERVING, describe
 from ampdoctor.lint.python.facts import AUTOCASTS, ModelCast, disables_autocast
-from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, tokens
+from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, method, tokens
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -144,11 +144,11 @@ def _returns_fp32_under_autocast(ctx: Context, value: ast.Call) -> bool:
     made (``return F.log_softmax(x, dim=1)``, or a name last bound so): under autocast that output is fp32. A model
     handed in as a parameter (``def train(model, loader)``) is taken to be the one module class the file defines."""
     name = ctx.facts.class_of(value.func)
-    modules = [c for c in ctx.src.classes if any(isinstance(f, ast.FunctionDef) and f.name == "forward" for f in c.body)]
+    modules = [c for c in ctx.src.classes if method(c, "forward") is not None]
     if name is None and ctx.src.is_parameter(value.func) and len(modules) == 1:
         name = modules[0].name
     cls = next((c for c in ctx.src.classes if c.name == name), None)
-    forward = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "forward"), None) if cls else None
+    forward = method(cls, "forward") if cls else None
     returns = [r.value for r in ast.walk(forward) if isinstance(r, ast.Return) and r.value is not None] if forward else []
     return bool(returns) and all(_fp32_op(ctx, r, forward) for r in returns)
 
