@@ -7,8 +7,9 @@ from __future__ import annotations
 import ast
 from typing import Any, Iterator, Mapping
 
+from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check, code_fix
-from ampdoctor.dtypes import BF16
+from ampdoctor.dtypes import BF16, FP16
 from ampdoctor.lint.cstedit import asked, dotted, imports_torch, with_keyword
 from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, bf16_in_function, calls_named
 from ampdoctor.lint.python.dataflow import autocast_argument
@@ -251,11 +252,21 @@ def _not_fp16_by_default(ctx: Context, call: ast.Call, name: str) -> bool:
     return all(isinstance(v, ast.Constant) and v.value != "cuda" for v in values)
 
 
+def _launched_fp16(ctx: Context) -> str | None:
+    """Every launch line of the project that starts this script picks fp16, which autocast's default matches: said
+    in the message of a note, since a bf16 run someone else starts still gets fp16."""
+    launched = ctx.facts.launched_half()
+    if launched is None or launched[0] != {FP16}:
+        return None
+    return f"; every launch of this script in the project picks fp16 ({launched[1]}), as this autocast does: only a bf16 run gets fp16 here"
+
+
 @code_check("AMP107", triggers=("autocast",), project=True)
 def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
     # Without bf16 anywhere in view, fp16 is what the author asked for, and paired with an unconditional GradScaler
     # it is deliberate fp16 AMP; saying "whatever the run is configured for" there would state a guess.
     said: str | None = None
+    rewrite: dict[str, str] = {}
     for call, name in calls_named(ctx, AUTOCASTS - {"torch.cpu.amp.autocast"}):
         if autocast_argument(call, name, "dtype") is not None:
             continue
@@ -275,16 +286,21 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
         if _scaled_with(ctx, call):
             continue  # switched on with its loss scaler: fp16 AMP on purpose
         near = bf16_in_function(ctx, call)
-        if near is not None:
-            yield call, f"autocast without `dtype=` runs in float16 on CUDA, while this function uses bf16 (line {near.lineno})"
-            continue
-        if said is None:
-            said = _bf16_said(ctx) or ""
-            if said and _always_scaled(ctx) is not None:
-                said = ""
-            rewrite = {"dtype": "torch.bfloat16"} if said and _runs_only_bf16(ctx) else {}
-        if said:
-            yield call, f"autocast without `dtype=` runs in float16 on CUDA, while {said}", None, rewrite
+        if near is None:
+            if said is None:
+                said = _bf16_said(ctx) or ""
+                if said and _always_scaled(ctx) is not None:
+                    said = ""
+                rewrite = {"dtype": "torch.bfloat16"} if said and _runs_only_bf16(ctx) else {}
+            if not said:
+                continue
+        message = "autocast without `dtype=` runs in float16 on CUDA, while " + (
+            f"this function uses bf16 (line {near.lineno})" if near is not None else said)
+        launched = _launched_fp16(ctx)
+        if launched is not None:
+            yield call, message + launched, Severity.INFO
+        else:
+            yield call, message, None, {} if near is not None else rewrite
 
 
 @code_fix("AMP107")

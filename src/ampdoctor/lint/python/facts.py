@@ -360,6 +360,24 @@ class Facts:
             out.append((where, values))
         return out
 
+    def launched_half(self) -> tuple[frozenset[str], str] | None:
+        """The half dtypes the project's launch lines run this file in (``--mixed_precision=fp16``, ``--bf16``; an
+        option a line does not pass holds its default), and where the first line is. None where no launcher starts
+        the file or a line passes a half switch through a shell variable."""
+        if not self.runs:
+            return None
+        out: set[str] = set()
+        for _, flags in self.runs:
+            if any(not literal and name in HALF_SWITCHES for name, _, literal in flags):
+                return None
+            given = {name: value for name, value, _ in flags}
+            for name in (set(given) | set(self._defaults)) & HALF_SWITCHES:
+                value = given.get(name, self._defaults.get(name))
+                if value is _UNKNOWN:
+                    return None
+                out |= half_setting(name, value)
+        return frozenset(out), self.runs[0][0]
+
     def _in_run(self, expr: ast.AST, given: dict[str, object], depth: int) -> frozenset | None:
         if depth > 4:
             return None
@@ -705,7 +723,22 @@ class Facts:
     def _says_nothing(self, node: ast.AST) -> bool:
         """A half dtype that says nothing of the precision the file runs in: one that handles what a caller passes
         (`_handles_dtype`), or one in a branch no run completes (`_in_broken_branch`)."""
-        return self._handles_dtype(node) or self._in_broken_branch(node)
+        return self._handles_dtype(node) or self._in_broken_branch(node) or self._unpicked_entry(node)
+
+    def _unpicked_entry(self, node: ast.AST) -> bool:
+        """A key or entry of a dtype table looked up in place by a key that no run of the file holds
+        (``{"float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]`` with ``dtype = "float16"``): the table is
+        the menu a run picks from, and the run picks another entry."""
+        table = self.src.parents.get(node)
+        lookup = self.src.parents.get(table) if isinstance(table, ast.Dict) else None
+        if not (isinstance(lookup, ast.Subscript) and lookup.value is table):
+            return False
+        if node in table.keys:
+            named = STRING_DTYPES.get(node.value.lower()) if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+        else:
+            named = self.flow.dtype_of(node)
+        runs = self.dtypes_per_run(lookup) if named else None
+        return runs is not None and not any(named & dtypes for _, dtypes in runs)
 
     def _in_broken_branch(self, node: ast.AST) -> bool:
         """Is `node` in a branch of an ``if`` that raises NameError whenever it runs: one of the branch's simple

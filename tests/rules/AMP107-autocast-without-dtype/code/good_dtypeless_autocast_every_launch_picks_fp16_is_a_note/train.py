@@ -1,0 +1,35 @@
+# The script offers bf16 (the weight dtype for `--mixed_precision bf16`) and its teacher runs under autocast
+# without a dtype: fp16 on CUDA. Every launch line of the project passes `--mixed_precision=fp16`, which the
+# autocast matches: only a bf16 run someone else starts gets fp16, so a note.
+import argparse
+
+import torch
+from accelerate import Accelerator
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--mixed_precision", type=str, default=None, choices=["no", "fp16", "bf16"])
+args = parser.parse_args()
+
+
+def main():
+    accelerator = Accelerator(mixed_precision=args.mixed_precision)
+    weight_dtype = torch.float32
+    if accelerator.mixed_precision == "fp16":
+        weight_dtype = torch.float16
+    elif accelerator.mixed_precision == "bf16":
+        weight_dtype = torch.bfloat16
+    teacher = torch.nn.Linear(16, 16).to(accelerator.device, dtype=weight_dtype)
+    student = torch.nn.Linear(16, 16).to(accelerator.device)
+    optimizer = torch.optim.AdamW(student.parameters(), lr=1e-4)
+    for _ in range(100):
+        x = torch.randn(8, 16, device=accelerator.device)
+        with torch.no_grad(), torch.autocast("cuda"):  # ampdoctor: expect[AMP107:info]
+            target = teacher(x)
+        loss = torch.nn.functional.mse_loss(student(x).float(), target.float())
+        accelerator.backward(loss)
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+if __name__ == "__main__":
+    main()
