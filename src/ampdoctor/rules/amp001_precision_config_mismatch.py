@@ -94,11 +94,16 @@ def _launcher_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
         return
     launcher = (facts.framework or "the launcher").removesuffix("+deepspeed")
     engine_at = at("engine_file")
-    why = (f" ({launcher} refuses the opposite half type)" if {asked, runs} == {"bf16", "fp16"}
+    refused = {asked, runs} == {"bf16", "fp16"}
+    why = (f" ({launcher} refuses the opposite half type)" if refused
            else ": the engine's dtype, not the launcher's, is what the model gets")
     here = at("requested_precision")
+    # accelerate refuses only the opposite half type (`DeepSpeedPlugin.set_mixed_precision`) and otherwise leaves a
+    # written block on: the run trains in another dtype than asked, without failing. The HF Trainer refuses any
+    # written value that disagrees with its arguments.
+    quiet = not refused and launcher == "accelerate"
     yield Hit(f"{launcher} asks for {_SPELLED[asked]} but the DeepSpeed config {engine_at.file} it points to runs {_SPELLED[runs]}{why}",
-              here, related=at.others(here, engine_at, "reference"))
+              here, related=at.others(here, engine_at, "reference"), severity=Severity.WARNING if quiet else None)
 
 
 def _model_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
