@@ -261,46 +261,54 @@ def _launched_fp16(ctx: Context) -> str | None:
     return f"; every launch of this script in the project picks fp16 ({launched[1]}), as this autocast does: only a bf16 run gets fp16 here"
 
 
+def _needs_no_dtype(ctx: Context, call: ast.Call, name: str) -> bool:
+    """The call has a dtype, may get one through `**kwargs`, is off or bf16 by default on its device, or sits in a
+    branch only fp16 runs take, or only a torch too old for `dtype=` takes."""
+    if autocast_argument(call, name, "dtype") is not None:
+        return True
+    if has_star_kwargs(call) and not _kwargs_lack_dtype(ctx, call, name):
+        return True
+    return _not_fp16_by_default(ctx, call, name) or ctx.flow.fp16_branch(call) is not None or _older_torch_fallback(ctx, call)
+
+
+def _said_of_file(ctx: Context) -> tuple[str, dict[str, str]]:
+    """Where the file or its project says bf16 ("" where nothing does, or where an unconditional GradScaler makes
+    fp16 AMP deliberate), and the rewrite to offer where bf16 is all the code runs under."""
+    said = _bf16_said(ctx) or ""
+    if said and _always_scaled(ctx) is not None:
+        said = ""
+    return said, ({"dtype": "torch.bfloat16"} if said and _runs_only_bf16(ctx) else {})
+
+
 @code_check("AMP107", triggers=("autocast",), project=True)
 def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
     # Without bf16 anywhere in view, fp16 is what the author asked for, and paired with an unconditional GradScaler
     # it is deliberate fp16 AMP; saying "whatever the run is configured for" there would state a guess.
-    said: str | None = None
-    rewrite: dict[str, str] = {}
+    of_file: tuple[str, dict[str, str]] | None = None
     for call, name in calls_named(ctx, AUTOCASTS - {"torch.cpu.amp.autocast"}):
-        if autocast_argument(call, name, "dtype") is not None:
+        if _needs_no_dtype(ctx, call, name):
             continue
-        starred = has_star_kwargs(call)
-        if starred and not _kwargs_lack_dtype(ctx, call, name):
-            continue
-        if _not_fp16_by_default(ctx, call, name) or ctx.flow.fp16_branch(call) is not None or _older_torch_fallback(ctx, call):
-            continue  # off, bf16 by default on its device, in a branch only fp16 runs take, or only old torch takes
         tests = _else_of(ctx, call)
         through = _conjoined_with_bf16(tests)
         if through is not None:
             yield call, (f"autocast without `dtype=` runs in float16 on CUDA, and bf16 runs reach this `else`: the bf16 branch "
                          f"(line {through.lineno}) also needs `{ast.unparse(through)[:60]}`")
             continue
-        if starred or _bf16_runs_elsewhere(ctx, call, tests):
-            continue  # the dtype is passed on where the call is built, or a bf16 run takes another branch
-        if _scaled_with(ctx, call):
-            continue  # switched on with its loss scaler: fp16 AMP on purpose
+        if has_star_kwargs(call) or _bf16_runs_elsewhere(ctx, call, tests) or _scaled_with(ctx, call):
+            continue  # the dtype is passed on where the call is built, a bf16 run takes another branch, or it is
+            # switched on with its loss scaler (fp16 AMP on purpose)
         near = bf16_in_function(ctx, call)
-        if near is None:
-            if said is None:
-                said = _bf16_said(ctx) or ""
-                if said and _always_scaled(ctx) is not None:
-                    said = ""
-                rewrite = {"dtype": "torch.bfloat16"} if said and _runs_only_bf16(ctx) else {}
-            if not said:
-                continue
-        message = "autocast without `dtype=` runs in float16 on CUDA, while " + (
-            f"this function uses bf16 (line {near.lineno})" if near is not None else said)
+        if near is None and of_file is None:
+            of_file = _said_of_file(ctx)
+        said, rewrite = (f"this function uses bf16 (line {near.lineno})", {}) if near is not None else of_file  # type: ignore[misc]
+        if not said:
+            continue
+        message = f"autocast without `dtype=` runs in float16 on CUDA, while {said}"
         launched = _launched_fp16(ctx)
         if launched is not None:
             yield call, message + launched, Severity.INFO
         else:
-            yield call, message, None, {} if near is not None else rewrite
+            yield call, message, None, rewrite
 
 
 @code_fix("AMP107")
