@@ -64,6 +64,9 @@ class RunFacts:
     optimizer: str | None = None
     optimizer_kind: str | None = None  # plain, master, kahan, stochastic-rounding
     optimizer_requires: str | None = None  # the dtype an optimizer insists its parameters have
+    # The framework casts the parameters to `optimizer_requires` itself (True), lets the optimizer refuse them
+    # (False), or its version is unknown and versions differ (None). Readers set it from the framework's own code.
+    optimizer_retypes: bool | None = None
     # "optimizer" (fp32 partitions it holds), "params", "none"; "launch": decided by the launch config the run is
     # started with, where the project keeps one that shards with fp32 masters (`lint.configs._launched_with_masters`)
     master_weights: str | None = None

@@ -140,10 +140,14 @@ def read(doc: Document) -> Reading:
     # litgpt builds every model under `fabric.init_module()`: with a `*-true` precision the weights are created in
     # the half dtype, FSDP included.
     cfg = Reading(NAME if base else LITGPT, doc.file)
-    raw = doc.get(*base, "precision", default="32-true")
+    # `precision: null` is the argument's default, as an absent key is: the Trainer (and litgpt) pick 32-true or
+    # their own default for None (`_convert_precision_to_unified_args(None)` returns None), they do not refuse it.
+    raw = doc.get(*base, "precision")
+    unset = raw is None
+    raw = "32-true" if unset else raw
     at = doc.at(*base, "precision")
     precision = normalize_precision(raw)
-    cfg.set("precision_setting", precision or str(raw), at, not doc.has(*base, "precision"))
+    cfg.set("precision_setting", precision or str(raw), at, unset)
     devices = as_int(doc.get(*base, "devices"))
     nodes = as_int(doc.get(*base, "num_nodes", default=1)) or 1
     kind, kind_at, init = _strategy(doc, base)

@@ -68,6 +68,31 @@ def checkout_drops_fp32_grads(config_file: str) -> tuple[bool | None, Location |
     return drops, Location(file=where.file, label="SimpleTuner argument code")
 
 
+# The trainer of a SimpleTuner checkout, and what it does with `adamw_bf16` over weights that are not bf16: since
+# 774279e (Oct 2025) it casts the trained parameters to bf16 first (`_ensure_parameter_dtype(..., torch.bfloat16)`);
+# before, the optimizer's step asserted them ("only bfloat 16 is supported", #755).
+_TRAINER_CODE = (Path("simpletuner", "helpers", "training", "trainer.py"), Path("helpers", "training", "trainer.py"))
+_RETYPES_FOR_ADAMW_BF16 = re.compile(r"""_ensure_parameter_dtype\([^)]*torch\.bfloat16""")
+_KNOWS_ADAMW_BF16 = re.compile(r"""enable_adamw_bf16|AdamWBF16""")
+
+
+def checkout_retypes_for_adamw_bf16(config_file: str) -> tuple[bool | None, Location | None]:
+    """Whether the SimpleTuner checkout the config lives in casts the trained weights to bf16 for `adamw_bf16`: True
+    where its trainer does, False where its trainer builds that optimizer without it (the old behaviour), and
+    (None, None) otherwise (no checkout, or code that says it in other words: the version is unknown)."""
+    found = checkout_source(config_file, _TRAINER_CODE)
+    if found is None:
+        return None, None
+    text, where = found
+    if _RETYPES_FOR_ADAMW_BF16.search(text):
+        retypes = True
+    elif _KNOWS_ADAMW_BF16.search(text):
+        retypes = False
+    else:
+        return None, None
+    return retypes, Location(file=where.file, label="SimpleTuner trainer code")
+
+
 def detect(doc: Document) -> bool:
     if not isinstance(doc.data, dict):
         return False
@@ -161,6 +186,10 @@ def read_flags(opts: dict[str, tuple[Any, Location]], file: str) -> Reading:
     cfg.set("optimizer_kind", "stochastic-rounding" if optimizer.startswith(_SAFE_OPTIMIZERS) else "plain", optimizer_at, "optimizer" not in opts)
     if optimizer == "adamw_bf16":
         cfg.set("optimizer_requires", BF16, optimizer_at)
+        if weight != BF16:
+            retypes, where = checkout_retypes_for_adamw_bf16(file)
+            if retypes is not None and where is not None:
+                cfg.set("optimizer_retypes", retypes, where)
     name_raw = opts.get("pretrained_model_name_or_path")
     if name_raw and isinstance(name_raw[0], str):
         cfg.set("model_name", name_raw[0], name_raw[1])

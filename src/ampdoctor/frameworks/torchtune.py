@@ -34,11 +34,11 @@ def read(doc: Document) -> Reading:
     at = doc.at("dtype")
     dtype = as_dtype(raw)
     cfg.set("precision_setting", str(raw), at, not doc.has("dtype"))
-    if dtype not in DTYPES:
-        return cfg  # the recipe refuses it; the rules say so
     if not doc.has("optimizer"):
         # evaluation, generation and quantization configs build no optimizer: nothing trains
         cfg.set("trains", False, at)
+    if dtype not in DTYPES:
+        return cfg  # the training recipes refuse it; the rules say so
     if "single_device" in doc.file.rsplit("/", 1)[-1]:
         cfg.set("world_size", 1, Location(file=doc.file, label="a single-device recipe config"))
     gas = as_int(doc.get("gradient_accumulation_steps", default=1)) or 1

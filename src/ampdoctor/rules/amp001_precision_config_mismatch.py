@@ -77,15 +77,20 @@ def precision_config_mismatch(policy: Policy | None, facts: RunFacts, at: Places
     yield from _model_against_engine(facts, at)
     for conflict in facts.conflicts:
         here, there = conflict.where[0], conflict.where[1]
+        # Nothing refuses it: SimpleTuner reads the one file CONFIG_BACKEND names, and the run trains in that file's dtype.
         yield Hit(f"{conflict.setting}={conflict.values[0]!r} here but {conflict.values[1]!r} in {there.file}: the run reads one of them "
-                  "(SimpleTuner: CONFIG_BACKEND), so its weight dtype depends on which", here, related=(there,))
+                  "(SimpleTuner: CONFIG_BACKEND), so its weight dtype depends on which", here, severity=Severity.WARNING, related=(there,))
 
 
 def _autocast_with_half_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
     if facts.engine_autocast and facts.engine_precision in ("bf16", "fp16"):
+        # DeepSpeed 0.17.2 to 0.18.2 assert ("Cannot enable both torch autocast and bfloat16"); from 0.18.3 (#7700) the
+        # engine casts the weights to the half type and autocasts on top: the run starts, with half weights.
         here = at("engine_autocast")
-        yield Hit(f"torch_autocast is enabled together with the {facts.engine_precision} block: DeepSpeed's autocast mode keeps fp32 "
-                  "parameters and cannot be combined with its fp16/bf16 engines", here, related=at.others(here, f"{facts.engine_precision}_mode"))
+        yield Hit(f"torch_autocast is enabled together with the {facts.engine_precision} block: DeepSpeed 0.17.2 to 0.18.2 refuse the pair "
+                  f"('Cannot enable both torch autocast and {'bfloat16' if facts.engine_precision == 'bf16' else 'fp16'}'), later versions cast "
+                  "the weights to the half type instead of keeping the fp32 parameters autocast expects", here,
+                  severity=Severity.WARNING, related=at.others(here, f"{facts.engine_precision}_mode"))
 
 
 def _launcher_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
@@ -95,13 +100,20 @@ def _launcher_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
     launcher = (facts.framework or "the launcher").removesuffix("+deepspeed")
     engine_at = at("engine_file")
     refused = {asked, runs} == {"bf16", "fp16"}
-    why = (f" ({launcher} refuses the opposite half type)" if refused
-           else ": the engine's dtype, not the launcher's, is what the model gets")
+    if refused and launcher == "lightning":
+        why = f" (Lightning adds its {asked} block beside the file's and DeepSpeed refuses both on)"
+    elif refused:
+        why = f" ({launcher} refuses the opposite half type)"
+    else:
+        why = ": the engine's dtype, not the launcher's, is what the model gets"
     here = at("requested_precision")
     # accelerate refuses only the opposite half type (`DeepSpeedPlugin.set_mixed_precision`) and otherwise leaves a
-    # written block on: the run trains in another dtype than asked, without failing. The HF Trainer refuses any
-    # written value that disagrees with its arguments.
-    quiet = not refused and launcher == "accelerate"
+    # written block on: the run trains in another dtype than asked, without failing. Lightning refuses nothing: it
+    # adds the block it asks for only where the file has no such key (`_format_precision_config`), so the opposite
+    # half type ends with both blocks on (DeepSpeed refuses that) and otherwise the file's dtype runs (a model fed
+    # float inputs then fails at its first layer, one fed token ids does not). The HF Trainer refuses any written
+    # value that disagrees with its arguments.
+    quiet = not refused and launcher in ("accelerate", "lightning")
     yield Hit(f"{launcher} asks for {_SPELLED[asked]} but the DeepSpeed config {engine_at.file} it points to runs {_SPELLED[runs]}{why}",
               here, related=at.others(here, engine_at, "reference"), severity=Severity.WARNING if quiet else None)
 

@@ -9,6 +9,7 @@ from typing import Iterator
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, policy_check
+from ampdoctor.dtypes import FP16, FP64
 from ampdoctor.facts import RunFacts
 from ampdoctor.frameworks import lightning, torchtune
 from ampdoctor.frameworks.base import as_dtype
@@ -24,9 +25,19 @@ def precision_strategy_mismatch(policy: Policy | None, facts: RunFacts, at: Plac
                   here, related=at.others(here, "zero_stage"))
     if framework in (lightning.NAME, lightning.LITGPT):
         yield from _lightning(facts, at, litgpt=framework == lightning.LITGPT)
-    elif framework == "torchtune" and facts.precision_setting is not None and as_dtype(facts.precision_setting) not in torchtune.DTYPES:
-        yield Hit(f"dtype={facts.precision_setting!r}: torchtune recipes train in fp32 or bf16 only (fp16 is refused: "
-                  "'full fp16 training is not supported')", at("precision_setting"))
+    elif framework == "torchtune" and facts.precision_setting is not None:
+        yield from _torchtune(facts.precision_setting, facts, at)
+
+
+def _torchtune(setting: str, facts: RunFacts, at: Places) -> Iterator[Hit]:
+    """`training.get_dtype` refuses a name it does not know in every recipe; fp16 is refused by the training recipes
+    only (`if self._dtype == torch.float16: raise ValueError`), not by generate, eleuther_eval or quantize, and fp64
+    passes both checks."""
+    dtype = as_dtype(setting)
+    if dtype in torchtune.DTYPES or dtype == FP64 or (dtype == FP16 and facts.trains is False):
+        return
+    yield Hit(f"dtype={setting!r}: torchtune recipes train in fp32 or bf16 only (fp16 is refused: "
+              "'full fp16 training is not supported')", at("precision_setting"))
 
 
 def _lightning(facts: RunFacts, at: Places, *, litgpt: bool) -> Iterator[Hit]:

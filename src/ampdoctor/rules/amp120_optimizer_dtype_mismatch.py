@@ -8,6 +8,7 @@ import ast
 from typing import Iterator
 
 from ampdoctor.core.engine import Places
+from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, policy_check
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context, parameter_loops
@@ -23,8 +24,18 @@ def optimizer_dtype_mismatch(policy: Policy | None, facts: RunFacts, at: Places)
     if policy is None or required is None or policy.params == required:
         return
     here = at("optimizer")
-    yield Hit(f"optimizer {facts.optimizer!r} needs {required} weights but they are {policy.params} ('AssertionError: only bfloat 16 is supported.')",
-              here, related=at.others(here, "params"))
+    if facts.optimizer_retypes is False:
+        yield Hit(f"optimizer {facts.optimizer!r} needs {required} weights but they are {policy.params} ('AssertionError: only bfloat 16 is "
+                  "supported.')", here, related=at.others(here, "params", "optimizer_retypes"))
+    elif facts.optimizer_retypes:
+        # This version casts the trained weights to what the optimizer needs: the run trains them in that dtype.
+        yield Hit(f"optimizer {facts.optimizer!r} needs {required} weights but they are {policy.params}: this version of the framework "
+                  f"casts the trained weights to {required} for it, so they train in {required}", here, severity=Severity.INFO,
+                  related=at.others(here, "params", "optimizer_retypes"))
+    else:
+        yield Hit(f"optimizer {facts.optimizer!r} needs {required} weights but they are {policy.params}: some versions of the framework "
+                  f"let it fail ('AssertionError: only bfloat 16 is supported.'), later ones cast the trained weights to {required}",
+                  here, severity=Severity.WARNING, related=at.others(here, "params"))
 
 
 @code_check("AMP120", triggers=("fully_shard",), also=((".data",),), reads_configs=False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.core.engine import Places
+from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
 from ampdoctor.dtypes import FP16, HALF
 from ampdoctor.facts import RunFacts
@@ -38,8 +39,12 @@ def autocast_against_fsdp_param_dtype(ctx: Context) -> Iterator[CodeHit]:
             continue
         for fsdp, param in policies:
             if param != dtype and not ctx.src.exclusive(call, fsdp):
+                # Autocast casts the weights of its matmuls and convolutions again, to its own dtype, and the other ops
+                # promote: the step runs (a BatchNorm, whose kernel takes one dtype, refuses the pair), in the
+                # narrower range or precision of the two.
                 yield call, (f"autocast computes in {describe(dtype)} while FSDP's `param_dtype` casts the weights to "
-                             f"{describe(param)} (line {fsdp.lineno}): bf16 and fp16 meet in one graph")
+                             f"{describe(param)} (line {fsdp.lineno}): bf16 and fp16 meet in one graph, and autocast "
+                             f"casts the {describe(param)} weights again to {describe(dtype)}"), Severity.WARNING
                 break
 
 if TYPE_CHECKING:
@@ -53,13 +58,21 @@ def mixed_half_dtypes_policy(policy: Policy | None, facts: RunFacts, at: Places)
         return
     if policy.params in HALF and policy.compute in HALF and policy.params != policy.compute:
         here = at("compute")
-        yield Hit(f"weights are {policy.params} but compute is {policy.compute}: bf16 and fp16 meet in one graph",
-                  here, related=at.others(here, "params"))
+        if policy.compute == FP16 and policy.loss_scale != "none":
+            # The fp16 GradScaler unscales bf16 gradients: its CUDA kernel has no bf16 ('not implemented for BFloat16').
+            yield Hit(f"weights are {policy.params} but compute is {policy.compute}: bf16 and fp16 meet in one graph, and the fp16 "
+                      "loss scaler's unscale kernel refuses the bf16 gradients", here, related=at.others(here, "params"))
+        else:
+            # Autocast casts the weights of its lower-precision ops (linear, conv, matmul) to its dtype and the other ops
+            # promote, so the step runs; only a kernel that insists on one dtype (a BatchNorm) refuses the pair.
+            yield Hit(f"weights are {policy.params} but compute is {policy.compute}: bf16 and fp16 meet in one graph (autocast "
+                      f"casts the weights of matmuls to {policy.compute} on every step, where "
+                      + ("bf16 weights can overflow fp16)" if policy.compute == FP16 else "fp16 weights lose precision)"), here, severity=Severity.WARNING, related=at.others(here, "params"))
     if facts.eval_dtype in HALF and policy.compute in HALF and facts.eval_dtype != policy.compute:
         here = at("eval_dtype")
         why = "bf16 weights can overflow fp16" if facts.eval_dtype == FP16 else "fp16-trained weights lose precision in bf16"
         yield Hit(f"evaluation casts the whole model to {facts.eval_dtype} while training computes in {policy.compute} ({why})",
-                  here, related=at.others(here, "compute"))
+                  here, severity=Severity.WARNING, related=at.others(here, "compute"))
 
 
 @runtime_check("AMP121")

@@ -147,8 +147,9 @@ def mask_fill_overflow(ctx: Context) -> Iterator[CodeHit]:
             continue  # every half dtype it may run in must overflow: bf16 holds -1e9
         what = "silently becomes -inf, and a fully masked row then gives NaN in softmax" if how == "where" else \
             "raises 'value cannot be converted to type ... without overflow'"
+        # `torch.where` raises nothing: the constant rounds to -inf, which only a fully masked row turns into NaN.
         yield call, (f"{how} writes {ast.unparse(value_node)[:40]} into {describe(dtypes & HALF)} ({why}), where it {what}; "
-                     "use `torch.finfo(<tensor>.dtype).min`")
+                     "use `torch.finfo(<tensor>.dtype).min`"), Severity.WARNING if how == "where" else None
         flagged.add(call)
 
 
