@@ -156,7 +156,8 @@ def check_project_case(rule_id: str, case: Path) -> None:
     assert not report.errors, report.errors
     files = sorted(p for p in case.rglob("*.py"))
     # A note is not a finding the case asks for (the project's own code may be why it is one), except where a line
-    # pins it (``expect[RULE:info]``, in a good case too): there the note must be given, at that line.
+    # pins it (``expect[RULE:info]``, in a good case too): there the note must be given, at that line. A pinned
+    # severity is checked as in single-file cases.
     marked = [(p.relative_to(case).as_posix(), line, severity) for p in files for line, severity in marks(p, rule_id).items()]
     expected = sorted((file, line) for file, line, severity in marked if severity != "info")
     mine = [(Path(f.location.file).relative_to(case).as_posix(), f.location.line, f.severity.value) for f in report.findings
@@ -164,8 +165,8 @@ def check_project_case(rule_id: str, case: Path) -> None:
     got = sorted((file, line) for file, line, severity in mine if severity != "info")
     assert bool(expected) == is_bad(case), "bad fixtures mark a line, good fixtures none"
     assert got == expected
-    notes = {(file, line) for file, line, severity in mine if severity == "info"}
-    assert {(file, line) for file, line, severity in marked if severity == "info"} <= notes
+    pinned = {(file, line): severity for file, line, severity in marked if severity}
+    assert {(file, line): severity for file, line, severity in mine if (file, line) in pinned} == pinned
 
 
 @pytest.mark.parametrize("rule_id, case", cases("runtime"))

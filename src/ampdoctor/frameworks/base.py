@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ampdoctor import dtypes
 from ampdoctor.core.engine import Places
@@ -70,6 +70,19 @@ def first_file(paths: list[Path]) -> Path:
         except (OSError, ValueError):
             continue
     return paths[0]
+
+
+def checkout_says(config_file: str, code: tuple[Path, ...], label: str, new: Callable[[str], bool],
+                  old: Callable[[str], bool], levels: int = 6) -> tuple[bool | None, Location | None]:
+    """What the framework checkout a config lives in does, read from its source (`checkout_source`): True where the
+    text shows the newer behaviour (`new`), False where it shows the older one (`old`), and (None, None) where it
+    shows neither or there is no checkout: the version is unknown, never taken for old."""
+    found = checkout_source(config_file, code, levels)
+    if found is None:
+        return None, None
+    text, where = found
+    said = True if new(text) else False if old(text) else None
+    return (said, Location(file=where.file, label=label)) if said is not None else (None, None)
 
 
 def checkout_source(config_file: str, candidates: tuple[Path, ...], levels: int = 6) -> tuple[str, Location] | None:

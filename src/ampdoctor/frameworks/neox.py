@@ -16,7 +16,7 @@ from typing import Any
 from ampdoctor.core.model import Location
 from ampdoctor.dtypes import BF16, FP16, FP32, HALF
 from ampdoctor.frameworks import deepspeed, hf
-from ampdoctor.frameworks.base import Reading, as_bool, as_int, checkout_source, lower_str
+from ampdoctor.frameworks.base import Reading, as_bool, as_int, checkout_says, lower_str
 from ampdoctor.frameworks.located import Document, merge_documents
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
@@ -105,17 +105,8 @@ def checkout_derives_precision(config_file: str, levels: int = 6) -> tuple[bool 
     code does, False only where that code shows the old derivation (from the fp16 block, bfloat16 never set), and
     (None, None) when neither is seen — code that says it in other words, or no checkout: the version is unknown,
     never taken for old."""
-    found = checkout_source(config_file, (_ARGUMENTS,), levels)
-    if found is None:
-        return None, None
-    text, where = found
-    if _DERIVES_BF16.search(text):
-        derives = True
-    elif _DERIVES_FP16.search(text) and not _SETS_BF16.search(text):
-        derives = False
-    else:
-        return None, None
-    return derives, Location(file=where.file, label="NeoX argument code")
+    return checkout_says(config_file, (_ARGUMENTS,), "NeoX argument code", lambda text: bool(_DERIVES_BF16.search(text)),
+                         lambda text: bool(_DERIVES_FP16.search(text)) and not _SETS_BF16.search(text), levels)
 
 
 def read_group(docs: list[Document], errors: list[ReportError]) -> list[Reading]:

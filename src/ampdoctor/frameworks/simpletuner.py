@@ -15,12 +15,12 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ampdoctor.core.model import Location
 from ampdoctor.dtypes import BF16, FP16, FP32
 from ampdoctor.facts import Conflict
-from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_int, checkout_source, lower_str
+from ampdoctor.frameworks.base import PolicyBuilder, Reading, as_int, checkout_says, lower_str
 from ampdoctor.frameworks.located import Document
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.report import ReportError
@@ -55,21 +55,8 @@ def checkout_drops_fp32_grads(config_file: str) -> tuple[bool | None, Location |
     argument code does, False only where that code defines the flag and never sets it away from fp32 (the old
     behaviour), and (None, None) otherwise — code that says it in other words, or no checkout: the version is
     unknown, not old."""
-    return _checkout_says(config_file, _ARGUMENT_CODE, "SimpleTuner argument code", lambda text: bool(_DROPS_FP32_GRADS.search(text)),
+    return checkout_says(config_file, _ARGUMENT_CODE, "SimpleTuner argument code", lambda text: bool(_DROPS_FP32_GRADS.search(text)),
                           lambda text: bool(_DEFINES_FLAG.search(text)) and all(m["value"].strip("\"'") == "fp32" for m in _SETS_FLAG.finditer(text)))
-
-
-def _checkout_says(config_file: str, code: tuple[Path, ...], label: str, new: Callable[[str], bool],
-                   old: Callable[[str], bool]) -> tuple[bool | None, Location | None]:
-    """What the SimpleTuner checkout the config lives in does, read from its source file `code`: True where its text
-    shows the newer behaviour (`new`), False where it shows the older one (`old`), (None, None) where it shows
-    neither or there is no checkout (the version is unknown), with where it was read."""
-    found = checkout_source(config_file, code)
-    if found is None:
-        return None, None
-    text, where = found
-    said = True if new(text) else False if old(text) else None
-    return (said, Location(file=where.file, label=label)) if said is not None else (None, None)
 
 
 # The trainer of a SimpleTuner checkout, and what it does with `adamw_bf16` over weights that are not bf16: since
@@ -77,15 +64,17 @@ def _checkout_says(config_file: str, code: tuple[Path, ...], label: str, new: Ca
 # before, the optimizer's step asserted them ("only bfloat 16 is supported", #755).
 _TRAINER_CODE = (Path("simpletuner", "helpers", "training", "trainer.py"), Path("helpers", "training", "trainer.py"))
 _RETYPES_FOR_ADAMW_BF16 = re.compile(r"""_ensure_parameter_dtype\([^)]*torch\.bfloat16""")
-_KNOWS_ADAMW_BF16 = re.compile(r"""enable_adamw_bf16|AdamWBF16""")
+# The older trainer: it knows the option, without the optimizer class 774279e imports with the cast.
+_KNOWS_ADAMW_BF16 = re.compile(r"""enable_adamw_bf16""")
+_NEWER_IMPORT = re.compile(r"""AdamWBF16""")
 
 
 def checkout_retypes_for_adamw_bf16(config_file: str) -> tuple[bool | None, Location | None]:
     """Whether the SimpleTuner checkout the config lives in casts the trained weights to bf16 for `adamw_bf16`: True
     where its trainer does, False where its trainer builds that optimizer without it (the old behaviour), and
     (None, None) otherwise (no checkout, or code that says it in other words: the version is unknown)."""
-    return _checkout_says(config_file, _TRAINER_CODE, "SimpleTuner trainer code", lambda text: bool(_RETYPES_FOR_ADAMW_BF16.search(text)),
-                          lambda text: bool(_KNOWS_ADAMW_BF16.search(text)))
+    return checkout_says(config_file, _TRAINER_CODE, "SimpleTuner trainer code", lambda text: bool(_RETYPES_FOR_ADAMW_BF16.search(text)),
+                          lambda text: bool(_KNOWS_ADAMW_BF16.search(text)) and not _NEWER_IMPORT.search(text))
 
 
 def detect(doc: Document) -> bool:

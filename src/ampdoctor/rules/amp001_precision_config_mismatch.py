@@ -13,6 +13,7 @@ from ampdoctor.core.model import Location, Severity
 from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
 from ampdoctor.dtypes import BF16, FP16, FP32, name_of
 from ampdoctor.facts import RunFacts
+from ampdoctor.frameworks import accelerate, lightning
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.resolve import tokens
 from ampdoctor.policy import Policy
@@ -100,7 +101,7 @@ def _launcher_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
     launcher = (facts.framework or "the launcher").removesuffix("+deepspeed")
     engine_at = at("engine_file")
     refused = {asked, runs} == {"bf16", "fp16"}
-    if refused and launcher == "lightning":
+    if refused and launcher == lightning.NAME:
         why = f" (Lightning adds its {asked} block beside the file's and DeepSpeed refuses both on)"
     elif refused:
         why = f" ({launcher} refuses the opposite half type)"
@@ -113,7 +114,7 @@ def _launcher_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
     # half type ends with both blocks on (DeepSpeed refuses that) and otherwise the file's dtype runs (a model fed
     # float inputs then fails at its first layer, one fed token ids does not). The HF Trainer refuses any written
     # value that disagrees with its arguments.
-    quiet = not refused and launcher in ("accelerate", "lightning")
+    quiet = not refused and launcher in (accelerate.NAME, lightning.NAME)
     yield Hit(f"{launcher} asks for {_SPELLED[asked]} but the DeepSpeed config {engine_at.file} it points to runs {_SPELLED[runs]}{why}",
               here, related=at.others(here, engine_at, "reference"), severity=Severity.WARNING if quiet else None)
 

@@ -9,7 +9,7 @@ from typing import Any, Iterator, Mapping
 
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check, code_fix
-from ampdoctor.dtypes import BF16, FP16
+from ampdoctor.dtypes import BF16
 from ampdoctor.lint.cstedit import asked, dotted, imports_torch, with_keyword
 from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, bf16_in_function, calls_named
 from ampdoctor.lint.python.dataflow import autocast_argument
@@ -252,13 +252,13 @@ def _not_fp16_by_default(ctx: Context, call: ast.Call, name: str) -> bool:
     return all(isinstance(v, ast.Constant) and v.value != "cuda" for v in values)
 
 
-def _launched_fp16(ctx: Context) -> str | None:
-    """Every launch line of the project that starts this script picks fp16, which autocast's default matches: said
-    in the message of a note, since a bf16 run someone else starts still gets fp16."""
-    launched = ctx.facts.launched_half()
-    if launched is None or launched[0] != {FP16}:
-        return None
-    return f"; every launch of this script in the project picks fp16 ({launched[1]}), as this autocast does: only a bf16 run gets fp16 here"
+def _launched_fp16(ctx: Context) -> str:
+    """Every launch line of the project that starts this script picks fp16 and none names bf16 (`Facts.launched_fp16`),
+    which autocast's default matches: said in the message of a note, since a bf16 run someone else starts still gets
+    fp16. "" otherwise."""
+    where = ctx.facts.launched_fp16()
+    return "" if where is None else (f"; every launch of this script in the project picks fp16 ({where}, ...), as this "
+                                     "autocast does: only a bf16 run someone else starts gets fp16 here")
 
 
 def _needs_no_dtype(ctx: Context, call: ast.Call, name: str) -> bool:
@@ -285,6 +285,7 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
     # Without bf16 anywhere in view, fp16 is what the author asked for, and paired with an unconditional GradScaler
     # it is deliberate fp16 AMP; saying "whatever the run is configured for" there would state a guess.
     of_file: tuple[str, dict[str, str]] | None = None
+    launched: str | None = None
     for call, name in calls_named(ctx, AUTOCASTS - {"torch.cpu.amp.autocast"}):
         if _needs_no_dtype(ctx, call, name):
             continue
@@ -294,18 +295,21 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
             yield call, (f"autocast without `dtype=` runs in float16 on CUDA, and bf16 runs reach this `else`: the bf16 branch "
                          f"(line {through.lineno}) also needs `{ast.unparse(through)[:60]}`")
             continue
+        # the dtype is passed on where the call is built, a bf16 run takes another branch, or the autocast is switched
+        # on with its loss scaler (fp16 AMP on purpose)
         if has_star_kwargs(call) or _bf16_runs_elsewhere(ctx, call, tests) or _scaled_with(ctx, call):
-            continue  # the dtype is passed on where the call is built, a bf16 run takes another branch, or it is
-            # switched on with its loss scaler (fp16 AMP on purpose)
+            continue
         near = bf16_in_function(ctx, call)
-        if near is None and of_file is None:
-            of_file = _said_of_file(ctx)
-        said, rewrite = (f"this function uses bf16 (line {near.lineno})", {}) if near is not None else of_file  # type: ignore[misc]
+        if near is not None:
+            said, rewrite = f"this function uses bf16 (line {near.lineno})", {}
+        else:
+            of_file = of_file or _said_of_file(ctx)
+            said, rewrite = of_file
         if not said:
             continue
         message = f"autocast without `dtype=` runs in float16 on CUDA, while {said}"
-        launched = _launched_fp16(ctx)
-        if launched is not None:
+        launched = _launched_fp16(ctx) if launched is None else launched
+        if launched:
             yield call, message + launched, Severity.INFO
         else:
             yield call, message, None, rewrite

@@ -360,23 +360,25 @@ class Facts:
             out.append((where, values))
         return out
 
-    def launched_half(self) -> tuple[frozenset[str], str] | None:
-        """The half dtypes the project's launch lines run this file in (``--mixed_precision=fp16``, ``--bf16``; an
-        option a line does not pass holds its default), and where the first line is. None where no launcher starts
-        the file or a line passes a half switch through a shell variable."""
-        if not self.runs:
+    def launched_fp16(self) -> str | None:
+        """Where the first launch line is, when every launch line of the project that starts this file runs it in
+        fp16 (``--mixed_precision=fp16``; an option a line does not pass holds its default) and none names bf16 in
+        any option (``--teacher_dtype bf16``): the project's own runs are fp16 only. None otherwise, and where a line
+        passes a half switch through a shell variable."""
+        if not self.runs or any(STRING_DTYPES.get(str(value).lower()) == BF16 for _, flags in self.runs for _, value, _ in flags):
             return None
-        out: set[str] = set()
-        for _, flags in self.runs:
-            if any(not literal and name in HALF_SWITCHES for name, _, literal in flags):
-                return None
-            given = {name: value for name, value, _ in flags}
+
+        def half(given: dict[str, object]) -> frozenset | None:
+            out: frozenset = frozenset()
             for name in (set(given) | set(self._defaults)) & HALF_SWITCHES:
                 value = given.get(name, self._defaults.get(name))
                 if value is _UNKNOWN:
                     return None
                 out |= half_setting(name, value)
-        return frozenset(out), self.runs[0][0]
+            return out
+
+        runs = self._each_run(half)
+        return runs[0][0] if runs is not None and all(dtypes == FP16 for _, dtypes in runs) else None
 
     def _in_run(self, expr: ast.AST, given: dict[str, object], depth: int) -> frozenset | None:
         if depth > 4:
@@ -647,8 +649,8 @@ class Facts:
     @functools.cached_property
     def bf16_run_evidence(self) -> ast.AST | None:
         """The first sign of `bf16_places` that says which precision the file runs in: not one that handles what a
-        caller passes (``elif dtype == torch.bfloat16: model.bfloat16()`` in a helper given the dtype), nor one in a
-        branch no run completes (`_says_nothing`)."""
+        caller passes (``elif dtype == torch.bfloat16: model.bfloat16()`` in a helper given the dtype), one in a
+        branch no run completes, nor a dtype table's entry no run picks (`_says_nothing`)."""
         return next((e for e in self.bf16_places() if not self._says_nothing(e)), None)
 
     def bf16_places(self) -> Iterator[ast.AST]:
@@ -722,7 +724,8 @@ class Facts:
 
     def _says_nothing(self, node: ast.AST) -> bool:
         """A half dtype that says nothing of the precision the file runs in: one that handles what a caller passes
-        (`_handles_dtype`), or one in a branch no run completes (`_in_broken_branch`)."""
+        (`_handles_dtype`), one in a branch no run completes (`_in_broken_branch`), or an entry of a dtype table no
+        run picks (`_unpicked_entry`)."""
         return self._handles_dtype(node) or self._in_broken_branch(node) or self._unpicked_entry(node)
 
     def _unpicked_entry(self, node: ast.AST) -> bool:
@@ -737,8 +740,30 @@ class Facts:
             named = STRING_DTYPES.get(node.value.lower()) if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
         else:
             named = self.flow.dtype_of(node)
-        runs = self.dtypes_per_run(lookup) if named else None
+        if not named or self._rebinds_unseen or (not self.runs and self._reads_option(lookup.slice)):
+            return False  # a command line may pick the entry: the configurator's `exec`, or an option of the script
+        runs = self.dtypes_per_run(lookup)
         return runs is not None and not any(named & dtypes for _, dtypes in runs)
+
+    def _reads_option(self, expr: ast.AST) -> bool:
+        """Does `expr` read an option of the file's command line (``args.dtype``)?"""
+        return any(isinstance(n, ast.Attribute) and n.attr in self._defaults for n in ast.walk(expr))
+
+    @functools.cached_property
+    def _rebinds_unseen(self) -> bool:
+        """May the file bind names its text does not show: a star import, a call of ``exec`` (nanoGPT's configurator
+        rebinds its globals from the command line), a store into ``globals()`` or its ``update``."""
+        if any(a.name == "*" for node in self.src.import_froms for a in node.names):
+            return True
+        for call in self.src.calls:
+            if isinstance(call.func, ast.Name) and call.func.id == "exec":
+                return True
+            if isinstance(call.func, ast.Name) and call.func.id == "globals":
+                parent = self.src.parents.get(call)
+                if isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store) or \
+                        isinstance(parent, ast.Attribute) and parent.attr in ("update", "setdefault", "__setitem__"):
+                    return True
+        return False
 
     def _in_broken_branch(self, node: ast.AST) -> bool:
         """Is `node` in a branch of an ``if`` that raises NameError whenever it runs: one of the branch's simple
@@ -761,8 +786,7 @@ class Facts:
         """Names the file calls and binds nowhere (no assignment, parameter, def, class, import or loop target of
         that name anywhere in it) and builtins lack; none where a star import or ``globals()``/``exec`` may bind
         names the text does not show."""
-        if any(a.name == "*" for node in self.src.import_froms for a in node.names) or "globals()" in self.src.text \
-                or "exec(" in self.src.text:
+        if self._rebinds_unseen:
             return frozenset()
         called = {c.func.id for c in self.src.calls if isinstance(c.func, ast.Name)} - _BUILTIN_NAMES
         if not called:
