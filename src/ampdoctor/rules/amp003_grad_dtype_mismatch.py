@@ -14,9 +14,9 @@ from ampdoctor.core.model import Location, Severity
 from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
 from ampdoctor.dtypes import WIDE, name_of
 from ampdoctor.facts import RunFacts
-from ampdoctor.lint.python.context import CodeHit, Context, calls_named
+from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.dataflow import HALF, describe
-from ampdoctor.lint.python.optimizers import PLAIN_OPTIMIZERS, overlap, parameter_roots
+from ampdoctor.lint.python.optimizers import built_over, fails_on_mixed_dtypes
 from ampdoctor.lint.python.resolve import dotted, keyword, self_attribute
 from ampdoctor.policy import Policy
 
@@ -158,20 +158,13 @@ def grad_dtype_mismatch(ctx: Context) -> Iterator[CodeHit]:
         yield _hit(ctx, node, owner, dtypes)
 
 
-# torch 2.13, checked on CPU with a bf16/fp16 parameter and an fp32 `.grad` (and an fp32 one with a bf16 `.grad`):
-# the next backward accumulates into the retyped `.grad` without error (it keeps the `.grad`'s dtype); these
-# optimizers then raise at `step()` ("expected dtype c10::BFloat16 for `end` but got dtype float": they lerp their
-# state, kept in the parameter's dtype, towards the gradient), foreach or not. SGD, RMSprop, Adagrad, Adadelta and
-# Adafactor step such a parameter without error, unless built with `fused=True` ("expected scalar type BFloat16 but
-# found Float").
-_LERP_OPTIMIZERS = frozenset(f"torch.optim.{n}" for n in ("Adam", "AdamW", "Adamax", "NAdam", "RAdam"))
-
-
 def _hit(ctx: Context, node: ast.Assign, owner: str, dtypes: frozenset) -> CodeHit:
     target = ast.unparse(node.targets[0])
     head = f"`{target}` is retyped to {describe(dtypes)} while the parameter keeps its own dtype: the next backward accumulates into it"
-    steps = _optimizers_of(ctx, node, owner)
-    failing = [name for name, call in steps if name in _LERP_OPTIMIZERS or _fused(call)]
+    # torch 2.13 accumulates the next backward into the retyped `.grad` (it keeps the `.grad`'s dtype); what fails is
+    # the step of some optimizers (`optimizers.MIXED_DTYPE_STEP_FAILS`), checked on CPU.
+    steps = built_over(ctx, _loop_roots(ctx, node, owner))
+    failing = [name for name, call in steps if fails_on_mixed_dtypes(name, call)]
     if failing:
         short = failing[0].rsplit(".", 1)[-1]
         return node.targets[0], (f"{head}, and `{short}.step()` (built over these parameters here) then fails on the mixed dtypes "
@@ -180,25 +173,6 @@ def _hit(ctx: Context, node: ast.Assign, owner: str, dtypes: frozenset) -> CodeH
             "parameter and its gradient silently differ in dtype") if steps else \
         "; an Adam-family optimizer (Adam, AdamW, NAdam, RAdam, Adamax) or a fused one then fails at `step()`, SGD does not"
     return node.targets[0], head + tail, Severity.WARNING
-
-
-def _fused(call: ast.Call) -> bool:
-    value = keyword(call, "fused")
-    return isinstance(value, ast.Constant) and value.value is True
-
-
-def _optimizers_of(ctx: Context, node: ast.AST, owner: str) -> list[tuple[str, ast.Call]]:
-    """torch optimizers built in this file over the modules whose parameters the loop around the retype walks
-    (``for p in model.parameters()`` and ``torch.optim.AdamW(model.parameters())``); empty where that is unknown."""
-    roots = _loop_roots(ctx, node, owner)
-    if not roots:
-        return []
-    out = []
-    for call, name in calls_named(ctx, PLAIN_OPTIMIZERS):
-        given = parameter_roots(ctx, call)
-        if given and any(overlap(a, b) for a in given for b in roots):
-            out.append((name, call))
-    return out
 
 
 def _loop_roots(ctx: Context, node: ast.AST, owner: str) -> set[str]:
