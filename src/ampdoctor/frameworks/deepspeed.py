@@ -108,6 +108,10 @@ def _engine_facts(doc: Document, cfg: Reading, mode: Mode) -> None:
     cfg.set("half_modes_enabled", tuple(name for name, _ in mode.enabled), mode.location)
     for name, at in mode.enabled:
         cfg.place(f"{name}_mode", at)
+    if mode.name == "bf16" and not doc.has("bf16") and doc.has("bfloat16"):
+        # The legacy key: DeepSpeed reads it only where no `bf16` key is written (runtime/precision_config.py
+        # `get_bfloat16_config`), and a launcher that writes `bf16` beside it (accelerate) switches it off (AMP001).
+        cfg.place("legacy_bf16_block", mode.location)
     if mode.autocast is not None:
         cfg.set("engine_autocast", True, mode.autocast)
     stage = as_int(doc.get("zero_optimization", "stage", default=0))

@@ -59,7 +59,9 @@ def normalize_precision(value: Any) -> str | None:
         value = int(value)
     if isinstance(value, int):
         value = str(value)
-    return _ALIASES.get(str(value).strip().lower()) if isinstance(value, str) else None
+    # `_convert_precision_to_unified_args` (fabric/connector.py) checks `precision not in supported_precision` on the
+    # value as written: no stripping, no lower-casing, so "BF16-mixed" or " bf16-mixed" raise "Precision ... is invalid".
+    return _ALIASES.get(value) if isinstance(value, str) else None
 
 
 def _strategy(doc: Document, base: KeyPath) -> tuple[str, Location, Any]:

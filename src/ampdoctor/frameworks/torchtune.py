@@ -19,6 +19,9 @@ from ampdoctor.policy import Policy
 NAME = "torchtune"
 # The dtypes torchtune recipes train in (`training.get_dtype`: fp16 is refused).
 DTYPES = frozenset({FP32, BF16})
+# The only spellings `training.get_dtype` accepts (the keys of `training/precision.py` `PRECISION_STR_TO_DTYPE`,
+# looked up exactly: "bfloat16", "float32" or "BF16" are not keys and raise "Dtype ... must be one of ...").
+NAMES = ("fp16", "bf16", "fp32", "fp64")
 
 
 def detect(doc: Document) -> bool:
@@ -31,8 +34,9 @@ def detect(doc: Document) -> bool:
 def read(doc: Document) -> Reading:
     cfg = Reading(NAME, doc.file)
     raw = doc.get("dtype", default="fp32")
+    raw = "fp32" if raw is None else raw  # `get_dtype(None)` is float32
     at = doc.at("dtype")
-    dtype = as_dtype(raw)
+    dtype = as_dtype(raw) if raw in NAMES else None  # any other spelling is refused at start-up (AMP116)
     cfg.set("precision_setting", str(raw), at, not doc.has("dtype"))
     if not doc.has("optimizer"):
         # evaluation, generation and quantization configs build no optimizer: nothing trains

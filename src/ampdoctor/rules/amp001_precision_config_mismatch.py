@@ -100,6 +100,9 @@ def _launcher_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
         return
     launcher = (facts.framework or "the launcher").removesuffix("+deepspeed")
     engine_at = at("engine_file")
+    if runs == "bf16" and at.has("legacy_bf16_block") and launcher in ("accelerate", "hf-trainer"):
+        yield from _legacy_bf16_block_shadowed(launcher, asked, engine_at, at)
+        return
     refused = {asked, runs} == {"bf16", "fp16"}
     if refused and launcher == lightning.NAME:
         why = f" (Lightning adds its {asked} block beside the file's and DeepSpeed refuses both on)"
@@ -117,6 +120,20 @@ def _launcher_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
     quiet = not refused and launcher in (accelerate.NAME, lightning.NAME)
     yield Hit(f"{launcher} asks for {_SPELLED[asked]} but the DeepSpeed config {engine_at.file} it points to runs {_SPELLED[runs]}{why}",
               here, related=at.others(here, engine_at, "reference"), severity=Severity.WARNING if quiet else None)
+
+
+def _legacy_bf16_block_shadowed(launcher: str, asked: str, engine_at: Location, at: Places) -> Iterator[Hit]:
+    """The DeepSpeed file enables bf16 with the legacy `bfloat16` key. Neither the HF Trainer nor accelerate refuses
+    it: the Trainer's `trainer_config_process` compares only `bf16.enabled` (`fill_match`, which skips a key the file
+    does not have), and accelerate's `DeepSpeedPlugin.set_mixed_precision` (which the Trainer reaches through
+    `AcceleratorState`) checks only the `bf16`/`fp16` keys, then writes `"bf16": {"enabled": <asked is bf16>}` where
+    the file has no `bf16` key. DeepSpeed reads `bf16` before `bfloat16` (`get_bfloat16_config`), so the file's block
+    is switched off and the run trains in what the launcher asks, without failing."""
+    here = at("requested_precision")
+    yield Hit(f"{launcher} asks for {_SPELLED[asked]} and the DeepSpeed config {engine_at.file} it points to enables bf16 only under the "
+              "legacy `bfloat16` key: accelerate adds a `bf16` key beside it ({\"enabled\": false}) and DeepSpeed reads `bf16` first, "
+              f"so the file's bf16 is ignored and the run trains in {_SPELLED[asked]}", here,
+              related=at.others(here, engine_at, "reference"), severity=Severity.WARNING)
 
 
 def _model_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:

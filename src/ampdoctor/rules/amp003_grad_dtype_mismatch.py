@@ -16,6 +16,7 @@ from ampdoctor.dtypes import WIDE, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.dataflow import HALF, describe
+from ampdoctor.lint.python.optimizers import built_over, fails_on_mixed_dtypes
 from ampdoctor.lint.python.resolve import dotted, keyword, self_attribute
 from ampdoctor.policy import Policy
 
@@ -154,9 +155,35 @@ def grad_dtype_mismatch(ctx: Context) -> Iterator[CodeHit]:
             continue  # the parameter itself is cast alongside (an optimizer's fp16 round trip): the two stay one dtype
         if _restored(ctx, node, owner):
             continue  # retyped for a reduce and cast back to the parameter's dtype (or dropped) before the next backward
-        in_loop = any(isinstance(a, (ast.For, ast.While)) for a in ctx.src.ancestors(node))
-        yield node.targets[0], (f"`{ast.unparse(node.targets[0])}` is retyped to {describe(dtypes)}; the parameter keeps its own dtype, so "
-                                f"the next backward{' in this loop' if in_loop else ''} cannot accumulate into it")
+        yield _hit(ctx, node, owner, dtypes)
+
+
+def _hit(ctx: Context, node: ast.Assign, owner: str, dtypes: frozenset) -> CodeHit:
+    target = ast.unparse(node.targets[0])
+    head = f"`{target}` is retyped to {describe(dtypes)} while the parameter keeps its own dtype: the next backward accumulates into it"
+    # torch 2.13 accumulates the next backward into the retyped `.grad` (it keeps the `.grad`'s dtype); what fails is
+    # the step of some optimizers (`optimizers.MIXED_DTYPE_STEP_FAILS`), checked on CPU.
+    steps = built_over(ctx, _loop_roots(ctx, node, owner))
+    failing = [name for name, call in steps if fails_on_mixed_dtypes(name, call)]
+    if failing:
+        short = failing[0].rsplit(".", 1)[-1]
+        return node.targets[0], (f"{head}, and `{short}.step()` (built over these parameters here) then fails on the mixed dtypes "
+                                 "('expected dtype ... for `end`')")
+    tail = (f"; `{steps[0][0].rsplit('.', 1)[-1]}` (built over these parameters here) steps it without error, so the "
+            "parameter and its gradient silently differ in dtype") if steps else \
+        "; an Adam-family optimizer (Adam, AdamW, NAdam, RAdam, Adamax) or a fused one then fails at `step()`, SGD does not"
+    return node.targets[0], head + tail, Severity.WARNING
+
+
+def _loop_roots(ctx: Context, node: ast.AST, owner: str) -> set[str]:
+    """The modules of ``for <owner> in m.parameters()`` (or ``for _, <owner> in m.named_parameters()``) around `node`."""
+    for parent in ctx.src.ancestors(node):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            break
+        if isinstance(parent, ast.For) and owner in {n.id for n in ast.walk(parent.target) if isinstance(n, ast.Name)}:
+            return {root for n in ast.walk(parent.iter) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    and n.func.attr in ("parameters", "named_parameters") and (root := dotted(n.func.value))}
+    return set()
 
 
 @policy_check("AMP003")

@@ -30,9 +30,14 @@ def precision_strategy_mismatch(policy: Policy | None, facts: RunFacts, at: Plac
 
 
 def _torchtune(setting: str, facts: RunFacts, at: Places) -> Iterator[Hit]:
-    """`training.get_dtype` refuses a name it does not know in every recipe; fp16 is refused by the training recipes
+    """`training.get_dtype` (torchtune/training/precision.py) looks the string up in `PRECISION_STR_TO_DTYPE` as
+    written and raises ValueError for any other spelling, in every recipe; fp16 is refused by the training recipes
     only (`if self._dtype == torch.float16: raise ValueError`), not by generate, eleuther_eval or quantize, and fp64
     passes both checks."""
+    if setting not in torchtune.NAMES:
+        yield Hit(f"dtype={setting!r} is not a name torchtune's `training.get_dtype` knows ({', '.join(torchtune.NAMES)}, "
+                  "written exactly so): the recipe raises ValueError at start-up", at("precision_setting"))
+        return
     dtype = as_dtype(setting)
     if dtype in torchtune.DTYPES or dtype == FP64 or (dtype == FP16 and facts.trains is False):
         return

@@ -13,6 +13,7 @@ from ampdoctor.core.registry import Hit, code_check, policy_check
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context, parameter_loops
 from ampdoctor.lint.python.dataflow import describe
+from ampdoctor.lint.python.optimizers import built_over, fails_on_mixed_dtypes
 from ampdoctor.lint.python.resolve import access_path, argument
 from ampdoctor.policy import Policy
 
@@ -53,12 +54,25 @@ def parameter_retyped_after_fully_shard(ctx: Context) -> Iterator[CodeHit]:
                       and not ctx.src.exclusive(c, loop) and _within(access_path(argument(c, 0, "module")), module)), None)
         if shard is None:
             continue
+        steps = built_over(ctx, {".".join(module)} if module else set())
+        failing = next((n.rsplit(".", 1)[-1] for n, call in steps if fails_on_mixed_dtypes(n, call)), None)
         for stmt in ast.walk(loop):
             dtypes = _data_retype(ctx, stmt, name)
             if dtypes:
-                yield stmt, (f"`{name}.data` is retyped to {describe(dtypes)} after `fully_shard` (line {shard.lineno}): the "
-                             "parameters are FSDP2's DTensor shards by then, the new `.data` leaves its sharded storage "
-                             "behind and `optimizer.step()` fails; cast the module before `fully_shard`")
+                yield _retyped_hit(stmt, name, dtypes, shard, failing)
+
+
+def _retyped_hit(stmt: ast.AST, name: str, dtypes: frozenset, shard: ast.Call, failing: str | None) -> CodeHit:
+    """torch 2.13, checked on CPU (gloo, one rank): the forward still all-gathers the shards in the dtype they were
+    sharded in (an input in the new dtype fails there: "mat1 and mat2 must have the same dtype"), so the gradients
+    come back in that dtype, and the step fails with an optimizer that refuses the mixed pair (AdamW: "expected dtype
+    ... for `end`"); SGD steps it."""
+    head = (f"`{name}.data` is retyped to {describe(dtypes)} after `fully_shard` (line {shard.lineno}): the parameters are FSDP2's "
+            "DTensor shards by then, whose forward still gathers the dtype they were sharded in, so their gradients do not match the new dtype")
+    if failing:
+        return stmt, f"{head} and `{failing}.step()` (built over them here) fails on the mixed pair; cast the module before `fully_shard`"
+    return stmt, (f"{head}: Adam-family or fused optimizers then fail at `step()`, SGD does not; cast the module before "
+                  "`fully_shard`"), Severity.WARNING
 
 
 def _within(sharded: tuple[str, ...], module: tuple[str, ...]) -> bool:

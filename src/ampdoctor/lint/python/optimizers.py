@@ -7,14 +7,38 @@ from __future__ import annotations
 import ast
 
 from ampdoctor.facts import MASTER_OPTIMIZERS
-from ampdoctor.lint.python.context import Context
-from ampdoctor.lint.python.resolve import dotted, last_identifier, tokens
+from ampdoctor.lint.python.context import Context, calls_named
+from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, tokens
 
 PLAIN_OPTIMIZERS = frozenset(f"torch.optim.{n}" for n in (
     "AdamW", "Adam", "SGD", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta", "Adafactor"))
 
 
 _PARAMETERS = frozenset({"parameters", "named_parameters"})
+
+# torch 2.13, checked on CPU with a bf16/fp16 parameter and an fp32 `.grad` (and an fp32 one with a bf16 `.grad`),
+# foreach or not: these optimizers raise at `step()` ("expected dtype c10::BFloat16 for `end` but got dtype float":
+# they lerp their state, kept in the parameter's dtype, towards the gradient). SGD, RMSprop, Adagrad, Adadelta and
+# Adafactor step such a pair without error, unless built with `fused=True` ("expected scalar type BFloat16 but found
+# Float"). Used by AMP003 and AMP120.
+MIXED_DTYPE_STEP_FAILS = frozenset(f"torch.optim.{n}" for n in ("Adam", "AdamW", "Adamax", "NAdam", "RAdam"))
+
+
+def fails_on_mixed_dtypes(name: str, call: ast.Call) -> bool:
+    """Does this torch optimizer's step raise where a parameter and its gradient differ in dtype (above)?"""
+    fused = keyword(call, "fused")
+    return name in MIXED_DTYPE_STEP_FAILS or (isinstance(fused, ast.Constant) and fused.value is True)
+
+
+def built_over(ctx: Context, modules: set[str]) -> list[tuple[str, ast.Call]]:
+    """The torch optimizers this file builds over the parameters of one of `modules` (dotted names), or of a module
+    holding or held by one of them (``torch.optim.AdamW(model.parameters())`` for ``model``)."""
+    out = []
+    for call, name in calls_named(ctx, PLAIN_OPTIMIZERS):
+        given = parameter_roots(ctx, call)
+        if modules and given and any(overlap(a, b) for a in given for b in modules):
+            out.append((name, call))
+    return out
 
 
 def wrapped_in_master(ctx: Context, call: ast.Call) -> bool:

@@ -13,4 +13,4 @@ class Fp16GradOnly(torch.optim.Optimizer):
                     p.data = p.data.float()
                     p.grad = p.grad.float()
                 p.data.add_(p.grad, alpha=-group["lr"])
-                p.grad = p.grad.half()  # ampdoctor: expect[AMP003]
+                p.grad = p.grad.half()  # ampdoctor: expect[AMP003:warning]
