@@ -13,7 +13,7 @@ from ampdoctor.core.model import Location, Severity
 from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
 from ampdoctor.dtypes import BF16, FP16, FP32, name_of
 from ampdoctor.facts import RunFacts
-from ampdoctor.frameworks import accelerate, lightning
+from ampdoctor.frameworks import accelerate, hf, lightning
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.resolve import tokens
 from ampdoctor.policy import Policy
@@ -100,7 +100,7 @@ def _launcher_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
         return
     launcher = (facts.framework or "the launcher").removesuffix("+deepspeed")
     engine_at = at("engine_file")
-    if runs == "bf16" and at.has("legacy_bf16_block") and launcher in ("accelerate", "hf-trainer"):
+    if runs == "bf16" and at.has("legacy_bf16_block") and launcher in (accelerate.NAME, hf.NAME):
         yield from _legacy_bf16_block_shadowed(launcher, asked, engine_at, at)
         return
     refused = {asked, runs} == {"bf16", "fp16"}
