@@ -16,7 +16,7 @@ from ampdoctor.dtypes import WIDE, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.dataflow import HALF, describe
-from ampdoctor.lint.python.optimizers import built_over, fails_on_mixed_dtypes
+from ampdoctor.lint.python.optimizers import steps_over
 from ampdoctor.lint.python.resolve import dotted, keyword, self_attribute
 from ampdoctor.policy import Policy
 
@@ -163,14 +163,12 @@ def _hit(ctx: Context, node: ast.Assign, owner: str, dtypes: frozenset) -> CodeH
     head = f"`{target}` is retyped to {describe(dtypes)} while the parameter keeps its own dtype: the next backward accumulates into it"
     # torch 2.13 accumulates the next backward into the retyped `.grad` (it keeps the `.grad`'s dtype); what fails is
     # the step of some optimizers (`optimizers.MIXED_DTYPE_STEP_FAILS`), checked on CPU.
-    steps = built_over(ctx, _loop_roots(ctx, node, owner))
-    failing = [name for name, call in steps if fails_on_mixed_dtypes(name, call)]
+    failing, first = steps_over(ctx, _loop_roots(ctx, node, owner))
     if failing:
-        short = failing[0].rsplit(".", 1)[-1]
-        return node.targets[0], (f"{head}, and `{short}.step()` (built over these parameters here) then fails on the mixed dtypes "
+        return node.targets[0], (f"{head}, and `{failing}.step()` (built over these parameters here) then fails on the mixed dtypes "
                                  "('expected dtype ... for `end`')")
-    tail = (f"; `{steps[0][0].rsplit('.', 1)[-1]}` (built over these parameters here) steps it without error, so the "
-            "parameter and its gradient silently differ in dtype") if steps else \
+    tail = (f"; `{first}` (built over these parameters here) steps it without error, so the "
+            "parameter and its gradient silently differ in dtype") if first else \
         "; an Adam-family optimizer (Adam, AdamW, NAdam, RAdam, Adamax) or a fused one then fails at `step()`, SGD does not"
     return node.targets[0], head + tail, Severity.WARNING
 

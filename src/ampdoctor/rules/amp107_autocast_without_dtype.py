@@ -256,7 +256,7 @@ def _launched_fp16(ctx: Context) -> str:
     """Every launch line of the project that starts this script picks fp16 and none names bf16 (`Facts.launched_fp16`),
     which autocast's default matches: said in the message of a note, since a bf16 run someone else starts still gets
     fp16. "" otherwise."""
-    where = ctx.facts.launched_fp16()
+    where = ctx.facts.launched_fp16
     return "" if where is None else (f"; every launch of this script in the project picks fp16 ({where}, ...), as this "
                                      "autocast does: only a bf16 run someone else starts gets fp16 here")
 
@@ -285,7 +285,6 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
     # Without bf16 anywhere in view, fp16 is what the author asked for, and paired with an unconditional GradScaler
     # it is deliberate fp16 AMP; saying "whatever the run is configured for" there would state a guess.
     of_file: tuple[str, dict[str, str]] | None = None
-    launched: str | None = None
     for call, name in calls_named(ctx, AUTOCASTS - {"torch.cpu.amp.autocast"}):
         if _needs_no_dtype(ctx, call, name):
             continue
@@ -308,7 +307,7 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
         if not said:
             continue
         message = f"autocast without `dtype=` runs in float16 on CUDA, while {said}"
-        launched = _launched_fp16(ctx) if launched is None else launched
+        launched = _launched_fp16(ctx)  # read once per file (`Facts.launched_fp16` is cached)
         if launched:
             yield call, message + launched, Severity.INFO
         else:

@@ -13,7 +13,7 @@ from ampdoctor.core.registry import Hit, code_check, policy_check
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context, parameter_loops
 from ampdoctor.lint.python.dataflow import describe
-from ampdoctor.lint.python.optimizers import built_over, fails_on_mixed_dtypes
+from ampdoctor.lint.python.optimizers import steps_over
 from ampdoctor.lint.python.resolve import access_path, argument
 from ampdoctor.policy import Policy
 
@@ -54,8 +54,7 @@ def parameter_retyped_after_fully_shard(ctx: Context) -> Iterator[CodeHit]:
                       and not ctx.src.exclusive(c, loop) and _within(access_path(argument(c, 0, "module")), module)), None)
         if shard is None:
             continue
-        steps = built_over(ctx, {".".join(module)} if module else set())
-        failing = next((n.rsplit(".", 1)[-1] for n, call in steps if fails_on_mixed_dtypes(n, call)), None)
+        failing, _ = steps_over(ctx, {".".join(module)} if module else set())
         for stmt in ast.walk(loop):
             dtypes = _data_retype(ctx, stmt, name)
             if dtypes:

@@ -360,6 +360,7 @@ class Facts:
             out.append((where, values))
         return out
 
+    @functools.cached_property
     def launched_fp16(self) -> str | None:
         """Where the first launch line is, when every launch line of the project that starts this file runs it in
         fp16 (``--mixed_precision=fp16``; an option a line does not pass holds its default) and none names bf16 in

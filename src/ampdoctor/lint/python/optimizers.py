@@ -24,21 +24,22 @@ _PARAMETERS = frozenset({"parameters", "named_parameters"})
 MIXED_DTYPE_STEP_FAILS = frozenset(f"torch.optim.{n}" for n in ("Adam", "AdamW", "Adamax", "NAdam", "RAdam"))
 
 
-def fails_on_mixed_dtypes(name: str, call: ast.Call) -> bool:
-    """Does this torch optimizer's step raise where a parameter and its gradient differ in dtype (above)?"""
-    fused = keyword(call, "fused")
-    return name in MIXED_DTYPE_STEP_FAILS or (isinstance(fused, ast.Constant) and fused.value is True)
-
-
-def built_over(ctx: Context, modules: set[str]) -> list[tuple[str, ast.Call]]:
+def steps_over(ctx: Context, modules: set[str]) -> tuple[str | None, str | None]:
     """The torch optimizers this file builds over the parameters of one of `modules` (dotted names), or of a module
-    holding or held by one of them (``torch.optim.AdamW(model.parameters())`` for ``model``)."""
-    out = []
+    holding or held by one of them (``torch.optim.AdamW(model.parameters())`` for ``model``), by their short names:
+    the first whose step raises where a parameter and its gradient differ in dtype (`MIXED_DTYPE_STEP_FAILS`, or any
+    built with ``fused=True``), and the first of them all. (None, None) where the file builds none over them."""
+    failing = first = None
     for call, name in calls_named(ctx, PLAIN_OPTIMIZERS):
         given = parameter_roots(ctx, call)
-        if modules and given and any(overlap(a, b) for a in given for b in modules):
-            out.append((name, call))
-    return out
+        if not (modules and given and any(overlap(a, b) for a in given for b in modules)):
+            continue
+        short = name.rsplit(".", 1)[-1]
+        first = first or short
+        fused = keyword(call, "fused")
+        if failing is None and (name in MIXED_DTYPE_STEP_FAILS or isinstance(fused, ast.Constant) and fused.value is True):
+            failing = short
+    return failing, first
 
 
 def wrapped_in_master(ctx: Context, call: ast.Call) -> bool:
