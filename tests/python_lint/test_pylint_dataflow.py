@@ -151,3 +151,37 @@ def test_a_dtype_no_run_decides_is_not_known():
     """):
         src, facts = _runs_facts(code)
         assert facts.dtypes_per_run(_reduce_expr(src)) is None, code
+
+
+def test_a_dtype_test_is_decided_only_where_every_value_the_file_shows_agrees():
+    def decided(code: str):
+        src = SourceFile.parse("t.py", textwrap.dedent(code))
+        test = next(n for n in ast.walk(src.tree) if isinstance(n, ast.If)).test
+        return Dataflow(src).decided(test, src.scope(test))
+
+    rotary = textwrap.dedent("""
+        import torch
+        class R:
+            def __init__(self, precision=torch.half):
+                self.precision = precision
+            def forward(self):
+                if self.precision == torch.bfloat16:
+                    pass
+        """)
+    assert decided(rotary + "r = R(precision=torch.half)\n") is False
+    assert decided(rotary + "r = R()\n") is False  # the default, where the file makes every instance
+    assert decided(rotary + "r = R(precision=torch.bfloat16)\n") is True
+    assert decided(rotary + "r = R(precision=torch.half)\ns = R(precision=torch.bfloat16)\n") is None
+    assert decided(rotary) is None  # never built here: another file may pass anything
+    assert decided(rotary + "r = R()\nsetattr(r, 'precision', torch.bfloat16)\n") is None
+    assert decided(rotary + "r = R(p)\n") is None  # a value that means nothing in the callee
+    loop = """
+        import torch
+        dtype = torch.float32
+        for dtype in (torch.float16, torch.bfloat16):
+            if dtype == torch.bfloat16:
+                pass
+        """
+    assert decided(loop) is None
+    assert decided("import torch\ndtype = torch.float32\nif dtype != torch.bfloat16:\n    pass\n") is True
+    assert decided("import torch\nif args.dtype == torch.bfloat16:\n    pass\n") is None

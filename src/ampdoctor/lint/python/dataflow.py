@@ -136,7 +136,8 @@ class Dataflow:
         for line, value in bindings:
             if value is None or value is expr:
                 return None
-            parts.append(resolve(value, scope, depth + 1))
+            # `self.precision = precision` in __init__: the value means what it means where it was assigned
+            parts.append(resolve(value, self.src.scope(value) if isinstance(expr, ast.Attribute) else scope, depth + 1))
         if any(p is None for p in parts):
             return None
         return union(parts)
@@ -349,6 +350,66 @@ class Dataflow:
             return False
         if isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And) and child in parent.values:
             return any(self.fp16_polarity(v, scope, depth) == 1 for v in parent.values[: parent.values.index(child)])
+        return False
+
+    def never_taken(self, node: ast.AST) -> ast.If | ast.IfExp | None:
+        """The ``if`` of `node`'s function whose branch holding `node` no run takes: its test compares two dtypes
+        the file decides (`decided`)."""
+        for parent, child in self.src.steps(node):
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                return None
+            if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
+                taken = self.decided(parent.test, self.src.scope(parent))
+                in_body = child in parent.body if isinstance(parent, ast.If) else child is parent.body
+                if taken is not None and in_body != taken:
+                    return parent
+        return None
+
+    def decided(self, test: ast.expr, scope: ast.AST) -> bool | None:
+        """The truth of a dtype comparison both of whose sides the file resolves to one dtype
+        (``self.precision == torch.bfloat16`` where every construction in the file passes ``precision=torch.half``);
+        None where a side may hold anything else (a default of a function the file never calls among them)."""
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq, ast.Is, ast.IsNot))):
+            return None
+        sides = [self._one_dtype(side, scope, 0) for side in (test.left, test.comparators[0])]
+        if None in sides:
+            return None
+        return (sides[0] == sides[1]) == isinstance(test.ops[0], (ast.Eq, ast.Is))
+
+    def _one_dtype(self, expr: ast.AST, scope: ast.AST, depth: int) -> str | None:
+        """The one dtype `expr` holds on every path the file shows, through its bindings; None where unknown."""
+        if depth > MAX_DEPTH:
+            return None
+        if isinstance(expr, ast.Constant) or TORCH_DTYPES.get(self.src.imports.qualname(expr) or "") is not None:
+            found = self.dtype_of(expr, scope)
+            return next(iter(found)) if found and len(found) == 1 else None
+        if not isinstance(expr, (ast.Name, ast.Attribute)) or self._bound_otherwise(expr, scope):
+            return None
+        seen = set()
+        for _, value in self.src.bindings(expr, scope):
+            if value is None or value is expr or self.src.default_only(value):
+                return None
+            seen.add(self._one_dtype(value, self.src.scope(value), depth + 1))
+        return seen.pop() if len(seen) == 1 else None
+
+    def _bound_otherwise(self, expr: ast.Name | ast.Attribute, scope: ast.AST) -> bool:
+        """May `expr` take a value no assignment shows: a loop or ``with`` target, a walrus, an augmented
+        assignment, a ``global``/``nonlocal`` rebinding, ``setattr`` (the bindings index only ``=`` statements)."""
+        def assigned(node: ast.AST) -> bool:
+            parent = self.src.parents.get(node)
+            while isinstance(parent, (ast.Tuple, ast.List, ast.Starred)):
+                node, parent = parent, self.src.parents.get(parent)
+            return isinstance(parent, (ast.Assign, ast.AnnAssign)) and node is not parent.value
+        if isinstance(expr, ast.Attribute):
+            if any(isinstance(c.func, ast.Name) and c.func.id == "setattr" and len(c.args) > 1
+                   and isinstance(c.args[1], ast.Constant) and c.args[1].value == expr.attr for c in self.src.calls):
+                return True
+            return any(a.attr == expr.attr and not isinstance(a.ctx, ast.Load) and not assigned(a) for a in self.src.attributes)
+        for node in ast.walk(scope):
+            if isinstance(node, (ast.Global, ast.Nonlocal)) and expr.id in node.names:
+                return True
+            if isinstance(node, ast.Name) and node.id == expr.id and not isinstance(node.ctx, ast.Load) and not assigned(node):
+                return True
         return False
 
     def _on_off_flag(self, test: ast.expr, scope: ast.AST) -> bool:

@@ -713,8 +713,9 @@ class Facts:
     def half_evidence(self) -> ast.AST | None:
         """The first sign that this file runs in bf16 or fp16: `bf16_evidence`, a model cast to half, or an fp16
         dtype (``torch.float16``, ``.half()``, ``"fp16"``)."""
-        casts = {id(c.node) for c in self.model_casts}  # a cast is a sign whatever surrounds it
-        return next((e for e in self.half_places() if id(e) in casts or not self._says_nothing(e)), None)
+        casts = {id(c.node) for c in self.model_casts}  # a cast is a sign whatever surrounds it, where a run gets
+        return next((e for e in self.half_places()
+                     if not self._says_nothing(e) or id(e) in casts and self.flow.never_taken(e) is None), None)
 
     def half_places(self) -> Iterator[ast.AST]:
         """Every place this file names a half dtype or casts to one, whatever it does with it, strongest kinds first:
@@ -725,9 +726,17 @@ class Facts:
 
     def _says_nothing(self, node: ast.AST) -> bool:
         """A half dtype that says nothing of the precision the file runs in: one that handles what a caller passes
-        (`_handles_dtype`), one in a branch no run completes (`_in_broken_branch`), or an entry of a dtype table no
-        run picks (`_unpicked_entry`)."""
-        return self._handles_dtype(node) or self._in_broken_branch(node) or self._unpicked_entry(node)
+        (`_handles_dtype`), one in a branch no run completes (`_in_broken_branch`), one the file's own values decide
+        (`_decided_here`), or an entry of a dtype table no run picks (`_unpicked_entry`)."""
+        return self._handles_dtype(node) or self._in_broken_branch(node) or self._decided_here(node) or self._unpicked_entry(node)
+
+    def _decided_here(self, node: ast.AST) -> bool:
+        """A dtype in a branch no run takes (`Dataflow.never_taken`), or compared in a test the file's own values
+        decide (``dtype == torch.bfloat16`` with ``dtype = torch.float16``): where the run's dtype is bf16, its own
+        binding says so."""
+        test = self.src.parents.get(node)
+        return self.flow.never_taken(node) is not None or \
+            isinstance(test, ast.Compare) and self.flow.decided(test, self.src.scope(test)) is not None
 
     def _unpicked_entry(self, node: ast.AST) -> bool:
         """A key or entry of a dtype table looked up in place by a key that no run of the file holds

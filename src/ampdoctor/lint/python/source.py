@@ -71,6 +71,7 @@ class SourceFile:
     _names: dict[tuple[ast.AST, str], list[Binding]] | None = None
     _attrs: dict[str, list[Binding]] | None = None
     _by_name: dict[str, list[ast.Call]] | None = None
+    _unvouched: set[int] | None = None  # defaults bound for want of what the callers pass (`default_only`)
 
     @classmethod
     def parse(cls, path: str, text: str) -> "SourceFile":
@@ -263,15 +264,18 @@ class SourceFile:
         # A parameter every caller in this file gives a literal (``Attention(dim, torch_dtype=torch.bfloat16)``) is
         # bound to what they give: `self.torch_dtype` then resolves to bf16 in the callee.
         sites = self._call_sites()
+        unvouched: set[int] = set()
         for fn in self.functions:  # each function's bindings are its own: the order of the functions does not matter
             calls = sites.get(fn, [])
             for index, (arg, default) in enumerate(parameters(fn.args)):
                 passed = _passed(calls, arg.arg, index - _bound_first(fn), default)
+                if passed is None and default is not None:
+                    unvouched.add(id(default))
                 for value in passed or [default]:
                     names.setdefault((fn, arg.arg), []).append((fn.lineno, value))
         for bindings in (*names.values(), *attrs.values()):
             bindings.sort(key=lambda b: b[0])
-        self._names, self._attrs = names, attrs
+        self._names, self._attrs, self._unvouched = names, attrs, unvouched
 
     def _call_sites(self) -> dict[ast.AST, list[ast.Call]]:
         """Calls of this file's functions and classes by plain name (``f(...)``, ``Cls(...)`` -> its __init__)."""
@@ -284,6 +288,13 @@ class SourceFile:
                 if init is not None:
                     targets[node.name] = init
         return {target: calls for name, target in targets.items() if (calls := self.calls_of(name))}
+
+    def default_only(self, value: ast.AST) -> bool:
+        """Is `value` a parameter's default bound for want of better: the file never calls the function, or one of
+        its calls passes something other than a literal there. What the function sees is then unknown."""
+        if self._unvouched is None:
+            self._index_assignments()
+        return id(value) in (self._unvouched or ())
 
     def calls_of(self, name: str) -> list[ast.Call]:
         """The file's calls of a plain name, ``name(...)``, in the order they are written."""
