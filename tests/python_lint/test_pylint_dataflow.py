@@ -185,3 +185,5 @@ def test_a_dtype_test_is_decided_only_where_every_value_the_file_shows_agrees():
     assert decided(loop) is None
     assert decided("import torch\ndtype = torch.float32\nif dtype != torch.bfloat16:\n    pass\n") is True
     assert decided("import torch\nif args.dtype == torch.bfloat16:\n    pass\n") is None
+    # a configurator run with exec may rebind `dtype` from the command line (nanoGPT's)
+    assert decided("import torch\ndtype = torch.float32\nexec(open('configurator.py').read())\nif dtype == torch.bfloat16:\n    pass\n") is None

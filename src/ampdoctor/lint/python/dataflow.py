@@ -394,7 +394,8 @@ class Dataflow:
 
     def _bound_otherwise(self, expr: ast.Name | ast.Attribute, scope: ast.AST) -> bool:
         """May `expr` take a value no assignment shows: a loop or ``with`` target, a walrus, an augmented
-        assignment, a ``global``/``nonlocal`` rebinding, ``setattr`` (the bindings index only ``=`` statements)."""
+        assignment, a ``global``/``nonlocal`` rebinding, ``setattr`` (the bindings index only ``=`` statements), or a
+        name the file may rebind unseen (`SourceFile.rebinds_unseen`: nanoGPT's configurator `exec`)."""
         def assigned(node: ast.AST) -> bool:
             parent = self.src.parents.get(node)
             while isinstance(parent, (ast.Tuple, ast.List, ast.Starred)):
@@ -405,6 +406,8 @@ class Dataflow:
                    and isinstance(c.args[1], ast.Constant) and c.args[1].value == expr.attr for c in self.src.calls):
                 return True
             return any(a.attr == expr.attr and not isinstance(a.ctx, ast.Load) and not assigned(a) for a in self.src.attributes)
+        if self.src.rebinds_unseen:
+            return True
         for node in ast.walk(scope):
             if isinstance(node, (ast.Global, ast.Nonlocal)) and expr.id in node.names:
                 return True

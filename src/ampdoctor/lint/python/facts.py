@@ -750,7 +750,7 @@ class Facts:
             named = STRING_DTYPES.get(node.value.lower()) if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
         else:
             named = self.flow.dtype_of(node)
-        if not named or self._rebinds_unseen or (not self.runs and self._reads_option(lookup.slice)):
+        if not named or self.src.rebinds_unseen or (not self.runs and self._reads_option(lookup.slice)):
             return False  # a command line may pick the entry: the configurator's `exec`, or an option of the script
         runs = self.dtypes_per_run(lookup)
         return runs is not None and not any(named & dtypes for _, dtypes in runs)
@@ -758,22 +758,6 @@ class Facts:
     def _reads_option(self, expr: ast.AST) -> bool:
         """Does `expr` read an option of the file's command line (``args.dtype``)?"""
         return any(isinstance(n, ast.Attribute) and n.attr in self._defaults for n in ast.walk(expr))
-
-    @functools.cached_property
-    def _rebinds_unseen(self) -> bool:
-        """May the file bind names its text does not show: a star import, a call of ``exec`` (nanoGPT's configurator
-        rebinds its globals from the command line), a store into ``globals()`` or its ``update``."""
-        if any(a.name == "*" for node in self.src.import_froms for a in node.names):
-            return True
-        for call in self.src.calls:
-            if isinstance(call.func, ast.Name) and call.func.id == "exec":
-                return True
-            if isinstance(call.func, ast.Name) and call.func.id == "globals":
-                parent = self.src.parents.get(call)
-                if isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store) or \
-                        isinstance(parent, ast.Attribute) and parent.attr in ("update", "setdefault", "__setitem__"):
-                    return True
-        return False
 
     def _in_broken_branch(self, node: ast.AST) -> bool:
         """Is `node` in a branch of an ``if`` that raises NameError whenever it runs: one of the branch's simple
@@ -796,7 +780,7 @@ class Facts:
         """Names the file calls and binds nowhere (no assignment, parameter, def, class, import or loop target of
         that name anywhere in it) and builtins lack; none where a star import or ``globals()``/``exec`` may bind
         names the text does not show."""
-        if self._rebinds_unseen:
+        if self.src.rebinds_unseen:
             return frozenset()
         called = {c.func.id for c in self.src.calls if isinstance(c.func, ast.Name)} - _BUILTIN_NAMES
         if not called:

@@ -4,6 +4,7 @@ dataflow layer resolves names through."""
 from __future__ import annotations
 
 import ast
+import functools
 import typing
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -288,6 +289,22 @@ class SourceFile:
                 if init is not None:
                     targets[node.name] = init
         return {target: calls for name, target in targets.items() if (calls := self.calls_of(name))}
+
+    @functools.cached_property
+    def rebinds_unseen(self) -> bool:
+        """May the file bind names its text does not show: a star import, a call of ``exec`` (nanoGPT's configurator
+        rebinds its globals from the command line), a store into ``globals()`` or its ``update``."""
+        if any(a.name == "*" for node in self.import_froms for a in node.names):
+            return True
+        for call in self.calls:
+            if isinstance(call.func, ast.Name) and call.func.id == "exec":
+                return True
+            if isinstance(call.func, ast.Name) and call.func.id == "globals":
+                parent = self.parents.get(call)
+                if isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store) or \
+                        isinstance(parent, ast.Attribute) and parent.attr in ("update", "setdefault", "__setitem__"):
+                    return True
+        return False
 
     def default_only(self, value: ast.AST) -> bool:
         """Is `value` a parameter's default bound for want of better: the file never calls the function, or one of
