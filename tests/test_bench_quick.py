@@ -182,7 +182,7 @@ def test_recall_quick_finds_the_synthetic_bugs_before_their_fix_and_none_after(d
     out = capsys.readouterr().out
     assert "| synthetic-grad-scaler-bf16 | tune | AMP004 | yes/yes |" in out
     assert "| synthetic-autocast-without-dtype | tune | AMP107 | yes/yes |" in out
-    assert "| all | 2 | 2 | 2/2 (100%) | 2/2 (100%) | 2/2 (100%) | 2/2 (100%) | 0 (0) | 0 (0) | 1 | 1/1 (100%) | 1/1 (100%) |" in out
+    assert "| all | 2 | 2 | 2/2 (100%) | 2/2 (100%) | 2/2 (100%) | 2/2 (100%) | 0 (0) | 0 (0) | 1 | 1/1 (100%) | 1/1 (100%) | 2/2 (100%) |" in out
     assert recall.split_of("synthetic-grad-scaler-bf16") == "tune"  # sha256 % 3 != 0
 
 
@@ -193,6 +193,22 @@ def test_recall_tells_a_note_at_the_bug_lines_from_a_warning(docs):
     assert inc.found("default") and not inc.found("default", warning=True)
     inc.hits["before:default"].append(("AMP002", "a.py", 4, "warning"))
     assert inc.found("default", warning=True)
+
+
+def test_recall_counts_a_finding_of_the_rule_the_fix_removed_anywhere_in_the_changed_file(docs):
+    recall = load("recall/recall.py")
+    inc = recall.Incident.from_entry({"name": "n", "repo": "o/r", "fix_commit": "0" * 40, "files": ["a.py"], "class": "c",
+                                      "rule": "AMP136"})
+    inc.bug_lines = {"a.py": [10]}
+    clip = ("AMP136", "a.py", 40, "warning")
+    said = "`clip_grad_norm` clips gradients that `self.scaler` scaled (line 27)"
+    # the fix inserted the remedy at line 10: the clip, 30 lines away, is no longer flagged
+    assert recall.resolved(inc, [clip], [said], [], []) == [clip]
+    # still flagged after the fix (its cited line moved): not resolved
+    assert recall.resolved(inc, [clip], [said], [("AMP136", "a.py", 42, "warning")], [said.replace("27", "29")]) == []
+    # another rule, or a file the fix did not change: not this incident's
+    assert recall.resolved(inc, [("AMP108", "a.py", 1, "info")], ["x"], [], []) == []
+    assert recall.resolved(inc, [("AMP136", "b.py", 40, "warning")], [said], [], []) == []
 
 
 def test_recall_runtime_reproductions_name_manifest_incidents_and_existing_drivers(docs):

@@ -10,6 +10,10 @@ folder that keeps the repository-relative paths, so that configs next to code ar
   error" counts only findings the default output stresses. "right rule" also asks that one of those findings is the
   manifest's rule.
 * **after fix**: findings within +-3 lines of the lines the fix wrote, in the fixed version (should be 0).
+* **gone after the fix** (a second reading, not the issue's measure): a finding of the manifest's rule (default
+  rules) anywhere in a file the fix changed, before the fix, that the fixed version no longer has (the same rule and
+  message, line numbers aside). A fix that inserts its remedy away from the flagged line (an `unscale_` at the top
+  of a loop, for a clip further down) is found by this reading and missed by the +-3 lines one.
 * **explain top-1 / top-3**: on incidents whose issue quotes an error text, is the manifest's rule the first /
   among the first three candidates of ``ampdoctor explain``.
 * **runtime**: where a CPU reproduction with the real pre-fix code is cheap (``RUNTIME`` below: a driver in
@@ -95,6 +99,7 @@ class Incident:
     before_dir: Path | None = None
     after_dir: Path | None = None
     hits: dict[str, list[tuple[str, str, int, str]]] = field(default_factory=dict)  # variant -> (rule, file, line, severity)
+    gone: list[tuple[str, str, int, str]] = field(default_factory=list)  # the rule's findings the fix removed (`resolved`)
     crashes: list[str] = field(default_factory=list)
     explain_ids: list[str] = field(default_factory=list)
     runtime: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # before/after -> (rule, severity)
@@ -252,9 +257,9 @@ def ampdoctor(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-def lint(tree: Path, select_all: bool, files: list[str] | None = None) -> tuple[list[tuple[str, str, int, str]], list[str]]:
+def lint(tree: Path, select_all: bool, files: list[str] | None = None) -> tuple[list[tuple[str, str, int, str]], list[str], list[str]]:
     """Findings (rule, repository-relative file, line, severity) of ``ampdoctor lint`` on one extracted tree (or on `files` of
-    it, inside the tree as their project), and crashes."""
+    it, inside the tree as their project), crashes, and the findings' messages (in the findings' order)."""
     args = ["lint", "--no-config", "--format", "json", "--exit-zero", "--jobs", "1"]
     if select_all:
         args += ["--select", "ALL"]
@@ -265,17 +270,17 @@ def lint(tree: Path, select_all: bool, files: list[str] | None = None) -> tuple[
     try:
         proc = ampdoctor(*args, *targets)
     except subprocess.TimeoutExpired:
-        return [], [f"lint {'--select ALL ' if select_all else ''}{tree}: timed out"]
+        return [], [f"lint {'--select ALL ' if select_all else ''}{tree}: timed out"], []
     crashes = []
     if proc.returncode not in (0,) or "Traceback" in proc.stderr:
         crashes.append(f"lint {'--select ALL ' if select_all else ''}{tree}: exit {proc.returncode}: {proc.stderr.strip()[-1500:]}")
     try:
         report = json.loads(proc.stdout)
     except json.JSONDecodeError:
-        return [], crashes or [f"lint {tree}: output is not JSON"]
+        return [], crashes or [f"lint {tree}: output is not JSON"], []
     for err in report.get("errors") or []:
         crashes.append(f"lint {tree}: input error: {json.dumps(err)[:500]}")
-    findings = []
+    findings, messages = [], []
     for f in report.get("findings", []):
         loc = f.get("location") or {}
         file, line = loc.get("file"), loc.get("line")
@@ -286,7 +291,18 @@ def lint(tree: Path, select_all: bool, files: list[str] | None = None) -> tuple[
         except ValueError:
             rel = file
         findings.append((f["id"], rel, int(line), f.get("severity", "")))
-    return findings, crashes
+        messages.append(str(f.get("message", "")))
+    return findings, crashes, messages
+
+
+def resolved(inc: Incident, before: list[tuple[str, str, int, str]], before_msgs: list[str],
+             after: list[tuple[str, str, int, str]], after_msgs: list[str]) -> list[tuple[str, str, int, str]]:
+    """The findings of the incident's rule, in the files the fix changed, that the fixed version no longer has: the
+    same rule, file and message with its numbers left out (a line cited in the message moves with the fix)."""
+    def key(f: tuple[str, str, int, str], message: str) -> tuple[str, str, str]:
+        return f[0], f[1], re.sub(r"\d+", "#", message)
+    kept = {key(f, m) for f, m in zip(after, after_msgs)}
+    return [f for f, m in zip(before, before_msgs) if f[0] == inc.rule and f[1] in inc.bug_lines and key(f, m) not in kept]
 
 
 def near(findings: list[tuple[str, str, int, str]], lines: dict[str, list[int]]) -> list[tuple[str, str, int, str]]:
@@ -324,12 +340,14 @@ def measure(inc: Incident, runtime: bool = True) -> None:
         audit_run(inc, "after", inc.after_dir)
     for variant, select_all in (("default", False), ("ALL", True)):
         files = list(inc.files) if PROJECT else None
-        found, crashes = lint(inc.before_dir, select_all, files)
-        inc.hits[f"before:{variant}"] = near(found, inc.bug_lines)
+        before, crashes, before_msgs = lint(inc.before_dir, select_all, files)
+        inc.hits[f"before:{variant}"] = near(before, inc.bug_lines)
         inc.crashes += crashes
-        found, crashes = lint(inc.after_dir, select_all, files)
-        inc.hits[f"after:{variant}"] = near(found, inc.fixed_lines)
+        after, crashes, after_msgs = lint(inc.after_dir, select_all, files)
+        inc.hits[f"after:{variant}"] = near(after, inc.fixed_lines)
         inc.crashes += crashes
+        if variant == "default":
+            inc.gone = resolved(inc, before, before_msgs, after, after_msgs)
     if inc.error_text:
         inc.explain_ids, crashes = explain(inc.error_text)
         inc.crashes += crashes
@@ -360,13 +378,15 @@ def summary_rows(incidents: list[Incident]) -> list[list[object]]:
             len(texts),
             pct(sum(i.explain_rank() == 1 for i in texts), len(texts)),
             pct(sum((i.explain_rank() or 99) <= 3 for i in texts), len(texts)),
+            pct(sum(bool(i.gone) for i in in_cat), len(in_cat)),
         ])
     return rows
 
 
 SUMMARY_HEADER = ["split", "incidents", "measured", "lint found (default)", "of which as a warning or error", "lint found (ALL)",
                   "right rule at the lines (ALL; incidents with a rule)", "after fix: incidents with findings (findings), default",
-                  "after fix, ALL", "error texts (rule in catalog)", "explain top-1", "explain top-3"]
+                  "after fix, ALL", "error texts (rule in catalog)", "explain top-1", "explain top-3",
+                  "right rule gone after the fix (default; anywhere in the changed files; incidents with a rule)"]
 
 
 def class_rows(incidents: list[Incident]) -> list[list[object]]:
@@ -392,7 +412,7 @@ def show_rows(incidents: list[Incident]) -> list[list[object]]:
     rows = []
     for i in sorted(incidents, key=lambda i: (i.split, i.name)):
         if not i.measured:
-            rows.append([i.name, i.split, i.rule, i.status, "-", "-", "-", "-"])
+            rows.append([i.name, i.split, i.rule, i.status, "-", "-", "-", "-", "-"])
             continue
         rules = sorted({r for r, *_ in i.hits.get("before:ALL", [])})
         rank = i.explain_rank() if i.error_text else None
@@ -400,11 +420,12 @@ def show_rows(incidents: list[Incident]) -> list[list[object]]:
                      ("yes" if i.found("default") else "no") + "/" + ("yes" if i.found("ALL") else "no"),
                      ", ".join(rules) or "-", f"{i.after('default')}/{i.after('ALL')}",
                      ("-" if not i.error_text else (f"rank {rank}" if rank else "top 3: " + (", ".join(i.explain_ids[:3]) or "none"))),
-                     "crash" if i.crashes else ""])
+                     "crash" if i.crashes else "", "yes" if i.gone else "no"])
     return rows
 
 
-SHOW_HEADER = ["incident", "split", "rule", "found default/ALL", "rules at the lines (ALL)", "after fix default/ALL", "explain", ""]
+SHOW_HEADER = ["incident", "split", "rule", "found default/ALL", "rules at the lines (ALL)", "after fix default/ALL", "explain", "",
+               "rule gone after the fix"]
 
 
 def runtime_rows(incidents: list[Incident]) -> list[list[object]]:
