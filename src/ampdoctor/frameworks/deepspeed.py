@@ -232,12 +232,18 @@ def read_referenced(doc: Document, cfg: Reading, ref: Reference) -> Reading:
     written = any(doc.has(block) for block in ("fp16", "bf16", "bfloat16", "amp"))
     if asked is not None and asked.value in ("bf16", "fp16", "no") and written and explicit.name in _ENGINE_TO_ASKED:
         target.settings["requested_precision"] = Setting(asked.value, asked.location if not asked.default else ref.location, asked.default)
-    if asked is not None and asked.value in ("fp16", "no") and ref.framework in _ADDS_BF16_KEY and explicit.name == "bf16" \
-            and not doc.has("bf16") and doc.has("bfloat16"):
-        # accelerate's `DeepSpeedPlugin.set_mixed_precision` writes `"bf16": {"enabled": <asked is bf16>}` where the file
-        # has none, and DeepSpeed reads `bf16` before the legacy `bfloat16` (`get_bfloat16_config`): the file's bf16 is off.
+    if _legacy_bf16_switched_off(doc, ref, explicit):
         target.settings["engine_bf16_ignored"] = Setting(True, explicit.location)
     return target
+
+
+def _legacy_bf16_switched_off(doc: Document, ref: Reference, explicit: Mode) -> bool:
+    """accelerate's `DeepSpeedPlugin.set_mixed_precision` writes `"bf16": {"enabled": <asked is bf16>}` where the file
+    has none, and DeepSpeed reads `bf16` before the legacy `bfloat16` (`get_bfloat16_config`): a file whose bf16 is
+    written only under `bfloat16`, handed on asking for fp16 or no mixed precision, does not run bf16."""
+    asked = ref.precision
+    return (asked is not None and asked.value in ("fp16", "no") and ref.framework in _ADDS_BF16_KEY and explicit.name == "bf16"
+            and not doc.has("bf16") and doc.has("bfloat16"))
 
 
 # Launchers that hand a DeepSpeed file on through accelerate's `DeepSpeedPlugin` (accelerate.NAME, hf.NAME: this module

@@ -94,17 +94,19 @@ def _cast_back(ctx: Context, call: ast.Call, source: ast.AST, scope: ast.AST) ->
         name = parent.targets[0].id
         holders += [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
     wanted = ast.dump(source)
-    for holder in holders:
-        cast = ctx.src.parents.get(holder)
-        user = ctx.src.parents.get(cast)
-        if not (isinstance(cast, ast.Attribute) and cast.value is holder and isinstance(user, ast.Call) and user.func is cast):
-            continue
-        given = [*user.args, *(kw.value for kw in user.keywords if kw.arg == "dtype")]
-        if cast.attr == "type_as" and any(ast.dump(a) == wanted for a in given):
-            return True
-        if cast.attr == "to" and any(isinstance(a, ast.Attribute) and a.attr == "dtype" and ast.dump(a.value) == wanted for a in given):
-            return True
-    return False
+    return any(_casts_to_dtype_of(ctx, holder, wanted) for holder in holders)
+
+
+def _casts_to_dtype_of(ctx: Context, holder: ast.AST, wanted: str) -> bool:
+    """``holder.type_as(x)`` / ``holder.to(x.dtype)`` / ``holder.to(dtype=x.dtype)``, `x` dumped as `wanted`."""
+    cast = ctx.src.parents.get(holder)
+    user = ctx.src.parents.get(cast)
+    if not (isinstance(cast, ast.Attribute) and cast.value is holder and isinstance(user, ast.Call) and user.func is cast):
+        return False
+    given = [*user.args, *(kw.value for kw in user.keywords if kw.arg == "dtype")]
+    if cast.attr == "type_as":
+        return any(ast.dump(a) == wanted for a in given)
+    return cast.attr == "to" and any(isinstance(a, ast.Attribute) and a.attr == "dtype" and ast.dump(a.value) == wanted for a in given)
 
 
 def _upcast_here(x: ast.AST, ctx: Context, scope: ast.AST) -> ast.AST | None:
