@@ -211,7 +211,7 @@ def grad_dtype_mismatch_policy(policy: Policy | None, facts: RunFacts, at: Place
                 + ("" if steps is not None else "; keep .grad in the parameter's dtype and use grad_accum for a wider accumulation buffer"))
     version = (" (on SimpleTuner before 26ee784, Sep 2024; later versions turn `--gradient_precision=fp32` off unless the "
                "optimizer needs fp32 gradients)") if maybe else ""
-    yield Hit(head + tail + version, here, severity=None if fails and not maybe else Severity.WARNING,
+    yield Hit(head + version + tail, here, severity=None if fails and not maybe else Severity.WARNING,
               related=at.others(here, "params", "grad_accum_steps", "optimizer"))
 
 
