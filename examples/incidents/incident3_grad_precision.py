@@ -2,9 +2,10 @@
 
 The model is bf16 (moved to the device "in torch.bfloat16"); after every backward the trainer ran
 `param.grad.data = param.grad.data.to(torch.float32)`. The next micro-batch's backward then
-accumulates a bf16 gradient into an fp32 `.grad` of a bf16 parameter. On CUDA/older torch this
-raised "Expected BFloat16, got Float"; on torch 2.13 CPU it runs silently, and the audit still
-sees it from the `.grad` dtypes.
+accumulates a bf16 gradient into an fp32 `.grad` of a bf16 parameter; the report said "Expected
+BFloat16, got Float". On torch 2.13 the accumulation runs (the `.grad` stays fp32) and the SGD
+step here takes the mixed pair, so nothing fails: the audit reports it from the `.grad` dtypes as a
+warning (the step of AdamW or another Adam-family optimizer would raise on the pair: an error).
 
 Run: python examples/incidents/incident3_grad_precision.py
 """

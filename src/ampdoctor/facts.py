@@ -80,6 +80,9 @@ class RunFacts:
     zero_stage: int | None = None
     half_modes_enabled: tuple[str, ...] | None = None  # precision switches turned on together ("fp16", "bf16")
     requested_precision: str | None = None  # what a launcher asks of the engine config it points at: bf16, fp16, no
+    # The launcher (accelerate, or the HF Trainer through it) switches off the engine file's bf16, written only under the
+    # legacy `bfloat16` key: it adds `"bf16": {"enabled": false}` and DeepSpeed reads `bf16` first.
+    engine_bf16_ignored: bool | None = None
     model_dtype: str | None = None  # the dtype the model is built or loaded in
     model_dtype_declared: bool | None = None  # written in the config (False: derived by the framework)
     # The framework builds the model in the engine's half dtype when the config names no model dtype (True), builds

@@ -42,9 +42,9 @@ def test_incident1_bmm_failure_is_traced_back_to_the_rotary_promotion(incident, 
 def test_incident3_fp32_grad_of_bf16_params_is_found_from_grad_dtypes(incident, line_of):
     path = incident("incident3_grad_precision.py")
     result = run(path, policy="bf16-mixed", max_steps=None)
-    assert result.exit_code == 0  # torch 2.13 on CPU accumulates silently
+    assert result.exit_code == 0  # torch 2.13 accumulates into the fp32 .grad, and SGD steps the mixed pair
     [f] = by_name(result.report, "grad-dtype-mismatch")
-    assert f.severity is Severity.ERROR
+    assert f.severity is Severity.WARNING  # nothing failed (an Adam-family step would have: an error then)
     assert f.details["params"] == ["0.weight", "0.bias", "2.weight", "2.bias"]
     assert f.details["grad"] == "fp32" and f.details["param"] == "bf16" and f.details["accumulated"] is True
     assert f.location.line == line_of(path, "param.grad.data = param.grad.data.to(torch.float32)")

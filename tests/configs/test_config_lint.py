@@ -382,7 +382,9 @@ def test_simpletuner_fp32_gradients_with_accumulation_is_incident_3(tmp_path):
     finding = next(f for f in lint(env).findings if f.name == "grad-dtype-mismatch")
     line = line_of(env, "--gradient_precision")
     assert (finding.location.line, finding.location.column) == (line, env.read_text().splitlines()[line - 1].index("--gradient_precision") + 1)
-    assert {r.line for r in finding.related} == {line_of(env, "MIXED_PRECISION"), line_of(env, "GRADIENT_ACCUMULATION_STEPS")}
+    # the optimizer's place too: whether its step takes an fp32 gradient of bf16 weights decides the severity (AMP003)
+    assert {r.line for r in finding.related} == {line_of(env, "MIXED_PRECISION"), line_of(env, "GRADIENT_ACCUMULATION_STEPS"),
+                                                 line_of(env, "OPTIMIZER")}
 
 
 def test_simpletuner_without_accumulation_or_with_unmodified_grads(tmp_path):

@@ -13,8 +13,8 @@ and negative (good) cases for each detector the rule has; the expected findings 
   (``TrainingArguments(...)``, a DeepSpeed dict passed to ``deepspeed.initialize``), linted and marked as code
   fixtures are; a rule with a policy detector may have this folder, and then needs both cases.
 - ``runtime/bad*.py`` and ``runtime/good*.py``: scripts run under the audit like `ampdoctor run` does; lines are
-  marked as in code fixtures, and ``# ampdoctor: expect-anywhere[AMP004]`` asks for a finding without a file line
-  (a module or a parameter). ``# ampdoctor: policy=<policy>`` in a script gives the audit a policy.
+  marked as in code fixtures (a pinned severity is checked too), and ``# ampdoctor: expect-anywhere[AMP004]`` asks
+  for a finding without a file line (a module or a parameter). ``# ampdoctor: policy=<policy>`` in a script gives the audit a policy.
 - ``ranks/bad*.json`` and ``ranks/good*.json``: what the ranks of a distributed audit reported
   (``{"ranks": {"0": <RankFacts as JSON>, ...}}``), as rank 0 merges it; a bad case lists under ``"expected"`` the
   deviating ranks (``details.ranks``) of each finding the rule must report, a good case reports none.
@@ -183,6 +183,8 @@ def test_runtime_fixture(rule_id, case, monkeypatch):
     expected = marked_lines(case, rule_id)
     assert bool(expected or anywhere) == is_bad(case), "bad fixtures mark a line or expect-anywhere, good fixtures none"
     assert got == expected
+    pinned = {line: severity for line, severity in marks(case, rule_id).items() if severity}
+    assert {f.location.line: f.severity.value for f in mine if f.location.file == case.name and f.location.line in pinned} == pinned
     if anywhere:
         assert mine, f"{rule_id} expected somewhere in the report"
     if not is_bad(case):

@@ -21,6 +21,7 @@ from typing import Any, Iterator
 from ampdoctor._quote import quoted
 from ampdoctor.core.model import Location
 from ampdoctor.dtypes import BF16, FP16, FP32
+from ampdoctor.facts import RunFacts
 from ampdoctor.frameworks.base import PolicyBuilder, Reading, Reference, Setting, as_bool, as_dtype, as_int, is_auto, lower_str
 from ampdoctor.frameworks.located import Document
 from ampdoctor.frameworks.reader import Reader
@@ -231,7 +232,32 @@ def read_referenced(doc: Document, cfg: Reading, ref: Reference) -> Reading:
     written = any(doc.has(block) for block in ("fp16", "bf16", "bfloat16", "amp"))
     if asked is not None and asked.value in ("bf16", "fp16", "no") and written and explicit.name in _ENGINE_TO_ASKED:
         target.settings["requested_precision"] = Setting(asked.value, asked.location if not asked.default else ref.location, asked.default)
+    if _legacy_bf16_switched_off(doc, ref, explicit):
+        target.settings["engine_bf16_ignored"] = Setting(True, explicit.location)
     return target
+
+
+def _legacy_bf16_switched_off(doc: Document, ref: Reference, explicit: Mode) -> bool:
+    """accelerate's `DeepSpeedPlugin.set_mixed_precision` writes `"bf16": {"enabled": <asked is bf16>}` where the file
+    has none, and DeepSpeed reads `bf16` before the legacy `bfloat16` (`get_bfloat16_config`): a file whose bf16 is
+    written only under `bfloat16`, handed on asking for fp16 or no mixed precision, does not run bf16."""
+    asked = ref.precision
+    return (asked is not None and asked.value in ("fp16", "no") and ref.framework in _ADDS_BF16_KEY and explicit.name == "bf16"
+            and not doc.has("bf16") and doc.has("bfloat16"))
+
+
+# Launchers that hand a DeepSpeed file on through accelerate's `DeepSpeedPlugin` (accelerate.NAME, hf.NAME: this module
+# is imported by theirs).
+_ADDS_BF16_KEY = frozenset({"accelerate", "hf-trainer"})
+
+
+def switched_off(facts: RunFacts, at: Any, setting: str) -> bool:
+    """The policy's `setting` (grad_accum, reduce) follows a bf16 block the launcher switches off
+    (`engine_bf16_ignored`), not a key of its own (`data_types.grad_accum_dtype`, `communication_data_type`, which
+    DeepSpeed honours in any mode; told apart where the reading's places are known): the run does not have it."""
+    if not facts.engine_bf16_ignored:
+        return False
+    return not at.has("legacy_bf16_block") or at(setting) == at("legacy_bf16_block")
 
 
 _COUNTS = ("gradient_accumulation_steps", "train_micro_batch_size_per_gpu", "train_batch_size")

@@ -3,9 +3,9 @@
 
 SimpleTuner loads the trained model in `weight_dtype`, which `--mixed_precision` decides (bf16 by default),
 so even LoRA weights are bf16 (incident 3: "Flux transformer moved to GPU in torch.bfloat16").
-`--gradient_precision=fp32` casts every `.grad` to fp32 after backward; with gradient accumulation the next
-micro-batch then accumulates a bf16 gradient into an fp32 `.grad` and fails ("Expected BFloat16, got Float",
-bghira/SimpleTuner #854). Since commit 26ee784 (Sep 2024) SimpleTuner's argument parser turns `fp32` into
+`--gradient_precision=fp32` casts every `.grad` to fp32 after backward (bghira/SimpleTuner #854 reported "Expected
+BFloat16, got Float" with gradient accumulation; on torch 2.13 the accumulation runs, and the step of torch's Adam
+family fails on the bf16 parameter with its fp32 gradient, while `adamw_bf16` takes it: AMP003). Since commit 26ee784 (Sep 2024) SimpleTuner's argument parser turns `fp32` into
 `unmodified` unless the optimizer asks for fp32 gradients, so the flag no longer does this: which one runs is read
 from the checkout a config lives in, and is unknown elsewhere. `adamw_bf16` asserts bf16 parameters (#755).
 """

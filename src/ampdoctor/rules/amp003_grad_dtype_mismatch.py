@@ -1,4 +1,4 @@
-"""AMP003 grad-dtype-mismatch: A parameter's `.grad` is held in a different dtype than the parameter, so the next backward cannot accumulate into it.
+"""AMP003 grad-dtype-mismatch: A parameter's `.grad` is held in a different dtype than the parameter, which the step of Adam-family and fused optimizers cannot take.
 
 Every detector of this rule; its documentation is the catalog entry (`ampdoctor rules AMP003`)."""
 
@@ -16,7 +16,7 @@ from ampdoctor.dtypes import WIDE, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.dataflow import HALF, describe
-from ampdoctor.lint.python.optimizers import steps_over
+from ampdoctor.lint.python.optimizers import named_step_fails, steps_over
 from ampdoctor.lint.python.resolve import dotted, keyword, self_attribute
 from ampdoctor.policy import Policy
 
@@ -129,8 +129,8 @@ def _restored(ctx: Context, node: ast.Assign, owner: str) -> bool:
 
 @code_check("AMP003", triggers=(".grad =", ".grad=", ".grad.data =", ".grad.data="), also=((".to(", ".type(", "float()", "half()", "bfloat16()", "double()"),))
 def grad_dtype_mismatch(ctx: Context) -> Iterator[CodeHit]:
-    # Incident 3 (SimpleTuner #854): `param.grad.data = param.grad.data.to(torch.float32)` on a bf16 model,
-    # then the next micro-batch's backward cannot accumulate a bf16 grad into the fp32 `.grad`.
+    # Incident 3 (SimpleTuner #854): `param.grad.data = param.grad.data.to(torch.float32)` on a bf16 model; the next
+    # micro-batch's backward accumulates into the fp32 `.grad`, and an Adam-family optimizer's step fails on the pair.
     for node in ctx.src.assigns:
         if not isinstance(node, ast.Assign) or len(node.targets) != 1 or not isinstance(node.value, ast.Call):
             continue
@@ -186,25 +186,33 @@ def _loop_roots(ctx: Context, node: ast.AST, owner: str) -> set[str]:
 
 @policy_check("AMP003")
 def grad_dtype_mismatch_policy(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
-    # Incident 3: .grad retyped to another dtype than the parameter's fails at the next accumulation.
+    # Incident 3: .grad kept in another dtype than the parameter's. torch 2.13 accumulates the next micro-batch's
+    # backward into such a `.grad` without error (it keeps the `.grad`'s dtype); what fails is the step of torch's
+    # Adam family and fused optimizers, on the mixed pair (checked on CPU; `optimizers.MIXED_DTYPE_STEP_FAILS`).
     if policy is None or policy.grads == policy.params or facts.trains is False:
         return
     steps = facts.grad_accum_steps
+    fails = named_step_fails(facts.optimizer)
+    if steps == 1 and not fails:
+        return  # nothing is accumulated, and no optimizer that fails on the pair is named
     here = at("grads")
-    head = f".grad is kept in {policy.grads} for {policy.params} weights"
     # SimpleTuner from 26ee784 (Sep 2024) on turns `--gradient_precision=fp32` off; a config alone does not say which
-    # SimpleTuner runs it (its reader knows only inside a checkout), so there the crash is likely, not certain.
+    # SimpleTuner runs it (its reader knows only inside a checkout), so there the mismatch is likely, not certain.
     maybe = facts.grads_request == "version-dependent"
-    if steps is not None and steps > 1:
-        yield Hit(f"{head} with gradient accumulation ({steps} steps): the next micro-batch's backward accumulates a {policy.params} "
-                  "gradient into it and fails ('Expected BFloat16, got Float', incident 3)"
-                  + (" on SimpleTuner before 26ee784 (Sep 2024); later versions turn `--gradient_precision=fp32` off unless the "
-                     "optimizer needs fp32 gradients" if maybe else ""),
-                  here, severity=Severity.WARNING if maybe else None, related=at.others(here, "params", "grad_accum_steps"))
-    elif steps is None:
-        yield Hit(f"{head}: autograd accumulates .grad in the parameter's dtype, so the first accumulation over micro-batches fails "
-                  "('Expected BFloat16, got Float', incident 3); use grad_accum for a wider accumulation buffer",
-                  here, severity=Severity.WARNING, related=at.others(here, "params"))
+    accum = f" with gradient accumulation ({steps} steps)" if steps is not None and steps > 1 else ""
+    head = (f".grad is kept in {policy.grads} for {policy.params} weights{accum}: backward accumulates the {policy.params} "
+            f"gradients into it without error (torch keeps the .grad's dtype), so parameter and gradient differ in dtype at the step")
+    if fails:
+        tail = f", and `{facts.optimizer}` (the config's optimizer) fails there on the mixed dtypes ('expected dtype ... for `end`')"
+    elif fails is False:
+        tail = f"; `{facts.optimizer}` (the config's optimizer) steps such a pair without error"
+    else:
+        tail = ("; an Adam-family optimizer (Adam, AdamW, NAdam, RAdam, Adamax) or a fused one then fails at `step()`, SGD does not"
+                + ("" if steps is not None else "; keep .grad in the parameter's dtype and use grad_accum for a wider accumulation buffer"))
+    version = (" (on SimpleTuner before 26ee784, Sep 2024; later versions turn `--gradient_precision=fp32` off unless the "
+               "optimizer needs fp32 gradients)") if maybe else ""
+    yield Hit(head + version + tail, here, severity=None if fails and not maybe else Severity.WARNING,
+              related=at.others(here, "params", "grad_accum_steps", "optimizer"))
 
 
 @runtime_check("AMP003")
@@ -231,11 +239,29 @@ def grads_of_another_dtype(ctx: RuntimeContext) -> Iterator[Hit]:
         s = next(iter(accum.values()))[0]
         acc_text = f"; backward then accumulated {dtypes_text(sorted(set(t.op_at(s).in_dtypes), key=str))} gradients into it"
     cast = _grad_cast(ctx, gdt)
-    yield Hit(f"{len(names)} parameter(s) hold a {name_of(gdt)} .grad for a {name_of(pdt)} parameter ({when}){acc_text}: "
-              f"{', '.join(names[:4])}{' ...' if len(names) > 4 else ''}",
-              cast or Location(module=names[0].rpartition(".")[0], label=names[0].rpartition(".")[2], phase=Phase.OPTIMIZER),
-              related=tuple(Location(module=n.rpartition(".")[0], label=n.rpartition(".")[2]) for n in names[:4]) if cast else (),
-              details={"params": names, "grad": name_of(gdt), "param": name_of(pdt), "accumulated": bool(accum)})
+    failed = _step_failed_on(ctx, {gdt, pdt})
+    # torch 2.13 accumulates into the retyped `.grad` without error; what fails is the step of an Adam-family or fused
+    # optimizer on the pair. An error where this run's step failed so, a warning where it ran (or was not seen).
+    tail = (f"; the optimizer step then failed on the mixed dtypes ({failed.head})" if failed is not None else
+            "; nothing failed here, but an Adam-family (Adam, AdamW, NAdam, RAdam, Adamax) or fused optimizer fails at "
+            "`step()` on such a pair, SGD does not")
+    where = cast or Location(module=names[0].rpartition(".")[0], label=names[0].rpartition(".")[2], phase=Phase.OPTIMIZER)
+    related = tuple(Location(module=n.rpartition(".")[0], label=n.rpartition(".")[2]) for n in names[:4]) if cast else ()
+    yield Hit(f"{len(names)} parameter(s) hold a {name_of(gdt)} .grad for a {name_of(pdt)} parameter ({getattr(when, 'value', when)})"
+              f"{acc_text}: {', '.join(names[:4])}{' ...' if len(names) > 4 else ''}{tail}",
+              where, severity=None if failed is not None else Severity.WARNING,
+              related=related + ((failed.where,) if failed is not None else ()),
+              details={"params": names, "grad": name_of(gdt), "param": name_of(pdt), "accumulated": bool(accum),
+                       "step_failed": failed is not None})
+
+
+def _step_failed_on(ctx: RuntimeContext, dtypes: set) -> Any:
+    """The failure of this run, where it is the optimizer step's on a dtype mismatch between operands of `dtypes` (a
+    parameter's and its gradient's): the `FailureSite`, else None."""
+    site = ctx.failure
+    if site is None or site.where.phase != Phase.OPTIMIZER or not ctx.failure_is_dtype_mismatch():
+        return None
+    return site if dtypes <= {d for d, _ in site.inputs} else None
 
 
 def _mixed_accumulations(ctx: RuntimeContext) -> dict[int, list[int]]:

@@ -33,18 +33,20 @@ def rope_dtype_mismatch(ctx: Context) -> Iterator[CodeHit]:
         args = [*call.args, *(kw.value for kw in call.keywords if kw.arg)]
         tables = [a for a in args if _is_table_operand(ctx, a)]
         inputs = [a for a in args if a not in tables and isinstance(a, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))]
-        mismatch = next(_mismatches(ctx, inputs, tables, scope), None)
+        mismatch = next(_mismatches(ctx, call, inputs, tables, scope), None)
         if mismatch is not None:
-            yield call, mismatch
+            yield call, *mismatch
 
 
 def _is_table_operand(ctx: Context, arg: ast.AST) -> bool:
     return is_table(chain_words(arg, ctx)) or (isinstance(arg, ast.Call) and (last_identifier(arg.func) or "") in ("cos", "sin"))
 
 
-def _mismatches(ctx: Context, inputs: list[ast.AST], tables: list[ast.AST], scope: ast.AST) -> Iterator[str]:
-    """Input/table pairs whose dtypes are known to differ, or an input upcast to fp32 next to a table left in the
-    model's dtype (the incident: the kernel then sees fp32 and bf16 under bf16 training)."""
+def _mismatches(ctx: Context, call: ast.Call, inputs: list[ast.AST], tables: list[ast.AST], scope: ast.AST) -> Iterator[tuple[str, Severity]]:
+    """Input/table pairs whose dtypes are known to differ (an error: the kernel asserts one dtype), or an input upcast
+    to fp32 next to a table this file leaves in another's dtype (the incident: the kernel then sees fp32 and bf16 under
+    bf16 training). The latter fails only where the table is half: an error where the tables follow a model known to
+    be half (`_tables_follow_half`), a warning that says the condition otherwise."""
     for x in inputs:
         x_dtype = ctx.flow.tensor_dtype(x, scope)
         if not x_dtype or len(x_dtype) != 1:
@@ -52,21 +54,70 @@ def _mismatches(ctx: Context, inputs: list[ast.AST], tables: list[ast.AST], scop
         for table in tables:
             t_dtype = ctx.flow.tensor_dtype(table, scope)
             differ = bool(t_dtype) and len(t_dtype) == 1 and t_dtype != x_dtype
-            upcast_alone = x_dtype == FP32 and t_dtype is None and _upcast_here(x, ctx, scope)
-            if differ or upcast_alone:
-                t_text = describe(t_dtype) if t_dtype else "left in the model's dtype (bf16 under bf16 training)"
-                yield (f"rotary input `{ast.unparse(x)[:40]}` is {describe(x_dtype)} but `{ast.unparse(table)[:40]}` is {t_text}, and "
-                       f"this kernel requires one dtype; cast the tables with `.type_as({ast.unparse(x)[:40]})`")
+            x_text, t_text = ast.unparse(x)[:40], ast.unparse(table)[:40]
+            fix = f"cast the tables with `.type_as({x_text})`"
+            if differ:
+                yield (f"rotary input `{x_text}` is {describe(x_dtype)} but `{t_text}` is {describe(t_dtype)}, and this kernel "
+                       f"requires one dtype; {fix}"), Severity.ERROR
+            elif x_dtype == FP32 and t_dtype is None and (source := _upcast_here(x, ctx, scope)) is not None:
+                half = _tables_follow_half(ctx, call, source, scope)
+                if half is not None:
+                    yield (f"rotary input `{x_text}` is {describe(x_dtype)} but `{t_text}` is left in the model's dtype, half "
+                           f"here ({half}), and this kernel requires one dtype; {fix}"), Severity.ERROR
+                else:
+                    yield (f"rotary input `{x_text}` is {describe(x_dtype)} but `{t_text}` is left in a dtype this code does not "
+                           "decide: where it is half (a model cast to bf16/fp16, the tables following it) this kernel, which "
+                           f"requires one dtype, fails; {fix}"), Severity.WARNING
 
 
-def _upcast_here(x: ast.AST, ctx: Context, scope: ast.AST) -> bool:
-    """`x` is itself an explicit fp32 cast, or a name assigned one: the code chose fp32 for the input only."""
-    if isinstance(x, ast.Call):
-        return bool(ctx.flow.cast_dtype(x, scope))
+def _tables_follow_half(ctx: Context, call: ast.Call, source: ast.AST, scope: ast.AST) -> str | None:
+    """Why the tables, which this code leaves in the dtype they come in, are half where the kernel runs: the code casts
+    the kernel's result back to the dtype of the tensor it upcast (``apply_rotary_emb(x.float(), cos, sin).type_as(x)``:
+    the input is narrower than fp32, and activations and tables follow the half model), the file casts the model it
+    defines to half without autocast, or the project runs this code with the model cast to half. None where nothing
+    says so (under autocast the weights, and tables made from them, stay fp32)."""
+    if _cast_back(ctx, call, source, scope):
+        return f"the result is cast back to `{ast.unparse(source)[:40]}`'s dtype, so the input is narrower than fp32"
+    cast = ctx.facts.local_half_model
+    if cast is not None:
+        return f"the file casts its model to {describe(cast.dtypes)} without autocast, line {cast.node.lineno}"
+    project = ctx.half_model_at(call)
+    return f"the project runs this model as {project.describe()}" if project is not None else None
+
+
+def _cast_back(ctx: Context, call: ast.Call, source: ast.AST, scope: ast.AST) -> bool:
+    """Is the result of `call` (or the name it is assigned to) cast to the dtype of `source`: ``.type_as(source)``,
+    ``.to(source.dtype)`` or ``.to(dtype=source.dtype)``?"""
+    holders = [call]
+    parent = ctx.src.parents.get(call)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+        name = parent.targets[0].id
+        holders += [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+    wanted = ast.dump(source)
+    return any(_casts_to_dtype_of(ctx, holder, wanted) for holder in holders)
+
+
+def _casts_to_dtype_of(ctx: Context, holder: ast.AST, wanted: str) -> bool:
+    """``holder.type_as(x)`` / ``holder.to(x.dtype)`` / ``holder.to(dtype=x.dtype)``, `x` dumped as `wanted`."""
+    cast = ctx.src.parents.get(holder)
+    user = ctx.src.parents.get(cast)
+    if not (isinstance(cast, ast.Attribute) and cast.value is holder and isinstance(user, ast.Call) and user.func is cast):
+        return False
+    given = [*user.args, *(kw.value for kw in user.keywords if kw.arg == "dtype")]
+    if cast.attr == "type_as":
+        return any(ast.dump(a) == wanted for a in given)
+    return cast.attr == "to" and any(isinstance(a, ast.Attribute) and a.attr == "dtype" and ast.dump(a.value) == wanted for a in given)
+
+
+def _upcast_here(x: ast.AST, ctx: Context, scope: ast.AST) -> ast.AST | None:
+    """`x` is itself an explicit fp32 cast, or a name assigned one: the code chose fp32 for the input only. The tensor
+    cast (``q`` of ``q.float()``), else None."""
     if isinstance(x, ast.Name):
         before = [v for line, v in ctx.src.bindings(x, scope) if line < x.lineno]
-        return bool(before) and isinstance(before[-1], ast.Call) and bool(ctx.flow.cast_dtype(before[-1], scope))
-    return False
+        x = before[-1] if before else None
+    if isinstance(x, ast.Call) and ctx.flow.cast_dtype(x, scope):
+        return x.func.value if isinstance(x.func, ast.Attribute) else x
+    return None
 
 
 def _strict_consumer(ctx: Context, call: ast.Call, strict_locals: set[str]) -> bool:

@@ -13,6 +13,7 @@ from ampdoctor.core.model import Location, Severity
 from ampdoctor.core.registry import Hit, policy_check, runtime_check
 from ampdoctor.dtypes import BF16, HALF, name_of
 from ampdoctor.facts import RunFacts
+from ampdoctor.frameworks import deepspeed
 from ampdoctor.policy import Policy
 
 if TYPE_CHECKING:
@@ -25,8 +26,8 @@ def bf16_grad_accumulation_policy(policy: Policy | None, facts: RunFacts, at: Pl
     # weights and no master copy anywhere (torchtune's `dtype: bf16`, Lightning's bf16-true) the accumulation dtype
     # follows the weights by design: a note, not a warning per file. fp16 accumulation under loss scaling is the
     # standard fp16 recipe (Megatron, DeepSpeed's fp16 engine).
-    if policy is None or policy.grad_accum != BF16 or facts.trains is False:
-        return
+    if policy is None or policy.grad_accum != BF16 or facts.trains is False or deepspeed.switched_off(facts, at, "grad_accum"):
+        return  # (a legacy `bfloat16` block the launcher switches off: the run accumulates in what it asks; AMP001 says so)
     steps = facts.grad_accum_steps
     here = at("grad_accum")
     pure = _pure_half(policy, facts)

@@ -12,6 +12,7 @@ from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, policy_check
 from ampdoctor.dtypes import HALF, describe_half
 from ampdoctor.facts import RunFacts
+from ampdoctor.frameworks import deepspeed
 from ampdoctor.lint.python.config_values import ConfigValue, ConfigValues, key_path, stored_keys
 from ampdoctor.lint.python.context import CodeHit, Context, calls_named
 from ampdoctor.lint.python.dataflow import TORCH_DTYPES, describe
@@ -190,8 +191,8 @@ LARGE_WORLD = 16
 @policy_check("AMP118")
 def low_precision_reduce_policy(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
     world = facts.world_size
-    if policy is None or policy.reduce not in HALF or world == 1 or facts.trains is False:
-        return
+    if policy is None or policy.reduce not in HALF or world == 1 or facts.trains is False or deepspeed.switched_off(facts, at, "reduce"):
+        return  # (a legacy `bfloat16` block the launcher switches off: the run reduces in what it asks; AMP001 says so)
     large = world is not None and world >= LARGE_WORLD
     size = f"{world} ranks" if world else "a world size the input does not fix"
     here = at("reduce")

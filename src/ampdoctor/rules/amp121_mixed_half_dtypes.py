@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Iterator
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, policy_check, runtime_check
-from ampdoctor.dtypes import FP16, HALF
+from ampdoctor.dtypes import FP16, HALF, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import CodeHit, Context, calls_named
 from ampdoctor.lint.python.dataflow import autocast_argument, describe
@@ -77,9 +77,22 @@ def mixed_half_dtypes_policy(policy: Policy | None, facts: RunFacts, at: Places)
 
 @runtime_check("AMP121")
 def both_halves_in_one_op(ctx: RuntimeContext) -> Iterator[Hit]:
+    """bf16 and fp16 operands of one op. An error where the run failed there (a kernel that takes one dtype: addmm's
+    "mat1 and mat2 must have the same dtype", a convolution's "Input type ... and bias type ... should be the same"); a
+    warning where the op ran: it promoted the pair (to fp32 outside autocast, or autocast's own dtype), so nothing
+    failed, but the two half types meet and one of them is read in the other's narrower range or precision."""
     t = ctx.trace
+    both = {ctx.BF16, ctx.FP16}
+    site = ctx.failure
+    if site is not None and both <= {d for d, _ in site.inputs} and ctx.failure_is_dtype_mismatch():
+        yield Hit(f"{site.head}: bf16 and fp16 meet there and the step fails", site.where, severity=Severity.ERROR)
+        return
     for op in t.mixed():
         present = {d for d, p in zip(op.in_dtypes, op.producers) if p is not None}
-        if ctx.BF16 in present and ctx.FP16 in present:
-            yield Hit(f"{t.op(op.seq)} receives both bf16 and fp16 tensors", t.location(op.seq))
+        if both <= present and op.out_dtypes:
+            under = " under autocast" if op.autocast else ""
+            yield Hit(f"{t.op(op.seq)} receives both bf16 and fp16 tensors{under} and ran, promoting them to "
+                      f"{name_of(op.out_dtypes[0])}: nothing failed, but two half types meet in one graph (a kernel that takes one "
+                      "dtype, a convolution's, refuses the pair; a cast between them overflows bf16 values in fp16 and rounds "
+                      "fp16 ones in bf16)", t.location(op.seq), severity=Severity.WARNING)
             return

@@ -5,6 +5,7 @@ steps (AMP119 pure-bf16-optimizer, AMP128 mixed-precision-without-master-weights
 from __future__ import annotations
 
 import ast
+import re
 
 from ampdoctor.facts import MASTER_OPTIMIZERS
 from ampdoctor.lint.python.context import Context, calls_named
@@ -22,6 +23,34 @@ _PARAMETERS = frozenset({"parameters", "named_parameters"})
 # Adafactor step such a pair without error, unless built with `fused=True` ("expected scalar type BFloat16 but found
 # Float"). Used by AMP003 and AMP120.
 MIXED_DTYPE_STEP_FAILS = frozenset(f"torch.optim.{n}" for n in ("Adam", "AdamW", "Adamax", "NAdam", "RAdam"))
+
+# Optimizers a config names that read the gradient into an fp32 copy before they use it, so a parameter and its
+# gradient of two dtypes step without error: SimpleTuner's `adamw_bf16` (AdamWBF16: `add_stochastic_` and
+# `addcmul_` on its bf16 state take an fp32 gradient; read in its code and its ops run on CPU, torch 2.13).
+_NAMED_STEPS_MIXED = frozenset({"adamw_bf16"})
+# How configs name a torch optimizer: `torch.optim.AdamW`, `torch_optim.adamw`, SimpleTuner's `torch-adamw`, and HF's
+# `adamw_torch` / `adamw_torch_fused` (a fused one raises too).
+_TORCH_NAMED = re.compile(r"torch[._-](?:optim[._-])?(?P<prefixed>\w+)|(?P<suffixed>\w+?)_torch(?P<fused>_fused)?")
+
+
+def named_step_fails(name: str | None) -> bool | None:
+    """Does the step of the optimizer a config names (`name`) raise where a parameter and its gradient differ in
+    dtype: True for torch's Adam family and fused optimizers (`MIXED_DTYPE_STEP_FAILS`), False for the torch
+    optimizers that step such a pair and those that read the gradient in fp32 (`_NAMED_STEPS_MIXED`), None where the
+    name says neither (another library's optimizer, a bare `AdamW` that may be any library's)."""
+    text = (name or "").strip().lower()
+    if text in _NAMED_STEPS_MIXED:
+        return False
+    match = _TORCH_NAMED.fullmatch(text)
+    if match is None:
+        return None
+    if match["fused"] or "fused" in text.split("_"):
+        return True
+    short = match["prefixed"] or match["suffixed"]
+    torch_names = {n.rsplit(".", 1)[-1].lower(): n for n in PLAIN_OPTIMIZERS}
+    if short not in torch_names:
+        return None
+    return torch_names[short] in MIXED_DTYPE_STEP_FAILS
 
 
 def steps_over(ctx: Context, modules: set[str]) -> tuple[str | None, str | None]:

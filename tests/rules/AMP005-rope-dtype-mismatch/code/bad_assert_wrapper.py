@@ -11,4 +11,4 @@ def fused_rotary(x, cos, sin):
 def forward(q, freqs):
     cos = freqs.cos().bfloat16()
     sin = freqs.sin().bfloat16()
-    return fused_rotary(q.float(), cos, sin)  # ampdoctor: expect[AMP005]
+    return fused_rotary(q.float(), cos, sin)  # ampdoctor: expect[AMP005:error]

@@ -9,4 +9,4 @@ def rotate_vision_tokens(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
     x32 = x.float()
     cos = angles.cos()  # .type_as(x32)
     sin = angles.sin()  # .type_as(x32)
-    return apply_rotary_emb(x32, cos, sin).type_as(x)  # ampdoctor: expect[AMP005]
+    return apply_rotary_emb(x32, cos, sin).type_as(x)  # ampdoctor: expect[AMP005:error]
