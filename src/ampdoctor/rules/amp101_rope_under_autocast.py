@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
-from ampdoctor.lint.python.context import TRIG, CodeHit, Context, angle_matmuls, rotary_said
+from ampdoctor.lint.python.context import TRIG, CodeHit, Context, angle_matmuls, construction_only, rotary_said
 from ampdoctor.lint.python.resolve import tokens
 
 if TYPE_CHECKING:
@@ -55,31 +55,11 @@ def rope_under_autocast(ctx: Context) -> Iterator[CodeHit]:
         if rotary is None:
             rotary = _rotary_functions(ctx)
         fn = ctx.src.enclosing_function(node)
-        if (fn or ctx.src.tree) not in rotary or facts.autocast_off_at(node) or _construction_only(ctx, fn):
+        if (fn or ctx.src.tree) not in rotary or facts.autocast_off_at(node) or construction_only(ctx, fn):
             continue
         kind = "RoPE angles" if rotary_said(ctx) else "angles for a cos/sin table"
         yield node, (f"{kind} `{ast.unparse(node)[:60]}` are a matmul, which autocast runs in bf16/fp16 even on fp32 "
                      f"operands; {evidence}. Compute them inside `torch.autocast(device_type, enabled=False)`")
-
-
-def _construction_only(ctx: Context, fn: ast.AST | None) -> bool:
-    """`fn` runs only while a module is built: it is the module's ``__init__``, or a method of its class that only
-    ``__init__`` calls (``self._build_cache()`` from ``__init__`` and nowhere else). A table computed there is made
-    where the model is constructed, which is outside the autocast region its forward passes run in; a method the
-    forward calls too (a cache rebuilt for a longer sequence) runs under autocast and is not this."""
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    cls = ctx.src.enclosing_class(fn)
-    if cls is None or fn not in cls.body:
-        return False
-    if fn.name == "__init__":
-        return True
-    callers = [ctx.src.enclosing_function(c) for c in ctx.src.calls
-               if isinstance(c.func, ast.Attribute) and c.func.attr == fn.name and isinstance(c.func.value, ast.Name)
-               and c.func.value.id == "self" and ctx.src.enclosing_class(c) is cls]
-    mentioned = [n for n in ctx.src.attributes if n.attr == fn.name and ctx.src.enclosing_class(n) is cls]
-    return bool(callers) and len(mentioned) == len(callers) and all(
-        isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == "__init__" for f in callers)
 
 
 @runtime_check("AMP101")
