@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
-from ampdoctor.lint.python.context import TRIG, CodeHit, Context, angle_matmuls, rotary_said
+from ampdoctor.lint.python.context import TRIG, CodeHit, Context, angle_matmuls, construction_only, rotary_said
 from ampdoctor.lint.python.resolve import tokens
 
 if TYPE_CHECKING:
@@ -54,7 +54,8 @@ def rope_under_autocast(ctx: Context) -> Iterator[CodeHit]:
     for node in angle_matmuls(ctx):
         if rotary is None:
             rotary = _rotary_functions(ctx)
-        if (ctx.src.enclosing_function(node) or ctx.src.tree) not in rotary or facts.autocast_off_at(node):
+        fn = ctx.src.enclosing_function(node)
+        if (fn or ctx.src.tree) not in rotary or facts.autocast_off_at(node) or construction_only(ctx, fn):
             continue
         kind = "RoPE angles" if rotary_said(ctx) else "angles for a cos/sin table"
         yield node, (f"{kind} `{ast.unparse(node)[:60]}` are a matmul, which autocast runs in bf16/fp16 even on fp32 "

@@ -229,7 +229,54 @@ def norm_low_precision(ctx: Context) -> Iterator[CodeHit]:
                 continue
         where = f"`{owner.name}`" if isinstance(owner, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else "this norm"
         what = describe(dtypes) if dtypes and dtypes & HALF else "the input dtype"
-        yield _by_consequence(ctx, call, dtypes, f"{where} computes the variance `{ast.unparse(call)[:50]}` in {what} {said}")
+        found = _by_consequence(ctx, call, dtypes, f"{where} computes the variance `{ast.unparse(call)[:50]}` in {what} {said}")
+        yield _as_import_fallback(ctx, owner, found)
+
+
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+
+def _import_fallback(ctx: Context, owner: ast.AST) -> str | None:
+    """The import `owner` stands in for: a norm class or function defined in the ``except ImportError:`` of a ``try``
+    that imports the same name (``try: from apex.normalization import FusedLayerNorm as BertLayerNorm`` / ``except
+    ImportError: class BertLayerNorm``). It runs only where that import fails; where it succeeds, the imported (fused)
+    norm is the one the model builds."""
+    name = getattr(owner, "name", None)
+    if name is None:
+        return None
+    for parent, child in ctx.src.steps(owner):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return None
+        if isinstance(parent, ast.Try) and isinstance(child, ast.ExceptHandler) and _catches_import_error(child):
+            return _imported_as(parent.body, name)
+    return None
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    caught = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return handler.type is None or any(c is not None and last_identifier(c) in _IMPORT_ERRORS for c in caught)
+
+
+def _imported_as(body: list[ast.stmt], name: str) -> str | None:
+    """What the statements import under `name` (``from m import A as name`` -> ``m.A``), or None."""
+    for stmt in body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            for alias in stmt.names:
+                if (alias.asname or alias.name.split(".")[0]) == name:
+                    module = stmt.module if isinstance(stmt, ast.ImportFrom) else None
+                    return f"{module}.{alias.name}" if module else alias.name
+    return None
+
+
+def _as_import_fallback(ctx: Context, owner: ast.AST, found: CodeHit) -> CodeHit:
+    """A norm that stands in for an import when it fails is reported as a note: runs in half precision have the
+    imported norm as often as not (apex's fused norms, which fp16 training scripts of that era require), and only
+    where the import fails does this one run at all."""
+    imported = _import_fallback(ctx, owner)
+    if imported is None:
+        return found
+    return found[0], (f"{found[1]} (it stands in for `{imported}` where that cannot be imported, so it runs only "
+                      "without it)"), Severity.INFO
 
 
 _UPCAST = "upcast first: `x.float().pow(2).mean(-1, keepdim=True)`"

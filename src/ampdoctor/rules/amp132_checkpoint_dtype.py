@@ -51,16 +51,47 @@ def _cast_after(ctx: Context, model: str, load: ast.Call) -> bool:
 
 
 def _state_cast_to(ctx: Context, state: ast.expr, load: ast.Call, dtypes: frozenset) -> bool:
-    """Is the loaded state dict cast to the model's dtype first: its last binding before the load is a dict
-    comprehension of casts (``{k: v.to(torch.bfloat16) for k, v in sd.items()}``), so assign=True hands the model
-    tensors of its own dtype."""
+    """Is the loaded state dict in the model's dtype already, so that assign=True hands the model tensors of its own
+    dtype: its last binding before the load is a dict comprehension of casts (``{k: v.to(torch.bfloat16) for k, v in
+    sd.items()}``) or the state dict of a model cast to that dtype (``other.to(torch.bfloat16).state_dict()``), or
+    its entries are written as casts after it (``for k in sd: sd[k] = sd[k].to(torch.bfloat16)``)."""
     if not isinstance(state, ast.Name):
         return False
-    bound = [(line, value) for line, value in ctx.src.bindings(state, ctx.src.scope(load)) if line < load.lineno]
+    scope = ctx.src.scope(load)
+    bound = [(line, value) for line, value in ctx.src.bindings(state, scope) if line < load.lineno]
     if not bound:
         return False
-    value = max(bound, key=lambda b: b[0])[1]
-    return isinstance(value, ast.DictComp) and isinstance(value.value, ast.Call) and ctx.flow.cast_dtype(value.value) == dtypes
+    line, value = max(bound, key=lambda b: b[0])
+    if isinstance(value, ast.DictComp) and isinstance(value.value, ast.Call) and ctx.flow.cast_dtype(value.value) == dtypes:
+        return True
+    return _state_dict_of_cast_model(ctx, value, load, dtypes) or _entries_cast(ctx, state.id, value, (line, load.lineno), dtypes)
+
+
+def _state_dict_of_cast_model(ctx: Context, value: ast.AST | None, load: ast.Call, dtypes: frozenset) -> bool:
+    """``m.to(dtype).state_dict()``, or ``m.state_dict()`` of a model `m` cast to `dtypes` earlier in the load's scope."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "state_dict"):
+        return False
+    owner = value.func.value
+    if isinstance(owner, ast.Call) and ctx.flow.cast_dtype(owner, ctx.src.scope(load)) == dtypes:
+        return True
+    name = dotted(owner)
+    scope = ctx.src.scope(load)
+    return name is not None and any(c.name == name and c.dtypes == dtypes and c.node.lineno < value.lineno
+                                    and ctx.src.scope(c.node) is scope for c in ctx.facts.model_casts)
+
+
+def _entries_cast(ctx: Context, name: str, value: ast.AST | None, between: tuple[int, int], dtypes: frozenset) -> bool:
+    """Every entry written into the dict `name` between its binding and the load is a cast to `dtypes` (``sd[k] =
+    v.to(torch.bfloat16)``), and they are all of its entries: the dict starts empty, or the writes run in a loop
+    (over its keys)."""
+    first, last = between
+    writes = [node for node in ctx.src.assigns if isinstance(node, ast.Assign) and first < node.lineno < last
+              and any(isinstance(t, ast.Subscript) and dotted(t.value) == name for t in node.targets)]
+    if not writes or not all(isinstance(w.value, ast.Call) and ctx.flow.cast_dtype(w.value) == dtypes for w in writes):
+        return False
+    empty = (isinstance(value, ast.Dict) and not value.keys) or (
+        isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict" and not value.args and not value.keywords)
+    return empty or any(isinstance(p, (ast.For, ast.AsyncFor)) for w in writes for p in ctx.src.ancestors(w))
 
 
 @code_check("AMP132", triggers=("assign=True",), also=(("load_state_dict",),))

@@ -11,7 +11,7 @@ from ampdoctor.audit.evidence import Tag
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import BF16, FP16, name_of
-from ampdoctor.lint.python.context import MATMUL_CALLS, CodeHit, Context, in_half_module
+from ampdoctor.lint.python.context import MATMUL_CALLS, CodeHit, Context, construction_only, in_half_module
 from ampdoctor.lint.python.dataflow import FP32, FP64, HALF, describe
 from ampdoctor.lint.python.resolve import argument, dotted, keyword
 
@@ -91,6 +91,10 @@ def _written_dtypes(ctx: Context, call: ast.Call, target: ast.AST | None, how: s
     found = ctx.flow.tensor_dtype(target, ctx.src.scope(call))
     if found:
         return found, f"`{ast.unparse(target)[:40]}` is {describe(found)}"
+    if construction_only(ctx, ctx.src.enclosing_function(call)):
+        # a tensor a module's __init__ makes and fills (a causal bias buffer) is fp32 then: the model's half cast and
+        # the autocast of its forward come after it is built
+        return None, ""
     cast = in_half_module(ctx, call) if how != "full_like" else None
     if cast is not None and ctx.facts.fp32_head is None:
         return cast.dtypes, f"the model is cast to {describe(cast.dtypes)} (line {cast.node.lineno}) without autocast"

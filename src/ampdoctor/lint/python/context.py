@@ -285,6 +285,26 @@ def parameter_attributes(ctx: Context, cls: ast.ClassDef) -> set[str]:
             for t in node.targets if (a := self_attribute(t)) is not None}
 
 
+def construction_only(ctx: Context, fn: ast.AST | None) -> bool:
+    """`fn` runs only while a module is built: it is the module's ``__init__``, or a method of its class that only
+    ``__init__`` calls (``self._build_cache()`` from ``__init__`` and nowhere else). What it computes is made where
+    the model is constructed: before the model is cast to half and outside the autocast region its forward passes
+    run in. A method the forward calls too (a cache rebuilt for a longer sequence) is not this."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    cls = ctx.src.enclosing_class(fn)
+    if cls is None or fn not in cls.body:
+        return False
+    if fn.name == "__init__":
+        return True
+    callers = [ctx.src.enclosing_function(c) for c in ctx.src.calls
+               if isinstance(c.func, ast.Attribute) and c.func.attr == fn.name and isinstance(c.func.value, ast.Name)
+               and c.func.value.id == "self" and ctx.src.enclosing_class(c) is cls]
+    mentioned = [n for n in ctx.src.attributes if n.attr == fn.name and ctx.src.enclosing_class(n) is cls]
+    return bool(callers) and len(mentioned) == len(callers) and all(
+        isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == "__init__" for f in callers)
+
+
 def in_half_module(ctx: Context, node: ast.AST) -> ModelCast | None:
     """The local model cast, if `node` sits in a class of the file that casts its own model to half."""
     cast = ctx.facts.local_half_model
