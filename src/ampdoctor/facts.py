@@ -53,6 +53,10 @@ class RunFacts:
     # Where the run comes from.
     framework: str | None = None
     framework_version: str | None = None
+    # Whether the config is known to be read by `framework`: True where something only that framework has says so (a
+    # key no other framework uses, a checkout of it around the file); False where it was recognised by keys other
+    # frameworks (or the project's own code) use as well, so what that framework would refuse is conditional.
+    framework_known: bool | None = None
     precision_setting: str | None = None  # the framework's own precision value as written ("bf16-true", "bfloat16")
     strategy: str | None = None  # ddp, fsdp, deepspeed, single, auto, other
     # Scale.

@@ -211,6 +211,17 @@ def _training_facts(doc: Document, cfg: Reading, bf16: bool | None, fp16: bool |
     return gas
 
 
+def _own_deepspeed_switch(doc: Document, cfg: Reading) -> bool:
+    """A `deepspeed` key the project declares as its own option and hands to `deepspeed.initialize` itself
+    (`Document.own_keys`): the Trainer's checks see it only if the project also passes it on, so what they would
+    refuse is conditional (`framework_known`). True where it is a switch, not a file (DeepSpeed's `--deepspeed`
+    flag): nothing for the Trainer to read."""
+    if "deepspeed" not in doc.own_keys or not doc.get("deepspeed"):
+        return False
+    cfg.set("framework_known", False, doc.at("deepspeed"))
+    return not isinstance(doc.get("deepspeed"), (str, dict))
+
+
 def _deepspeed_reference(doc: Document, cfg: Reading, bf16: bool | None, fp16: bool | None, gas: int | None) -> bool:
     """HF `deepspeed` (a path or an inline dict): the Trainer fills the file's "auto" values from the arguments and
     refuses explicit ones that disagree, even with bf16/fp16 left at their default false."""
@@ -307,7 +318,7 @@ def read(doc: Document) -> Reading:
     bf16, fp16 = _flag(doc, "bf16"), _flag(doc, "fp16")
     model_dtype, model_raw, model_at = _model_facts(doc, cfg)
     gas = _training_facts(doc, cfg, bf16, fp16)
-    if _deepspeed_reference(doc, cfg, bf16, fp16, gas):
+    if _own_deepspeed_switch(doc, cfg) or _deepspeed_reference(doc, cfg, bf16, fp16, gas):
         return cfg
     if bf16 is None or fp16 is None or (model_raw is not None and model_dtype is None):
         return cfg  # "auto": decided on the machine, not in the file

@@ -16,7 +16,7 @@ from typing import Any
 from ampdoctor.core.model import Location
 from ampdoctor.dtypes import BF16, FP16, FP32, HALF
 from ampdoctor.frameworks import deepspeed, hf
-from ampdoctor.frameworks.base import Reading, as_bool, as_int, checkout_says, lower_str
+from ampdoctor.frameworks.base import Reading, as_bool, as_int, checkout_says, checkout_source, lower_str
 from ampdoctor.frameworks.located import Document, merge_documents
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.policy import Policy
@@ -53,6 +53,26 @@ _SPECIFIC = frozenset({
     "output_layer_parallelism", "no_weight_tying", "init_method", "output_layer_init_method", "partition_activations",
     "synchronize_each_layer", "train_iters", "lr_decay_iters", "train_data_paths", "checkpoint_activations",
 })
+
+
+# Of those, the keys no Megatron-LM or Megatron-DeepSpeed argument (nor, in YAML, any other trainer's) has: `train_iters`,
+# `lr_decay_iters`, `checkpoint_activations`, `partition_activations`, `synchronize_each_layer`, `model_parallel_size`,
+# `bias_gelu_fusion` and `init_method` (torch.distributed's too) are Megatron's words as well, `fp32_allreduce` was, and
+# `rotary_pct`/`rotary_emb_base` are keys of the HF GPT-NeoX model config too.
+_NEOX_ONLY = frozenset({
+    "pos_emb", "pipe_parallel_size", "scaled_upper_triang_masked_softmax_fusion",
+    "attention_config", "gpt_j_residual", "output_layer_parallelism", "no_weight_tying", "output_layer_init_method",
+    "train_data_paths", "valid_data_paths", "test_data_paths",
+})
+
+
+def identified(doc: Document) -> bool:
+    """Whether the config is GPT-NeoX's beyond doubt: a key only NeoX uses, the DeeperSpeed `fp16: {type: bfloat16}`
+    spelling, or a NeoX checkout around the file. A config recognised by keys Megatron-LM and other trainers share is
+    NeoX's only perhaps: what NeoX refuses, it refuses only if NeoX reads the file."""
+    if _keys(doc) & _NEOX_ONLY or lower_str(doc.get("fp16", "type")) in ("bfloat16", "bf16"):
+        return True
+    return checkout_source(doc.file, (_ARGUMENTS,)) is not None
 
 
 def detect(doc: Document) -> bool:
@@ -127,6 +147,7 @@ def read_group(docs: list[Document], errors: list[ReportError]) -> list[Reading]
 def read(doc: Document) -> Reading:
     files = tuple(sorted({loc.file for loc in doc.locations.values() if loc.file} | {doc.file}))
     cfg = Reading(NAME, doc.file, files=files)
+    cfg.set("framework_known", identified(doc), doc.at("precision"))
     engine = deepspeed.precision_mode(doc)
     declared = doc.get("precision")
     model_dtype = _model_dtype(doc, declared, engine.name)

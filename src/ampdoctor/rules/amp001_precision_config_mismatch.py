@@ -108,6 +108,8 @@ def _launcher_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
         why = f" (Lightning adds its {asked} block beside the file's and DeepSpeed refuses both on)"
     elif refused:
         why = f" ({launcher} refuses the opposite half type)"
+    elif launcher == hf.NAME:
+        why = " (the HF Trainer refuses a written DeepSpeed value that disagrees with its arguments)"
     else:
         why = ": the engine's dtype, not the launcher's, is what the model gets"
     here = at("requested_precision")
@@ -118,8 +120,13 @@ def _launcher_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
     # float inputs then fails at its first layer, one fed token ids does not). The HF Trainer refuses any written
     # value that disagrees with its arguments.
     quiet = not refused and launcher in (accelerate.NAME, lightning.NAME)
-    yield Hit(f"{launcher} asks for {_SPELLED[asked]} but the DeepSpeed config {engine_at.file} it points to runs {_SPELLED[runs]}{why}",
-              here, related=at.others(here, engine_at, "reference"), severity=Severity.WARNING if quiet else None)
+    # A `deepspeed` key of the project's own (its own option, handed to `deepspeed.initialize` by its own code) reaches
+    # the Trainer's checks only if the project passes it on: a refusal that depends on that is a warning that says so.
+    maybe = "" if facts.framework_known is not False else \
+        f"if {launcher} reads this config (the project's own code declares this `deepspeed` option and calls deepspeed.initialize itself): "
+    yield Hit(f"{maybe}{launcher} asks for {_SPELLED[asked]} but the DeepSpeed config {engine_at.file} it points to runs {_SPELLED[runs]}{why}",
+              here, related=at.others(here, engine_at, "reference"),
+              severity=Severity.WARNING if quiet or facts.framework_known is False else None)
 
 
 def _legacy_bf16_block_shadowed(launcher: str, asked: str, engine_at: Location, at: Places) -> Iterator[Hit]:
@@ -143,9 +150,14 @@ def _model_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
         return
     rotary = " NeoX's rotary embedding and attention then run in fp32 while DeepSpeed feeds bf16 activations " \
              "(incident 1: 'expected scalar type BFloat16 but found Float')." if facts.rotary_table_dtype is not None or at.has("rotary_table_dtype") else ""
+    # NeoX refuses both of these at start-up (`validate_types`: a `precision` outside its Literal; `calculate_derived`:
+    # "DeepSpeed bf16 field was set but precision conflicts"), but only a config NeoX reads: one recognised by the keys
+    # Megatron-LM and other trainers share as well is a warning that says so.
+    certain = facts.framework_known is not False
+    maybe = "" if certain else "if GPT-NeoX reads this config (it is recognised only by keys Megatron-LM and other trainers use too): "
     if facts.model_dtype_declared and facts.model_dtype is None:
-        yield Hit(f"precision={facts.precision_setting!r} is not one NeoX knows (fp16, bfloat16, fp32): the model and DeepSpeed "
-                  "engine dtypes are undefined", at("model_dtype"))
+        yield Hit(f"{maybe}precision={facts.precision_setting!r} is not one NeoX knows (fp16, bfloat16, fp32): the model and DeepSpeed "
+                  "engine dtypes are undefined", at("model_dtype"), severity=None if certain else Severity.WARNING)
     elif not facts.model_dtype_declared and facts.model_dtype is None and engine == BF16 and facts.model_dtype_from_engine is not True:
         # Before gpt-neox PR #1311 an unset `precision` was derived from the fp16 block only: fp32 under a bf16 engine.
         known_old = facts.model_dtype_from_engine is False
@@ -158,8 +170,9 @@ def _model_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
                   fix='Set `"precision": "bfloat16"` next to the bf16 block (GPT-NeoX derives it only since PR #1311).')
     elif facts.model_dtype is not None and facts.model_dtype != engine:
         here = at("model_dtype")
-        yield Hit(f"precision={facts.precision_setting!r} builds the model in {facts.model_dtype} but the DeepSpeed engine runs "
-                  f"{facts.engine_precision} ({engine})", here, related=at.others(here, "engine_precision"))
+        yield Hit(f"{maybe}precision={facts.precision_setting!r} builds the model in {facts.model_dtype} but the DeepSpeed engine runs "
+                  f"{facts.engine_precision} ({engine})", here, related=at.others(here, "engine_precision"),
+                  severity=None if certain else Severity.WARNING)
 
 
 @runtime_check("AMP001")

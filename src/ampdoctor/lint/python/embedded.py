@@ -220,7 +220,7 @@ def _dataclass_configs(ctx: Context, local_hf: frozenset[str]) -> Iterator[Embed
         values = Values(ctx, ctx.src.path)
         data = _field_defaults(cls, values)
         # every field of a TrainingArguments subclass is one it adds: the project's own key (`own_argument_fields`)
-        declared = frozenset(data) if hf_based else frozenset()
+        declared = frozenset(data) - {"deepspeed"} if hf_based else frozenset()
         reader = _reader_of_fields(ctx, data, hf_based)
         config = _embedded(data, values, reader, cls, f"class {cls.name}") if reader is not None else None
         if config is not None:
@@ -265,23 +265,47 @@ def own_code(paths: Iterable[Path]) -> tuple[frozenset[str], str | None]:
     defaults the load dtype to half (`_half_load_default`). Read before the configs are, so by name only."""
     fields: set[str] = set()
     default: str | None = None
+    initializes = declares_deepspeed = False
     for path in paths:
         if _is_test_file(str(path)):
             continue
         try:
             raw = path.read_bytes()
             arguments, loads = b"TrainingArguments" in raw, default is None and b"torch_dtype" in raw
-            tree = ast.parse(raw) if arguments or loads else None
+            initializes = initializes or b"deepspeed.initialize(" in raw
+            option = not declares_deepspeed and (b'"--deepspeed"' in raw or b"'--deepspeed'" in raw or b"deepspeed:" in raw
+                                                 or b"add_config_arguments" in raw)
+            tree = ast.parse(raw) if arguments or loads or option else None
         except (OSError, SyntaxError, ValueError, RecursionError):
             continue
         if tree is None:
             continue
         if arguments:
             fields |= own_argument_fields(tree)
+        declares_deepspeed = declares_deepspeed or (option and _declares_own_deepspeed_option(tree))
         line = _half_load_default(tree) if loads else None
         if line is not None:
             default = f"{path.name}:{line}"
+    if initializes and declares_deepspeed:
+        # The project hands its DeepSpeed config to `deepspeed.initialize` itself, from an option of its own: a config's
+        # `deepspeed` key is that option, which the HF Trainer's checks see only if the project also passes it on.
+        fields.add("deepspeed")
     return frozenset(fields), default
+
+
+def _declares_own_deepspeed_option(tree: ast.Module) -> bool:
+    """A `deepspeed` option of the project's own: a field of an argument class that is no TrainingArguments (which has
+    that field itself), ``parser.add_argument("--deepspeed", ...)``, or DeepSpeed's own ``--deepspeed`` switch added to
+    the project's parser (``deepspeed.add_config_arguments(parser)``)."""
+    based = set(_HF_BASE_NAMES)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and not any(last_identifier(b) in based for b in node.bases):
+            if any(isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.target.id == "deepspeed" for s in node.body):
+                return True
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (node.func.attr == "add_config_arguments" or (
+                node.func.attr == "add_argument" and any(isinstance(a, ast.Constant) and a.value == "--deepspeed" for a in node.args))):
+            return True
+    return False
 
 
 def own_argument_fields(tree: ast.Module) -> frozenset[str]:
@@ -295,7 +319,8 @@ def own_argument_fields(tree: ast.Module) -> frozenset[str]:
         if any(last_identifier(b) in based for b in cls.bases):
             based.add(cls.name)
             out.update(s.target.id for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name))
-    return frozenset(out)
+    # a subclass that declares `deepspeed` again still hands it to TrainingArguments.__post_init__ (the Trainer's checks)
+    return frozenset(out - {"deepspeed"})
 
 
 # The model-loading keyword a project's own loader takes the load dtype in (HF `from_pretrained(torch_dtype=...)`).
