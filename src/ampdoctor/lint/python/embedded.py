@@ -273,8 +273,7 @@ def own_code(paths: Iterable[Path]) -> tuple[frozenset[str], str | None]:
             raw = path.read_bytes()
             arguments, loads = b"TrainingArguments" in raw, default is None and b"torch_dtype" in raw
             initializes = initializes or b"deepspeed.initialize(" in raw
-            option = not declares_deepspeed and (b'"--deepspeed"' in raw or b"'--deepspeed'" in raw or b"deepspeed:" in raw
-                                                 or b"add_config_arguments" in raw)
+            option = not declares_deepspeed and any(word in raw for word in _OWN_DEEPSPEED_WORDS)
             tree = ast.parse(raw) if arguments or loads or option else None
         except (OSError, SyntaxError, ValueError, RecursionError):
             continue
@@ -291,6 +290,10 @@ def own_code(paths: Iterable[Path]) -> tuple[frozenset[str], str | None]:
         # `deepspeed` key is that option, which the HF Trainer's checks see only if the project also passes it on.
         fields.add("deepspeed")
     return frozenset(fields), default
+
+
+# What a file that declares its own `deepspeed` option holds (only those are parsed for it).
+_OWN_DEEPSPEED_WORDS = (b'"--deepspeed"', b"'--deepspeed'", b"deepspeed:", b"add_config_arguments")
 
 
 def _declares_own_deepspeed_option(tree: ast.Module) -> bool:
