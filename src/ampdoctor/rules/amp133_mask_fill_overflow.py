@@ -13,7 +13,9 @@ from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import BF16, FP16, name_of
 from ampdoctor.lint.python.context import MATMUL_CALLS, CodeHit, Context, construction_only, in_half_module
 from ampdoctor.lint.python.dataflow import FP32, FP64, HALF, describe
+from ampdoctor.lint.python.kind import runs_training_loop
 from ampdoctor.lint.python.resolve import argument, dotted, keyword
+from ampdoctor.lint.python.source import parameters
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -45,7 +47,16 @@ def constant_value(ctx: Context, expr: ast.AST | None, depth: int = 0) -> float 
         values = {constant_value(ctx, v, depth + 1) for _, v in bound if v is not None}
         if len(bound) == 1 and len(values) == 1:
             return values.pop()
+        if not bound:
+            # a parameter never rebound: the value of every call that leaves it out (allennlp #3901's
+            # ``mask_fill_value: float = -1e32``)
+            return constant_value(ctx, _default_of(ctx, expr), depth + 1)
     return None
+
+
+def _default_of(ctx: Context, name: ast.Name) -> ast.expr | None:
+    fn = ctx.src.enclosing_function(name)
+    return next((d for a, d in parameters(fn.args) if a.arg == name.id), None) if fn is not None else None
 
 
 def _wide_finfo_bound(ctx: Context, expr: ast.Attribute) -> float | None:
@@ -106,6 +117,31 @@ def _written_dtypes(ctx: Context, call: ast.Call, target: ast.AST | None, how: s
     return None, ""
 
 
+def _may_be_fp16(ctx: Context, call: ast.Call, target: ast.AST | None, how: str) -> str | None:
+    """Why a tensor whose dtype the code does not fix may be fp16 where `call` fills it (None: nothing says so, or
+    something says it is not): the file or the project runs fp16, or it is attention scores (a matmul product), which
+    fp16 autocast computes in fp16 wherever the model is run under it. Only masked_fill raises on the overflow; a
+    tensor a module fills while it is built, or one in an fp32 island, is fp32."""
+    if how not in ("masked_fill", "masked_fill_") or target is None:
+        return None
+    if construction_only(ctx, ctx.src.enclosing_function(call)) or ctx.facts.autocast_off_at(call):
+        return None
+    if ctx.facts.half_autocasts:
+        return None  # the file bounds its own autocast, and `_written_dtypes` found it does not reach this fill
+    precisions = ctx.project.precisions & HALF
+    if precisions and FP16 not in precisions or ctx.facts.bf16_evidence is not None and not ctx.facts.fp16_possible:
+        return None  # this code runs in bf16, which holds the constant
+    if ctx.facts.fp16_possible:
+        return "this file runs fp16 code"
+    if FP16 in precisions:
+        evidence = ctx.project.autocast or ctx.project.half_model or ctx.project.half
+        return f"this project runs it in fp16{f' ({evidence.describe()})' if evidence is not None else ''}"
+    if _matmul_product(ctx, target, call.lineno) and not runs_training_loop(ctx.src.text):
+        # (a file that trains the model itself, with no autocast, has chosen its precision)
+        return "it is a matmul product (attention scores), which fp16 autocast computes in fp16"
+    return None
+
+
 def _autocast_of(ctx: Context, call: ast.Call) -> tuple[frozenset, str] | None:
     """The half autocast the fill runs under (its dtypes, where; no dtypes when it does not say which): one the file
     enters around it or around code that calls it, or one a training file of the project runs it under."""
@@ -146,13 +182,24 @@ def mask_fill_overflow(ctx: Context) -> Iterator[CodeHit]:
         value = constant_value(ctx, value_node)
         if value is None or not (bad := overflowed(value)):
             continue
+        written = (ast.get_source_segment(ctx.src.text, value_node) or ast.unparse(value_node))[:40]
+        if not isinstance(value_node, (ast.Constant, ast.UnaryOp)):
+            written += f" ({value:g})"  # a name or finfo bound: the number it stands for
         dtypes, why = _written_dtypes(ctx, call, target, how)
+        if dtypes is None and FP16 in bad and (maybe := _may_be_fp16(ctx, call, target, how)) is not None:
+            # the dtype is not fixed here: a note of what fails where it is fp16, and why it may be
+            yield call, (f"{how} writes {written} into `{ast.unparse(target)[:40]}`, whose dtype "
+                         f"this code does not fix; {maybe}, and float16 holds at most 65504: there the fill raises "
+                         f"'value cannot be converted to type at::Half without overflow'. `torch.finfo("
+                         f"{ast.unparse(target)[:40]}.dtype).min` holds in every dtype"), Severity.INFO
+            flagged.add(call)
+            continue
         if not dtypes or not dtypes & HALF or not dtypes & HALF <= bad:
             continue  # every half dtype it may run in must overflow: bf16 holds -1e9
         what = "silently becomes -inf, and a fully masked row then gives NaN in softmax" if how == "where" else \
             "raises 'value cannot be converted to type ... without overflow'"
         # `torch.where` raises nothing: the constant rounds to -inf, which only a fully masked row turns into NaN.
-        yield call, (f"{how} writes {ast.unparse(value_node)[:40]} into {describe(dtypes & HALF)} ({why}), where it {what}; "
+        yield call, (f"{how} writes {written} into {describe(dtypes & HALF)} ({why}), where it {what}; "
                      "use `torch.finfo(<tensor>.dtype).min`"), Severity.WARNING if how == "where" else None
         flagged.add(call)
 

@@ -297,9 +297,8 @@ def construction_only(ctx: Context, fn: ast.AST | None) -> bool:
         return False
     if fn.name == "__init__":
         return True
-    callers = [ctx.src.enclosing_function(c) for c in ctx.src.calls
-               if isinstance(c.func, ast.Attribute) and c.func.attr == fn.name and isinstance(c.func.value, ast.Name)
-               and c.func.value.id == "self" and ctx.src.enclosing_class(c) is cls]
+    callers = [ctx.src.enclosing_function(c) for c in ctx.flow.calls_of(fn, cls)]
+    # every mention of the method a call of it: one passed on or stored may be called from anywhere
     mentioned = [n for n in ctx.src.attributes if n.attr == fn.name and ctx.src.enclosing_class(n) is cls]
     return bool(callers) and len(mentioned) == len(callers) and all(
         isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == "__init__" for f in callers)

@@ -78,6 +78,7 @@ class Dataflow:
     def __init__(self, src: SourceFile) -> None:
         self.src = src
         self.half_models: dict[str, tuple[frozenset, int]] = {}
+        self._rebound: dict[ast.AST, frozenset[str]] = {}  # by scope: `_rebound_in`
 
     # --- dtype objects ---------------------------------------------------------------------------
 
@@ -304,14 +305,14 @@ class Dataflow:
         owner = self.src.parents.get(fn)
         position = params.index(expr.id) - (1 if isinstance(owner, ast.ClassDef) else 0)
         signs = set()
-        for call in self._calls_of(fn, owner):
+        for call in self.calls_of(fn, owner):
             value = argument(call, position, expr.id)
             if value is None or any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
                 return 0
             signs.add(self.fp16_polarity(value, self.src.scope(call), depth + 1))
         return signs.pop() if len(signs) == 1 else 0
 
-    def _calls_of(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, owner: ast.AST | None) -> list[ast.Call]:
+    def calls_of(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, owner: ast.AST | None) -> list[ast.Call]:
         """The calls of `fn`: ``self.fn(...)``/``cls.fn(...)`` inside its class, or ``fn(...)`` of a module-level
         function (none for a function nested in another)."""
         if isinstance(owner, ast.ClassDef):
@@ -396,24 +397,33 @@ class Dataflow:
         """May `expr` take a value no assignment shows: a loop or ``with`` target, a walrus, an augmented
         assignment, a ``global``/``nonlocal`` rebinding, ``setattr`` (the bindings index only ``=`` statements), or a
         name the file may rebind unseen (`SourceFile.rebinds_unseen`: nanoGPT's configurator `exec`)."""
-        def assigned(node: ast.AST) -> bool:
-            parent = self.src.parents.get(node)
-            while isinstance(parent, (ast.Tuple, ast.List, ast.Starred)):
-                node, parent = parent, self.src.parents.get(parent)
-            return isinstance(parent, (ast.Assign, ast.AnnAssign)) and node is not parent.value
         if isinstance(expr, ast.Attribute):
             if any(isinstance(c.func, ast.Name) and c.func.id == "setattr" and len(c.args) > 1
                    and isinstance(c.args[1], ast.Constant) and c.args[1].value == expr.attr for c in self.src.calls):
                 return True
-            return any(a.attr == expr.attr and not isinstance(a.ctx, ast.Load) and not assigned(a) for a in self.src.attributes)
-        if self.src.rebinds_unseen:
-            return True
-        for node in ast.walk(scope):
-            if isinstance(node, (ast.Global, ast.Nonlocal)) and expr.id in node.names:
-                return True
-            if isinstance(node, ast.Name) and node.id == expr.id and not isinstance(node.ctx, ast.Load) and not assigned(node):
-                return True
-        return False
+            return any(a.attr == expr.attr and not isinstance(a.ctx, ast.Load) and not self._assigned(a) for a in self.src.attributes)
+        return self.src.rebinds_unseen or expr.id in self._rebound_in(scope)
+
+    def _rebound_in(self, scope: ast.AST) -> frozenset[str]:
+        """The names `scope` binds other than by ``=`` (or declares global/nonlocal): walked once a scope, since a
+        module-level test asks it of the whole module for every finding under it."""
+        found = self._rebound.get(scope)
+        if found is None:
+            names: set[str] = set()
+            for node in ast.walk(scope):
+                if isinstance(node, (ast.Global, ast.Nonlocal)):
+                    names.update(node.names)
+                elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and not self._assigned(node):
+                    names.add(node.id)
+            found = self._rebound[scope] = frozenset(names)
+        return found
+
+    def _assigned(self, node: ast.AST) -> bool:
+        """`node` is a target of an ``=`` statement (the bindings index holds it), not its value."""
+        parent = self.src.parents.get(node)
+        while isinstance(parent, (ast.Tuple, ast.List, ast.Starred)):
+            node, parent = parent, self.src.parents.get(parent)
+        return isinstance(parent, (ast.Assign, ast.AnnAssign)) and node is not parent.value
 
     def _on_off_flag(self, test: ast.expr, scope: ast.AST) -> bool:
         """``if native_amp:`` (``not use_amp``): a flag whose name says no dtype and whose values are True/False (a
