@@ -11,7 +11,7 @@ from typing import Iterator
 
 from ampdoctor.dtypes import ROPE_WORDS
 from ampdoctor.lint.python.dataflow import BF16, FP16, HALF, STRING_DTYPES, Dataflow, autocast_argument
-from ampdoctor.lint.python.resolve import argument, dotted, is_dataclass, keyword, last_identifier, tokens
+from ampdoctor.lint.python.resolve import dotted, is_dataclass, keyword, last_identifier, tokens
 from ampdoctor.lint.python.source import SourceFile
 
 AUTOCASTS = frozenset({"torch.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast"})
@@ -31,8 +31,6 @@ _HEAD_WORDS = frozenset({"head", "lm", "classifier", "output", "out", "logits", 
 MIXED_PRECISION_KEYWORDS = frozenset({"mixed_precision", "precision", "amp_dtype", "autocast_dtype"})
 # ... and with the bf16/fp16 flags, every keyword `half_setting` reads
 HALF_SWITCHES = MIXED_PRECISION_KEYWORDS | {"bf16", "fp16"}
-# apex's mixed precision, set up by one call (`Facts._apex_half`)
-APEX_INITIALIZE = "apex.amp.initialize"
 
 
 # Reads of an environment variable with a default (`os.environ.get(NAME, default)`, `os.getenv(NAME, default)`).
@@ -245,24 +243,10 @@ class Facts:
         """The half dtypes a framework's config call may run mixed precision in, read from its switches in this file's
         runs (``precision="bf16-mixed"``: bf16; ``bf16=args.bf16`` with a flag: bf16); with `certain`, in a run whose
         command line names no option (`_run_values`)."""
-        if isinstance(call.func, ast.Attribute) and call.func.attr == "initialize" \
-                and self.src.imports.qualname(call.func) == APEX_INITIALIZE:
-            return self._apex_half(call, certain)
         switches = [kw for kw in call.keywords if kw.arg in HALF_SWITCHES]  # asked of every call of the file: most have none
         if not switches:
             return frozenset()
         return frozenset().union(*(half_setting(kw.arg, v) for kw in switches for v in self._run_values(kw.value, 0, certain)))
-
-    def _apex_half(self, call: ast.Call, certain: bool) -> frozenset[str]:
-        """apex's ``amp.initialize``: fp16 mixed precision at every opt_level but O0 (O1 patches torch's functions to
-        run in fp16 as autocast does, O2 and O3 cast the model), O1 where none is given; none with ``enabled=False``."""
-        enabled = keyword(call, "enabled")
-        if isinstance(enabled, ast.Constant) and enabled.value is False:
-            return frozenset()
-        level = argument(call, 3, "opt_level")
-        levels = self._run_values(level, 0, certain) if level is not None else frozenset({"O1"})
-        # a level the file does not show (a config's value) may be any of them, as with `autocast(dtype=cfg.dtype)`
-        return FP16 if not levels or levels - {"O0", None} else frozenset()
 
     def _mixed_precision(self, certain: bool) -> list[ast.AST]:
         out: list[ast.AST] = []
@@ -582,8 +566,6 @@ class Facts:
         """The half dtypes an autocast call of `half_autocasts` says it computes in; empty where it does not say
         (no ``dtype=``: fp16 on CUDA, bf16 on the CPU) or is a framework's setting."""
         name = self.src.imports.qualname(node.func) if isinstance(node, ast.Call) else None
-        if name == APEX_INITIALIZE:
-            return FP16  # apex's mixed precision is fp16 only
         if name not in AUTOCASTS:
             return frozenset()
         return frozenset(self.flow.dtype_of(autocast_argument(node, name, "dtype")) or ()) & HALF
@@ -600,8 +582,6 @@ class Facts:
                 and not any(isinstance(a, ast.Starred) for a in node.args)
         if name is None:
             return not (isinstance(node.func, ast.Attribute) and node.func.attr == "autocast")
-        if name == APEX_INITIALIZE:
-            return True  # in `mixed_precision` only at an opt_level that runs fp16 (`_apex_half`)
         return name.partition(".")[0] in AUTOCASTING_FRAMEWORKS and not _hands_to_deepspeed(node)
 
     def half_autocast_reaching(self, nodes: list[ast.AST]) -> ast.AST | None:

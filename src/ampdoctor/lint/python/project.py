@@ -746,7 +746,7 @@ def _common(a: Iterable[str], b: Iterable[str]) -> int:
 
 
 # Without one of these words a training file sets up no precision for what it imports.
-PRECISION_WORDS = ("autocast", "bfloat16", "float16", "bf16", "fp16", "half()", "mixed_precision", "precision=", "opt_level")
+PRECISION_WORDS = ("autocast", "bfloat16", "float16", "bf16", "fp16", "half()", "mixed_precision", "precision=")
 
 
 # What shows that a project's code may run under autocast: autocast itself (entered, decorated, or turned off around

@@ -19,12 +19,3 @@ class CausalSelfAttention(nn.Module):
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         att = att.masked_fill(self.mask[:t, :t] == 0, -1e10)  # ampdoctor: expect[AMP133:info]
         return att.softmax(-1) @ v
-
-
-def masked_max(vector, mask, dim, fill=-1e7):
-    # a parameter's default is the value of every call that leaves it out; this file runs a model in fp16
-    return vector.masked_fill(~mask, fill).max(dim=dim)[0]  # ampdoctor: expect[AMP133:info]
-
-
-def load(path):
-    return torch.load(path).to(torch.float16)

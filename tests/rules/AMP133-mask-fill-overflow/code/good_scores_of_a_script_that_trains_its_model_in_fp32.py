@@ -1,7 +1,6 @@
-# apex's amp.initialize at opt_level O1 patches torch's functions to run matmuls in fp16, as fp16 autocast does: the
-# attention scores are fp16 and masked_fill of -1e9 raises.
+# One script defines the model and trains it, with no autocast and no half cast: it has chosen fp32 for this model,
+# whose attention scores hold -1e9.
 import torch
-from apex import amp
 from torch import nn
 
 
@@ -13,17 +12,15 @@ class Attention(nn.Module):
     def forward(self, x, mask):
         q, k, v = self.qkv(x).chunk(3, dim=-1)
         scores = q @ k.transpose(-2, -1)
-        scores = scores.masked_fill(mask, -1e9)  # ampdoctor: expect[AMP133]
+        scores = scores.masked_fill(mask, -1e9)
         return scores.softmax(-1) @ v
 
 
-def train(loader, opt_level="O1"):
+def train(loader):
     model = Attention(64).cuda()
     opt = torch.optim.AdamW(model.parameters())
-    model, opt = amp.initialize(model, opt, opt_level=opt_level)
     for x, mask, y in loader:
         loss = (model(x, mask) - y).pow(2).mean()
-        with amp.scale_loss(loss, opt) as scaled:
-            scaled.backward()
+        loss.backward()
         opt.step()
         opt.zero_grad()
