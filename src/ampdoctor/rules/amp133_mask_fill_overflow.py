@@ -14,7 +14,7 @@ from ampdoctor.dtypes import BF16, FP16, name_of
 from ampdoctor.lint.python.context import MATMUL_CALLS, CodeHit, Context, construction_only, in_half_module
 from ampdoctor.lint.python.dataflow import FP32, FP64, HALF, describe
 from ampdoctor.lint.python.kind import runs_training_loop
-from ampdoctor.lint.python.resolve import argument, dotted, keyword
+from ampdoctor.lint.python.resolve import argument, dotted, keyword, last_identifier, tokens
 from ampdoctor.lint.python.source import parameters
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def _may_be_fp16(ctx: Context, call: ast.Call, target: ast.AST | None, how: str)
     something says it is not): the file or the project runs fp16, or it is attention scores (a matmul product), which
     fp16 autocast computes in fp16 wherever the model is run under it. Only masked_fill raises on the overflow; a
     tensor a module fills while it is built, or one in an fp32 island, is fp32."""
-    if how not in ("masked_fill", "masked_fill_") or target is None:
+    if how not in ("masked_fill", "masked_fill_") or target is None or _promoted_mask(target):
         return None
     if construction_only(ctx, ctx.src.enclosing_function(call)) or ctx.facts.autocast_off_at(call):
         return None
@@ -140,6 +140,17 @@ def _may_be_fp16(ctx: Context, call: ast.Call, target: ast.AST | None, how: str)
         # (a file that trains the model itself, with no autocast, has chosen its precision)
         return "it is a matmul product (attention scores), which fp16 autocast computes in fp16"
     return None
+
+
+def _promoted_mask(expr: ast.AST) -> bool:
+    """``attention_mask * 1.0``: a boolean mask times a Python number, which torch makes a tensor of the default
+    float dtype (fp32) whatever the model runs in."""
+    if not isinstance(expr, ast.BinOp) or not isinstance(expr.op, (ast.Mult, ast.Add)):
+        return False
+    for number, other in ((expr.left, expr.right), (expr.right, expr.left)):
+        if isinstance(number, ast.Constant) and isinstance(number.value, float) and "mask" in tokens(last_identifier(other) or ""):
+            return True
+    return False
 
 
 def _autocast_of(ctx: Context, call: ast.Call) -> tuple[frozenset, str] | None:
