@@ -160,7 +160,7 @@ class Net(nn.Module):
         self.proj = nn.Linear(8, 8)
 
     def forward(self, x):
-        with torch.autocast("cuda"):
+        with torch.cuda.amp.autocast():
             return self.proj(x)
 '''
 
@@ -189,8 +189,11 @@ def test_amp107_adds_bf16_only_where_the_project_runs_only_bf16(tmp_path, traine
     files = {"model.py": MODEL, **{name: TRAIN.format(dtype=d) for name, d in trainers.items()}}
     found, after = fix_tree(tmp_path, "AMP107", files)
     assert found == [11]
-    want = MODEL.replace('autocast("cuda")', 'autocast("cuda", dtype=torch.bfloat16)') if fixed else MODEL
+    want = MODEL.replace('autocast()', 'autocast(dtype=torch.bfloat16)') if fixed else MODEL
     assert after["model.py"] == want
+    # torch.autocast without a dtype, made inside the trainer's autocast, takes its dtype: nothing to find
+    inheriting = MODEL.replace("torch.cuda.amp.autocast()", 'torch.autocast("cuda")')
+    assert fix_tree(tmp_path, "AMP107", {**files, "model.py": inheriting})[0] == []
     # named alone, the model file says no precision: nothing is found, nothing rewritten
     (tmp_path / "model.py").write_text(MODEL)
     assert fix_tree(tmp_path, "AMP107", {"model.py": MODEL}, "model.py") == ([], {"model.py": MODEL})

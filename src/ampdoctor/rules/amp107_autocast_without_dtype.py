@@ -214,12 +214,37 @@ def _names_bf16(value: str) -> bool:
     return bool(tokens(value) & {"bf16", "bfloat16"})
 
 
-def _bf16_said(ctx: Context) -> str | None:
-    """Where the file or its project says bf16: only then is autocast's fp16 default a surprise."""
+def _inherits(ctx: Context, call: ast.Call, name: str) -> bool:
+    """`torch.autocast` without a dtype takes the one autocast is set to where the object is made
+    (`torch.get_autocast_dtype(device)`): inside another autocast, that autocast's dtype. `torch.cuda.amp.autocast`
+    has fp16 as its own default, and a decorator is made where the function is defined, outside any autocast."""
+    parent = ctx.src.parents.get(call)
+    return name == "torch.autocast" and not (isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and call in parent.decorator_list)
+
+
+def _entered_inside_autocast(ctx: Context, call: ast.Call) -> bool:
+    """Is `call` made inside another autocast that is on: a ``with`` block of its function around it, or an autocast
+    decorating that function? Then it runs in that autocast's dtype (`_inherits`)."""
+    def on(node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and node is not call and ctx.qualname(node.func) in AUTOCASTS and not disables_autocast(node, ctx.src)
+    for parent, child in ctx.src.steps(call):
+        if isinstance(parent, (ast.With, ast.AsyncWith)) and child in parent.body and any(on(i.context_expr) for i in parent.items):
+            return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return any(on(d) for d in parent.decorator_list)
+        if isinstance(parent, (ast.Lambda, ast.ClassDef)):
+            return False
+    return False
+
+
+def _bf16_said(ctx: Context, inherits: bool = False) -> str | None:
+    """Where the file or its project says bf16: only then is autocast's fp16 default a surprise. For an autocast that
+    takes the dtype of the one it runs in (`inherits`), a training file's autocast around this code says nothing:
+    there it runs in that autocast's dtype."""
     local = ctx.facts.bf16_run_evidence
     if local is not None:
         return f"this file uses bf16 (line {local.lineno})"
-    for evidence in (ctx.project.autocast, ctx.project.half_model, ctx.project.half):
+    for evidence in (None if inherits else ctx.project.autocast, ctx.project.half_model, ctx.project.half):
         if evidence is not None and "bf16" in evidence.dtypes:
             return f"this code runs in bf16: {evidence.describe()}"
     if ctx.project.trains_bf16 is not None:
@@ -271,10 +296,10 @@ def _needs_no_dtype(ctx: Context, call: ast.Call, name: str) -> bool:
     return _not_fp16_by_default(ctx, call, name) or ctx.flow.fp16_branch(call) is not None or _older_torch_fallback(ctx, call)
 
 
-def _said_of_file(ctx: Context) -> tuple[str, dict[str, str]]:
+def _said_of_file(ctx: Context, inherits: bool) -> tuple[str, dict[str, str]]:
     """Where the file or its project says bf16 ("" where nothing does, or where an unconditional GradScaler makes
     fp16 AMP deliberate), and the rewrite to offer where bf16 is all the code runs under."""
-    said = _bf16_said(ctx) or ""
+    said = _bf16_said(ctx, inherits) or ""
     if said and _always_scaled(ctx) is not None:
         said = ""
     return said, ({"dtype": "torch.bfloat16"} if said and _runs_only_bf16(ctx) else {})
@@ -284,10 +309,13 @@ def _said_of_file(ctx: Context) -> tuple[str, dict[str, str]]:
 def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
     # Without bf16 anywhere in view, fp16 is what the author asked for, and paired with an unconditional GradScaler
     # it is deliberate fp16 AMP; saying "whatever the run is configured for" there would state a guess.
-    of_file: tuple[str, dict[str, str]] | None = None
+    of_file: dict[bool, tuple[str, dict[str, str]]] = {}
     for call, name in calls_named(ctx, AUTOCASTS - {"torch.cpu.amp.autocast"}):
         if _needs_no_dtype(ctx, call, name):
             continue
+        inherits = _inherits(ctx, call, name)
+        if inherits and _entered_inside_autocast(ctx, call):
+            continue  # it runs in the dtype of the autocast around it
         tests = _else_of(ctx, call)
         through = _conjoined_with_bf16(tests)
         if through is not None:
@@ -302,11 +330,13 @@ def autocast_without_dtype(ctx: Context) -> Iterator[CodeHit]:
         if near is not None:
             said, rewrite = f"this function uses bf16 (line {near.lineno})", {}
         else:
-            of_file = of_file or _said_of_file(ctx)
-            said, rewrite = of_file
+            if inherits not in of_file:
+                of_file[inherits] = _said_of_file(ctx, inherits)
+            said, rewrite = of_file[inherits]
         if not said:
             continue
-        message = f"autocast without `dtype=` runs in float16 on CUDA, while {said}"
+        made = ", made outside any other autocast," if inherits else ""
+        message = f"autocast without `dtype=`{made} runs in float16 on CUDA, while {said}"
         launched = _launched_fp16(ctx)  # read once per file (`Facts.launched_fp16` is cached)
         if launched:
             yield call, message + launched, Severity.INFO

@@ -1,0 +1,18 @@
+import torch
+
+from model import Net
+
+
+def main(loader):
+    model = Net().cuda()
+    opt = torch.optim.AdamW(model.parameters())
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = (model(x) - y).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+if __name__ == "__main__":
+    main([])
