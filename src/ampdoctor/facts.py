@@ -87,6 +87,9 @@ class RunFacts:
     # The launcher (accelerate, or the HF Trainer through it) switches off the engine file's bf16, written only under the
     # legacy `bfloat16` key: it adds `"bf16": {"enabled": false}` and DeepSpeed reads `bf16` first.
     engine_bf16_ignored: bool | None = None
+    # The engine file writes a block (with a value, not "auto") for the half type the launcher asks for: Lightning adds
+    # its own block only where the file has no such key, so then it adds none and the file's mode runs.
+    asked_block_written: bool | None = None
     model_dtype: str | None = None  # the dtype the model is built or loaded in
     model_dtype_declared: bool | None = None  # written in the config (False: derived by the framework)
     # The framework builds the model in the engine's half dtype when the config names no model dtype (True), builds

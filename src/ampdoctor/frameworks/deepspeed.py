@@ -226,15 +226,25 @@ def read_referenced(doc: Document, cfg: Reading, ref: Reference) -> Reading:
     # The pointing config's facts, completed (not overridden) by the engine's own.
     target.settings = {**cfg.settings, **{k: v for k, v in target.settings.items() if not v.default or k not in cfg.settings}}
     target.places = {**cfg.places, **target.places, "reference": ref.location, "engine_file": explicit.location}
+    _requested(doc, target, ref, explicit)
+    if _legacy_bf16_switched_off(doc, ref, explicit):
+        target.settings["engine_bf16_ignored"] = Setting(True, explicit.location)
+    return target
+
+
+def _requested(doc: Document, target: Reading, ref: Reference, explicit: Mode) -> None:
+    """What the launcher asks of the engine (`requested_precision`), and whether the file writes the block of the half
+    type it asks for (`asked_block_written`: Lightning adds its own block only where there is none)."""
     asked = ref.precision
     # A file without precision blocks gets them from the launcher (accelerate adds the missing block), so only a
     # written block can disagree with what the launcher asks.
     written = any(doc.has(block) for block in ("fp16", "bf16", "bfloat16", "amp"))
-    if asked is not None and asked.value in ("bf16", "fp16", "no") and written and explicit.name in _ENGINE_TO_ASKED:
-        target.settings["requested_precision"] = Setting(asked.value, asked.location if not asked.default else ref.location, asked.default)
-    if _legacy_bf16_switched_off(doc, ref, explicit):
-        target.settings["engine_bf16_ignored"] = Setting(True, explicit.location)
-    return target
+    if asked is None or asked.value not in ("bf16", "fp16", "no") or not written or explicit.name not in _ENGINE_TO_ASKED:
+        return
+    target.settings["requested_precision"] = Setting(asked.value, asked.location if not asked.default else ref.location, asked.default)
+    if asked.value in ("bf16", "fp16"):
+        mine = doc.has(asked.value) and not is_auto(doc.get(asked.value, "enabled", default=None))
+        target.settings["asked_block_written"] = Setting(mine, doc.at(asked.value) if mine else explicit.location)
 
 
 def _legacy_bf16_switched_off(doc: Document, ref: Reference, explicit: Mode) -> bool:

@@ -144,6 +144,16 @@ def read_group(docs: list[Document], errors: list[ReportError]) -> list[Reading]
     return out
 
 
+def _block_from_precision(doc: Document, model_dtype: str) -> Document:
+    """NeoX (PR #1311 onwards) turns the matching DeepSpeed block on from `precision`: the bf16 block unless one is
+    written (`if not self.bf16`), the fp16 block even where it is written false (`fp16_args["enabled"] = True`, since
+    PR #787; before it NeoX derived `precision` from the fp16 block, so the model ran fp32 like the engine)."""
+    block = "bf16" if model_dtype == BF16 else "fp16"
+    if block == "bf16" and doc.has(block) and as_bool(doc.get(block, "enabled")) is False:
+        return doc
+    return doc.with_overrides({(block, "enabled"): (True, doc.at("precision"))})
+
+
 def read(doc: Document) -> Reading:
     files = tuple(sorted({loc.file for loc in doc.locations.values() if loc.file} | {doc.file}))
     cfg = Reading(NAME, doc.file, files=files)
@@ -156,10 +166,7 @@ def read(doc: Document) -> Reading:
     cfg.set("model_dtype", model_dtype, doc.at("precision") if declared is not None else engine.location)
     cfg.set("model_dtype_declared", declared is not None, doc.at("precision") if declared is not None else engine.location)
     if engine.name == "fp32" and model_dtype in HALF:
-        # NeoX (PR #1311 onwards) turns the matching DeepSpeed block on from `precision`, unless it is written false.
-        block = "bf16" if model_dtype == BF16 else "fp16"
-        if not (doc.has(block) and as_bool(doc.get(block, "enabled")) is False):
-            doc = doc.with_overrides({(block, "enabled"): (True, doc.at("precision"))})
+        doc = _block_from_precision(doc, model_dtype)
     derives, where = checkout_derives_precision(doc.file)
     if derives is not None and where is not None:
         cfg.set("model_dtype_from_engine", derives, where)

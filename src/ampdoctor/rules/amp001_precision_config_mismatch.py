@@ -103,23 +103,15 @@ def _launcher_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
     if runs == "bf16" and at.has("legacy_bf16_block") and launcher in (accelerate.NAME, hf.NAME):
         yield from _legacy_bf16_block_shadowed(launcher, asked, engine_at, at)
         return
-    refused = {asked, runs} == {"bf16", "fp16"}
-    if refused and launcher == lightning.NAME:
-        why = f" (Lightning adds its {asked} block beside the file's and DeepSpeed refuses both on)"
-    elif refused:
-        why = f" ({launcher} refuses the opposite half type)"
-    elif launcher == hf.NAME:
-        why = " (the HF Trainer refuses a written DeepSpeed value that disagrees with its arguments)"
-    else:
-        why = ": the engine's dtype, not the launcher's, is what the model gets"
+    fails, why = _refusal(launcher, asked, runs, facts)
     here = at("requested_precision")
     # accelerate refuses only the opposite half type (`DeepSpeedPlugin.set_mixed_precision`) and otherwise leaves a
     # written block on: the run trains in another dtype than asked, without failing. Lightning refuses nothing: it
     # adds the block it asks for only where the file has no such key (`_format_precision_config`), so the opposite
     # half type ends with both blocks on (DeepSpeed refuses that) and otherwise the file's dtype runs (a model fed
     # float inputs then fails at its first layer, one fed token ids does not). The HF Trainer refuses any written
-    # value that disagrees with its arguments.
-    quiet = not refused and launcher in (accelerate.NAME, lightning.NAME)
+    # value that disagrees with what it checks it against (`_refusal`).
+    quiet = not fails
     # A `deepspeed` key of the project's own (its own option, handed to `deepspeed.initialize` by its own code) reaches
     # the Trainer's checks only if the project passes it on: a refusal that depends on that is a warning that says so.
     maybe = "" if facts.framework_known is not False else \
@@ -127,6 +119,29 @@ def _launcher_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
     yield Hit(f"{maybe}{launcher} asks for {_SPELLED[asked]} but the DeepSpeed config {engine_at.file} it points to runs {_SPELLED[runs]}{why}",
               here, related=at.others(here, engine_at, "reference"),
               severity=Severity.WARNING if quiet or facts.framework_known is False else None)
+
+
+_HALF_OF = {"bf16": BF16, "fp16": FP16}
+
+
+def _refusal(launcher: str, asked: str, runs: str, facts: RunFacts) -> tuple[bool, str]:
+    """(whether the run fails: the launcher or DeepSpeed refuses the pair; why, in words for the message)."""
+    refused = {asked, runs} == {"bf16", "fp16"}
+    if refused and launcher == lightning.NAME and facts.asked_block_written:
+        # `_format_precision_config` adds Lightning's block only where the file has no such key: the file's runs.
+        return False, (f": Lightning adds its {asked} block only where the file has none and this file writes one, so the engine runs "
+                       f"the file's {runs} while Lightning casts float inputs to {asked}")
+    if refused and launcher == lightning.NAME:
+        return True, f" (Lightning adds its {asked} block beside the file's and DeepSpeed refuses both on)"
+    if refused:
+        return True, f" ({launcher} refuses the opposite half type)"
+    if launcher == hf.NAME and asked == "no" and facts.eval_dtype is not None and facts.eval_dtype == _HALF_OF.get(runs):
+        # `trainer_config_process` matches `bf16.enabled` against `bf16 or bf16_full_eval` (fp16 likewise): no refusal.
+        return False, (f": the Trainer checks the file's {runs} block against {runs}_full_eval, which is on, so it does not refuse "
+                       f"the file, and training runs the engine's {runs}")
+    if launcher == hf.NAME:
+        return True, " (the HF Trainer refuses a written DeepSpeed value that disagrees with its arguments)"
+    return launcher not in (accelerate.NAME, lightning.NAME), ": the engine's dtype, not the launcher's, is what the model gets"
 
 
 def _legacy_bf16_block_shadowed(launcher: str, asked: str, engine_at: Location, at: Places) -> Iterator[Hit]:
@@ -169,10 +184,19 @@ def _model_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
                   here, severity=None if known_old else Severity.WARNING, related=at.others(here, "rotary_table_dtype"),
                   fix='Set `"precision": "bfloat16"` next to the bf16 block (GPT-NeoX derives it only since PR #1311).')
     elif facts.model_dtype is not None and facts.model_dtype != engine:
-        here = at("model_dtype")
-        yield Hit(f"{maybe}precision={facts.precision_setting!r} builds the model in {facts.model_dtype} but the DeepSpeed engine runs "
-                  f"{facts.engine_precision} ({engine})", here, related=at.others(here, "engine_precision"),
-                  severity=None if certain else Severity.WARNING)
+        yield _model_dtype_against_engine(facts, at, engine, maybe, certain)
+
+
+def _model_dtype_against_engine(facts: RunFacts, at: Places, engine: str, maybe: str, certain: bool) -> Hit:
+    here = at("model_dtype")
+    # A half `precision` beside its own block written off (bf16: NeoX keeps a written block since PR #1311, and turned
+    # it on from #787 to then): nothing asserts, the run starts, its half weights without an fp32 master.
+    off = engine == FP32 and facts.model_dtype in (BF16, FP16)
+    why = (" (NeoX keeps the block written off since PR #1311 and refuses nothing: the half weights are stepped without "
+           "fp32 master weights; from PR #787 to #1311 it turned the block on)") if off else ""
+    return Hit(f"{maybe}precision={facts.precision_setting!r} builds the model in {facts.model_dtype} but the DeepSpeed engine runs "
+               f"{facts.engine_precision} ({engine}){why}", here, related=at.others(here, "engine_precision"),
+               severity=None if certain and not off else Severity.WARNING)
 
 
 @runtime_check("AMP001")
