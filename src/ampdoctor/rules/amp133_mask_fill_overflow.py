@@ -135,7 +135,8 @@ def _may_be_fp16(ctx: Context, call: ast.Call, target: ast.AST | None, how: str)
         return "this file runs fp16 code"
     if FP16 in precisions:
         evidence = ctx.project.autocast or ctx.project.half_model or ctx.project.half
-        return f"this project runs it in fp16{f' ({evidence.describe()})' if evidence is not None else ''}"
+        # without a context that reaches this file, the fp16 is a training config's of the project (`precisions`)
+        return f"this project runs it in fp16 ({evidence.describe()})" if evidence is not None else "a training config of this project runs fp16"
     if _matmul_product(ctx, target, call.lineno) and not runs_training_loop(ctx.src.text):
         # (a file that trains the model itself, with no autocast, has chosen its precision)
         return "it is a matmul product (attention scores), which fp16 autocast computes in fp16"
