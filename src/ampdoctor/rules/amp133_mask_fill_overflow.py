@@ -15,7 +15,6 @@ from ampdoctor.lint.python.context import MATMUL_CALLS, CodeHit, Context, constr
 from ampdoctor.lint.python.dataflow import FP32, FP64, HALF, describe
 from ampdoctor.lint.python.kind import runs_training_loop
 from ampdoctor.lint.python.resolve import argument, dotted, keyword, last_identifier, tokens
-from ampdoctor.lint.python.source import parameters
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -47,16 +46,7 @@ def constant_value(ctx: Context, expr: ast.AST | None, depth: int = 0) -> float 
         values = {constant_value(ctx, v, depth + 1) for _, v in bound if v is not None}
         if len(bound) == 1 and len(values) == 1:
             return values.pop()
-        if not bound:
-            # a parameter never rebound: the value of every call that leaves it out (allennlp #3901's
-            # ``mask_fill_value: float = -1e32``)
-            return constant_value(ctx, _default_of(ctx, expr), depth + 1)
     return None
-
-
-def _default_of(ctx: Context, name: ast.Name) -> ast.expr | None:
-    fn = ctx.src.enclosing_function(name)
-    return next((d for a, d in parameters(fn.args) if a.arg == name.id), None) if fn is not None else None
 
 
 def _wide_finfo_bound(ctx: Context, expr: ast.Attribute) -> float | None:
