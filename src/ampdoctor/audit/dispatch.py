@@ -194,8 +194,12 @@ def _outputs(out: Any, r: "Recorder", seq: int) -> tuple[list, list]:
 # they return is an input of a later op, and a real tensor answers them in C++ without dispatching, so its record
 # never holds them. The recording passes them through unrecorded (FakeTensorMode answers the same ones straight from
 # its metadata). By id: `OpOverload.__hash__` is Python code.
+# The same for the sparse layout queries and the profiler's marker that closes a `record_function` range (an
+# optimizer's step opens one), which a fake mode runs directly, before its op implementation where the recording sits.
 _METADATA_QUERIES = frozenset(id(op) for op in (torch.ops.prim.device.default, torch.ops.aten.size.default, torch.ops.aten.stride.default,
-                                                torch.ops.aten.storage_offset.default))
+                                                torch.ops.aten.storage_offset.default, torch.ops.aten.is_coalesced.default,
+                                                torch.ops.aten.dense_dim.default, torch.ops.aten.sparse_dim.default,
+                                                torch.ops.profiler._record_function_exit._RecordFunction))
 
 
 # The types of most tensors an op reads or returns (a type test costs a tenth of `isinstance(x, torch.Tensor)`, whose
@@ -240,6 +244,13 @@ def _plan(func: Any) -> tuple[Any, frozenset]:
     return (_FIRST if plan == _FIRST else plan), frozenset(keywords)
 
 
+def _fake_target(fake: Any) -> str | None:
+    """The method of a fake mode that runs an op once the mode has answered metadata queries and the like itself
+    (`FakeTensorMode.dispatch`), which the recording wraps; None where this torch has neither."""
+    target = "_cached_dispatch_impl" if getattr(fake, "cache_enabled", False) else "_dispatch_impl"
+    return target if callable(getattr(fake, target, None)) else None
+
+
 @dataclass
 class Failure:
     seq: int
@@ -259,6 +270,7 @@ class RecordingMode(TorchDispatchMode):
         # so fewer garbage-collector passes during a long recording.
         self._shared: dict[tuple, tuple] = {}
         self.fake: Any = None  # the FakeTensorMode whose dispatch records, when recording sits there (`enter`)
+        self._target = ""  # the fake mode's method the recording wraps there (`_fake_target`)
         # Whether an op's results can hold values: not when every op runs in a fake mode that takes fake inputs only
         # (its results are fake, and so are the arguments an in-place op writes), where the value watch would look
         # at every op and find nothing to measure. Inputs are still offered to it: a constant the fake mode lifts
@@ -284,26 +296,28 @@ class RecordingMode(TorchDispatchMode):
     # --- where the mode sits ----------------------------------------------------------------------
     # Under a FakeTensorMode and nothing else, the recording goes inside the fake mode's own Python dispatch (an
     # instance attribute, removed on exit) instead of in a second dispatch mode above it: each op then crosses into
-    # Python once, not twice, which is about a seventh of a fake step's time. Ops the fake mode runs while it
-    # dispatches one (decompositions, and the recorder's own reads) are not recorded, as the stack would not pass
-    # them to a mode above it either.
+    # Python once, not twice, which is about a seventh of a fake step's time. It wraps the fake mode's op
+    # implementation (`_cached_dispatch_impl`, or `_dispatch_impl` where its cache is off), below where the mode
+    # answers metadata queries itself: those are two thirds of a fake step's dispatches and never reach it. Ops the
+    # fake mode runs while it dispatches one (decompositions, and the recorder's own reads) are not recorded, as the
+    # stack would not pass them to a mode above it either.
 
     def enter(self) -> None:
         """Start recording: as the innermost dispatch mode, or inside the only mode on the stack when it is fake."""
         self._entry_depth = 0
         stack = mode_stack()
-        if len(stack) == 1 and type(stack[0]) in _FAKE_MODES and "dispatch" not in vars(stack[0]):
-            fake = stack[0]
-            inner = fake.dispatch
+        fake = stack[0] if len(stack) == 1 and type(stack[0]) in _FAKE_MODES else None
+        target = _fake_target(fake) if fake is not None else None
+        if target is not None and target not in vars(fake):
+            inner = getattr(fake, target)
             record = self.record
             r = self.r
             # The threads now inside `record` (a set of thread ids: cheaper per op than a `threading.local`).
             busy: set[int] = set()
             get_ident = threading.get_ident
-            metadata = _METADATA_QUERIES
 
-            def dispatch(func, types, args=(), kwargs=None):
-                if id(func) in metadata or not r.active:
+            def dispatch(func, types, args, kwargs):
+                if not r.active:
                     return inner(func, types, args, kwargs)
                 me = get_ident()
                 if me in busy:
@@ -314,8 +328,9 @@ class RecordingMode(TorchDispatchMode):
                 finally:
                     busy.discard(me)
 
-            fake.dispatch = dispatch
+            setattr(fake, target, dispatch)
             self.fake = fake
+            self._target = target
             self._results_hold_values = bool(fake.allow_non_fake_inputs)
         else:
             self.__enter__()
@@ -342,7 +357,7 @@ class RecordingMode(TorchDispatchMode):
             self.__exit__(*exc)
 
     def _unpatch(self) -> None:
-        del self.fake.dispatch
+        delattr(self.fake, self._target)
         self.fake = None
 
     def on_stack(self) -> bool:
