@@ -205,32 +205,39 @@ def norm_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # sglang PR #27540: Gemma RMSNorm variance in bf16 -> cosine 0.51 at layer 58; transformers PR #25421.
     # An upcast anywhere in the norm's class counts (Gemma: `self._norm(x.float())`), so only norms that never
     # leave the input dtype are reported, and only in a file that shows half precision.
-    said = _half_said(ctx)
-    if said is None:
+    if ctx.facts.half_evidence() is None and ctx.project.half_model is None and ctx.project.autocast is None:
         return
     candidates = [(call, base) for call in ctx.src.calls if (base := _variance_input(call, ctx)) is not None]
     if not candidates:
         return
     rsqrt_functions = {ctx.src.enclosing_function(c) for c in ctx.src.calls if last_identifier(c.func) == "rsqrt"}
-    upcast_scopes: set[ast.AST] | None = None
+    upcast_scopes: list[set[ast.AST]] = []  # computed once, at the first norm of unknown input dtype that needs it
     for call, base in candidates:
         owner = _norm_scope(call, ctx, rsqrt_functions)
         if owner is None or ctx.src.in_unused_private_method(call):
             continue  # not a norm, or one its class never runs (a reference `_norm` beside a fused kernel)
+        said = _half_said(ctx, owner)
         dtypes = ctx.flow.tensor_dtype(base, ctx.src.scope(call))
-        if dtypes and dtypes <= FLOAT_UP:
+        if said is None or (dtypes and dtypes <= FLOAT_UP) or (not (dtypes and dtypes & HALF) and _left_open_but_upcast(ctx, call, base, owner, upcast_scopes)):
             continue
-        if not (dtypes and dtypes & HALF):
-            if _kept_out_of_half(ctx, call, base, owner):
-                continue
-            if upcast_scopes is None:
-                upcast_scopes = _upcast_scopes(ctx)
-            if owner in upcast_scopes:
-                continue
-        where = f"`{owner.name}`" if isinstance(owner, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else "this norm"
-        what = describe(dtypes) if dtypes and dtypes & HALF else "the input dtype"
-        found = _by_consequence(ctx, call, dtypes, f"{where} computes the variance `{ast.unparse(call)[:50]}` in {what} {said}")
-        yield _as_import_fallback(ctx, owner, found)
+        yield _finding(ctx, call, owner, dtypes, said)
+
+
+def _finding(ctx: Context, call: ast.Call, owner: ast.AST, dtypes: frozenset | None, said: str) -> CodeHit:
+    where = f"`{owner.name}`" if isinstance(owner, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else "this norm"
+    what = describe(dtypes) if dtypes and dtypes & HALF else "the input dtype"
+    found = _by_consequence(ctx, call, dtypes, f"{where} computes the variance `{ast.unparse(call)[:50]}` in {what} {said}")
+    return _as_import_fallback(ctx, owner, found)
+
+
+def _left_open_but_upcast(ctx: Context, call: ast.Call, base: ast.AST, owner: ast.AST, upcast_scopes: list[set[ast.AST]]) -> bool:
+    """A norm whose input dtype the code leaves open, kept out of half all the same (`_kept_out_of_half`), or with an
+    upcast somewhere in its class or function (`_upcast_scopes`, computed once into `upcast_scopes`)."""
+    if _kept_out_of_half(ctx, call, base, owner):
+        return True
+    if not upcast_scopes:
+        upcast_scopes.append(_upcast_scopes(ctx))
+    return owner in upcast_scopes[0]
 
 
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
@@ -334,8 +341,8 @@ def _autocast_squares_in_fp32(ctx: Context, call: ast.Call) -> bool:
     return cpu_autocast_line(ctx.src.text) is None
 
 
-def _half_said(ctx: Context) -> str | None:
-    evidence = ctx.facts.half_evidence
+def _half_said(ctx: Context, owner: ast.AST) -> str | None:
+    evidence = ctx.facts.half_evidence(near=owner)
     if evidence is not None:
         return f"in a file that runs in half precision (line {evidence.lineno})"
     project = ctx.project.half_model or ctx.project.autocast

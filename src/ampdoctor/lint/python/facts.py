@@ -709,13 +709,25 @@ class Facts:
                 return False
         return False
 
-    @functools.cached_property
-    def half_evidence(self) -> ast.AST | None:
+    def half_evidence(self, near: ast.AST | None = None) -> ast.AST | None:
         """The first sign that this file runs in bf16 or fp16: `bf16_evidence`, a model cast to half, or an fp16
-        dtype (``torch.float16``, ``.half()``, ``"fp16"``)."""
+        dtype (``torch.float16``, ``.half()``, ``"fp16"``). With `near` (a class or function), a parameter's default
+        of another function or class is passed over: it is what that code is built in when its caller says nothing
+        (``def __init__(self, dim, dtype=torch.half)``), which says nothing of what runs through `near`."""
         casts = {id(c.node) for c in self.model_casts}  # a cast is a sign whatever surrounds it, where a run gets
         return next((e for e in self.half_places()
-                     if not self._says_nothing(e) or id(e) in casts and self.flow.never_taken(e) is None), None)
+                     if (not self._says_nothing(e) or id(e) in casts and self.flow.never_taken(e) is None)
+                     and (near is None or not self._default_elsewhere(e, near))), None)
+
+    def _default_elsewhere(self, node: ast.AST, near: ast.AST) -> bool:
+        """Is `node` (in) a parameter's default of a function that `near` neither is nor contains nor sits in?"""
+        for parent, child in self.src.steps(node):
+            if isinstance(parent, ast.arguments):
+                fn = self.src.parents.get(parent)
+                return not (fn is near or any(a is near for a, _ in self.src.steps(fn)) or any(a is fn for a, _ in self.src.steps(near)))
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.stmt)):
+                return False
+        return False
 
     def half_places(self) -> Iterator[ast.AST]:
         """Every place this file names a half dtype or casts to one, whatever it does with it, strongest kinds first:
