@@ -8,8 +8,9 @@ a dict key), the finding is a defect of code the project carries but does not ru
 
 The guard is read from the finding's own file: an ``if``/conditional expression over a parameter whose default is
 False, None or 0 (or ``self.x`` stored from one); a parameter of a module-level helper with no default, where every
-call of the helper in the project passes such an option; and, for code inside an autograd Function, every
-``Cls.apply(...)`` of it so guarded. The project is searched only for a finding with such a guard (read lazily,
+call of the helper in the project passes such an option; an option of the file's own argument parser read as
+``args.x``, a ``store_true`` flag or one whose default is off (its own ``add_argument`` names it without turning it
+on); and, for code inside an autograd Function, every ``Cls.apply(...)`` of it so guarded. The project is searched only for a finding with such a guard (read lazily,
 once per project), and anything it cannot place (a name passed on, an unparsed file naming the option) keeps the
 finding as it is."""
 
@@ -46,6 +47,7 @@ class Option:
     file: str
     line: int
     via: str = ""  # how the guard follows it, where it reads another name: "a base class sets `self.x` only for it"
+    flag: str = ""  # the command-line flag, for an option of the file's own argument parser ("--use_amp")
 
 
 def _node_at(mod: SourceFile, line: int | None, column: int | None) -> ast.AST | None:
@@ -181,6 +183,10 @@ class ProjectOptions:
         """The options whose being off makes `expr` (read at `at`) false: a parameter of the enclosing function that
         defaults off (or that every caller of a module-level helper passes off), or ``self.x`` stored from one in
         its class."""
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and self_attribute(expr) is None:
+            flag = _flag_off(mod, expr.attr)  # ``args.use_amp``: an option of the file's own argument parser
+            if flag is not None:
+                return [flag]
         fn = next((p for p, _ in mod.steps(at) if isinstance(p, _FUNCTIONS)), None)
         if fn is None:
             return None
@@ -410,6 +416,47 @@ def _argument(call: ast.Call, param: str, index: int | None) -> ast.expr | None:
     return None
 
 
+def _flag_definition(call: ast.Call, name: str) -> bool:
+    """Is `call` an ``add_argument`` that defines the option `name` (``--use_amp``/``--use-amp``, or ``dest=``)?"""
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument"):
+        return False
+    dest = next((k.value.value for k in call.keywords if k.arg == "dest" and isinstance(k.value, ast.Constant)), None)
+    flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    return dest == name if dest is not None else any(f.startswith("--") and f[2:].replace("-", "_") == name for f in flags)
+
+
+def _flag_off(mod: SourceFile, name: str) -> Option | None:
+    """The option `name` of the file's own argument parser where its default is off: a ``store_true`` flag without a
+    default, or a default that is a false literal (a ``store_false`` flag is on by default). None where the file
+    defines no such option, or defines it more than once."""
+    defs = [c for c in ast.walk(mod.tree) if isinstance(c, ast.Call) and _flag_definition(c, name)]
+    if len(defs) != 1:
+        return None
+    call = defs[0]
+    given = {k.arg: k.value for k in call.keywords}
+    action = given.get("action")
+    action = action.value if isinstance(action, ast.Constant) else None if action is None else "?"
+    default = given.get("default")
+    if action == "store_true":
+        off = default is None or _false(default)
+    else:
+        off = action is None and default is not None and _false(default)
+    if not off:
+        return None
+    flag = next((a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")),
+                f"--{name}")
+    return Option(name, ast.unparse(default) if default is not None else "False", mod.path, call.lineno, flag=flag)
+
+
+def _in_own_definition(mod: SourceFile, node: ast.Constant, name: str) -> bool:
+    """Is the string `node` part of the ``add_argument`` that defines the option `name` (its flag, its help)? That
+    definition names the option without turning it on."""
+    parent = mod.parents.get(node)
+    if isinstance(parent, ast.keyword):
+        parent = mod.parents.get(parent)
+    return isinstance(parent, ast.Call) and _flag_definition(parent, name)
+
+
 def _sets(mod: SourceFile, name: str) -> int | None:
     """The first line where a file turns the option `name` on or may: a parameter of that name with no default or
     one that is not off, a keyword or a store of it whose value is not a false literal nor the option passed on
@@ -422,7 +469,7 @@ def _sets(mod: SourceFile, name: str) -> int | None:
         elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Store):
             line = node.lineno if (node.id if isinstance(node, ast.Name) else node.attr) == name and not _harmless_store(node, mod) else None
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            line = node.lineno if name in node.value.replace("-", "_") and not _docstring(mod, node) else None
+            line = node.lineno if name in node.value.replace("-", "_") and not _docstring(mod, node) and not _in_own_definition(mod, node, name) else None
         else:
             line = None
         if line is not None:
@@ -457,7 +504,7 @@ def _said(options: Sequence[Option], rel: Callable[[str], str]) -> str:
     seen: dict[str, Option] = {}
     for o in options:
         seen.setdefault(o.name, o)
-    parts = [(f"`{o.name}=True`" if o.default == "False" else f"`{o.name}` given") + (f" ({o.via})" if o.via else "")
+    parts = [(f"`{o.flag}`" if o.flag else f"`{o.name}=True`" if o.default == "False" else f"`{o.name}` given") + (f" ({o.via})" if o.via else "")
              for o in seen.values()]
     one = len(seen) == 1
     defaults = " and ".join(f"{o.default} ({rel(o.file)}:{o.line})" for o in seen.values())

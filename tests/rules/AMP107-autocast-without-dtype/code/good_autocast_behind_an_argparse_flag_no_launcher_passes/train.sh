@@ -1,0 +1,2 @@
+#!/bin/bash
+deepspeed run.py --epochs 20 --deepspeed_config ds_config.json
