@@ -51,6 +51,12 @@ class Reference:
     reader: str = "deepspeed"
 
 
+# Strategies (`RunFacts.strategy`) whose engine steps fp32 master partitions in each of its half modes: a launch
+# config that hands a run to one decides that the run has a master copy even where the engine's precision is left to
+# the run it starts (`lint.configs._launched_with_masters`).
+ENGINES_WITH_MASTERS = frozenset({"deepspeed"})
+
+
 def resolve_path(doc_file: str, value: str) -> list[Path]:
     """Where a referenced file may be: next to the referencing config, in its parent folders (launch
     scripts often run from the repository root), then relative to the working directory."""

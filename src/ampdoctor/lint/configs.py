@@ -16,7 +16,7 @@ from ampdoctor.core.engine import check_policy
 from ampdoctor.core.model import Finding
 from ampdoctor.dtypes import FP32
 from ampdoctor.frameworks import devices_named_in, reader_for, reader_named
-from ampdoctor.frameworks.base import Reading, Reference
+from ampdoctor.frameworks.base import ENGINES_WITH_MASTERS, Reading, Reference
 from ampdoctor.frameworks.located import Document, jsonc_documents, load_documents, read_text
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.report import ErrorKind, Report, ReportError
@@ -154,7 +154,7 @@ def _launched_with_masters(readings: list[Reading], launches: list[tuple[Reading
     rule states a missing master copy as a fact. (A launch config that keeps none, plain DDP, changes nothing.)"""
     # each with the folder above its own, which the runs it may start lie in
     starters = [(starting.framework, _key(Path(starting.file)).parent.parent, runs) for starting, runs in launches
-                if runs.facts.master_weights in _MASTERS]
+                if runs.facts.master_weights in _MASTERS or _engine_left_to_run(runs)]
     for cfg in readings:
         reader = reader_named(cfg.framework)
         if (reader is None or not reader.launched_by or cfg.policy is None or cfg.policy.params == FP32
@@ -164,7 +164,17 @@ def _launched_with_masters(readings: list[Reading], launches: list[tuple[Reading
         launch = next((runs for framework, beside, runs in starters if framework in reader.launched_by and here.is_relative_to(beside)),
                       None)
         if launch is not None:
-            cfg.set("master_weights", "launch", launch.locate()("master_weights"))
+            where = launch.locate()
+            cfg.set("master_weights", "launch", where("master_weights" if launch.facts.master_weights in _MASTERS else "strategy"))
+
+
+def _engine_left_to_run(runs: Reading) -> bool:
+    """A launch config that hands the run to an engine keeping fp32 masters (`ENGINES_WITH_MASTERS`) and leaves its
+    precision to the run it starts (its half blocks "auto", its file not in the tree, no precision of its own): the
+    launcher fills or adds the engine's block from the launched run's half precision, and the engine's half modes keep
+    fp32 master partitions. A file that decides the engine's precision itself has a policy and says so in
+    `master_weights`."""
+    return runs.facts.strategy in ENGINES_WITH_MASTERS and runs.policy is None
 
 
 def _key(path: Path) -> Path:

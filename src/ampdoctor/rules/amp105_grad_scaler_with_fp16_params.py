@@ -8,6 +8,7 @@ import ast
 from typing import Iterator
 
 from ampdoctor.core.engine import Places
+from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, policy_check
 from ampdoctor.dtypes import FP16
 from ampdoctor.facts import RunFacts
@@ -22,6 +23,17 @@ def grad_scaler_with_fp16_params(policy: Policy | None, facts: RunFacts, at: Pla
     if policy is None or policy.loss_scale == "none" or policy.grads != FP16 or facts.adapters_only or facts.trains is False:
         return
     here = at("loss_scale")
+    if facts.master_weights == "launch":
+        # `lint.configs._launched_with_masters`: the project keeps a DeepSpeed or FSDP launch config beside this run.
+        # Started with it, no GradScaler meets an fp16 gradient: DeepSpeed's engine scales the loss itself and steps
+        # fp32 master partitions; accelerate's FSDP preparation upcasts the trainable parameters to fp32.
+        launch = at("master_weights")
+        yield Hit("if this run is started without a DeepSpeed or FSDP launch config (the project keeps one at "
+                  f"{launch.file}), the fp16 run's GradScaler unscales gradients of fp16 weights: 'ValueError: Attempting to "
+                  "unscale FP16 gradients.'; started with it, DeepSpeed scales the loss itself and keeps fp32 masters (FSDP "
+                  "upcasts the trainable weights), and nothing fails", here, related=at.others(here, "params", launch),
+                  severity=Severity.WARNING)
+        return
     yield Hit("a GradScaler unscales gradients of fp16 weights: 'ValueError: Attempting to unscale FP16 gradients.'",
               here, related=at.others(here, "params"))
 
