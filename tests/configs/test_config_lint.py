@@ -597,3 +597,17 @@ def test_a_key_the_projects_trainingarguments_subclass_declares_is_not_read_as_t
     # a config named alone is read with the classes of the project it is judged in
     assert [f for f in lint_paths([own / "train.json"], settings.override(project=own)).findings if f.rule_id == "AMP119"] == []
     assert [f.rule_id for f in lint_paths([own / "train.json"], settings).findings if f.rule_id == "AMP119"] == ["AMP119"]
+
+
+def test_amp126_names_keep_fp32_modules_only_of_the_t5_family(tmp_path):
+    """Gemma, Llama 3 and Qwen declare no `_keep_in_fp32_modules` in transformers: a cast of theirs is told as a cast
+    of the weights, not as one that undoes T5's keep-fp32 `wo`."""
+    for model, says_wo in (("google/gemma-2-2b", False), ("google/flan-t5-xl", True)):
+        config = write(tmp_path / model.split("/")[1], "sft.yaml", f"""
+            model_name_or_path: {model}
+            torch_dtype: float16
+            output_dir: out
+            learning_rate: 2.0e-5
+        """)
+        messages = [f.message for f in lint(config).findings if f.name == "keep-fp32-module-cast"]
+        assert messages and all("weights cast to fp16" in m and ("`wo`" in m) == says_wo for m in messages), messages

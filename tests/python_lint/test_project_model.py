@@ -455,6 +455,21 @@ def test_a_file_no_python_can_compile_does_not_leave_its_folder_partial(tmp_path
     assert amp134({"legacy/old.py": 'import torch\nwith torch.autocast("cuda"):\n    print "x"\n'}) == ["warning"]
 
 
+def test_a_file_python_cannot_decode_does_not_leave_its_folder_partial(tmp_path):
+    # Bytes that are not UTF-8, in a file with no coding line (a comment in a legacy code page): Python refuses to
+    # compile it (SyntaxError, "(unicode error)"), so it runs nothing, as a syntax error does. Its text is still read
+    # for the signs of what it will do once fixed.
+    def amp134(extra: bytes) -> list[str]:
+        cast = {f.name: f.read_text() for f in CAST_TO_HALF.glob("*.py")}
+        root = write(tmp_path / str(len(list(tmp_path.iterdir()))), {**cast, "tools/evaluate.py": OTHER_TOOL})
+        (root / "legacy").mkdir()
+        (root / "legacy" / "old.py").write_bytes(extra)
+        return [f["severity"] for f in lint(str(root), "--select", "AMP134", code=2)["findings"]]
+
+    assert amp134(b'# \xb8\xd6\xcf\xd6\nx = 1\n') == ["info"]
+    assert amp134(b'import torch\nwith torch.autocast("cuda"):  # \xb8\xd6\n    x = 1\n') == ["warning"]
+
+
 def test_only_a_syntax_error_says_a_file_cannot_run():
     from ampdoctor.lint.python.reach import cannot_run
     from ampdoctor.report import ErrorKind, ReportError

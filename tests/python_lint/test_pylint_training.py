@@ -1,6 +1,10 @@
 """grad-dtype-mismatch, softmax-low-precision, loss-low-precision, pure-bf16-optimizer, bf16-to-numpy."""
 
+import textwrap
+
 from pylint_helpers import hits
+
+from ampdoctor.lint.python import lint_source
 
 NANOGPT_BF16 = """
 import torch
@@ -123,3 +127,24 @@ def test_pure_bf16_needs_bf16_weights_before_a_plain_optimizer():
     opt1 = bnb.optim.AdamW8bit(model.parameters())
     """
     assert hits(code, "pure-bf16-optimizer") == []
+
+
+def test_amp125_message_names_a_whole_expression():
+    """A long logits expression is not cut in the middle of the suggested fix: the tensor it reshapes is upcast."""
+    code = textwrap.dedent("""
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.bfloat16)
+
+
+        def score(inputs, labels):
+            logits = model(**inputs).logits
+            shift_logits = logits[..., :-1, :].contiguous()
+            loss_fct = torch.nn.CrossEntropyLoss(reduction="none")
+            return loss_fct(shift_logits.view(-1, shift_logits.size(-1)), labels.view(-1))
+    """)
+    findings, error = lint_source(code)
+    assert error is None
+    messages = [f.message for f in findings if f.name == "loss-low-precision"]
+    assert messages and all("use `shift_logits.float()`" in m for m in messages), messages

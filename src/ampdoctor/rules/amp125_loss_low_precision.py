@@ -29,6 +29,21 @@ LOSS_CLASSES = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss", "torc
 _LOG_SOFTMAX_CALLS = frozenset({"torch.log_softmax", "torch.nn.functional.log_softmax"})
 
 
+def _shown(logits: ast.expr, limit: int = 40) -> str:
+    """The logits as the message writes them: the whole expression where it is short, else the tensor it reshapes or
+    indexes (``shift_logits`` of ``shift_logits.view(-1, shift_logits.size(-1))``), whose upcast is the same fix; never
+    an expression cut in the middle."""
+    node = logits
+    while len(ast.unparse(node)) > limit:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            node = node.func.value
+        elif isinstance(node, (ast.Subscript, ast.Attribute)):
+            node = node.value
+        else:
+            return ast.unparse(logits)
+    return ast.unparse(node)
+
+
 @code_check("AMP125", triggers=HALF_WORDS, also=(("cross_entropy", "nll_loss", "Loss", "kl_div", "binary_cross_entropy", "log_softmax",
                                                    "log_prob", "logprob", "logps"),), project=True)
 def loss_low_precision(ctx: Context) -> Iterator[CodeHit]:
@@ -53,7 +68,7 @@ def loss_low_precision(ctx: Context) -> Iterator[CodeHit]:
             continue
         message = _half_logits(ctx, call, logits)
         if message:
-            yield call, f"{message}; use `{ast.unparse(logits)[:40]}.float()`"
+            yield call, f"{message}; use `{_shown(logits)}.float()`"
 
 
 def _log_probs_of_half_logits(ctx: Context) -> Iterator[CodeHit]:
@@ -68,7 +83,7 @@ def _log_probs_of_half_logits(ctx: Context) -> Iterator[CodeHit]:
         if cast is not None and not _into_promoted_loss(ctx, call):  # (a search of every call: asked last)
             yield call, (f"log-probabilities are taken of the logits of `{cast.name}`, which is {describe(cast.dtypes)} (line "
                          f"{cast.node.lineno}) with no autocast: they keep {describe(cast.dtypes)}'s precision; use "
-                         f"`{ast.unparse(logits)[:40]}.float()`")
+                         f"`{_shown(logits)}.float()`")
 
 
 def _into_promoted_loss(ctx: Context, call: ast.Call) -> bool:
@@ -128,10 +143,10 @@ def log_probs_after_autocast(ctx: Context) -> Iterator[CodeHit]:
         if block is None or _returns_fp32_under_autocast(ctx, value):
             continue
         what = "log-probabilities are taken" if "log_softmax" in ast.unparse(call.func) else "the loss is computed"
-        yield call, (f"{what} of `{ast.unparse(logits)[:40]}` outside autocast, but `{root.id}` was "
+        yield call, (f"{what} of `{_shown(logits)}` outside autocast, but `{root.id}` was "
                      f"computed under the autocast of line {block.lineno}: its logits are half, and this call keeps "
                      f"their precision (inside the block autocast runs it in fp32); call it inside the block or on "
-                     f"`{ast.unparse(logits)[:40]}.float()`")
+                     f"`{_shown(logits)}.float()`")
 
 
 # Ops autocast runs in fp32 whatever their input (its fp32 list): a model whose forward ends in one returns fp32.

@@ -15,6 +15,9 @@ from ampdoctor.policy import Policy
 
 # Checkpoints pretrained in bf16 (overflow when fine-tuned or cast to fp16), T5's `wo` kept fp32 by transformers.
 _BF16_PRETRAINED = re.compile(r"(^|[/_-])(t5|mt5|flan-t5|byt5|ul2|umt5|gemma|llama-3|meta-llama-3|qwen2|qwen3)", re.I)
+# The T5 family: its transformers classes declare `_keep_in_fp32_modules = ["wo"]`; Gemma, Llama 3 and Qwen declare
+# none, so a cast of theirs has no keep-fp32 module to undo.
+_KEEPS_FP32 = re.compile(r"(^|[/_-])(t5|mt5|flan-t5|byt5|ul2|umt5)", re.I)
 
 
 @policy_check("AMP126")
@@ -26,6 +29,8 @@ def keep_fp32_module_cast(policy: Policy | None, facts: RunFacts, at: Places) ->
     if not (fp16_weights or policy.compute == FP16):
         return
     here = at("compute")
-    yield Hit(f"{name} was pretrained in bf16 and is run in fp16"
-              + (" with its weights cast to fp16 (T5's `wo` and other keep-fp32 modules included)" if fp16_weights else "")
-              + ": activations overflow to inf/NaN", here, related=at.others(here, "model_name"))
+    cast = ""
+    if fp16_weights:
+        cast = " with its weights cast to fp16" + (" (T5's keep-fp32 `wo` included)" if _KEEPS_FP32.search(name) else "")
+    yield Hit(f"{name} was pretrained in bf16 and is run in fp16{cast}: activations that exceed fp16's range (65504) "
+              "overflow to inf/NaN", here, related=at.others(here, "model_name"))

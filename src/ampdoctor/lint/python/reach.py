@@ -37,10 +37,36 @@ def contexts_reached(results: list[FileResult], roots: Sequence[Path | str], sco
 
 def cannot_run(result: FileResult) -> bool:
     """A file that no Python 3 can compile (a syntax error that is not newer syntax: mixed tabs and spaces,
-    Python 2, a NUL byte) runs nothing and imports nothing as it stands: a folder is still whole without its summary,
-    and the project model reads its text for what it may do once fixed (`ProjectModel.unparsed`). One that could not
-    be read, or is in syntax newer than this Python's, may run anything, and leaves the folder partial."""
-    return result[2] is not None and result[2].kind is ErrorKind.SYNTAX
+    Python 2, a NUL byte; or bytes that do not decode as its coding line, else UTF-8, says, which Python refuses as a
+    SyntaxError before it parses anything) runs nothing and imports nothing as it stands: a folder is still whole
+    without its summary, and the project model reads its text for what it may do once fixed
+    (`ProjectModel.unparsed`). One that could not be read, or is in syntax newer than this Python's, may run
+    anything, and leaves the folder partial."""
+    error = result[2]
+    if error is None:
+        return False
+    return error.kind is ErrorKind.SYNTAX or (error.kind is ErrorKind.UNREADABLE and _undecodable(result[0]))
+
+
+def _undecodable(path: str) -> bool:
+    """Does the file read, but not decode as Python decodes source (`importlib.util.decode_source`: its coding line
+    or BOM, else UTF-8)? Asked only of a file that could not be read as text."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError:
+        return False
+    try:
+        importlib.util.decode_source(raw)
+    except (UnicodeDecodeError, SyntaxError, LookupError):
+        return True
+    return False
+
+
+def _signs_text(raw: bytes) -> str:
+    """The text of a file Python cannot decode, as far as its bytes go (UTF-8, undecodable bytes replaced): enough
+    for the signs the project model looks for in a file that does not compile (the ASCII of `autocast`, a
+    ``Trainer(``)."""
+    return raw.decode("utf-8", errors="replace")
 
 
 def _contexts(results: list[FileResult], scope: ConfigScope | None, half: list[Evidence],
@@ -56,9 +82,13 @@ def _contexts(results: list[FileResult], scope: ConfigScope | None, half: list[E
 
     def text_of(rel: str) -> str | None:
         try:
-            return importlib.util.decode_source(Path(by_rel.get(rel) or unparsed[rel]).read_bytes())
-        except (OSError, UnicodeDecodeError, SyntaxError, LookupError, KeyError):
+            raw = Path(by_rel.get(rel) or unparsed[rel]).read_bytes()
+        except (OSError, KeyError):
             return None
+        try:
+            return importlib.util.decode_source(raw)
+        except (UnicodeDecodeError, SyntaxError, LookupError):
+            return _signs_text(raw) if rel in unparsed else None
 
     model = ProjectModel(summaries, half, torch_floor=scope.floor if scope is not None else None,
                          base_of=scope.base if scope is not None else None, folder=folder, text_of=text_of, launches=launched,
