@@ -90,6 +90,9 @@ class RunFacts:
     # The engine file writes a block (with a value, not "auto") for the half type the launcher asks for: Lightning adds
     # its own block only where the file has no such key, so then it adds none and the file's mode runs.
     asked_block_written: bool | None = None
+    # What makes the launcher refuse to start with this config, by the config key at fault: accelerate's launch refuses
+    # a YAML that sets `mixed_precision` beside its own `deepspeed_config_file` ("mixed_precision").
+    launch_refused: str | None = None
     model_dtype: str | None = None  # the dtype the model is built or loaded in
     model_dtype_declared: bool | None = None  # written in the config (False: derived by the framework)
     # The framework builds the model in the engine's half dtype when the config names no model dtype (True), builds

@@ -216,22 +216,29 @@ num_processes: 8
 """
 
 
-def test_accelerate_bf16_against_fp16_deepspeed_file(tmp_path):
+def test_accelerate_yaml_mixed_precision_beside_its_deepspeed_file_is_refused_at_launch(tmp_path):
+    # accelerate's launch lists a `mixed_precision` taken from the YAML among the fields its DeepSpeed plugin refuses
+    # beside a `deepspeed_config_file`: one warning at the key (the command line may pass `--mixed_precision` instead),
+    # and its value is not compared with the file's fp16 block (it never reaches the engine).
     acc = write(tmp_path, "accelerate.yaml", ACCEL)
     ds = write(tmp_path, "ds.json", '{\n  "fp16": {"enabled": true},\n  "zero_optimization": {"stage": 2},\n  "gradient_accumulation_steps": "auto"\n}\n')
     report = lint(acc, ds)
-    finding = next(f for f in report.findings if f.name == "precision-config-mismatch")
+    [finding] = [f for f in report.findings if f.name == "precision-config-mismatch"]
+    assert finding.severity is Severity.WARNING and "refuses `mixed_precision`" in finding.message
     assert (Path(finding.location.file).name, finding.location.line) == ("accelerate.yaml", line_of(acc, "mixed_precision"))
-    assert {(Path(r.file).name, r.line) for r in finding.related} == {("ds.json", 2), ("accelerate.yaml", line_of(acc, "deepspeed_config_file"))}
+    assert {(Path(r.file).name, r.line) for r in finding.related} == {("accelerate.yaml", line_of(acc, "deepspeed_config_file"))}
     assert hits(report, "fp16-bf16-both-enabled") == []
 
 
-def test_accelerate_fills_deepspeed_auto(tmp_path):
-    acc = write(tmp_path, "accelerate.yaml", ACCEL)
-    ds = write(tmp_path, "ds.json", '{"bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},\n "communication_data_type": "fp32",\n "data_types": {"grad_accum_dtype": "fp32"}, "zero_optimization": {"stage": 2}}')
+def test_accelerate_yaml_without_mixed_precision_leaves_the_deepspeed_file_to_decide(tmp_path):
+    acc = write(tmp_path, "accelerate.yaml", ACCEL.replace("mixed_precision: bf16\n", ""))
+    ds = write(tmp_path, "ds.json", '{"bf16": {"enabled": true},\n "communication_data_type": "fp32",\n "data_types": {"grad_accum_dtype": "fp32"}, "zero_optimization": {"stage": 2}}')
     report = lint(acc, ds)
     assert [f for f in report.findings if f.severity != Severity.INFO] == []
     assert {Path(c).name for c in report.checked} == {"accelerate.yaml", "ds.json"}
+    # the same YAML with `mixed_precision: null` (what accelerate writes for "not set"): not refused either
+    null = write(tmp_path, "accelerate.yaml", ACCEL.replace("mixed_precision: bf16", "mixed_precision: null"))
+    assert [f for f in lint(null, ds).findings if f.severity != Severity.INFO] == []
 
 
 def test_accelerate_missing_deepspeed_file_is_an_input_error_that_does_not_decide_the_exit(tmp_path):

@@ -53,7 +53,7 @@ def _deepspeed(doc: Document, cfg: Reading, mp: str, mp_at: Location) -> None:
     given = ds.get("hf_ds_config")
     inline_key = "hf_ds_config" if isinstance(given, dict) else None
     file_value = file_value or as_path_value(given)
-    explicit = doc.has("mixed_precision")
+    explicit = _asks_precision(doc, cfg, mp_at)
     if file_value is not None or inline_key is not None:
         # accelerate fills the file's "auto" keys from mixed_precision; left unset, the file decides the precision
         # (accelerate's state reads fp16/bf16 from it), so only an explicit value can disagree with the file.
@@ -78,6 +78,22 @@ def _deepspeed(doc: Document, cfg: Reading, mp: str, mp_at: Location) -> None:
         inline["gradient_accumulation_steps"] = gas
         locs[("gradient_accumulation_steps",)] = gas_at
     deepspeed.fill_policy(Document(doc.file, doc.syntax, inline, locs), cfg)
+
+
+def _asks_precision(doc: Document, cfg: Reading, mp_at: Location) -> bool:
+    """Does the config's `mixed_precision` reach the DeepSpeed engine: written, not null, and not beside the YAML's own
+    `deepspeed_config_file`. `accelerate launch` with such a YAML lists a `mixed_precision` taken from it among the
+    fields its DeepSpeed plugin refuses beside that file (commands/launch.py `mp_from_config_flag`,
+    DeepSpeedPlugin._deepspeed_config_checks: "When using `deepspeed_config_file`, the following accelerate config
+    variables will be ignored"), noted as `launch_refused`; where the command line passes `--mixed_precision`, that
+    value fills the file instead. Either way the YAML's own value never reaches the engine."""
+    if not doc.has("mixed_precision") or doc.get("mixed_precision") is None:
+        return False
+    if doc.has("deepspeed_config", "deepspeed_config_file"):
+        cfg.set("launch_refused", "mixed_precision", mp_at)
+        cfg.place("deepspeed_config_file", doc.at("deepspeed_config", "deepspeed_config_file"))
+        return False
+    return True
 
 
 def read(doc: Document) -> Reading:

@@ -74,6 +74,7 @@ _SPELLED = {"no": "fp32 (no mixed precision)", "bf16": "bf16", "fp16": "fp16"}
 @policy_check("AMP001")
 def precision_config_mismatch(policy: Policy | None, facts: RunFacts, at: Places) -> Iterator[Hit]:
     yield from _autocast_with_half_engine(facts, at)
+    yield from _launch_refused(facts, at)
     yield from _launcher_against_engine(facts, at)
     yield from _model_against_engine(facts, at)
     for conflict in facts.conflicts:
@@ -92,6 +93,19 @@ def _autocast_with_half_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
                   f"('Cannot enable both torch autocast and {'bfloat16' if facts.engine_precision == 'bf16' else 'fp16'}'), later versions cast "
                   "the weights to the half type instead of keeping the fp32 parameters autocast expects", here,
                   severity=Severity.WARNING, related=at.others(here, f"{facts.engine_precision}_mode"))
+
+
+def _launch_refused(facts: RunFacts, at: Places) -> Iterator[Hit]:
+    if facts.launch_refused != "mixed_precision":
+        return
+    # A warning: the command line decides. `accelerate launch --config_file` with this YAML and no `--mixed_precision`
+    # stops before training; with it, the flag's value fills the DeepSpeed file and this key is never read.
+    here = at("launch_refused")
+    yield Hit("`accelerate launch` refuses `mixed_precision` in a config that names a `deepspeed_config_file` unless "
+              "`--mixed_precision` is given on its command line ('When using `deepspeed_config_file`, the following "
+              "accelerate config variables will be ignored: [..., 'mixed_precision']'), and given there it overrides this "
+              "value: remove this key and set the precision in the DeepSpeed file (or pass `--mixed_precision`)", here,
+              severity=Severity.WARNING, related=at.others(here, "deepspeed_config_file"))
 
 
 def _launcher_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
