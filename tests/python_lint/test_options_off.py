@@ -125,3 +125,15 @@ def test_a_field_of_a_config_class_named_like_the_option_may_turn_it_on(tmp_path
              "train_a.py": TRAIN.format(pkg="a", extra=""),
              "args.py": "from dataclasses import dataclass\n\n\n@dataclass\nclass Args:\n    use_checkpoint: bool = False\n"}
     assert [f.severity for f in _project(tmp_path, files)["a/nn.py"]] == [Severity.WARNING]
+
+
+def test_an_argparse_definition_of_the_option_turns_it_on_only_where_its_default_is_on(tmp_path):
+    """Another script's ``add_argument("--use_checkpoint", action="store_true")`` names the option, off by default,
+    without turning it on (a note); one that defaults it on may turn it on (the warning stays)."""
+    files = {"a/__init__.py": "", "a/nn.py": NN, "a/unet.py": UNET.format(flag="self.use_checkpoint"),
+             "train_a.py": TRAIN.format(pkg="a", extra="")}
+    opts = 'import argparse\n\nparser = argparse.ArgumentParser()\nparser.add_argument("--use_checkpoint", {how}, help="use_checkpoint")\n'
+    files["opts.py"] = opts.format(how='action="store_true"')
+    assert [f.severity for f in _project(tmp_path / "off", files)["a/nn.py"]] == [Severity.INFO]
+    files["opts.py"] = opts.format(how="default=True")
+    assert [f.severity for f in _project(tmp_path / "on", files)["a/nn.py"]] == [Severity.WARNING]

@@ -5,7 +5,8 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+import functools
+from typing import Callable, Iterator
 
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
@@ -205,13 +206,13 @@ def norm_low_precision(ctx: Context) -> Iterator[CodeHit]:
     # sglang PR #27540: Gemma RMSNorm variance in bf16 -> cosine 0.51 at layer 58; transformers PR #25421.
     # An upcast anywhere in the norm's class counts (Gemma: `self._norm(x.float())`), so only norms that never
     # leave the input dtype are reported, and only in a file that shows half precision.
-    if ctx.facts.half_evidence() is None and ctx.project.half_model is None and ctx.project.autocast is None:
+    if _half_said(ctx) is None:
         return
     candidates = [(call, base) for call in ctx.src.calls if (base := _variance_input(call, ctx)) is not None]
     if not candidates:
         return
     rsqrt_functions = {ctx.src.enclosing_function(c) for c in ctx.src.calls if last_identifier(c.func) == "rsqrt"}
-    upcast_scopes: list[set[ast.AST]] = []  # computed once, at the first norm of unknown input dtype that needs it
+    upcast_scopes = functools.cache(lambda: _upcast_scopes(ctx))  # at the first norm of unknown input dtype that needs it
     for call, base in candidates:
         owner = _norm_scope(call, ctx, rsqrt_functions)
         if owner is None or ctx.src.in_unused_private_method(call):
@@ -230,14 +231,10 @@ def _finding(ctx: Context, call: ast.Call, owner: ast.AST, dtypes: frozenset | N
     return _as_import_fallback(ctx, owner, found)
 
 
-def _left_open_but_upcast(ctx: Context, call: ast.Call, base: ast.AST, owner: ast.AST, upcast_scopes: list[set[ast.AST]]) -> bool:
+def _left_open_but_upcast(ctx: Context, call: ast.Call, base: ast.AST, owner: ast.AST, upcast_scopes: Callable[[], set[ast.AST]]) -> bool:
     """A norm whose input dtype the code leaves open, kept out of half all the same (`_kept_out_of_half`), or with an
-    upcast somewhere in its class or function (`_upcast_scopes`, computed once into `upcast_scopes`)."""
-    if _kept_out_of_half(ctx, call, base, owner):
-        return True
-    if not upcast_scopes:
-        upcast_scopes.append(_upcast_scopes(ctx))
-    return owner in upcast_scopes[0]
+    upcast somewhere in its class or function (`upcast_scopes()`: `_upcast_scopes`, computed once per file)."""
+    return _kept_out_of_half(ctx, call, base, owner) or owner in upcast_scopes()
 
 
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
@@ -341,7 +338,9 @@ def _autocast_squares_in_fp32(ctx: Context, call: ast.Call) -> bool:
     return cpu_autocast_line(ctx.src.text) is None
 
 
-def _half_said(ctx: Context, owner: ast.AST) -> str | None:
+def _half_said(ctx: Context, owner: ast.AST | None = None) -> str | None:
+    """Where the file or project shows half precision for the norm `owner` (`Facts.half_evidence`), for the message;
+    without `owner`, for any code of the file. None where nothing does."""
     evidence = ctx.facts.half_evidence(near=owner)
     if evidence is not None:
         return f"in a file that runs in half precision (line {evidence.lineno})"

@@ -9,10 +9,10 @@ a dict key), the finding is a defect of code the project carries but does not ru
 The guard is read from the finding's own file: an ``if``/conditional expression over a parameter whose default is
 False, None or 0 (or ``self.x`` stored from one); a parameter of a module-level helper with no default, where every
 call of the helper in the project passes such an option; an option of the file's own argument parser read as
-``args.x``, a ``store_true`` flag or one whose default is off (its own ``add_argument`` names it without turning it
-on); and, for code inside an autograd Function, every ``Cls.apply(...)`` of it so guarded. The project is searched only for a finding with such a guard (read lazily,
-once per project), and anything it cannot place (a name passed on, an unparsed file naming the option) keeps the
-finding as it is."""
+``args.x``, a ``store_true`` flag or one whose default is off (an ``add_argument`` that defines it off names it
+without turning it on); and, for code inside an autograd Function, every ``Cls.apply(...)`` of it so guarded. The
+project is searched only for a finding with such a guard (read lazily, once per project), and anything it cannot
+place (a name passed on, an unparsed file naming the option) keeps the finding as it is."""
 
 from __future__ import annotations
 
@@ -180,9 +180,9 @@ class ProjectOptions:
         return None
 
     def _value(self, mod: SourceFile, expr: ast.expr, at: ast.AST, depth: int) -> list[Option] | None:
-        """The options whose being off makes `expr` (read at `at`) false: a parameter of the enclosing function that
-        defaults off (or that every caller of a module-level helper passes off), or ``self.x`` stored from one in
-        its class."""
+        """The options whose being off makes `expr` (read at `at`) false: an option of the file's own argument parser
+        read as ``args.x`` that defaults off (`_flag_off`), a parameter of the enclosing function that defaults off
+        (or that every caller of a module-level helper passes off), or ``self.x`` stored from one in its class."""
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and self_attribute(expr) is None:
             flag = _flag_off(mod, expr.attr)  # ``args.use_amp``: an option of the file's own argument parser
             if flag is not None:
@@ -425,36 +425,36 @@ def _flag_definition(call: ast.Call, name: str) -> bool:
     return dest == name if dest is not None else any(f.startswith("--") and f[2:].replace("-", "_") == name for f in flags)
 
 
+def _off_by_default(call: ast.Call) -> bool:
+    """Does the ``add_argument`` `call` leave its option off: a ``store_true`` flag without a default, or a default that
+    is a false literal (a ``store_false`` flag is on by default; an action that is not a literal may be anything)."""
+    given = {k.arg: k.value for k in call.keywords}
+    action, default = given.get("action"), given.get("default")
+    if isinstance(action, ast.Constant) and action.value == "store_true":
+        return default is None or _false(default)
+    return action is None and default is not None and _false(default)
+
+
 def _flag_off(mod: SourceFile, name: str) -> Option | None:
-    """The option `name` of the file's own argument parser where its default is off: a ``store_true`` flag without a
-    default, or a default that is a false literal (a ``store_false`` flag is on by default). None where the file
-    defines no such option, or defines it more than once."""
+    """The option `name` of the file's own argument parser where its default is off (`_off_by_default`). None where
+    the file defines no such option, or defines it more than once."""
     defs = [c for c in ast.walk(mod.tree) if isinstance(c, ast.Call) and _flag_definition(c, name)]
-    if len(defs) != 1:
+    if len(defs) != 1 or not _off_by_default(defs[0]):
         return None
     call = defs[0]
-    given = {k.arg: k.value for k in call.keywords}
-    action = given.get("action")
-    action = action.value if isinstance(action, ast.Constant) else None if action is None else "?"
-    default = given.get("default")
-    if action == "store_true":
-        off = default is None or _false(default)
-    else:
-        off = action is None and default is not None and _false(default)
-    if not off:
-        return None
+    default = next((k.value for k in call.keywords if k.arg == "default"), None)
     flag = next((a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")),
                 f"--{name}")
     return Option(name, ast.unparse(default) if default is not None else "False", mod.path, call.lineno, flag=flag)
 
 
 def _in_own_definition(mod: SourceFile, node: ast.Constant, name: str) -> bool:
-    """Is the string `node` part of the ``add_argument`` that defines the option `name` (its flag, its help)? That
-    definition names the option without turning it on."""
+    """Is the string `node` part of an ``add_argument`` that defines the option `name` off by default (its flag, its
+    help)? Such a definition names the option without turning it on; one whose default is on may."""
     parent = mod.parents.get(node)
     if isinstance(parent, ast.keyword):
         parent = mod.parents.get(parent)
-    return isinstance(parent, ast.Call) and _flag_definition(parent, name)
+    return isinstance(parent, ast.Call) and _flag_definition(parent, name) and _off_by_default(parent)
 
 
 def _sets(mod: SourceFile, name: str) -> int | None:
