@@ -547,3 +547,16 @@ def test_a_pre_ampere_gpu_told_not_to_support_bf16_ranks_the_hardware_rule_only_
     # said only to explain the move to fp16, whose own failure is the question
     moved = first("Our V100 does not support bf16, so I train in fp16: Attempting to unscale FP16 gradients.")
     assert moved.rule.id == "AMP105"
+
+
+def test_a_lora_run_whose_base_is_quantized_leaves_the_shared_scalar_type_message_to_both_of_its_causes():
+    # A launcher line that fine-tunes LoRA adapters over a base quantized by bitsandbytes, said the way launchers and
+    # reports say it (QLoRA, `--quantization_bit`, NF4) with no bnb frame printed: the adapter rule and the compute-
+    # dtype rule each have their cue in view, so the shared message names neither with confidence.
+    msg = "RuntimeError: expected scalar type Float but found Half"
+    lora = "python sft.py --finetuning_type lora --lora_target q_proj,v_proj --fp16\n"
+    assert first(lora + msg).rule.id == "AMP127" and not first(lora + msg).guess  # the adapters alone: their rule
+    for quantized in ("python sft.py --finetuning_type lora --lora_target q_proj,v_proj --quantization_bit 4 --fp16\n",
+                      "QLoRA fine-tuning of a 7B model, fp16\n", "lora adapters over an nf4 base, fp16\n"):
+        cands = explain(quantized + msg)
+        assert cands[0].guess and {"AMP127", "AMP135"} <= {c.rule.id for c in cands[:3]}, quantized
