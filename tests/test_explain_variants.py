@@ -560,3 +560,21 @@ def test_a_lora_run_whose_base_is_quantized_leaves_the_shared_scalar_type_messag
                       "QLoRA fine-tuning of a 7B model, fp16\n", "lora adapters over an nf4 base, fp16\n"):
         cands = explain(quantized + msg)
         assert cands[0].guess and {"AMP127", "AMP135"} <= {c.rule.id for c in cands[:3]}, quantized
+
+
+def test_old_pytorchs_by_argument_wording_of_an_fp32_input_into_a_half_weight_ranks_the_input_rule_like_todays():
+    # PyTorch before 1.6 named the operand: mat1 (the input) set the expected type, mat2 (the weight) had another.
+    frame = ('  File "/venv/lib/python3.6/site-packages/torch/nn/functional.py", line 1371, in linear\n'
+             "    output = input.matmul(weight.t())\n")
+    old = frame + "RuntimeError: Expected object of scalar type Float but got scalar type Half for argument #2 'mat2'"
+    new = frame + "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: float != c10::Half"
+    for text in (old, new):
+        cands = explain(text)
+        assert cands[0].rule.id == "AMP131" and cands[0].guess, text
+        assert "AMP201" in {c.rule.id for c in cands[:3]}  # a promotion inside the model prints it too
+    # an attention matmul's operands are two activations, not an input and a weight
+    attn = "    attn = torch.matmul(q, k.transpose(-1, -2))\n" + old.splitlines()[-1]
+    assert first(attn).rule.id != "AMP131"
+    # the other order (a half input into fp32 weights) is not this wording's case
+    other = frame + "RuntimeError: Expected object of scalar type Half but got scalar type Float for argument #2 'mat2'"
+    assert first(other).rule.id != "AMP131"
