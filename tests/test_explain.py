@@ -513,3 +513,28 @@ def test_a_conv_input_and_weight_mismatch_under_autocast_is_not_read_as_an_uncas
     assert explain(message)[0].rule.id == "AMP131"
     assert all(c.rule.id != "AMP131" or c.basis == "wording" for c in explain("with torch.cuda.amp.autocast(enabled=self.amp):\n    loss = net(x)\n" + message))
     assert explain("with torch.autocast('cuda', enabled=False):\n    y = conv(x)\n" + message)[0].rule.id == "AMP131"
+
+
+def test_a_hardware_refusal_beside_the_runtime_reporting_the_support_it_denies_is_only_a_guess():
+    # A framework's check that says the device lacks bf16 can misread one that has it (a ROCm build, a newer GPU): where
+    # the text shows the runtime reporting bf16 support, a capability of 8.0 or more, or an Ampere-or-newer GPU, the
+    # refusal still ranks the hardware rule first, but as a guess.
+    refusal = "RuntimeError: bf16 precision was requested but not available on this hardware. Please use fp32 instead."
+    alone = explain(refusal)[0]
+    assert alone.rule.id == "AMP113" and not alone.guess
+    for beside in (">>> torch.cuda.is_bf16_supported()\nTrue\n", "GPU 0: NVIDIA A100-SXM4-40GB\n",
+                   "torch.cuda.get_device_capability(): compute capability (8, 9)\n"):
+        cand = explain(beside + refusal)[0]
+        assert cand.rule.id == "AMP113" and cand.guess and "speaks against it" in cand.reason, beside
+    # an older GPU beside it confirms the refusal; a refusal naming the A100 it requires does not doubt itself
+    assert not explain("GPU 0: Tesla V100-SXM2-32GB, compute capability 7.0\n" + refusal)[0].guess
+    assert not explain("ValueError: bf16 is only supported on A100+ GPUs")[0].guess
+
+
+def test_a_signatures_doubt_is_read_from_the_catalog_and_checked_like_its_pattern():
+    from ampdoctor.core.catalog import _compiled, _signatures
+
+    sig, = _signatures([{"pattern": "refused", "doubt": "but (it|this) works"}], "rule AMP999")
+    assert sig.doubt == "but (it|this) works"
+    with pytest.raises(ValueError, match="bad regex"):
+        _compiled(_signatures([{"pattern": "refused", "doubt": "(unclosed"}], "rule AMP999"), "rule AMP999")

@@ -547,3 +547,34 @@ def test_a_pre_ampere_gpu_told_not_to_support_bf16_ranks_the_hardware_rule_only_
     # said only to explain the move to fp16, whose own failure is the question
     moved = first("Our V100 does not support bf16, so I train in fp16: Attempting to unscale FP16 gradients.")
     assert moved.rule.id == "AMP105"
+
+
+def test_a_lora_run_whose_base_is_quantized_leaves_the_shared_scalar_type_message_to_both_of_its_causes():
+    # A launcher line that fine-tunes LoRA adapters over a base quantized by bitsandbytes, said the way launchers and
+    # reports say it (QLoRA, `--quantization_bit`, NF4) with no bnb frame printed: the adapter rule and the compute-
+    # dtype rule each have their cue in view, so the shared message names neither with confidence.
+    msg = "RuntimeError: expected scalar type Float but found Half"
+    lora = "python sft.py --finetuning_type lora --lora_target q_proj,v_proj --fp16\n"
+    assert first(lora + msg).rule.id == "AMP127" and not first(lora + msg).guess  # the adapters alone: their rule
+    for quantized in ("python sft.py --finetuning_type lora --lora_target q_proj,v_proj --quantization_bit 4 --fp16\n",
+                      "QLoRA fine-tuning of a 7B model, fp16\n", "lora adapters over an nf4 base, fp16\n"):
+        cands = explain(quantized + msg)
+        assert cands[0].guess and {"AMP127", "AMP135"} <= {c.rule.id for c in cands[:3]}, quantized
+
+
+def test_old_pytorchs_by_argument_wording_of_an_fp32_input_into_a_half_weight_ranks_the_input_rule_like_todays():
+    # PyTorch before 1.6 named the operand: mat1 (the input) set the expected type, mat2 (the weight) had another.
+    frame = ('  File "/venv/lib/python3.6/site-packages/torch/nn/functional.py", line 1371, in linear\n'
+             "    output = input.matmul(weight.t())\n")
+    old = frame + "RuntimeError: Expected object of scalar type Float but got scalar type Half for argument #2 'mat2'"
+    new = frame + "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: float != c10::Half"
+    for text in (old, new):
+        cands = explain(text)
+        assert cands[0].rule.id == "AMP131" and cands[0].guess, text
+        assert "AMP201" in {c.rule.id for c in cands[:3]}  # a promotion inside the model prints it too
+    # an attention matmul's operands are two activations, not an input and a weight
+    attn = "    attn = torch.matmul(q, k.transpose(-1, -2))\n" + old.splitlines()[-1]
+    assert first(attn).rule.id != "AMP131"
+    # the other order (a half input into fp32 weights) is not this wording's case
+    other = frame + "RuntimeError: Expected object of scalar type Half but got scalar type Float for argument #2 'mat2'"
+    assert first(other).rule.id != "AMP131"

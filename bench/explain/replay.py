@@ -42,7 +42,7 @@ import importlib.util, json, os, sys
 overlay = os.environ.get("REPLAY_EXPLAIN_PY")
 if overlay:  # this checkout's explain.py over the old tree's catalog; fields the old Signature lacks take their default
     from ampdoctor.core import model
-    for field, default in (("unless", ""), ("told", False)):
+    for field, default in (("unless", ""), ("told", False), ("doubt", "")):
         if not hasattr(model.Signature, field):
             setattr(model.Signature, field, default)
     spec = importlib.util.spec_from_file_location("ampdoctor.explain", overlay)

@@ -224,6 +224,8 @@ class _Fit:
     integer: bool = False
     # The printed failures (`_errors`, by index) that the signature's message is in, wherever in the text it matches.
     failures: frozenset[int] = frozenset()
+    # The text shows what speaks against the message's account of itself (`Signature.doubt`): it ranks, never decides.
+    doubted: bool = False
 
 
 def _score(rule: Rule, text: str) -> _Fit | None:
@@ -237,20 +239,39 @@ def _score(rule: Rule, text: str) -> _Fit | None:
     if best is None:
         return None
     sig, match = best
+    doubt = _doubted(sig, text, match)
     hits = [c for c in rule.context if _search(c, text)]
     found = sum(c.weight for c in hits) / sum(c.weight for c in rule.context) if rule.context else 0.0
     fraction = found if rule.context else _NEUTRAL_CONTEXT
     score = sig.weight * (_SIGNATURE_SHARE + (1 - _SIGNATURE_SHARE) * fraction)
+    reason = _reason(rule, text, match, hits, doubt)
+    cand = Candidate(rule, score, reason, match.group(0), _last_frame_before(text, match.start()),
+                     context_matched=bool(hits) or not rule.context)
+    return _Fit(cand, match.span(), sig.weight, found, not _in_error(sig, text, match), "\n" not in text.strip(),
+                sig.told or _told_in_text(text, match), _got_integer(text, match), _failures_read(sig, text),
+                doubt is not None)
+
+
+def _reason(rule: Rule, text: str, match: re.Match[str], hits: Sequence[Signature], doubt: re.Match[str] | None) -> str:
+    """Why the rule fits: the message matched, the context found or missed, and what the text shows against it."""
     reason = f"error text matches {match.group(0)!r}"
     if hits:
         shown = ", ".join(repr(_search(c, text).group(0)) for c in hits)  # type: ignore[union-attr]
         reason += f"; the text also shows what usually comes with it: {shown}"  # maybe inside the message itself
     elif rule.context:
         reason += f"; but none of what usually comes with it ({_in_words(rule.context)}) is in the text"
-    cand = Candidate(rule, score, reason, match.group(0), _last_frame_before(text, match.start()),
-                     context_matched=bool(hits) or not rule.context)
-    return _Fit(cand, match.span(), sig.weight, found, not _in_error(sig, text, match), "\n" not in text.strip(),
-                sig.told or _told_in_text(text, match), _got_integer(text, match), _failures_read(sig, text))
+    if doubt:
+        reason += f"; yet the text also shows {doubt.group(0)!r}, which speaks against it"
+    return reason
+
+
+def _doubted(sig: Signature, text: str, match: re.Match[str]) -> re.Match[str] | None:
+    """What the text shows against the signature's reading (`Signature.doubt`), beside the message: the message's own
+    words (a refusal naming the A100 it requires) are blanked before the search."""
+    if not sig.doubt:
+        return None
+    beside = text[:match.start()] + " " * (match.end() - match.start()) + text[match.end():]
+    return re.search(sig.doubt, beside, flags=re.IGNORECASE)
 
 
 # What marks a line as printed by software rather than written by a person: an error or warning word, a log prefix
@@ -336,8 +357,9 @@ def _is_guess(fit: _Fit, fits: Sequence[_Fit]) -> bool:
     message whose line says what it got is an integer dtype (`integer`): a Long mask or Int indices, not precision.
     And so is a message when the text prints another failure too, which another rule's signature reads and this
     rule's does not (`_another_failure`). Checked on bench/explain's tune texts with each text's own rule taken out of
-    the catalog: nothing confident among the first three."""
-    if fit.weight < TELLING_WEIGHT or fit.beside_error or fit.told or fit.integer or _another_failure(fit, fits):
+    the catalog: nothing confident among the first three. And so is a message beside which the text shows what speaks
+    against it (`doubted`: a hardware refusal beside the runtime reporting the support it says is missing)."""
+    if _never_decides(fit, fits):
         return True
     start, end = fit.span
     shared = [o for o in fits if o is not fit and o.span[0] <= start and o.span[1] >= end]
@@ -351,6 +373,14 @@ def _is_guess(fit: _Fit, fits: Sequence[_Fit]) -> bool:
     # which rule of the family it shares is the cause is told by what comes with a message, and nothing does.
     read_too = any(o is not fit and o.span[0] < end and o.span[1] > start for o in fits)
     return bool(shared) or (fit.alone and read_too)
+
+
+def _never_decides(fit: _Fit, fits: Sequence[_Fit]) -> bool:
+    """The reasons a fit is a guess whatever context comes with it (`_is_guess`): a message weighed below
+    TELLING_WEIGHT, one printed beside the error, told in words, about integer dtypes, doubted by the text, or one of
+    two printed failures."""
+    return (fit.weight < TELLING_WEIGHT or fit.beside_error or fit.told or fit.integer or fit.doubted
+            or _another_failure(fit, fits))
 
 
 def _another_failure(fit: _Fit, fits: Sequence[_Fit]) -> bool:

@@ -20,7 +20,7 @@ _ID = re.compile(r"^AMP\d{3}$")
 def _signatures(raw: Iterable[Mapping[str, Any]] | None, where: str, check: bool = True) -> tuple[Signature, ...]:
     """The signatures written in `raw`; with `check`, each pattern is compiled first (a bad one is an error)."""
     out = tuple(Signature(str(item["pattern"]), float(item.get("weight", 1.0)), str(item.get("unless", "")),
-                          bool(item.get("told", False))) for item in raw or ())
+                          bool(item.get("told", False)), str(item.get("doubt", ""))) for item in raw or ())
     if check:
         _compiled(out, where)
     return out
@@ -28,7 +28,7 @@ def _signatures(raw: Iterable[Mapping[str, Any]] | None, where: str, check: bool
 
 def _compiled(signatures: Iterable[Signature], where: str) -> None:
     for sig in signatures:
-        for pattern in filter(None, (sig.pattern, sig.unless)):
+        for pattern in filter(None, (sig.pattern, sig.unless, sig.doubt)):
             try:
                 re.compile(pattern)
             except re.error as exc:

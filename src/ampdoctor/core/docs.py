@@ -11,8 +11,14 @@ from rich.table import Table
 from rich.text import Text
 
 from ampdoctor.core.catalog import catalog
-from ampdoctor.core.model import Rule
+from ampdoctor.core.model import Rule, Signature
 from ampdoctor.core.registry import detectors
+
+
+def _signature_line(s: Signature) -> str:
+    """A signature as the docs list it: its pattern, where it does not read a text, where it reads one only as a guess."""
+    return (f"- `{s.pattern}`" + (f" (not where `{s.unless}` is in the text)" if s.unless else "")
+            + (f" (a guess where `{s.doubt}` is in the text)" if s.doubt else ""))
 
 
 def _console(stream: IO[str]) -> Console:
@@ -87,8 +93,7 @@ def rules_markdown(rules: Iterable[Rule] | None = None) -> str:
             lines += ["### Use instead", "", "```python", r.use_instead, "```", ""]
         lines += ["### Fix", "", r.fix, ""]
         if r.signatures:
-            lines += ["### Error texts it explains", ""] + [f"- `{s.pattern}`" + (f" (not where `{s.unless}` is in the text)" if s.unless else "")
-                                                          for s in r.signatures] + [""]
+            lines += ["### Error texts it explains", ""] + [_signature_line(s) for s in r.signatures] + [""]
         lines += ["### Detectors", ""] + [f"- {d.kind}: `{d.fn.__name__}` in `{d.file}`" for d in detectors(rule_id=r.id)]
         lines += ["- explain: the error texts above"] if r.signatures else []
         lines += ["", "### References", ""] + [f"- [{s}]({s.url})" for s in r.sources]

@@ -66,12 +66,15 @@ class Signature:
     is one too: a text it matches shows the message coming from where it means something else, and the signature
     does not read that text. `told`: the pattern reads a failure described in words (a report's prose: "the EMA
     updates round to zero", "accumulated in bf16"), not a message that software prints or a line of code; such a
-    match ranks the rule but never decides it."""
+    match ranks the rule but never decides it. `doubt`, when set, is a regular expression too: a text it matches
+    shows what speaks against the message's account of itself (a refusal that says the GPU lacks bf16, beside the
+    runtime reporting bf16 support); the signature still reads the text and ranks its rule, but only as a guess."""
 
     pattern: str
     weight: float = 1.0
     unless: str = ""
     told: bool = False
+    doubt: str = ""
 
 
 @dataclass(frozen=True)
