@@ -55,10 +55,7 @@ def loss_low_precision(ctx: Context) -> Iterator[CodeHit]:
         # guess it from every `cross_entropy` under autocast.
         return
     yield from _log_probs_of_half_logits(ctx)
-    criteria = set()
-    for node in ctx.src.assigns:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and ctx.qualname(node.value.func) in LOSS_CLASSES:
-            criteria.update(dotted(t) for t in node.targets)
+    criteria = _criteria(ctx)
     for call in ctx.src.calls:
         name = ctx.qualname(call.func)
         if name not in LOSS_FUNCTIONS and dotted(call.func) not in criteria:
@@ -69,6 +66,13 @@ def loss_low_precision(ctx: Context) -> Iterator[CodeHit]:
         message = _half_logits(ctx, call, logits)
         if message:
             yield call, f"{message}; use `{_shown(logits)}.float()`"
+
+
+def _criteria(ctx: Context) -> set[str]:
+    """The names the file binds a loss module to (``loss_fct = CrossEntropyLoss()``, ``self.criterion = ...``): calls
+    of them compute a loss. A target no dotted name spells (``losses[k] = ...``) names no call."""
+    return {name for node in ctx.src.assigns if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+            and ctx.qualname(node.value.func) in LOSS_CLASSES for t in node.targets if (name := dotted(t)) is not None}
 
 
 def _log_probs_of_half_logits(ctx: Context) -> Iterator[CodeHit]:

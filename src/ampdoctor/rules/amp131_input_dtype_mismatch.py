@@ -21,7 +21,7 @@ from ampdoctor.lint.python.facts import (
     enters_autocast,
     handles_autocast,
 )
-from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, self_attribute, tokens
+from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, method, self_attribute, tokens
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -109,7 +109,7 @@ def _fp32_made(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> a
     given ``dtype=torch.float32``, or one that makes its tensor in the default dtype (``torch.randn(...)``,
     ``torch.zeros(...)`` without `dtype`, ``torch.tensor([0.5])``); through views, moves to a device and the last
     binding of a name. None where the dtype may be anything else (a cast to another tensor's dtype, an argument)."""
-    if depth > 16:
+    if depth % _HOP > 24:
         return None
     if isinstance(expr, ast.Name):
         value = _last_value(ctx, expr, scope)
@@ -129,7 +129,63 @@ def _fp32_made(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> a
         return _fp32_torch_call(ctx, expr, name, scope, depth)
     if isinstance(func, ast.Attribute) and ctx.qualname(func) is None and (func.attr in _VIEWS and func.attr != "float" or _device_move(expr)):
         return _fp32_made(ctx, func.value, scope, depth + 1)
+    callee = _local_callee(ctx, expr)
+    return _fp32_returned(ctx, callee, depth) if callee is not None else None
+
+
+def _local_callee(ctx: Context, call: ast.Call) -> ast.FunctionDef | None:
+    """The function of this file a call runs: ``embed(t)`` with ``def embed`` at the file's top level (and nothing
+    else binding the name), or ``self.embed(t)`` with ``def embed`` in the calling class. None for anything imported,
+    passed in or overridable from outside the file (a subclass's override is not this file's to know)."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        if ctx.qualname(func) is not None:
+            return None  # imported
+        defs = [f for f in ctx.src.tree.body if isinstance(f, (ast.FunctionDef, ast.ClassDef, ast.Assign)) and func.id in _bound_names(f)]
+        return defs[0] if len(defs) == 1 and isinstance(defs[0], ast.FunctionDef) else None
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+        cls = ctx.src.enclosing_class(call)
+        if cls is None:
+            return None
+        found = method(cls, func.attr) or _submodule_forward(ctx, cls, func.attr)
+        return found if isinstance(found, ast.FunctionDef) and not found.decorator_list else None
     return None
+
+
+def _submodule_forward(ctx: Context, cls: ast.ClassDef, attr: str) -> ast.FunctionDef | None:
+    """``self.embed(t)`` where the class binds ``self.embed = Embed(...)`` once, and ``Embed`` is a class of this file:
+    its ``forward`` (the module's call runs it)."""
+    built = [node.value for node in ast.walk(cls) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+             and any(self_attribute(t) == attr for t in node.targets)]
+    if len(built) != 1 or not isinstance(built[0].func, ast.Name) or ctx.qualname(built[0].func) is not None:
+        return None
+    name = built[0].func.id
+    defs = [c for c in ctx.src.tree.body if isinstance(c, (ast.ClassDef, ast.FunctionDef, ast.Assign)) and name in _bound_names(c)]
+    return method(defs[0], "forward") if len(defs) == 1 and isinstance(defs[0], ast.ClassDef) else None
+
+
+def _bound_names(stmt: ast.stmt) -> set[str]:
+    if isinstance(stmt, ast.Assign):
+        return {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+    return {stmt.name}
+
+
+# `_fp32_made`'s depth counts the steps inside one function (below _HOP) and the functions entered (multiples of it):
+# each callee gets the whole step budget, and at most _CALLEES of them are followed.
+_HOP, _CALLEES = 100, 3
+
+
+def _fp32_returned(ctx: Context, fn: ast.FunctionDef, depth: int) -> ast.AST | None:
+    """Where the function's result surely became fp32: every ``return`` of its own body returns a tensor
+    `_fp32_made` knows as fp32 (the first one's origin is the evidence); None where any return may be something else."""
+    entered = depth // _HOP + 1
+    if entered > _CALLEES:
+        return None
+    returns = [r for r in ast.walk(fn) if isinstance(r, ast.Return) and ctx.src.enclosing_function(r) is fn]
+    if not returns or any(r.value is None for r in returns):
+        return None
+    made = [_fp32_made(ctx, r.value, fn, entered * _HOP) for r in returns]
+    return made[0] if all(m is not None for m in made) else None
 
 
 def _fp32_torch_call(ctx: Context, expr: ast.Call, name: str, scope: ast.AST, depth: int) -> ast.AST | None:
@@ -149,7 +205,8 @@ _FP32_CONSTRUCTORS = frozenset({"torch.Tensor", "torch.FloatTensor", "torch.cuda
 
 # torch functions whose result has the dtype of their one tensor argument, and those that join a list of tensors
 # (of one dtype: their result keeps it).
-_FP32_IN_FP32_OUT = frozenset({f"torch.{n}" for n in ("sin", "cos", "exp", "sqrt", "rsqrt", "log", "tanh", "sigmoid", "outer")})
+_FP32_IN_FP32_OUT = frozenset({f"torch.{n}" for n in ("sin", "cos", "exp", "sqrt", "rsqrt", "log", "tanh", "sigmoid", "outer")}
+                              | {"torch.nn.functional.pad"})
 _JOINS = frozenset({"torch.cat", "torch.stack", "torch.concat", "torch.concatenate"})
 
 
@@ -204,9 +261,23 @@ def _number(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> bool
         name = ctx.qualname(expr.func) or ""
         return name.startswith("math.") or isinstance(expr.func, ast.Name) and expr.func.id in ("int", "float", "len")
     if isinstance(expr, ast.Name):
+        if _annotated_number(ctx, expr, scope):
+            return True
         value = _last_value(ctx, expr, scope)
         return value is not None and ctx.src.scope(value) is scope and _number(ctx, value, scope, depth + 1)
     return False
+
+
+def _annotated_number(ctx: Context, name: ast.Name, scope: ast.AST) -> bool:
+    """A parameter of the function the name is read in, annotated a Python number (``scale: float = 1``) and not
+    rebound in its body: what the author says a caller passes."""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    args = scope.args
+    arg = next((a for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if a.arg == name.id), None)
+    if arg is None or not (isinstance(arg.annotation, ast.Name) and arg.annotation.id in ("float", "int")):
+        return False
+    return all(line == scope.lineno for line, _ in ctx.src.bindings(name, scope))
 
 
 def _tensor_side(ctx: Context, expr: ast.BinOp) -> bool:
@@ -325,16 +396,18 @@ def fp32_tensor_into_half_layer(ctx: Context) -> Iterator[CodeHit]:
         made = _fp32_made(ctx, call.args[0], scope) or _loose_buffer(ctx, cls, call.args[0], scope)
         if made is None or _under_autocast(ctx, call) or _kept_fp32(ctx, layer) or ctx.facts.expects_error(call):
             continue
+        origin = ctx.src.enclosing_function(made)
+        returned = f" in `{origin.name}`, which returns it" if origin is not None and origin is not ctx.src.enclosing_function(call) else ""
         why = _half_weights(ctx, cls)
         if why is None:
             continue
         what, _ = why
-        yield call, (f"`{layer}` gets `{ast.unparse(call.args[0])[:40]}`, {_made_in(made)} (line {made.lineno}), "
+        yield call, (f"`{layer}` gets `{ast.unparse(call.args[0])[:40]}`, {_made_in(made)} (line {made.lineno}){returned}, "
                      f"while its weights are half: {what}; nothing casts it and no autocast runs the call, so the layer meets "
                      f"an fp32 input beside half weights; cast it to the layer's dtype (`.to(self.{layer}.weight.dtype)`)"
                      if layer != "weight" else
                      f"this layer's input `{ast.unparse(call.args[0])[:40]}` is {_made_in(made)} (line "
-                     f"{made.lineno}) while {what}; cast it to the weight's dtype"), Severity.WARNING
+                     f"{made.lineno}){returned} while {what}; cast it to the weight's dtype"), Severity.WARNING
 
 
 def _loose_buffer(ctx: Context, cls: ast.ClassDef, expr: ast.AST, scope: ast.AST) -> ast.Call | None:
