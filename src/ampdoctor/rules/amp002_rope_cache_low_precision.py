@@ -42,6 +42,8 @@ def rope_cache_low_precision(ctx: Context) -> Iterator[CodeHit]:
             continue
         if (ctx.qualname(call.func) or "") in _RANDOM:
             continue  # random values named cos/sin are a kernel test's inputs, never a table of angles
+        if _cast_to_an_activation_dtype(ctx, call, dtypes):
+            continue  # `.to(x.dtype)` at the point of use, however spelled: the audit's business, as the catalog says
         receiver = call.func.value if isinstance(call.func, ast.Attribute) and ctx.qualname(call.func) is None else None
         stored = assigned_name(ctx, call)
         if receiver is not None and is_table(words := chain_words(receiver, ctx)):
@@ -66,6 +68,39 @@ def rope_cache_low_precision(ctx: Context) -> Iterator[CodeHit]:
                          "with q and k makes anyway; bf16 tables lose 8 times more)"), Severity.INFO, uncast
             continue
         yield call, said, None, uncast
+
+
+def _cast_to_an_activation_dtype(ctx: Context, call: ast.Call, dtypes: frozenset) -> bool:
+    """The cast is ``.to(k.dtype)`` spelled with a test: it sits in the body of ``if k.dtype == torch.bfloat16:`` (or
+    the ``else`` of ``!=``) and casts to that same dtype, so the table meets the dtype of the tensor it rotates where
+    it is used, as ``cos.to(x.dtype)`` does (a cast the catalog leaves to the audit). A cache stored in that dtype
+    (``self.cos_cached = ....to(q.dtype)``) is still a half cache: only a value not stored under a table's name is
+    such a cast."""
+    if (name := assigned_name(ctx, call)) is not None and is_table(tokens(name)):
+        return False
+    for parent, child in ctx.src.steps(call):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return False
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test and _tests_tensor_dtype(ctx, parent, child, dtypes):
+            return True
+    return False
+
+
+def _tests_tensor_dtype(ctx: Context, branch: ast.If | ast.IfExp, child: ast.AST, dtypes: frozenset) -> bool:
+    """The branch `child` is in is taken only where a tensor's ``.dtype`` is `dtypes`: the body of ``t.dtype == d``
+    (or ``is``), the ``else`` of ``t.dtype != d``."""
+    test = branch.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    in_body = child in branch.body if isinstance(branch, ast.If) else child is branch.body
+    if in_body != isinstance(test.ops[0], (ast.Eq, ast.Is)) or not isinstance(test.ops[0], (ast.Eq, ast.Is, ast.NotEq, ast.IsNot)):
+        return False
+    for tensor, dtype in ((test.left, test.comparators[0]), (test.comparators[0], test.left)):
+        # a tensor's dtype: not `self.dtype` (a module's, or a setting the class stores), nor one the file assigns
+        if isinstance(tensor, ast.Attribute) and tensor.attr == "dtype" and not (isinstance(tensor.value, ast.Name) and tensor.value.id == "self") \
+                and not ctx.src.bindings(tensor, ctx.src.scope(branch)):
+            return ctx.flow.dtype_of(dtype, ctx.src.scope(branch)) == dtypes
+    return False
 
 
 # Methods and torch functions whose result keeps the dtype of the one tensor they are given: angles computed in half

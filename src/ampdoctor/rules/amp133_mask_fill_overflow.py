@@ -306,14 +306,36 @@ def _clamped(ctx: Context, node: ast.AST, result: ast.AST | None, scope: ast.AST
     name = dotted(result) if result is not None else None
     if name is None:
         return False
-    for call in ctx.src.calls:
-        if call.lineno <= node.lineno or ctx.src.scope(call) is not scope:
+    return any(call.lineno > node.lineno and ctx.src.scope(call) is scope and _clamps(ctx, call, name) for call in ctx.src.calls)
+
+
+def _clamps(ctx: Context, call: ast.Call, name: str) -> bool:
+    """Does `call` bring the tensor `name` back into range: a clamp or refill method of it, a clamp function given it,
+    or a function of this file that clamps it in place (`_clamps_in_place`)?"""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in _CLAMPS and dotted(func.value) == name:
+        return True
+    if not any(dotted(a) == name for a in call.args):
+        return False
+    return ctx.qualname(func) in _CLAMP_FUNCTIONS or _clamps_in_place(ctx, call, name)
+
+
+def _clamps_in_place(ctx: Context, call: ast.Call, name: str) -> bool:
+    """`call` hands `name` to a function of this file that clamps or refills that parameter in place
+    (``ensure_finite_(bias)`` whose body runs ``x.masked_fill_(x == float("-inf"), torch.finfo(x.dtype).min)``)."""
+    if not isinstance(call.func, ast.Name):
+        return False
+    position = next(i for i, a in enumerate(call.args) if dotted(a) == name)
+    for fn in ctx.src.functions:
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name != call.func.id:
             continue
-        func = call.func
-        if isinstance(func, ast.Attribute) and func.attr in _CLAMPS and dotted(func.value) == name:
-            return True
-        if ctx.qualname(func) in _CLAMP_FUNCTIONS and any(dotted(a) == name for a in call.args):
-            return True
+        params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+        if position >= len(params):
+            return False
+        param = params[position]
+        return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.endswith("_")
+                   and n.func.attr in _CLAMPS and isinstance(n.func.value, ast.Name) and n.func.value.id == param
+                   for n in ast.walk(fn))
     return False
 
 

@@ -257,9 +257,21 @@ class Facts:
             if isinstance(call.func, ast.Attribute) and call.func.attr == "autocast" and self.src.imports.qualname(call.func) is None:
                 out.append(call)
                 continue
+            if self._autocast_partial(call):
+                out.append(call)  # `partial(torch.autocast, device_type="hpu", dtype=torch.bfloat16)`: entered where called
+                continue
             if self.framework_half_dtypes(call, certain):
                 out.append(call)  # once per call
         return out
+
+    def _autocast_partial(self, call: ast.Call) -> bool:
+        """``functools.partial(torch.autocast, ...)`` that does not turn it off: an autocast factory, the context
+        manager the code enters by calling it (``with ctx_manager():``)."""
+        if self.src.imports.qualname(call.func) != "functools.partial" or not call.args:
+            return False
+        if self.src.imports.qualname(call.args[0]) not in AUTOCASTS:
+            return False
+        return not any(kw.arg == "enabled" and isinstance(kw.value, ast.Constant) and kw.value.value is False for kw in call.keywords)
 
     def _run_values(self, expr: ast.AST, depth: int, certain: bool = False) -> frozenset:
         """The constants (strings, booleans) a setting may hold in this file's runs: a literal, either branch of

@@ -116,7 +116,9 @@ class ConfigScope:
     Python code of the project: a folder of YAML files configures the code around it, and a benchmark's config, in a
     repository of independent benchmarks, that benchmark alone. A config at the top governs every file, as does one
     whose folders up to the top hold no code. What reaches a file from a config elsewhere (a script that names it,
-    a launcher that passes it) is the project model's, along imports."""
+    a launcher that passes it) is the project model's, along imports. A package nested in the project (a folder below
+    the top with a setup.py or a pyproject.toml of its own: a vendored evaluation kit, a library the repository ships)
+    is a project of its own: the configs outside it govern none of its code, which runs as its own users run it."""
 
     def __init__(self, root: Path, config_half: Sequence[Evidence], code: Iterable[Path | str],
                  values: ConfigValues | None = None) -> None:
@@ -129,6 +131,8 @@ class ConfigScope:
             rel = below(path, [root])
             if rel is not None:
                 folders.update(PurePosixPath(rel).parents)
+        # the folders below the top that are installable packages of their own (`packaged`)
+        self._nested = frozenset(f for f in folders if f != PurePosixPath(".") and packaged(root / f))
         self._owned: list[tuple[PurePosixPath, Evidence]] = []
         for evidence in config_half:
             rel = below(evidence.file, [root])
@@ -145,12 +149,18 @@ class ConfigScope:
         files named below the root): one object per folder, so its digest is kept."""
         folder = PurePosixPath(rel).parent
         if folder not in self._by_folder:
-            mine = [e for owner, e in self._owned if owner == folder or owner in folder.parents]
+            mine = [e for owner, e in self._owned if (owner == folder or owner in folder.parents) and not self._apart(owner, folder)]
             bf16 = next((e for e in mine if "bf16" in e.dtypes), None)
             dtypes = frozenset().union(*(e.dtypes for e in mine))
             self._by_folder[folder] = ProjectContext(torch_floor=self.floor, trains_bf16=bf16, precisions=dtypes,
                                                      config_values=self.values)
         return self._by_folder[folder]
+
+
+    def _apart(self, owner: PurePosixPath, folder: PurePosixPath) -> bool:
+        """Is there a nested package between the config's folder `owner` and the file's `folder` (the file's own
+        folder or one above it, below `owner`): the config is the outer project's, the file the nested one's."""
+        return any(p in self._nested and owner in p.parents for p in (folder, *folder.parents))
 
 
 def projects(results: list[FileResult], roots: Sequence[Path | str]) -> dict[Path | None, list[FileResult]]:
