@@ -14,10 +14,11 @@ from ampdoctor.facts import RunFacts
 from ampdoctor.policy import Policy
 
 # Checkpoints pretrained in bf16 (overflow when fine-tuned or cast to fp16), T5's `wo` kept fp32 by transformers.
-_BF16_PRETRAINED = re.compile(r"(^|[/_-])(t5|mt5|flan-t5|byt5|ul2|umt5|gemma|llama-3|meta-llama-3|qwen2|qwen3)", re.I)
 # The T5 family: its transformers classes declare `_keep_in_fp32_modules = ["wo"]`; Gemma, Llama 3 and Qwen declare
 # none, so a cast of theirs has no keep-fp32 module to undo.
-_KEEPS_FP32 = re.compile(r"(^|[/_-])(t5|mt5|flan-t5|byt5|ul2|umt5)", re.I)
+_T5_FAMILY = "t5|mt5|flan-t5|byt5|ul2|umt5"
+_BF16_PRETRAINED = re.compile(rf"(^|[/_-])({_T5_FAMILY}|gemma|llama-3|meta-llama-3|qwen2|qwen3)", re.I)
+_KEEPS_FP32 = re.compile(rf"(^|[/_-])({_T5_FAMILY})", re.I)
 
 
 @policy_check("AMP126")

@@ -141,8 +141,8 @@ def _local_callee(ctx: Context, call: ast.Call) -> ast.FunctionDef | None:
     if isinstance(func, ast.Name):
         if ctx.qualname(func) is not None:
             return None  # imported
-        defs = [f for f in ctx.src.tree.body if isinstance(f, (ast.FunctionDef, ast.ClassDef, ast.Assign)) and func.id in _bound_names(f)]
-        return defs[0] if len(defs) == 1 and isinstance(defs[0], ast.FunctionDef) else None
+        found = _defined_once(ctx, func.id)
+        return found if isinstance(found, ast.FunctionDef) else None
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
         cls = ctx.src.enclosing_class(call)
         if cls is None:
@@ -159,15 +159,15 @@ def _submodule_forward(ctx: Context, cls: ast.ClassDef, attr: str) -> ast.Functi
              and any(self_attribute(t) == attr for t in node.targets)]
     if len(built) != 1 or not isinstance(built[0].func, ast.Name) or ctx.qualname(built[0].func) is not None:
         return None
-    name = built[0].func.id
-    defs = [c for c in ctx.src.tree.body if isinstance(c, (ast.ClassDef, ast.FunctionDef, ast.Assign)) and name in _bound_names(c)]
-    return method(defs[0], "forward") if len(defs) == 1 and isinstance(defs[0], ast.ClassDef) else None
+    cls = _defined_once(ctx, built[0].func.id)
+    return method(cls, "forward") if isinstance(cls, ast.ClassDef) else None
 
 
-def _bound_names(stmt: ast.stmt) -> set[str]:
-    if isinstance(stmt, ast.Assign):
-        return {t.id for t in stmt.targets if isinstance(t, ast.Name)}
-    return {stmt.name}
+def _defined_once(ctx: Context, name: str) -> ast.stmt | None:
+    """The one statement of the module's body that binds `name`; None where none does or several do (which of them
+    runs is not this file's to say)."""
+    defs = ctx.src.top_level.get(name, [])
+    return defs[0] if len(defs) == 1 else None
 
 
 # `_fp32_made`'s depth counts the steps inside one function (below _HOP) and the functions entered (multiples of it):

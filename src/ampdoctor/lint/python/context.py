@@ -54,14 +54,7 @@ class Context:
         """The names of the file's top-level classes that the project's model cast reaches (`half_model_at`): the
         classes it builds, and what they name, through module-level functions and tables too (``BLOCKS = {"a":
         BlockA}``, ``def make_block(): ...``)."""
-        defined: dict[str, list[ast.AST]] = {}
-        for node in self.src.tree.body:
-            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                defined.setdefault(node.name, []).append(node)
-            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                    if isinstance(target, ast.Name):
-                        defined.setdefault(target.id, []).append(node)
+        defined = self.src.top_level
         todo = [n for n in (self.project.half_model.classes if self.project.half_model else ()) if n in defined]
         reached = set(todo)
         while todo:

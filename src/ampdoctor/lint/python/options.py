@@ -438,7 +438,7 @@ def _off_by_default(call: ast.Call) -> bool:
 def _flag_off(mod: SourceFile, name: str) -> Option | None:
     """The option `name` of the file's own argument parser where its default is off (`_off_by_default`). None where
     the file defines no such option, or defines it more than once."""
-    defs = [c for c in ast.walk(mod.tree) if isinstance(c, ast.Call) and _flag_definition(c, name)]
+    defs = [c for c in mod.calls if _flag_definition(c, name)]
     if len(defs) != 1 or not _off_by_default(defs[0]):
         return None
     call = defs[0]

@@ -156,7 +156,6 @@ class ConfigScope:
                                                      config_values=self.values)
         return self._by_folder[folder]
 
-
     def _apart(self, owner: PurePosixPath, folder: PurePosixPath) -> bool:
         """Is there a nested package between the config's folder `owner` and the file's `folder` (the file's own
         folder or one above it, below `owner`): the config is the outer project's, the file the nested one's."""

@@ -291,6 +291,20 @@ class SourceFile:
         return {target: calls for name, target in targets.items() if (calls := self.calls_of(name))}
 
     @functools.cached_property
+    def top_level(self) -> dict[str, list[ast.stmt]]:
+        """By name, the statements of the module's own body that bind it: its classes and functions, and assignments
+        to the plain name (``BLOCKS = {...}``), in the order written."""
+        defined: dict[str, list[ast.stmt]] = {}
+        for node in self.tree.body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                defined.setdefault(node.name, []).append(node)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if isinstance(target, ast.Name):
+                        defined.setdefault(target.id, []).append(node)
+        return defined
+
+    @functools.cached_property
     def rebinds_unseen(self) -> bool:
         """May the file bind names its text does not show: a star import, a call of ``exec`` (nanoGPT's configurator
         rebinds its globals from the command line), a store into ``globals()`` or its ``update``."""
