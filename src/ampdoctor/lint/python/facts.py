@@ -152,6 +152,11 @@ def is_model_expr(expr: ast.AST, src: SourceFile) -> bool:
 _FULL_PRECISION = frozenset({"torch.float32", "torch.float", "torch.float64", "torch.double"})
 
 
+def _made_call(partial: ast.Call) -> ast.Call:
+    """The call a ``functools.partial(f, *args, **kwargs)`` makes when called bare: ``f(*args, **kwargs)``."""
+    return ast.copy_location(ast.Call(func=partial.args[0], args=partial.args[1:], keywords=partial.keywords), partial)
+
+
 def disables_autocast(call: ast.Call, src: SourceFile) -> bool:
     """A call that turns autocast off for what it wraps: ``torch.autocast(dev, enabled=False)`` (any spelling) or
     ``torch.autocast(dev, dtype=torch.float32)``,
@@ -266,12 +271,14 @@ class Facts:
 
     def _autocast_partial(self, call: ast.Call) -> bool:
         """``functools.partial(torch.autocast, ...)`` that does not turn it off: an autocast factory, the context
-        manager the code enters by calling it (``with ctx_manager():``)."""
+        manager the code enters by calling it (``with ctx_manager():``). Its arguments are autocast's own, so the
+        call it makes (``torch.autocast(...)`` with them) is judged as one written out (`disables_autocast`:
+        ``enabled=False``, or an fp32 dtype)."""
         if self.src.imports.qualname(call.func) != "functools.partial" or not call.args:
             return False
         if self.src.imports.qualname(call.args[0]) not in AUTOCASTS:
             return False
-        return not any(kw.arg == "enabled" and isinstance(kw.value, ast.Constant) and kw.value.value is False for kw in call.keywords)
+        return not disables_autocast(_made_call(call), self.src)
 
     def _run_values(self, expr: ast.AST, depth: int, certain: bool = False) -> frozenset:
         """The constants (strings, booleans) a setting may hold in this file's runs: a literal, either branch of
@@ -584,6 +591,9 @@ class Facts:
 
     def _enters_half(self, node: ast.Call) -> bool:
         name = self.src.imports.qualname(node.func)
+        if name == "functools.partial" and node.args:  # an autocast factory (`_autocast_partial`): judged by the call it makes
+            node = _made_call(node)
+            name = self.src.imports.qualname(node.func)
         if name in AUTOCASTS:
             dtypes = self.flow.dtype_of(autocast_argument(node, name, "dtype"))
             if dtypes and dtypes & HALF:

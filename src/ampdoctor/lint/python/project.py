@@ -368,6 +368,8 @@ class ProjectModel:
         guards = [(p, s.guards) for p, s in sorted(self.summaries.items()) if s.guards is not None]
         cpu = {p: s.cpu_autocast for p, s in sorted(self.summaries.items()) if s.cpu_autocast is not None}
         nowhere = self._autocast_nowhere()
+        if guards and not nowhere and self._autocast_nowhere(past_guards=True):
+            guards = []  # a guard copied with library code is the only sign: no run of the project enters autocast
         devices = self._devices(cpu)
         every = ProjectContext(trains_bf16=self.trains_bf16, precisions=frozenset().union(*(e.dtypes for e in self.config_half)))
         out: dict[str, ProjectContext] = {}
@@ -518,15 +520,17 @@ class ProjectModel:
             return True
         return any(self.resolve(importer, f"{base}.{n}") == path and f"{n}.{name}" in text for n in names if n.isidentifier())
 
-    def _autocast_nowhere(self) -> bool:
+    def _autocast_nowhere(self, past_guards: bool = False) -> bool:
         """No file of this folder shows a sign of running under autocast (`AUTOCAST_SIGNS`) and no training config
         of it runs half precision through autocast (one that casts the weights, as DeepSpeed's bf16 engine, enters
         none), while some file of it runs a training loop (`kind.TRAINING_LOOP`): a folder with none is
         a library, run by its users' code, which may enter autocast. Read from the files' text only when the
-        summaries leave it open, and only until the first sign (a file that cannot be read leaves it open: no)."""
+        summaries leave it open, and only until the first sign (a file that cannot be read leaves it open: no).
+        With `past_guards`, an autocast turned off (`_GUARD`: model code copied from a library that guards its own
+        math) is no sign: it says the code was written for autocast, not that this project's runs enter one."""
         if not self.folder or self.text_of is None or any(not e.casts_weights for e in self.config_half):
             return False
-        if any(s.autocast is not None or s.guards is not None for s in self.summaries.values()):
+        if any(s.autocast is not None or (s.guards is not None and not past_guards) for s in self.summaries.values()):
             return False
         # A `...trainer(` call is no sign when it builds a class ending in "trainer" that the project defines on no
         # base class (``class MixedPrecisionTrainer:``, a master-weight helper of a model cast to half): that runs
@@ -537,6 +541,8 @@ class ProjectModel:
             text = self.text_of(path)
             if text is None:
                 return False
+            if past_guards and "enabled" in text:
+                text = _GUARD.sub("", text)
             lowered = text.lower()
             for sign in AUTOCAST_SIGNS.finditer(lowered):
                 if sign["trainer"] is None:
