@@ -188,7 +188,8 @@ def half_configs(readings: Sequence[Reading]) -> list[Evidence]:
             continue
         where = cfg.locate()("compute")
         out.append(Evidence(f"{policy.compute} training config ({cfg.framework})", frozenset({str(policy.compute)}),
-                            where.file or cfg.file, where.line or 1, casts_weights=cfg.facts.autocast is False))
+                            where.file or cfg.file, where.line or 1, casts_weights=cfg.facts.autocast is False,
+                            autocasts=cfg.facts.autocast is True))
     return out
 
 

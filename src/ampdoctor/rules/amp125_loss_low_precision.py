@@ -8,11 +8,12 @@ import ast
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.evidence import Tag
+from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_class, in_half_module
 from ampdoctor.lint.python.dataflow import HALF, PRESERVING, describe
-from ampdoctor.lint.python.facts import AUTOCASTS, ModelCast, disables_autocast
+from ampdoctor.lint.python.facts import AUTOCASTS, ModelCast, disables_autocast, hands_to_deepspeed
 from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, method, tokens
 
 if TYPE_CHECKING:
@@ -144,14 +145,30 @@ def log_probs_after_autocast(ctx: Context) -> Iterator[CodeHit]:
         if bound and bound <= FLOAT_UP:
             continue  # upcast where it is bound (`logits = model(x).float()` inside the block)
         block = _autocast_block(ctx, value)
-        if block is None or _returns_fp32_under_autocast(ctx, value):
+        if block is None or _returns_fp32_under_autocast(ctx, value) or _accelerate_returns_fp32(ctx, value, block):
             continue
-        what = "log-probabilities are taken" if "log_softmax" in ast.unparse(call.func) else "the loss is computed"
-        yield call, (f"{what} of `{_shown(logits)}` outside autocast, but `{root.id}` was "
-                     f"computed under the autocast of line {block.lineno}: its logits are half, and this call keeps "
-                     f"their precision (inside the block autocast runs it in fp32); call it inside the block or on "
-                     f"`{_shown(logits)}.float()`")
+        yield _below_the_block(ctx, call, logits, root, block)
 
+
+def _below_the_block(ctx: Context, call: ast.Call, logits: ast.AST, root: ast.Name, block: ast.With) -> tuple:
+    """`log_probs_after_autocast`'s hit: a warning, or a note in a model's forward where a training config autocasts
+    around it."""
+    what = "log-probabilities are taken" if "log_softmax" in ast.unparse(call.func) else "the loss is computed"
+    message = (f"{what} of `{_shown(logits)}` outside autocast, but `{root.id}` was "
+               f"computed under the autocast of line {block.lineno}: its logits are half, and this call keeps "
+               f"their precision (inside the block autocast runs it in fp32); call it inside the block or on "
+               f"`{_shown(logits)}.float()`")
+    outer = ctx.project.config_autocast
+    fn = ctx.src.enclosing_function(call)
+    if outer is None or fn is None or fn.name != "forward":
+        return call, message
+    # Leaving a nested autocast returns to the enclosing one. Every framework whose config autocasts (Lightning around
+    # the training step, accelerate and the HF Trainer around the prepared model's forward, DeepSpeed's torch_autocast
+    # around the engine's) has a module's forward under it in training: back under it after the block, this call
+    # runs in fp32. Code of a training loop outside a forward is under none of accelerate's.
+    return call, (f"{message}. A note: {outer.describe()} runs the model's forward under autocast in training, "
+                  "and leaving the block returns to it, which computes this in fp32; only a call outside training "
+                  "keeps half"), Severity.INFO
 
 # Ops autocast runs in fp32 whatever their input (its fp32 list): a model whose forward ends in one returns fp32.
 _FP32_UNDER_AUTOCAST = frozenset({"log_softmax", "softmax", "layer_norm", "group_norm", "nll_loss", "cross_entropy", "exp",
@@ -215,6 +232,21 @@ def _enters_half_autocast(ctx: Context, expr: ast.AST) -> bool:
             return not disables_autocast(expr, ctx.src)
         return False
     return isinstance(expr, (ast.Name, ast.Attribute)) and "autocast" in tokens(last_identifier(expr) or "")
+
+
+def _accelerate_returns_fp32(ctx: Context, value: ast.Call, block: ast.With) -> bool:
+    """A model that accelerate prepared returns fp32 where its mixed precision is on: `prepare` wraps the forward in
+    accelerate's autocast and then in `convert_outputs_to_fp32`. Called under ``accelerator.autocast()``, which
+    autocasts only where that mixed precision is on, or in a file that turns it on, its logits are fp32."""
+    if dotted(value.func) not in ctx.facts.prepared_names or not any(ctx.qualname(c.func) == "accelerate.Accelerator" for c in ctx.src.calls):
+        return False
+    entered = [i.context_expr for i in block.items]
+    if any(isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "autocast" and ctx.qualname(e.func) is None
+           for e in entered):
+        return True
+    # handed to DeepSpeed, accelerate leaves the precision to its engine and converts nothing
+    return any(isinstance(n, ast.Call) and ctx.qualname(n.func) == "accelerate.Accelerator" and not hands_to_deepspeed(n)
+               for n in ctx.facts.mixed_precision_on)
 
 
 def _autocast_block(ctx: Context, node: ast.AST) -> ast.With | None:

@@ -632,7 +632,7 @@ def input_cast_against_model_branch(ctx: Context) -> Iterator[CodeHit]:
     cast = _module_casts(ctx, {model for _, model in called}) if called else {}
     if not any(dtypes for events in cast.values() for _, dtypes in events) or _framework_runs_every_step(ctx):
         return
-    prepared = _prepared_names(ctx)
+    prepared = ctx.facts.prepared_names
     casts = [c for c in ctx.facts.model_casts if c.name] if not _autocast_elsewhere(ctx) else []
     for call, model in called:
         if model not in cast or model in prepared:
@@ -674,7 +674,7 @@ def _said(ctx: Context, node: ast.AST, dtypes: frozenset) -> str:
 def _framework_runs_every_step(ctx: Context) -> bool:
     """A framework other than accelerate that autocasts the whole step it runs (HF's Trainer, Lightning, composer) is
     given a precision in this file, or a class of the file is such a framework's module: the code may run under its
-    autocast whatever model it calls. Accelerate autocasts only what `prepare` wraps (`_prepared_names`)."""
+    autocast whatever model it calls. Accelerate autocasts only what `prepare` wraps (`Facts.prepared_names`)."""
     for call in ctx.src.calls:
         root = (ctx.qualname(call.func) or "").partition(".")[0]
         if root in AUTOCASTING_FRAMEWORKS and root != "accelerate" and any(kw.arg in HALF_SWITCHES for kw in call.keywords):
@@ -685,23 +685,6 @@ def _framework_runs_every_step(ctx: Context) -> bool:
             if root in AUTOCASTING_FRAMEWORKS and root != "accelerate" or "Lightning" in (last_identifier(base) or ""):
                 return True
     return False
-
-
-def _prepared_names(ctx: Context) -> set[str]:
-    """What a framework's ``prepare`` wraps (``accelerator.prepare(unet, optimizer, ...)``, and the names it hands
-    back): their forward runs under the framework's autocast."""
-    out: set[str] = set()
-    for call in ctx.src.calls:
-        if not (isinstance(call.func, ast.Attribute) and call.func.attr.startswith("prepare")):
-            continue
-        out.update(n for a in call.args if (n := dotted(a)) is not None)
-        bound = ctx.src.parents.get(call)
-        if isinstance(bound, ast.Assign):
-            for target in bound.targets:
-                for t in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
-                    if (n := dotted(t)) is not None:
-                        out.add(n)
-    return out
 
 
 def _casts_its_inputs(ctx: Context, model: str, scope: ast.AST) -> bool:

@@ -89,7 +89,7 @@ def _half_mode(keyword_name: str, text: str) -> bool:
     return "mixed" in text or (half and (keyword_name == "mixed_precision" or text.startswith("amp_")))
 
 
-def _hands_to_deepspeed(call: ast.Call) -> bool:
+def hands_to_deepspeed(call: ast.Call) -> bool:
     """A framework config call that runs DeepSpeed: a ``deepspeed=``/``deepspeed_plugin=`` config that is set, or a
     ``strategy``/``plugins`` that names DeepSpeed (``"deepspeed_stage_2"``, ``DeepSpeedStrategy(...)``). Other
     keywords are not read: ``output_dir="runs/deepspeed"`` says nothing of the engine."""
@@ -268,6 +268,24 @@ class Facts:
             if self.framework_half_dtypes(call, certain):
                 out.append(call)  # once per call
         return out
+
+    @functools.cached_property
+    def prepared_names(self) -> frozenset[str]:
+        """What a framework's ``prepare`` wraps (``accelerator.prepare(unet, optimizer, ...)``, and the names it hands
+        back): their forward runs under the framework's autocast, and accelerate's returns fp32 outputs
+        (`convert_outputs_to_fp32`) where its mixed precision is on."""
+        out: set[str] = set()
+        for call in self.src.calls:
+            if not (isinstance(call.func, ast.Attribute) and call.func.attr.startswith("prepare")):
+                continue
+            out.update(n for a in call.args if (n := dotted(a)) is not None)
+            bound = self.src.parents.get(call)
+            if isinstance(bound, ast.Assign):
+                for target in bound.targets:
+                    for t in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
+                        if (n := dotted(t)) is not None:
+                            out.add(n)
+        return frozenset(out)
 
     def _autocast_partial(self, call: ast.Call) -> bool:
         """``functools.partial(torch.autocast, ...)`` that does not turn it off: an autocast factory, the context
@@ -604,7 +622,7 @@ class Facts:
                 and not any(isinstance(a, ast.Starred) for a in node.args)
         if name is None:
             return not (isinstance(node.func, ast.Attribute) and node.func.attr == "autocast")
-        return name.partition(".")[0] in AUTOCASTING_FRAMEWORKS and not _hands_to_deepspeed(node)
+        return name.partition(".")[0] in AUTOCASTING_FRAMEWORKS and not hands_to_deepspeed(node)
 
     def half_autocast_reaching(self, nodes: list[ast.AST]) -> ast.AST | None:
         """The first of `half_autocasts` under which one of `nodes` runs, as far as this file shows: a ``with`` block

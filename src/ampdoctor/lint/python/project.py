@@ -46,6 +46,9 @@ class Evidence:
     # a training config whose half precision comes from casting the weights (DeepSpeed's bf16/fp16 engines, a
     # torchtune or bf16-true run): it enters no autocast
     casts_weights: bool = False
+    # a training config whose framework runs the training step under autocast (Lightning's bf16-mixed, accelerate's
+    # mixed_precision, the HF Trainer's bf16): the code that step calls computes under it
+    autocasts: bool = False
     # A cast reached through `from models import GPT`: the classes of the reached file the training file builds its
     # model from. The cast reaches them and the classes they build, not every model of their file
     # (`Context.half_model_at`); empty: the whole file.
@@ -108,6 +111,9 @@ class ProjectContext:
     # What the project's YAML configs write for the keys that name a dtype or a precision (`config_values`): the
     # dtype a file reads from its config object (``DTYPES[cfg.fsdp.reduce_dtype]``) is one of those its configs give.
     config_values: ConfigValues | None = None
+    # A training config that governs this file's folder runs the training step under autocast (`Evidence.autocasts`),
+    # whether or not the project model links its code to the step: code the step calls runs under that autocast.
+    config_autocast: Evidence | None = None
 
     def __bool__(self) -> bool:
         return any((self.autocast, self.half_model, self.half, self.guarded, self.cpu_autocast, self.other_device,
@@ -371,7 +377,8 @@ class ProjectModel:
         if guards and not nowhere and self._autocast_nowhere(past_guards=True):
             guards = []  # a guard copied with library code is the only sign: no run of the project enters autocast
         devices = self._devices(cpu)
-        every = ProjectContext(trains_bf16=self.trains_bf16, precisions=frozenset().union(*(e.dtypes for e in self.config_half)))
+        every = ProjectContext(trains_bf16=self.trains_bf16, precisions=frozenset().union(*(e.dtypes for e in self.config_half)),
+                               config_autocast=next((e for e in self.config_half if e.autocasts), None))
         out: dict[str, ProjectContext] = {}
         for path, summary in self.summaries.items():
             if not summary.sensitive:
@@ -385,7 +392,8 @@ class ProjectModel:
                                  self._reaching.get(path, frozenset()) | own | base.precisions, nowhere,
                                  runs_half is None and self._autocast_unseen(path, autocast),
                                  option_values(self.launches.get(path, ())), runs_of(self.launches.get(path, ())),
-                                 self._unused_helpers(path), _nearest_device(path, summary, devices))
+                                 self._unused_helpers(path), _nearest_device(path, summary, devices),
+                                 config_autocast=base.config_autocast)
             if ctx:
                 out[path] = ctx
         return out

@@ -153,7 +153,8 @@ class ConfigScope:
             bf16 = next((e for e in mine if "bf16" in e.dtypes), None)
             dtypes = frozenset().union(*(e.dtypes for e in mine))
             self._by_folder[folder] = ProjectContext(torch_floor=self.floor, trains_bf16=bf16, precisions=dtypes,
-                                                     config_values=self.values)
+                                                     config_values=self.values,
+                                                     config_autocast=next((e for e in mine if e.autocasts), None))
         return self._by_folder[folder]
 
     def _apart(self, owner: PurePosixPath, folder: PurePosixPath) -> bool:
