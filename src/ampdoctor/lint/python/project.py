@@ -410,9 +410,10 @@ class ProjectModel:
 
     def _unparsed_autocast(self) -> bool:
         """Does the text of a file that does not compile show a sign of autocast (`AUTOCAST_SIGNS`; unreadable: yes)?
-        Once fixed it may run anything under it. Asked once: the answer is the folder's."""
+        Once fixed it may run anything under it. A template (`_template`) is never fixed in place: what runs is the
+        file rendered from it elsewhere. Asked once: the answer is the folder's."""
         if self._unparsed_signs is None:
-            texts = (self.text_of(p) if self.text_of is not None else None for p in self.unparsed)
+            texts = (self.text_of(p) if self.text_of is not None else None for p in self.unparsed if not _template(p))
             self._unparsed_signs = any(t is None or AUTOCAST_SIGNS.search(t.lower()) for t in texts)
         return self._unparsed_signs
 
@@ -533,7 +534,7 @@ class ProjectModel:
         # the project's own code, not a framework's that would enter autocast. Both are collected in the one pass.
         called: set[str] = set()
         own: set[str] = set()
-        for path in (*self.summaries, *self.unparsed):
+        for path in (*self.summaries, *(p for p in self.unparsed if not _template(p))):
             text = self.text_of(path)
             if text is None:
                 return False
@@ -1000,3 +1001,10 @@ def project_words(project: ProjectContext | None) -> str:
     if project.autocast is not None or project.half_model is not None or project.half is not None:
         words.append(" bfloat16 float16 .half() bf16\" fp16\"")
     return "".join(words)
+
+
+def _template(path: str) -> bool:
+    """A file of a project-generation template (cookiecutter, copier): a folder or file name with a ``{{ ... }}``
+    placeholder (``templates/{{cookiecutter.name}}/modeling_{{cookiecutter.lowercase_name}}.py``). It is not Python
+    until rendered into a file of another name, so as it stands it compiles to nothing and runs nothing."""
+    return "{{" in path and "}}" in path
