@@ -900,7 +900,7 @@ _DEVICE_NAME = re.compile(r"""["'](mps|npu|xpu|hpu|musa)(?::\d+)?["']""")
 # What comes just before a device name that picks it (read back from the name, on its line: a regex that looked for
 # these first would try each at every word of every file), and what comes just after one.
 _PICKED_BY = re.compile(r"(?:torch\.device\(\s*|\.to\(\s*(?:device\s*=\s*)?|device\w*\s*=\s*|\breturn\s+|\belse\s+)$", re.I)
-_PICKS = re.compile(r"\s+if\b")
+_PICKS = re.compile(r"[ \t]+if\b")  # on the same line: `"mps" if ... else`, not a next line that starts with `if`
 _BACKENDS = ("torch_npu", "habana_frameworks", "intel_extension_for_pytorch", "torch_musa")
 _BACKEND_IMPORT = re.compile(rf"^[ \t]*(?:import|from)[ \t]+({'|'.join(_BACKENDS)})\b", re.M)
 _DEVICE_LABEL = {"mps": "Apple MPS", "npu": "an NPU", "xpu": "Intel XPU", "hpu": "Habana HPU", "musa": "MUSA",
