@@ -646,20 +646,19 @@ def input_cast_against_model_branch(ctx: Context) -> Iterator[CodeHit]:
                    f"{_said(ctx, input_node, input_dtypes)} on a path through line {input_node.lineno} that meets that cast: in a "
                    f"run that takes both, its first layer gets an input in another dtype than its weights; cast the input to the "
                    f"model's dtype on that path (`.to({model}.dtype)`) or run the call under autocast")
-        launched = _fp16_input_every_launch_matches(ctx, model_dtypes, input_dtypes)
-        yield call, message + launched, Severity.INFO if launched else Severity.WARNING
+        yield (call, *_launched_fp16_note(ctx, message, model_dtypes, input_dtypes))
 
 
-def _fp16_input_every_launch_matches(ctx: Context, model_dtypes: frozenset, input_dtypes: frozenset) -> str:
+def _launched_fp16_note(ctx: Context, message: str, model_dtypes: frozenset, input_dtypes: frozenset) -> tuple[str, Severity]:
     """The input is fp16 (``latents.half()``), the model's dtype is the run's (fp16 among others), and every launch
     line of the project that starts this script runs it in fp16 (`Facts.launched_fp16`): in each of the project's own
     runs the model is fp16 too, and only a run someone else starts in another precision meets the mismatch. Said in
-    the message of a note; "" otherwise."""
-    if input_dtypes != {FP16} or FP16 not in model_dtypes or len(model_dtypes) < 2:
-        return ""
-    where = ctx.facts.launched_fp16
-    return "" if where is None else (f"; every launch of this script in the project runs it in fp16 ({where}, ...), where the model is "
-                                     "fp16 as well: only a run someone else starts in another precision gets the mismatch")
+    the message of a note; a warning otherwise."""
+    where = ctx.facts.launched_fp16 if input_dtypes == {FP16} and FP16 in model_dtypes and len(model_dtypes) > 1 else None
+    if where is None:
+        return message, Severity.WARNING
+    return (message + f"; every launch of this script in the project runs it in fp16 ({where}, ...), where the model is fp16 as "
+            "well: only a run someone else starts in another precision gets the mismatch"), Severity.INFO
 
 
 def _model_call_mismatch(ctx: Context, call: ast.Call, model: str, cast: list[Event], casts: list[ModelCast]):

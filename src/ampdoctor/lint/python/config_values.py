@@ -104,17 +104,29 @@ def collect(documents: Iterable[Any]) -> ConfigValues:
             continue
         for path, value in _leaves(doc.data):
             keys = tuple(k for k in path if isinstance(k, str))
-            if isinstance(value, bool) and keys and any(w in keys[-1].lower() for w in _SWITCH_WORDS):
-                value = "true" if value else "false"
-            if not (value is None or (isinstance(value, str) and len(value) < 64)):
-                continue
-            if keys and ((value is not None and _names_dtype(value)) or any(w in keys[-1].lower() for w in (*_KEY_WORDS, *_SWITCH_WORDS))):
+            value = _kept(keys, value)
+            if value is not False:
                 loc = doc.locations.get(path)
                 out.append(ConfigValue(keys, value, loc.file if loc is not None and loc.file else doc.file,
                                        loc.line if loc is not None and loc.line else 1))
                 if len(out) >= MAX_VALUES:
                     return ConfigValues(tuple(out))
     return ConfigValues(tuple(out))
+
+
+def _kept(keys: tuple[str, ...], value: Any) -> str | None | bool:
+    """The value the table keeps for a leaf at `keys`: a short string that names a dtype, any value of a dtype or
+    precision key, a switch of autocast as "true"/"false"; False for a leaf it does not keep."""
+    if not keys:
+        return False
+    last = keys[-1].lower()
+    if isinstance(value, bool) and any(w in last for w in _SWITCH_WORDS):
+        value = "true" if value else "false"
+    if not (value is None or (isinstance(value, str) and len(value) < 64)):
+        return False
+    if (value is not None and _names_dtype(value)) or any(w in last for w in (*_KEY_WORDS, *_SWITCH_WORDS)):
+        return value
+    return False
 
 
 def _leaves(data: Any) -> list[tuple[tuple, Any]]:
