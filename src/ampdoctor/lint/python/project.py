@@ -383,7 +383,8 @@ class ProjectModel:
                                  self._reaching.get(path, frozenset()) | own | base.precisions, nowhere,
                                  runs_half is None and self._autocast_unseen(path, autocast),
                                  option_values(self.launches.get(path, ())), runs_of(self.launches.get(path, ())),
-                                 self._unused_helpers(path), _nearest_device(path, summary, devices))
+                                 self._unused_helpers(path), _nearest_device(path, summary, devices),
+                                 config_values=base.config_values)
             if ctx:
                 out[path] = ctx
         return out
