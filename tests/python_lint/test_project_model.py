@@ -455,6 +455,21 @@ def test_a_file_no_python_can_compile_does_not_leave_its_folder_partial(tmp_path
     assert amp134({"legacy/old.py": 'import torch\nwith torch.autocast("cuda"):\n    print "x"\n'}) == ["warning"]
 
 
+def test_an_unrendered_template_is_no_code_that_may_enter_autocast(tmp_path):
+    # A project template (cookiecutter/copier: a `{{...}}` placeholder in a folder or file name, as a vendored
+    # transformers' templates/ has) does not compile as it stands, and is never fixed in place: what runs is the file
+    # rendered from it, in another project. Its text naming autocast says nothing of this project's runs; the same
+    # text in a broken file of the project itself still keeps the warning.
+    def amp134(extra: dict[str, str]) -> list[str]:
+        cast = {f.name: f.read_text() for f in CAST_TO_HALF.glob("*.py")}
+        root = write(tmp_path / str(len(list(tmp_path.iterdir()))), {**cast, **extra})
+        return [f["severity"] for f in lint(str(root), "--select", "AMP134", code=2)["findings"]]
+
+    template = 'import torch\n{% if cookiecutter.amp %}\nwith torch.autocast("cuda"):\n    step()\n{% endif %}\n'
+    assert amp134({"templates/{{cookiecutter.name}}/train_{{cookiecutter.name}}.py": template}) == []
+    assert amp134({"templates/project/train_amp.py": template}) == ["warning"]
+
+
 def test_a_file_python_cannot_decode_does_not_leave_its_folder_partial(tmp_path):
     # Bytes that are not UTF-8, in a file with no coding line (a comment in a legacy code page): Python refuses to
     # compile it (SyntaxError, "(unicode error)"), so it runs nothing, as a syntax error does. Its text is still read

@@ -126,19 +126,48 @@ def _upcast_after(ctx: Context, call: ast.Call, model: str) -> tuple[ast.Call | 
     late.)"""
     fn = ctx.src.enclosing_function(call)
     later = sorted((c for c in ctx.src.calls if c.lineno > call.lineno and ctx.src.enclosing_function(c) is fn), key=lambda c: c.lineno)
+    found, trains = _upcasts_before_training(ctx, later, model, named=False)
+    if not found and not trains and model.startswith("self."):
+        found = _upcasts_in_sibling_methods(ctx, fn, model)
+    gates = [(c, _unrelated_gate(ctx, c, call, found)) for c in found]
+    return next(((c, g) for c, g in gates if g is None), gates[0] if gates else (None, None))
+
+
+def _upcasts_before_training(ctx: Context, calls: list[ast.Call], model: str, named: bool) -> tuple[list[ast.Call], bool]:
+    """The fp32 upcasts among `calls` (in order) before the first that starts training, and whether one does. With
+    `named`, a ``cast_training_params`` counts only when its arguments name `model`."""
     found: list[ast.Call] = []
-    for other in later:
+    for other in calls:
         if _starts_training(ctx, other):
-            break
+            return found, True
         func = other.func
         if (dotted(func) or "").rsplit(".", 1)[-1] == "cast_training_params":
-            found.append(other)
+            if not named or any(dotted(n) == model for a in other.args for n in ast.walk(a) if isinstance(n, ast.Attribute)):
+                found.append(other)
         elif isinstance(func, ast.Attribute) and func.attr in ("to", "float"):
             receiver = dotted(func.value) or ""
             if (receiver == model or "param" in receiver) and ctx.flow.cast_dtype(other, ctx.src.scope(other)) == {"fp32"}:
                 found.append(other)
-    gates = [(c, _unrelated_gate(ctx, c, call, found)) for c in found]
-    return next(((c, g) for c, g in gates if g is None), gates[0] if gates else (None, None))
+    return found, False
+
+
+def _upcasts_in_sibling_methods(ctx: Context, fn: ast.AST | None, model: str) -> list[ast.Call]:
+    """A trainer class that adds the adapters to ``self.transformer`` in one method and builds the optimizer in
+    another (``prepare_trainable_parameters`` / ``prepare_optimizer``): an fp32 upcast that names that attribute
+    (``cast_training_params([self.transformer])``, ``self.transformer.to(dtype=torch.float32)``) in another method of
+    the class, before that method starts training, runs before the GradScaler sees a gradient."""
+    cls = ctx.src.parents.get(fn) if fn is not None else None
+    if not isinstance(cls, ast.ClassDef):
+        return []
+    found: list[ast.Call] = []
+    for method in cls.body:
+        if method is fn or not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        calls = sorted((c for c in ctx.src.calls if ctx.src.enclosing_function(c) is method), key=lambda c: c.lineno)
+        # a cast of some `param` of another method (a save hook's) says nothing of this model: the named ones only
+        found += [c for c in _upcasts_before_training(ctx, calls, model, named=True)[0]
+                  if (dotted(c.func) or "").endswith("cast_training_params") or dotted(c.func.value) == model]
+    return found
 
 
 # Words of a condition about the precision (``if args.mixed_precision != "no"``, ``if use_amp``): an upcast gated by

@@ -11,6 +11,7 @@ from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check, code_fix
 from ampdoctor.dtypes import BF16
 from ampdoctor.lint.cstedit import asked, dotted, imports_torch, with_keyword
+from ampdoctor.lint.python.config_values import key_path
 from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, bf16_in_function, calls_named
 from ampdoctor.lint.python.dataflow import autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS, disables_autocast
@@ -265,10 +266,28 @@ def _runs_only_bf16(ctx: Context) -> bool:
     return next(calls_named(ctx, GRAD_SCALERS), None) is None
 
 
+def _off_in_every_config(ctx: Context, call: ast.Call, name: str) -> bool:
+    """`enabled=` is a switch read from the config (``enabled=not self.disable_first_stage_autocast``, the config's
+    key stored on the object), and every value the project's YAML configs write for that key turns the autocast off
+    (``disable_first_stage_autocast: true`` in each): none of the project's shipped runs enters it. A config that
+    leaves the key out takes the code's default; the shipped ones are the runs the project makes."""
+    values = ctx.project.config_values
+    enabled = autocast_argument(call, name, "enabled")
+    if values is None or enabled is None:
+        return False
+    negated = isinstance(enabled, ast.UnaryOp) and isinstance(enabled.op, ast.Not)
+    switch = enabled.operand if negated else enabled  # type: ignore[attr-defined]
+    # the key kept on the object itself (``self.disable_first_stage_autocast = config.get(...)``), or a config read
+    own = isinstance(switch, ast.Attribute) and isinstance(switch.value, ast.Name) and switch.value.id in ("self", "cls")
+    path = (switch.attr,) if own else key_path(switch)  # type: ignore[union-attr]
+    written = values.lookup(path) if path and "autocast" in path[-1].lower() else []
+    return bool(written) and all(v.value in ("true", "false") and (v.value == "true") == negated for v in written)
+
+
 def _not_fp16_by_default(ctx: Context, call: ast.Call, name: str) -> bool:
-    """Autocast turned off (it needs no dtype; a wrapper's `enabled` parameter every caller passes False counts),
-    or on a device whose default is bf16 (CPU, XPU)."""
-    if disables_autocast(call, ctx.src):
+    """Autocast turned off (it needs no dtype; a wrapper's `enabled` parameter every caller passes False counts, and
+    a config switch every project config turns off), or on a device whose default is bf16 (CPU, XPU)."""
+    if disables_autocast(call, ctx.src) or _off_in_every_config(ctx, call, name):
         return True
     if name != "torch.autocast":
         return False

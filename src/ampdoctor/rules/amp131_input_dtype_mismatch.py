@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
-from ampdoctor.dtypes import name_of
+from ampdoctor.dtypes import FP16, name_of
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_half_module, parameter_attributes
 from ampdoctor.lint.python.dataflow import FP32, HALF, PRESERVING, describe, torch_factory
 from ampdoctor.lint.python.facts import (
@@ -641,11 +641,24 @@ def input_cast_against_model_branch(ctx: Context) -> Iterator[CodeHit]:
         if found is None:
             continue
         (model_node, model_dtypes), (input_node, input_dtypes), arg = found
-        yield call, (f"`{model}` is {_said(ctx, model_node, model_dtypes)} on a path through line {model_node.lineno}, and this call, "
-                     f"without autocast and not prepared by a framework that autocasts it, gives it `{ast.unparse(arg)[:40]}`, "
-                     f"{_said(ctx, input_node, input_dtypes)} on a path through line {input_node.lineno} that meets that cast: in a "
-                     f"run that takes both, its first layer gets an input in another dtype than its weights; cast the input to the "
-                     f"model's dtype on that path (`.to({model}.dtype)`) or run the call under autocast"), Severity.WARNING
+        message = (f"`{model}` is {_said(ctx, model_node, model_dtypes)} on a path through line {model_node.lineno}, and this call, "
+                   f"without autocast and not prepared by a framework that autocasts it, gives it `{ast.unparse(arg)[:40]}`, "
+                   f"{_said(ctx, input_node, input_dtypes)} on a path through line {input_node.lineno} that meets that cast: in a "
+                   f"run that takes both, its first layer gets an input in another dtype than its weights; cast the input to the "
+                   f"model's dtype on that path (`.to({model}.dtype)`) or run the call under autocast")
+        yield (call, *_launched_fp16_note(ctx, message, model_dtypes, input_dtypes))
+
+
+def _launched_fp16_note(ctx: Context, message: str, model_dtypes: frozenset, input_dtypes: frozenset) -> tuple[str, Severity]:
+    """The input is fp16 (``latents.half()``), the model's dtype is the run's (fp16 among others), and every launch
+    line of the project that starts this script runs it in fp16 (`Facts.launched_fp16`): in each of the project's own
+    runs the model is fp16 too, and only a run someone else starts in another precision meets the mismatch. Said in
+    the message of a note; a warning otherwise."""
+    where = ctx.facts.launched_fp16 if input_dtypes == {FP16} and FP16 in model_dtypes and len(model_dtypes) > 1 else None
+    if where is None:
+        return message, Severity.WARNING
+    return (message + f"; every launch of this script in the project runs it in fp16 ({where}, ...), where the model is fp16 as "
+            "well: only a run someone else starts in another precision gets the mismatch"), Severity.INFO
 
 
 def _model_call_mismatch(ctx: Context, call: ast.Call, model: str, cast: list[Event], casts: list[ModelCast]):

@@ -19,6 +19,9 @@ from ampdoctor.dtypes import ALIASES, PRECISION_MODES
 # A key whose value the table keeps whatever it holds (a null, an interpolation ``${...}``): code that reads it is
 # then known to read something no constant says.
 _KEY_WORDS = ("dtype", "precision")
+# A key that switches autocast (``disable_first_stage_autocast: true``, ``use_autocast: false``): the table keeps its
+# value, a YAML boolean written as "true"/"false", for code that passes it as autocast's `enabled`.
+_SWITCH_WORDS = ("autocast",)
 # Bounds: a project of thousands of configs keeps at most this many values, and a document is walked this deep.
 MAX_VALUES = 20_000
 _MAX_DEPTH = 32
@@ -94,22 +97,36 @@ def _names_dtype(value: str) -> bool:
 
 def collect(documents: Iterable[Any]) -> ConfigValues:
     """The values of the YAML `documents` (`frameworks.document.Document`) that name a dtype, and every value of a
-    key that says dtype or precision."""
+    key that says dtype or precision, or that switches autocast."""
     out: list[ConfigValue] = []
     for doc in documents:
         if doc.syntax != "yaml":
             continue
         for path, value in _leaves(doc.data):
-            if not (value is None or (isinstance(value, str) and len(value) < 64)):
-                continue
             keys = tuple(k for k in path if isinstance(k, str))
-            if keys and ((value is not None and _names_dtype(value)) or any(w in keys[-1].lower() for w in _KEY_WORDS)):
+            value = _kept(keys, value)
+            if value is not False:
                 loc = doc.locations.get(path)
                 out.append(ConfigValue(keys, value, loc.file if loc is not None and loc.file else doc.file,
                                        loc.line if loc is not None and loc.line else 1))
                 if len(out) >= MAX_VALUES:
                     return ConfigValues(tuple(out))
     return ConfigValues(tuple(out))
+
+
+def _kept(keys: tuple[str, ...], value: Any) -> str | None | bool:
+    """The value the table keeps for a leaf at `keys`: a short string that names a dtype, any value of a dtype or
+    precision key, a switch of autocast as "true"/"false"; False for a leaf it does not keep."""
+    if not keys:
+        return False
+    last = keys[-1].lower()
+    if isinstance(value, bool) and any(w in last for w in _SWITCH_WORDS):
+        value = "true" if value else "false"
+    if not (value is None or (isinstance(value, str) and len(value) < 64)):
+        return False
+    if (value is not None and _names_dtype(value)) or any(w in last for w in (*_KEY_WORDS, *_SWITCH_WORDS)):
+        return value
+    return False
 
 
 def _leaves(data: Any) -> list[tuple[tuple, Any]]:

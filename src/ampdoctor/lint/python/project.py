@@ -393,7 +393,7 @@ class ProjectModel:
                                  runs_half is None and self._autocast_unseen(path, autocast),
                                  option_values(self.launches.get(path, ())), runs_of(self.launches.get(path, ())),
                                  self._unused_helpers(path), _nearest_device(path, summary, devices),
-                                 config_autocast=base.config_autocast)
+                                 config_values=base.config_values, config_autocast=base.config_autocast)
             if ctx:
                 out[path] = ctx
         return out
@@ -420,9 +420,10 @@ class ProjectModel:
 
     def _unparsed_autocast(self) -> bool:
         """Does the text of a file that does not compile show a sign of autocast (`AUTOCAST_SIGNS`; unreadable: yes)?
-        Once fixed it may run anything under it. Asked once: the answer is the folder's."""
+        Once fixed it may run anything under it. A template (`_template`) is never fixed in place: what runs is the
+        file rendered from it elsewhere. Asked once: the answer is the folder's."""
         if self._unparsed_signs is None:
-            texts = (self.text_of(p) if self.text_of is not None else None for p in self.unparsed)
+            texts = (self.text_of(p) if self.text_of is not None else None for p in self.unparsed if not _template(p))
             self._unparsed_signs = any(t is None or AUTOCAST_SIGNS.search(t.lower()) for t in texts)
         return self._unparsed_signs
 
@@ -545,7 +546,7 @@ class ProjectModel:
         # the project's own code, not a framework's that would enter autocast. Both are collected in the one pass.
         called: set[str] = set()
         own: set[str] = set()
-        for path in (*self.summaries, *self.unparsed):
+        for path in (*self.summaries, *(p for p in self.unparsed if not _template(p))):
             text = self.text_of(path)
             if text is None:
                 return False
@@ -913,7 +914,7 @@ _DEVICE_NAME = re.compile(r"""["'](mps|npu|xpu|hpu|musa)(?::\d+)?["']""")
 # What comes just before a device name that picks it (read back from the name, on its line: a regex that looked for
 # these first would try each at every word of every file), and what comes just after one.
 _PICKED_BY = re.compile(r"(?:torch\.device\(\s*|\.to\(\s*(?:device\s*=\s*)?|device\w*\s*=\s*|\breturn\s+|\belse\s+)$", re.I)
-_PICKS = re.compile(r"\s+if\b")
+_PICKS = re.compile(r"[ \t]+if\b")  # on the same line: `"mps" if ... else`, not a next line that starts with `if`
 _BACKENDS = ("torch_npu", "habana_frameworks", "intel_extension_for_pytorch", "torch_musa")
 _BACKEND_IMPORT = re.compile(rf"^[ \t]*(?:import|from)[ \t]+({'|'.join(_BACKENDS)})\b", re.M)
 _DEVICE_LABEL = {"mps": "Apple MPS", "npu": "an NPU", "xpu": "Intel XPU", "hpu": "Habana HPU", "musa": "MUSA",
@@ -1014,3 +1015,10 @@ def project_words(project: ProjectContext | None) -> str:
     if project.autocast is not None or project.half_model is not None or project.half is not None:
         words.append(" bfloat16 float16 .half() bf16\" fp16\"")
     return "".join(words)
+
+
+def _template(path: str) -> bool:
+    """A file of a project-generation template (cookiecutter, copier): a folder or file name with a ``{{ ... }}``
+    placeholder (``templates/{{cookiecutter.name}}/modeling_{{cookiecutter.lowercase_name}}.py``). It is not Python
+    until rendered into a file of another name, so as it stands it compiles to nothing and runs nothing."""
+    return "{{" in path and "}}" in path

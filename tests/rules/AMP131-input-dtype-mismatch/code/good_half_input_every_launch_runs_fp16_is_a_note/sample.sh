@@ -1,0 +1,3 @@
+#!/bin/bash
+accelerate launch sample.py --mixed_precision="fp16" --steps 50
+accelerate launch sample.py --mixed_precision fp16 --steps 20
