@@ -588,3 +588,12 @@ def test_reductions_optimizer_state_and_custom_bwd_told_in_half_rank_their_rules
     ):
         first = explain(text)[0]
         assert first.rule.id == rule and first.basis == "signature" and first.guess, text
+
+
+def test_a_gradient_norm_said_to_be_computed_in_half_ranks_the_sensitive_op_above_the_overflow_it_made():
+    # The overflow is what the report tells; the norm computed in fp16 is why. A norm of activations in half stays
+    # the normalisation rule's (AMP123), not this one's.
+    first, second = explain("With fp16 the clip grad norm became inf: the grad norm is computed in fp16 and "
+                            "its squares overflow.")[:2]
+    assert (first.rule.id, second.rule.id) == ("AMP204", "AMP212") and first.guess
+    assert explain("The RMSNorm variance is computed in bf16 and comes out as 0 for small activations.")[0].rule.id != "AMP204"
