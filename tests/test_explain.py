@@ -556,8 +556,11 @@ def test_a_bf16_refusal_on_another_vendors_accelerator_with_bf16_units_is_only_a
                    "rocm-smi: AMD Instinct MI250X\n", "Name: gfx90a\n", "running on a TPU v4 pod\n"):
         cand = explain(beside + refusal)[0]
         assert cand.rule.id == "AMP113" and cand.guess and "speaks against it" in cand.reason, beside
-    # an older GPU of the same vendors' lines does not doubt it
+    # an older GPU of the same vendors' lines does not doubt it, nor Lightning's banner of the accelerators it lacks
     assert not explain("GPU 0: Tesla T4\n" + refusal)[0].guess
+    banner = ("GPU available: True (cuda), used: True\nTPU available: False, using: 0 TPU cores\n"
+              "HPU available: False, using: 0 HPUs\n")
+    assert not explain(banner + refusal)[0].guess
 
 
 def test_a_binding_whose_dtype_table_lacks_the_half_type_is_an_op_without_a_half_kernel():
