@@ -379,10 +379,11 @@ def test_the_literal_prefilter_never_changes_a_search():
     import yaml
 
     from ampdoctor.core import catalog
-    from ampdoctor.explain import _required_text, _search
+    from ampdoctor.explain import _FLAGS, _required_text, _search
 
     corpus = yaml.safe_load((Path(__file__).resolve().parents[1] / "bench/explain/corpus.yaml").read_text())
-    # and texts whose match needs IGNORECASE's folds of non-ASCII characters (long s, Kelvin sign, dotless i)
+    # and texts with the non-ASCII letters Unicode IGNORECASE folds onto ASCII ones (long s, Kelvin sign, dotless i),
+    # which the ASCII matching of `_FLAGS` does not fold
     texts = [e["text"] for e in corpus] + ["RuntimeError: expected ſcalar type BFloat16 but found Float",
                                            "RuntimeError: expected scalar type BFloat16 but found Float \u2588\u2588",
                                            "\u212aernel: expected scalar type Half but found Float", "fıle ſaved"]
@@ -390,7 +391,7 @@ def test_the_literal_prefilter_never_changes_a_search():
     assert sum(1 for p in sigs if _required_text(p)) > len(sigs) // 2  # the prefilter does apply to most
     for text in texts:
         for pattern, sig in sigs.items():
-            plain = re.search(pattern, text, flags=re.IGNORECASE)
+            plain = re.search(pattern, text, flags=_FLAGS)
             got = _search(sig, text)
             assert (got and got.span()) == (plain and plain.span()), (pattern, text[:80])
 
@@ -538,3 +539,64 @@ def test_a_signatures_doubt_is_read_from_the_catalog_and_checked_like_its_patter
     assert sig.doubt == "but (it|this) works"
     with pytest.raises(ValueError, match="bad regex"):
         _compiled(_signatures([{"pattern": "refused", "doubt": "(unclosed"}], "rule AMP999"), "rule AMP999")
+
+
+def test_a_report_in_chinese_reads_the_ascii_words_it_writes_against_its_own():
+    # A report in Chinese writes "fp16" and "nan" against its own characters, with no space: matched in the ASCII sense
+    # of `\b`, the signature that reads "fp16 ... nan" in English reads them here too (with Unicode word characters
+    # no boundary separated them, and only the wording fallback was left).
+    first = explain("半精度推理：用fp16跑出来全是nan，换成fp32就正常")[0]
+    assert first.rule.id == "AMP212" and first.basis == "signature" and first.guess
+
+
+def test_a_bf16_refusal_on_another_vendors_accelerator_with_bf16_units_is_only_a_guess():
+    refusal = "ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0"
+    assert not explain(refusal)[0].guess
+    for beside in ("[INFO] Setting ds_accelerator to hpu (auto detect)\n", "Device: Intel Gaudi 2\n",
+                   "rocm-smi: AMD Instinct MI250X\n", "Name: gfx90a\n", "running on a TPU v4 pod\n"):
+        cand = explain(beside + refusal)[0]
+        assert cand.rule.id == "AMP113" and cand.guess and "speaks against it" in cand.reason, beside
+    # an older GPU of the same vendors' lines does not doubt it, nor Lightning's banner of the accelerators it lacks
+    assert not explain("GPU 0: Tesla T4\n" + refusal)[0].guess
+    banner = ("GPU available: True (cuda), used: True\nTPU available: False, using: 0 TPU cores\n"
+              "HPU available: False, using: 0 HPUs\n")
+    assert not explain(banner + refusal)[0].guess
+
+
+def test_a_binding_whose_dtype_table_lacks_the_half_type_is_an_op_without_a_half_kernel():
+    for text in ("RuntimeError: getCudnnDataTypeFromScalarType() not supported for BFloat16",
+                 "RuntimeError: to_backend_dtype() is not supported for 'Half'"):
+        first = explain(text)[0]
+        assert first.rule.id == "AMP130" and not first.guess, text
+    # NCCL's refusal names its process group, not a function: still the hardware rule's
+    assert explain("RuntimeError: Input tensor data type is not supported for NCCL process group: BFloat16")[0].rule.id == "AMP113"
+
+
+def test_autocast_refusing_binary_cross_entropy_is_the_loss_rule():
+    printed = ("RuntimeError: torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.\n"
+               "Many models use a sigmoid layer right before the binary cross entropy layer.")
+    first = explain(printed)[0]
+    assert first.rule.id == "AMP125" and not first.guess
+    told = explain("Turning on AMP breaks our head: the BCELoss after the sigmoid can't be autocast.")[0]
+    assert told.rule.id == "AMP125" and told.guess
+
+
+def test_reductions_optimizer_state_and_custom_bwd_told_in_half_rank_their_rules_as_guesses():
+    for text, rule in (
+        ("We set reduce_dtype=float32, yet the gradient all-reduce over the tensor-parallel dims still ran in bf16.",
+         "AMP118"),
+        ("fsdp_policy = MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)", "AMP118"),
+        ("Under bf16 autocast the forward is bf16, but custom_bwd makes our backward run in float16.", "AMP109"),
+        ("The old checkpoints hold bf16 exp_avg tensors because AdamW was built over the bf16 weights.", "AMP206"),
+    ):
+        first = explain(text)[0]
+        assert first.rule.id == rule and first.basis == "signature" and first.guess, text
+
+
+def test_a_gradient_norm_said_to_be_computed_in_half_ranks_the_sensitive_op_above_the_overflow_it_made():
+    # The overflow is what the report tells; the norm computed in fp16 is why. A norm of activations in half stays
+    # the normalisation rule's (AMP123), not this one's.
+    first, second = explain("With fp16 the clip grad norm became inf: the grad norm is computed in fp16 and "
+                            "its squares overflow.")[:2]
+    assert (first.rule.id, second.rule.id) == ("AMP204", "AMP212") and first.guess
+    assert explain("The RMSNorm variance is computed in bf16 and comes out as 0 for small activations.")[0].rule.id != "AMP204"

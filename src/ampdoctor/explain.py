@@ -138,23 +138,26 @@ def confirm_command(rule: Rule) -> str:
     return "ampdoctor env"
 
 
+# How every signature, context and doubt pattern is matched: case-insensitively, with `\b`, `\w`, `\d` and `\s` in
+# their ASCII sense. Messages, identifiers and dtypes are ASCII; a report in Chinese or Japanese writes them against its
+# own words without a space ("当使用Fp16的时候，前向出现Nan"), and with Unicode word characters no `\b` separates
+# "Fp16" from "的" there, so a pattern that reads "fp16 ... nan" in an English report missed the same words in one.
+_FLAGS = re.IGNORECASE | re.ASCII
+
+
 def _search(sig: Signature, text: str) -> re.Match[str] | None:
     # A regex scan of a multi-MB log costs tens of ms per pattern, a substring test a fraction of that: a pattern
     # none of whose required strings is in the text cannot match it.
     needed = _required_text(sig.pattern)
     if needed and not any(n in _lowered(text) for n in needed):
         return None
-    return re.search(sig.pattern, text, flags=re.IGNORECASE)
-
-
-# The only characters outside ASCII that IGNORECASE matches to an ASCII character (dotted and dotless i, long s, the
-# Kelvin sign): folded first, so that an ASCII string IGNORECASE finds in the text is in the lower-cased text.
-_FOLDS_TO_ASCII = {0x130: "i", 0x131: "i", 0x17F: "s", 0x212A: "k"}
+    return re.search(sig.pattern, text, flags=_FLAGS)
 
 
 @functools.lru_cache(maxsize=2)  # the text of one explain call, asked once per pattern
 def _lowered(text: str) -> str:
-    return text.lower() if text.isascii() else text.translate(_FOLDS_TO_ASCII).lower()
+    # Under `_FLAGS` a match is ASCII and only ASCII letters fold, so the lower-cased text holds the match lowered.
+    return text.lower()
 
 
 @functools.lru_cache(maxsize=None)
@@ -162,7 +165,7 @@ def _required_text(pattern: str) -> tuple[str, ...]:
     """Strings, lower-cased, one of which every match of `pattern` contains (empty when none can be told, or when one
     is shorter than 3 characters or not ASCII): a run of literal characters, or one per branch of an alternation."""
     try:
-        needed = _needs(_re_parser.parse(pattern, re.IGNORECASE))
+        needed = _needs(_re_parser.parse(pattern, _FLAGS))
     except (re.error, RecursionError, OverflowError):
         return ()
     if not needed or any(len(n) < 3 or not n.isascii() for n in needed):
@@ -271,7 +274,7 @@ def _doubted(sig: Signature, text: str, match: re.Match[str]) -> re.Match[str] |
     if not sig.doubt:
         return None
     beside = text[:match.start()] + " " * (match.end() - match.start()) + text[match.end():]
-    return re.search(sig.doubt, beside, flags=re.IGNORECASE)
+    return re.search(sig.doubt, beside, flags=_FLAGS)
 
 
 # What marks a line as printed by software rather than written by a person: an error or warning word, a log prefix
@@ -300,7 +303,7 @@ def _failures_read(sig: Signature, text: str) -> frozenset[int]:
     errors = _errors(text)
     if not errors:
         return frozenset()
-    spans = [m.span() for m in re.finditer(sig.pattern, text, flags=re.IGNORECASE)]
+    spans = [m.span() for m in re.finditer(sig.pattern, text, flags=_FLAGS)]
     return frozenset(i for i, (start, end) in enumerate(errors) if any(s < end and e > start for s, e in spans))
 
 
@@ -338,7 +341,7 @@ def _in_error(sig: Signature, text: str, first: re.Match[str]) -> bool:
     errors = _errors(text)
     if not errors:
         return True
-    matches = itertools.chain((first,), re.compile(sig.pattern, re.IGNORECASE).finditer(text, first.end()))
+    matches = itertools.chain((first,), re.compile(sig.pattern, _FLAGS).finditer(text, first.end()))
     return any(m.start() < end and m.end() > start for m in matches for start, end in errors)
 
 

@@ -62,13 +62,14 @@ class Source:
 
 @dataclass(frozen=True)
 class Signature:
-    """An error text that this rule explains; `pattern` is a case-insensitive regular expression. `unless`, when set,
-    is one too: a text it matches shows the message coming from where it means something else, and the signature
-    does not read that text. `told`: the pattern reads a failure described in words (a report's prose: "the EMA
-    updates round to zero", "accumulated in bf16"), not a message that software prints or a line of code; such a
-    match ranks the rule but never decides it. `doubt`, when set, is a regular expression too: a text it matches
-    shows what speaks against the message's account of itself (a refusal that says the GPU lacks bf16, beside the
-    runtime reporting bf16 support); the signature still reads the text and ranks its rule, but only as a guess."""
+    """An error text that this rule explains; `pattern` is a case-insensitive regular expression whose `\\b`, `\\w`, `\\d`
+    and `\\s` have their ASCII sense (`explain._FLAGS`: a Chinese report's "fp16" ends where its own characters begin).
+    `unless`, when set, is one too: a text it matches shows the message coming from where it means something else,
+    and the signature does not read that text. `told`: the pattern reads a failure described in words (a report's
+    prose: "the EMA updates round to zero", "accumulated in bf16"), not a message that software prints or a line of
+    code; such a match ranks the rule but never decides it. `doubt`, when set, is a regular expression too: a text it
+    matches shows what speaks against the message's account of itself (a refusal that says the GPU lacks bf16, beside
+    the runtime reporting bf16 support); the signature still reads the text and ranks its rule, but only as a guess."""
 
     pattern: str
     weight: float = 1.0

@@ -548,19 +548,11 @@ class ProjectModel:
         own: set[str] = set()
         for path in (*self.summaries, *(p for p in self.unparsed if not _template(p))):
             text = self.text_of(path)
-            if text is None:
+            trainers = _trainer_signs(text, past_guards) if text is not None else None
+            if trainers is None:
                 return False
-            if past_guards and "enabled" in text:
-                text = _GUARD.sub("", text)
-            lowered = text.lower()
-            for sign in AUTOCAST_SIGNS.finditer(lowered):
-                if sign["trainer"] is None:
-                    return False
-                name = _IDENTIFIER_END.search(lowered, max(0, sign.start() - 200), sign.start()).group() + "trainer"
-                if name == "trainer" and text[sign.start()] == "t":
-                    continue  # `trainer(0)`: an object the project made is called, no framework's class is built
-                called.add(name)
-            own.update(m.group(1) for m in _PLAIN_TRAINER_CLASS.finditer(lowered))
+            called |= trainers[0]
+            own |= trainers[1]
         return self._trains() and called <= own
 
     def _trains(self) -> bool:
@@ -712,6 +704,24 @@ def _code_names(text: str) -> frozenset[str]:
     except (tokenize.TokenError, SyntaxError, ValueError):
         return frozenset(re.findall(r"\w+", text))
     return frozenset(out)
+
+
+def _trainer_signs(text: str, past_guards: bool) -> tuple[set[str], set[str]] | None:
+    """For `ProjectModel._autocast_nowhere`: None where the text shows a sign of autocast (`AUTOCAST_SIGNS`) other
+    than a ``...trainer(`` call (with `past_guards`, a guard that turns autocast off is none); else the trainer
+    classes it calls and those it defines on no base class."""
+    if past_guards and "enabled" in text:
+        text = _GUARD.sub("", text)
+    lowered = text.lower()
+    called: set[str] = set()
+    for sign in AUTOCAST_SIGNS.finditer(lowered):
+        if sign["trainer"] is None:
+            return None
+        name = _IDENTIFIER_END.search(lowered, max(0, sign.start() - 200), sign.start()).group() + "trainer"
+        if name == "trainer" and text[sign.start()] == "t":
+            continue  # `trainer(0)`: an object the project made is called, no framework's class is built
+        called.add(name)
+    return called, {m.group(1) for m in _PLAIN_TRAINER_CLASS.finditer(lowered)}
 
 
 def _nearest_signs(path: str, summary: Summary, guards: Sequence[tuple[str, int]],
