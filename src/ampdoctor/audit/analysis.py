@@ -319,6 +319,7 @@ class RuntimeContext:
         taint: dict[int, int] = {}
         promoting = {op.record[0] for op in self.promotions}
         tainted = taint.keys()
+        half = self.HALF
         # nothing before the first promotion descends from one
         for r in itertools.islice(t.records, min(promoting, default=len(t.records)), None):
             s = r[0]
@@ -330,7 +331,7 @@ class RuntimeContext:
             if tainted.isdisjoint(r[IN_PROD]):  # no input descends from a promotion (most ops): no walk over them
                 continue
             for d, p in zip(r[IN_DT], r[IN_PROD]):
-                if p is not None and p >= 0 and p in taint and d not in self.HALF:
+                if p in taint and d not in half:  # keys are seqs: never None nor a leaf
                     taint[s] = taint[p]
                     break
         return taint
@@ -557,15 +558,15 @@ def _tensor_dtypes(trace: Trace) -> tuple[dict[int, set], dict[int, set], dict[i
 
 def _ops_by_dtype(trace: Trace) -> dict[int, Counter]:
     """Per module: how many ops made a result of each float dtype (their first float output's)."""
+    records = trace.records
+    outs = list(map(itemgetter(OUT_DT), records))
+    first_float: dict[tuple | None, str | None] = {}  # records share their output dtype tuples: each named once
+    for out in set(outs):
+        fl = [d for d in out or () if d in FLOATS]
+        first_float[out] = dtypes.name_of(fl[0]) if fl else None
     ops: dict[int, Counter] = defaultdict(Counter)
-    first_float: dict[tuple, str | None] = {}  # records share their output dtype tuples: named once per tuple
-    # counted per (module, output dtypes) in C, then named per distinct pair
-    for (mod, out), count in Counter(zip(map(itemgetter(MOD), trace.records), map(itemgetter(OUT_DT), trace.records))).items():
-        out = out or ()
-        if out not in first_float:
-            fl = [d for d in out if d in FLOATS]
-            first_float[out] = dtypes.name_of(fl[0]) if fl else None
-        name = first_float[out]
+    # counted per (module, name) in C
+    for (mod, name), count in Counter(zip(map(itemgetter(MOD), records), map(first_float.__getitem__, outs))).items():
         if name is not None:
             ops[mod][name] += count
     return ops

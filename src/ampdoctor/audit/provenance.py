@@ -8,7 +8,7 @@ import re
 from bisect import bisect_right
 from collections import deque
 from itertools import compress, repeat
-from operator import attrgetter, eq, itemgetter
+from operator import eq, itemgetter
 from typing import Any, Callable, Collection, Iterable, Iterator
 
 import torch
@@ -77,8 +77,9 @@ class Trace:
         self._kinds_in: dict[tuple, int] = {}  # `dtype_kinds`: records share their dtype tuples, so few keys
         self._op_names: dict[int, str] = {}  # op id (a record's FUNC) -> name
         self._recorded: frozenset[str] | None = None  # `recorded()`
-        self._views: dict[str | None, list[Op]] | None = None  # `ops()`: all, and by phase
-        self._funcs: dict[str | None, list[int]] = {}  # `ops_of()`: the op ids of `_views`, in the same order
+        self._views: dict[str | None, list[Op]] = {}  # `ops()`: all, and by phase
+        self._by_phase: dict[str, list[tuple]] | None = None  # `_phase_records()`
+        self._funcs: dict[str | None, list[int]] = {}  # `ops_of()`: the op ids of each phase's records, in order
         self._mixed: dict[str | None, list[Op]] | None = None  # `mixed()`: all, and by phase
         self._by_tag: dict[Tag, list[Op]] | None = None  # `tagged()`
         self._call_starts: list[int] | None = None  # `attention_call_of()`
@@ -91,28 +92,32 @@ class Trace:
 
     def ops(self, phase: str | None = None) -> Iterator[Op]:
         """Every recorded op, in order, as a named view; only those of one phase (fields.FORWARD, ...) if given."""
-        return iter(self._phase_views(phase))
-
-    def _phase_views(self, phase: str | None) -> list[Op]:
-        views = self._views
+        views = self._views.get(phase)
         if views is None:
-            # Made once (the recording has ended): every rule walks the ops, some of them several times.
-            views = self._views = {None: [Op(r) for r in self.records]}
+            # Made once per phase asked (the recording has ended): some rules walk them several times. The rules that
+            # read a few kinds of op (`ops_of`, `mixed`, `tagged`) get views of those alone.
+            views = self._views[phase] = list(map(Op, self._phase_records(phase)))
+        return iter(views)
+
+    def _phase_records(self, phase: str | None) -> list[tuple]:
+        """The records of one phase (every record for None), in order: each phase's picked in C."""
+        if phase is None:
+            return self.records
+        if self._by_phase is None:
             phases = list(map(itemgetter(PHASE), self.records))
-            for each in set(phases):  # a few phases: each one's ops picked in C
-                views[each] = list(compress(views[None], map(eq, phases, repeat(each))))
-        return views.get(phase, [])
+            self._by_phase = {each: list(compress(self.records, map(eq, phases, repeat(each)))) for each in set(phases)}
+        return self._by_phase.get(phase, [])
 
     def ops_of(self, fids: Collection[int], phase: str | None = None) -> Iterator[Op]:
         """The ops (of one phase, if given) whose op is one of `fids` (ids of OpOverloads, as a record's FUNC), in order:
         a rule about a few kinds of op reads those, not every op (the selection runs in C, over each phase's op ids)."""
         if not fids:
             return iter(())
-        views = self._phase_views(phase)
+        records = self._phase_records(phase)
         funcs = self._funcs.get(phase)
         if funcs is None:
-            funcs = self._funcs[phase] = list(map(itemgetter(FUNC), map(attrgetter("record"), views)))
-        return compress(views, map(fids.__contains__, funcs))
+            funcs = self._funcs[phase] = list(map(itemgetter(FUNC), records))
+        return map(Op, compress(records, map(fids.__contains__, funcs)))
 
     def ops_named(self, names: Collection[str] | Callable[[str], bool], phase: str | None = None) -> Iterator[Op]:
         """`ops_of` the ops whose name (`op`) is in `names`, or satisfies `names` when it is a predicate."""
@@ -127,7 +132,7 @@ class Trace:
             # records share their dtype tuples: each distinct one is counted once, each op looked up by its tuple
             in_dts = list(map(itemgetter(IN_DT), self.records))
             many = {in_dt for in_dt in set(in_dts) if self._kinds(in_dt) > 1}
-            mixed = self._mixed = {None: list(compress(self._phase_views(None), map(many.__contains__, in_dts)))}
+            mixed = self._mixed = {None: list(map(Op, compress(self.records, map(many.__contains__, in_dts))))}
             for op in mixed[None]:
                 mixed.setdefault(op.record[PHASE], []).append(op)
         return iter(mixed.get(phase, ()))
@@ -145,9 +150,9 @@ class Trace:
         """The ops whose record carries evidence `tag` (angles of a rotary table, positions cast to a float...)."""
         if self._by_tag is None:  # one pass for all tags: rules ask for one each, and few of ~10^5 ops carry any
             self._by_tag = {}
-            for op in compress(self._phase_views(None), map(itemgetter(EXTRA), self.records)):  # those with evidence
-                if isinstance(op.record[EXTRA][0], Tag):
-                    self._by_tag.setdefault(op.record[EXTRA][0], []).append(op)
+            for r in compress(self.records, map(itemgetter(EXTRA), self.records)):  # those with evidence
+                if isinstance(r[EXTRA][0], Tag):
+                    self._by_tag.setdefault(r[EXTRA][0], []).append(Op(r))
         return iter(self._by_tag.get(tag, ()))
 
     def tallied(self, tag: Tag) -> list[tuple[int, int, int]]:
