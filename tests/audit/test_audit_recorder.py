@@ -340,3 +340,23 @@ def test_the_trace_selections_keep_every_op_of_the_kinds_asked_in_order():
     assert any(True for _ in trace.mixed(FORWARD))
     accumulate = [op.seq for op in trace.ops() if op.extra and op.extra[0] == "accumulate"]
     assert [op.seq for op in trace.tagged("accumulate")] == accumulate and len(accumulate) == 4
+
+
+def test_own_tensors_lists_what_the_module_lists():
+    """`modules.own_tensors` reads a module's dicts as `parameters(recurse=False)`/`buffers(recurse=False)` list them
+    (a tensor under two names once, in order), and asks a class that lists them its own way."""
+    from ampdoctor.audit.modules import own_tensors
+
+    lin = nn.Linear(2, 2)
+    lin.register_buffer("scale", torch.ones(2))
+    lin.register_buffer("absent", None)
+    lin.register_parameter("again", lin.weight)  # the weight under a second name
+    assert own_tensors(lin) == (list(lin.parameters(recurse=False)), list(lin.buffers(recurse=False)))
+    assert [id(p) for p in own_tensors(lin)[0]] == [id(lin.weight), id(lin.bias)]
+
+    class Hidden(nn.Linear):
+        def parameters(self, recurse=True):
+            yield self.weight
+
+    hidden = Hidden(2, 2)
+    assert [id(p) for p in own_tensors(hidden)[0]] == [id(hidden.weight)]

@@ -22,6 +22,7 @@ from ampdoctor.audit.attribution import attributed, chain_places, chain_tensors,
 from ampdoctor.audit.evidence import Op, Tag
 from ampdoctor.audit.failure import FailureSite, failure_site, is_dtype_mismatch, is_rope_failure, raise_site, raised_by_meta_function
 from ampdoctor.audit.fields import AUTOCAST, BACKWARD, FORWARD, FUNC, IN_DT, IN_PROD, INNER, MOD, OPTIMIZER, OUT_DT, PHASE
+from ampdoctor.audit.modules import own_tensors
 from ampdoctor.audit.names import module_label, relpath
 from ampdoctor.audit.observe import Observed, observe
 from ampdoctor.audit.provenance import FLOATS, HALF, Trace
@@ -546,11 +547,12 @@ def _tensor_dtypes(trace: Trace) -> tuple[dict[int, set], dict[int, set], dict[i
     for idx, m in enumerate(trace.modules):
         if m is None:
             continue
-        for p in m.parameters(recurse=False):
+        own_params, own_buffers = own_tensors(m)
+        for p in own_params:
             params[idx].add(dtypes.name_of(p.dtype))
             if p.grad is not None:
                 grads[idx].add(dtypes.name_of(p.grad.dtype))
-        for b in m.buffers(recurse=False):
+        for b in own_buffers:
             if b.dtype in FLOATS:
                 buffers[idx].add(dtypes.name_of(b.dtype))
     return params, grads, buffers
