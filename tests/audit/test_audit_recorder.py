@@ -318,3 +318,45 @@ def test_the_mixed_ops_are_the_ops_whose_inputs_have_several_dtypes_in_order_and
         want = [r[0] for r in trace.records if len(set(r[IN_DT])) > 1 and phase in (None, r[PHASE])]
         assert [op.seq for op in trace.mixed(phase)] == want
     assert any(len(set(r[IN_DT])) > 1 and r[PHASE] == FORWARD for r in trace.records)
+
+
+def test_the_trace_selections_keep_every_op_of_the_kinds_asked_in_order():
+    """`Trace.ops_named`/`ops_of`, `mixed` and `tagged` pick in C what a walk over every op would pick, in the same order."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    x = torch.randn(3, 4, dtype=torch.float64)
+    with audit("fp32", model=model) as a:
+        (model(x.float()) * x[:, :2]).sum().backward()  # an fp32 result times an fp64 input: mixed dtypes
+    trace = Trace(a.recorder, model)
+    for phase in (None, FORWARD, BACKWARD):
+        every = list(trace.ops(phase))
+        assert [op.seq for op in trace.ops_named({"aten::mm", "aten::addmm"}, phase)] == \
+            [op.seq for op in every if trace.op(op.seq) in ("aten::mm", "aten::addmm")]
+        assert [op.seq for op in trace.ops_named(lambda name: name.endswith("mm"), phase)] == \
+            [op.seq for op in every if trace.op(op.seq).endswith("mm")]
+        assert [op.seq for op in trace.mixed(phase)] == [op.seq for op in every if trace.dtype_kinds(op.seq) > 1]
+    assert [op.seq for op in trace.ops_named(("aten::addmm",), BACKWARD)] == []
+    assert list(trace.ops_of(set(), FORWARD)) == []
+    assert any(True for _ in trace.mixed(FORWARD))
+    accumulate = [op.seq for op in trace.ops() if op.extra and op.extra[0] == "accumulate"]
+    assert [op.seq for op in trace.tagged("accumulate")] == accumulate and len(accumulate) == 4
+
+
+def test_own_tensors_lists_what_the_module_lists():
+    """`modules.own_tensors` reads a module's dicts as `parameters(recurse=False)`/`buffers(recurse=False)` list them
+    (a tensor under two names once, in order), and asks a class that lists them its own way."""
+    from ampdoctor.audit.modules import own_tensors
+
+    lin = nn.Linear(2, 2)
+    lin.register_buffer("scale", torch.ones(2))
+    lin.register_buffer("absent", None)
+    lin.register_parameter("again", lin.weight)  # the weight under a second name
+    assert own_tensors(lin) == (list(lin.parameters(recurse=False)), list(lin.buffers(recurse=False)))
+    assert [id(p) for p in own_tensors(lin)[0]] == [id(lin.weight), id(lin.bias)]
+
+    class Hidden(nn.Linear):
+        def parameters(self, recurse=True):
+            yield self.weight
+
+    hidden = Hidden(2, 2)
+    assert [id(p) for p in own_tensors(hidden)[0]] == [id(hidden.weight)]

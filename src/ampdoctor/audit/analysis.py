@@ -10,16 +10,19 @@ detectors that recognise it (the provenance chain) and by `explain` on the excep
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import Any, Callable, Iterable, Iterator
 
 from ampdoctor import dtypes
 from ampdoctor.audit.attribution import attributed, chain_places, chain_tensors, folded_into, one_per_place
-from ampdoctor.audit.evidence import Tag
+from ampdoctor.audit.evidence import Op, Tag
 from ampdoctor.audit.failure import FailureSite, failure_site, is_dtype_mismatch, is_rope_failure, raise_site, raised_by_meta_function
 from ampdoctor.audit.fields import AUTOCAST, BACKWARD, FORWARD, FUNC, IN_DT, IN_PROD, INNER, MOD, OPTIMIZER, OUT_DT, PHASE
+from ampdoctor.audit.modules import own_tensors
 from ampdoctor.audit.names import module_label, relpath
 from ampdoctor.audit.observe import Observed, observe
 from ampdoctor.audit.provenance import FLOATS, HALF, Trace
@@ -279,9 +282,7 @@ class RuntimeContext:
         half cos/sin are this one cause: AMP103 and AMP002 leave them to AMP101."""
         t = self.trace
         found: dict[int, tuple[int, list[int]]] = {}
-        for op in t.ops(FORWARD):
-            if t.op(op.seq) not in ("aten::cos", "aten::sin"):
-                continue
+        for op in t.ops_named(("aten::cos", "aten::sin"), FORWARD):
             # angles end at the matmul that made them: the walk does not go past one
             inputs = [p for _, p in t.float_inputs(op.seq)]
             for s in t.upstream(inputs, ANGLE_REACH, through=lambda s: not self.made_by_matmul(s)):
@@ -307,22 +308,31 @@ class RuntimeContext:
         return None
 
     @functools.cached_property
+    def promotions(self) -> list[Op]:
+        """The forward ops that promote (`Trace.is_promotion`), in order."""
+        t = self.trace
+        return [op for op in t.mixed(FORWARD) if t.is_promotion(op.record[0])]
+
+    @functools.cached_property
     def promotion_taint(self) -> dict[int, int]:
         """seq -> the forward promotion it descends from, following the promoted (wide) dtype forward."""
         t = self.trace
         taint: dict[int, int] = {}
-        promoting = {op.record[0] for op in t.mixed(FORWARD) if t.is_promotion(op.record[0])}
-        for r in t.records:
+        promoting = {op.record[0] for op in self.promotions}
+        tainted = taint.keys()
+        half = self.HALF
+        # nothing before the first promotion descends from one
+        for r in itertools.islice(t.records, min(promoting, default=len(t.records)), None):
             s = r[0]
             if r[OUT_DT] is None and r[PHASE] != FORWARD:
                 continue
             if s in promoting:
                 taint[s] = s
                 continue
-            if not taint:  # nothing promoted yet: no input can descend from a promotion
+            if tainted.isdisjoint(r[IN_PROD]):  # no input descends from a promotion (most ops): no walk over them
                 continue
             for d, p in zip(r[IN_DT], r[IN_PROD]):
-                if p is not None and p >= 0 and p in taint and d not in self.HALF:
+                if p in taint and d not in half:  # keys are seqs: never None nor a leaf
                     taint[s] = taint[p]
                     break
         return taint
@@ -401,7 +411,7 @@ def coverage_notes(rec: Any) -> dict[str, list[str]]:
         return {"notes": ["no op ran under the audit (no forward, backward or optimizer step was seen): nothing about "
                           "the training step was checked, only the modules and parameters entered, if any"],
                 "summary_caveats": ["no op was recorded"]}
-    backward = any(r[PHASE] == BACKWARD for r in rec.records)
+    backward = BACKWARD in map(itemgetter(PHASE), rec.records)
     ran = "forward and backward" if backward else "forward"
     return {"notes": [f"no optimizer step was seen{'' if backward else ' (and no backward pass)'}: only the {ran} ops recorded "
                       "were checked; the parameter update, the optimizer's state dtypes and gradient accumulation across "
@@ -509,15 +519,11 @@ def _cast_counts(trace: Trace) -> dict[int, list[int]]:
     casts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     records = trace.records
     n = len(records)
-    is_cast: dict[int, bool] = {}  # op id -> it is aten::_to_copy
-    for i, r in enumerate(records):
-        if r[PHASE] != FORWARD or not r[OUT_DT]:
+    for op in trace.ops_named(("aten::_to_copy",), FORWARD):
+        r = op.record
+        if not r[OUT_DT]:
             continue
-        fid = r[FUNC]
-        if fid not in is_cast:
-            is_cast[fid] = trace.op(i) == "aten::_to_copy"
-        if not is_cast[fid]:
-            continue
+        i = r[0]
         by_autocast = False
         if r[AUTOCAST] and r[INNER] is not None:
             # autocast casts an op's inputs from inside that op's call: the cast and the op it feeds share
@@ -541,11 +547,12 @@ def _tensor_dtypes(trace: Trace) -> tuple[dict[int, set], dict[int, set], dict[i
     for idx, m in enumerate(trace.modules):
         if m is None:
             continue
-        for p in m.parameters(recurse=False):
+        own_params, own_buffers = own_tensors(m)
+        for p in own_params:
             params[idx].add(dtypes.name_of(p.dtype))
             if p.grad is not None:
                 grads[idx].add(dtypes.name_of(p.grad.dtype))
-        for b in m.buffers(recurse=False):
+        for b in own_buffers:
             if b.dtype in FLOATS:
                 buffers[idx].add(dtypes.name_of(b.dtype))
     return params, grads, buffers
@@ -553,16 +560,17 @@ def _tensor_dtypes(trace: Trace) -> tuple[dict[int, set], dict[int, set], dict[i
 
 def _ops_by_dtype(trace: Trace) -> dict[int, Counter]:
     """Per module: how many ops made a result of each float dtype (their first float output's)."""
+    records = trace.records
+    outs = list(map(itemgetter(OUT_DT), records))
+    first_float: dict[tuple | None, str | None] = {}  # records share their output dtype tuples: each named once
+    for out in set(outs):
+        fl = [d for d in out or () if d in FLOATS]
+        first_float[out] = dtypes.name_of(fl[0]) if fl else None
     ops: dict[int, Counter] = defaultdict(Counter)
-    first_float: dict[tuple, str | None] = {}  # records share their output dtype tuples: named once per tuple
-    for r in trace.records:
-        out = r[OUT_DT] or ()
-        if out not in first_float:
-            fl = [d for d in out if d in FLOATS]
-            first_float[out] = dtypes.name_of(fl[0]) if fl else None
-        name = first_float[out]
+    # counted per (module, name) in C
+    for (mod, name), count in Counter(zip(map(itemgetter(MOD), records), map(first_float.__getitem__, outs))).items():
         if name is not None:
-            ops[r[MOD]][name] += 1
+            ops[mod][name] += count
     return ops
 
 

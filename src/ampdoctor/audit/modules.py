@@ -43,6 +43,27 @@ def tensor_attributes(m: torch.nn.Module) -> list[tuple[str, Any]]:
     return [(k, v) for k, v in vars(m).items() if type(v) not in _NOT_TENSORS and isinstance(v, torch.Tensor)]
 
 
+# How `nn.Module` lists a module's own parameters and buffers: a class that keeps all of these lists them from its
+# `_parameters` and `_buffers` dicts.
+_LISTING = tuple((name, getattr(torch.nn.Module, name)) for name in ("parameters", "named_parameters", "buffers", "named_buffers",
+                                                                    "_named_members"))
+_LISTS_ITS_DICTS: dict[type, bool] = {}
+
+
+def own_tensors(m: torch.nn.Module) -> tuple[list, list]:
+    """What `m.parameters(recurse=False)` and `m.buffers(recurse=False)` give (in their order, a tensor held under two
+    names once), read from the module's dicts without the generators torch lists them with, unless its class lists
+    them its own way."""
+    cls = type(m)
+    plain = _LISTS_ITS_DICTS.get(cls)
+    if plain is None:
+        plain = _LISTS_ITS_DICTS[cls] = all(getattr(cls, name, None) is fn for name, fn in _LISTING)
+    if not plain:
+        return list(m.parameters(recurse=False)), list(m.buffers(recurse=False))
+    return (list({id(t): t for t in m._parameters.values() if t is not None}.values()),
+            list({id(t): t for t in m._buffers.values() if t is not None}.values()))
+
+
 def _float_dtypes(tensors: list) -> set:
     """The float dtypes among `tensors`, each tensor's dtype read once: in a module hook, under the attention-call
     watch's function mode, every read of a tensor attribute passes through that mode."""
@@ -88,7 +109,7 @@ class ModuleTracking:
         self._module_index[id(m)] = idx
         self.modules.append(ModuleInfo(weakref.ref(m), type(m).__name__, self.stack[-1] if self.stack else -1))
         self._alive.append(m)
-        for p in m.parameters(recurse=False):
+        for p in own_tensors(m)[0]:
             self.params.setdefault(id(p), weakref.ref(p))
         return idx
 

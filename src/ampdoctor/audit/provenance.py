@@ -7,14 +7,16 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections import deque
-from typing import Any, Callable, Iterable, Iterator
+from itertools import compress, repeat
+from operator import eq, itemgetter
+from typing import Any, Callable, Collection, Iterable, Iterator
 
 import torch
 
 from ampdoctor import dtypes
 from ampdoctor.audit.calls import AttentionCall
 from ampdoctor.audit.evidence import BufferScan, GradSnapshot, Op, OptimizerStep, Tag
-from ampdoctor.audit.fields import BACKWARD, CODE, EXTRA, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE, SEQ
+from ampdoctor.audit.fields import BACKWARD, CODE, EXTRA, FUNC, IN_DT, IN_PROD, LASTI, MOD, OUT_DT, PHASE
 from ampdoctor.audit.modules import tensor_attributes
 from ampdoctor.audit.names import module_label, op_name, relpath
 from ampdoctor.audit.recorder import Recorder, line_of
@@ -75,7 +77,9 @@ class Trace:
         self._kinds_in: dict[tuple, int] = {}  # `dtype_kinds`: records share their dtype tuples, so few keys
         self._op_names: dict[int, str] = {}  # op id (a record's FUNC) -> name
         self._recorded: frozenset[str] | None = None  # `recorded()`
-        self._views: dict[str | None, list[Op]] | None = None  # `ops()`: all, and by phase
+        self._views: dict[str | None, list[Op]] = {}  # `ops()`: all, and by phase
+        self._by_phase: dict[str, list[tuple]] | None = None  # `_phase_records()`
+        self._funcs: dict[str | None, list[int]] = {}  # `ops_of()`: the op ids of each phase's records, in order
         self._mixed: dict[str | None, list[Op]] | None = None  # `mixed()`: all, and by phase
         self._by_tag: dict[Tag, list[Op]] | None = None  # `tagged()`
         self._call_starts: list[int] | None = None  # `attention_call_of()`
@@ -88,20 +92,47 @@ class Trace:
 
     def ops(self, phase: str | None = None) -> Iterator[Op]:
         """Every recorded op, in order, as a named view; only those of one phase (fields.FORWARD, ...) if given."""
-        views = self._views
+        views = self._views.get(phase)
         if views is None:
-            # Made once (the recording has ended): every rule walks the ops, some of them several times.
-            views = self._views = {None: [Op(r) for r in self.records]}
-            for op in views[None]:
-                views.setdefault(op.record[PHASE], []).append(op)
-        return iter(views.get(phase, ()))
+            # Made once per phase asked (the recording has ended): some rules walk them several times. The rules that
+            # read a few kinds of op (`ops_of`, `mixed`, `tagged`) get views of those alone.
+            views = self._views[phase] = list(map(Op, self._phase_records(phase)))
+        return iter(views)
+
+    def _phase_records(self, phase: str | None) -> list[tuple]:
+        """The records of one phase (every record for None), in order: each phase's picked in C."""
+        if phase is None:
+            return self.records
+        if self._by_phase is None:
+            phases = list(map(itemgetter(PHASE), self.records))
+            self._by_phase = {each: list(compress(self.records, map(eq, phases, repeat(each)))) for each in set(phases)}
+        return self._by_phase.get(phase, [])
+
+    def ops_of(self, fids: Collection[int], phase: str | None = None) -> Iterator[Op]:
+        """The ops (of one phase, if given) whose op is one of `fids` (ids of OpOverloads, as a record's FUNC), in order:
+        a rule about a few kinds of op reads those, not every op (the selection runs in C, over each phase's op ids)."""
+        if not fids:
+            return iter(())
+        records = self._phase_records(phase)
+        funcs = self._funcs.get(phase)
+        if funcs is None:
+            funcs = self._funcs[phase] = list(map(itemgetter(FUNC), records))
+        return map(Op, compress(records, map(fids.__contains__, funcs)))
+
+    def ops_named(self, names: Collection[str] | Callable[[str], bool], phase: str | None = None) -> Iterator[Op]:
+        """`ops_of` the ops whose name (`op`) is in `names`, or satisfies `names` when it is a predicate."""
+        match = names if callable(names) else names.__contains__
+        return self.ops_of({fid for fid in self.rec.ops if match(self._op_name(fid))}, phase)
 
     def mixed(self, phase: str | None = None) -> Iterator[Op]:
         """The ops whose inputs have two dtypes or more (`dtype_kinds`), in order; only those of one phase if given:
         the only ops whose float inputs can mix, walked by the rules that look for mixed inputs (a few of all)."""
         mixed = self._mixed
         if mixed is None:
-            mixed = self._mixed = {None: [op for op in self.ops() if self.dtype_kinds(op.record[SEQ]) > 1]}
+            # records share their dtype tuples: each distinct one is counted once, each op looked up by its tuple
+            in_dts = list(map(itemgetter(IN_DT), self.records))
+            many = {in_dt for in_dt in set(in_dts) if self._kinds(in_dt) > 1}
+            mixed = self._mixed = {None: list(map(Op, compress(self.records, map(many.__contains__, in_dts))))}
             for op in mixed[None]:
                 mixed.setdefault(op.record[PHASE], []).append(op)
         return iter(mixed.get(phase, ()))
@@ -119,9 +150,9 @@ class Trace:
         """The ops whose record carries evidence `tag` (angles of a rotary table, positions cast to a float...)."""
         if self._by_tag is None:  # one pass for all tags: rules ask for one each, and few of ~10^5 ops carry any
             self._by_tag = {}
-            for op in self.ops():
-                if op.record[EXTRA] and isinstance(op.record[EXTRA][0], Tag):
-                    self._by_tag.setdefault(op.record[EXTRA][0], []).append(op)
+            for r in compress(self.records, map(itemgetter(EXTRA), self.records)):  # those with evidence
+                if isinstance(r[EXTRA][0], Tag):
+                    self._by_tag.setdefault(r[EXTRA][0], []).append(Op(r))
         return iter(self._by_tag.get(tag, ()))
 
     def tallied(self, tag: Tag) -> list[tuple[int, int, int]]:
@@ -288,7 +319,9 @@ class Trace:
     # --- records ---------------------------------------------------------------------------------
 
     def op(self, seq: int) -> str:
-        fid = self.records[seq][FUNC]
+        return self._op_name(self.records[seq][FUNC])
+
+    def _op_name(self, fid: int) -> str:
         name = self._op_names.get(fid)
         if name is None:
             name = self._op_names[fid] = op_name(self.rec.ops[fid])
@@ -486,7 +519,9 @@ class Trace:
     def dtype_kinds(self, seq: int) -> int:
         """How many dtypes the inputs of op `seq` have, float or not: below 2, its float inputs cannot mix. Rules that
         look for mixed inputs ask this first, so that the ~10^5 ops whose inputs share one dtype cost a lookup."""
-        in_dt = self.records[seq][IN_DT]
+        return self._kinds(self.records[seq][IN_DT])
+
+    def _kinds(self, in_dt: tuple) -> int:
         n = self._kinds_in.get(in_dt)
         if n is None:
             n = self._kinds_in[in_dt] = len(set(in_dt))

@@ -610,9 +610,7 @@ def _cast_when_applied(ctx: RuntimeContext, seen: set[tuple[int, str]]) -> Itera
     (`cos = cache[..., :d].to(q.dtype)`, then `q * cos`): the product rounds the table exactly as a half-precision
     cache would. Casts that feed a matmul are autocast's business (AMP101); only an elementwise product is this."""
     t = ctx.trace
-    for op in t.ops(Phase.FORWARD):
-        if t.op(op.seq) not in _APPLY:
-            continue
+    for op in t.ops_named(_APPLY, Phase.FORWARD):
         for dtype, prod in t.float_inputs(op.seq):
             found = t.half_copy_of(prod) if dtype in ctx.HALF and prod >= 0 else None
             table = found[1] if found is not None else ""

@@ -154,8 +154,9 @@ def _table_meets_other(ctx: RuntimeContext, op: Op) -> bool:
     ins = ctx.trace.float_inputs(op.seq)
     if len({d for d, _ in ins}) < 2:
         return False
-    trig = [d for d, p in ins if ctx.trace.is_trig(p)]
-    other = [d for d, p in ins if not ctx.trace.is_trig(p)]
+    is_trig = [ctx.trace.is_trig(p) for _, p in ins]
+    trig = [d for (d, _), yes in zip(ins, is_trig) if yes]
+    other = [d for (d, _), yes in zip(ins, is_trig) if not yes]
     if not trig or not other or set(trig) == set(other):
         return False
     return not op.autocast or (any(d in ctx.HALF for d in trig) and any(d not in ctx.HALF for d in other))

@@ -106,7 +106,7 @@ def half_positions(ctx: RuntimeContext) -> Iterator[Hit]:
     # (a GradScaler's 65536), and in the optimizer step counters.
     # autocast's own cast of fp32 positions for an angle matmul is AMP101's: the code kept them fp32
     autocast = {cast for cast, _ in ctx.autocast_angles.values()}
-    hits = [op.seq for op in t.ops(phase=Phase.FORWARD) if op.extra and op.extra[0] == Tag.POSITIONS and op.seq not in autocast]
+    hits = [op.seq for op in t.tagged(Tag.POSITIONS) if op.phase == Phase.FORWARD and op.seq not in autocast]
     for _, seqs in ctx.grouped(hits, lambda s: (t.op_at(s).module, t.line(s))).items():
         first = seqs[0]
         _, top, kind = t.op_at(first).extra

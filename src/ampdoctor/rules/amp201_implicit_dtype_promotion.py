@@ -43,11 +43,11 @@ def _promotions_that_matter(ctx: RuntimeContext) -> dict[int, str]:
     t, taint = ctx.trace, ctx.promotion_taint
     failing = ctx.failure.seq if ctx.failure is not None else None
     flagged: dict[int, str] = {}
-    for op in t.ops(Phase.FORWARD):
-        if taint.get(op.seq) == op.seq and not op.autocast:
+    for op in ctx.promotions:
+        if not op.autocast:
             flagged[op.seq] = "outside autocast, so nothing casts it back to the compute dtype"
-    for op in t.ops(Phase.FORWARD):
-        if op.seq == failing or op.func_id not in ctx.matmul_ops or not op.out_dtypes or op.out_dtypes[0] != ctx.FP32:
+    for op in t.ops_of(ctx.matmul_ops, Phase.FORWARD):
+        if op.seq == failing or not op.out_dtypes or op.out_dtypes[0] != ctx.FP32:
             continue
         if _takes_uncast_fp32_weight(ctx, op):
             continue  # the weight's own dtype made it fp32 (AMP203's to report): a half activation could not join it

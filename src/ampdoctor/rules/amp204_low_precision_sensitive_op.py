@@ -53,14 +53,9 @@ def sensitive_ops_in_half(ctx: RuntimeContext) -> Iterator[Hit]:
     fp32_ops = AUTOCAST_FP32[device]
     t = ctx.trace
     hits = []
-    sensitive: dict[int, bool] = {}  # op id -> autocast runs it in fp32 (asked once per kind of op, not per op)
-    for op in t.ops(Phase.FORWARD):
+    # the kinds of op autocast runs in fp32 (asked once per kind of op, not per op)
+    for op in t.ops_named(lambda name: autocast_op(name) in fp32_ops, Phase.FORWARD):
         if op.out_dtypes is None:
-            continue
-        fid = op.func_id
-        if fid not in sensitive:
-            sensitive[fid] = autocast_op(t.op(op.seq)) in fp32_ops
-        if not sensitive[fid]:
             continue
         if op.seq == ctx.loss_log_probs:
             continue  # the loss's log-probabilities: AMP125's
