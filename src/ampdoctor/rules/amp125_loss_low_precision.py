@@ -170,6 +170,7 @@ def _below_the_block(ctx: Context, call: ast.Call, logits: ast.AST, root: ast.Na
                   "and leaving the block returns to it, which computes this in fp32; only a call outside training "
                   "keeps half"), Severity.INFO
 
+
 # Ops autocast runs in fp32 whatever their input (its fp32 list): a model whose forward ends in one returns fp32.
 _FP32_UNDER_AUTOCAST = frozenset({"log_softmax", "softmax", "layer_norm", "group_norm", "nll_loss", "cross_entropy", "exp",
                                   "log", "norm", "cumsum", "sum", "mse_loss", "l1_loss", "binary_cross_entropy_with_logits"})
@@ -238,15 +239,15 @@ def _accelerate_returns_fp32(ctx: Context, value: ast.Call, block: ast.With) -> 
     """A model that accelerate prepared returns fp32 where its mixed precision is on: `prepare` wraps the forward in
     accelerate's autocast and then in `convert_outputs_to_fp32`. Called under ``accelerator.autocast()``, which
     autocasts only where that mixed precision is on, or in a file that turns it on, its logits are fp32."""
-    if dotted(value.func) not in ctx.facts.prepared_names or not any(ctx.qualname(c.func) == "accelerate.Accelerator" for c in ctx.src.calls):
+    accelerators = [c for c in ctx.src.calls if ctx.qualname(c.func) == "accelerate.Accelerator"]
+    # handed to DeepSpeed, accelerate leaves the precision to its engine, autocasts nothing and converts nothing
+    if dotted(value.func) not in ctx.facts.prepared_names or not accelerators or any(hands_to_deepspeed(c) for c in accelerators):
         return False
     entered = [i.context_expr for i in block.items]
     if any(isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "autocast" and ctx.qualname(e.func) is None
            for e in entered):
         return True
-    # handed to DeepSpeed, accelerate leaves the precision to its engine and converts nothing
-    return any(isinstance(n, ast.Call) and ctx.qualname(n.func) == "accelerate.Accelerator" and not hands_to_deepspeed(n)
-               for n in ctx.facts.mixed_precision_on)
+    return any(n in accelerators for n in ctx.facts.mixed_precision_on)
 
 
 def _autocast_block(ctx: Context, node: ast.AST) -> ast.With | None:
