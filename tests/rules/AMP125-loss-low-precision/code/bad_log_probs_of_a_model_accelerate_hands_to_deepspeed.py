@@ -19,7 +19,7 @@ def train(policy, loader, optimizer):
         optimizer.zero_grad()
 
 
-def evaluate(policy, loader, accelerator):
+def rollout_log_probs(policy, loader, accelerator):
     for ids, labels in loader:
         with accelerator.autocast():
             out = policy(ids)
