@@ -125,7 +125,7 @@ def _upcast_after(ctx: Context, call: ast.Call, model: str) -> tuple[ast.Call | 
     non-precision conditions, else the first with the ``if`` that gates it. (A cast back to fp32 for saving comes too
     late.)"""
     fn = ctx.src.enclosing_function(call)
-    later = sorted((c for c in ctx.src.calls if c.lineno > call.lineno and ctx.src.enclosing_function(c) is fn), key=lambda c: c.lineno)
+    later = sorted((c for c in ctx.src.calls_in(fn) if c.lineno > call.lineno), key=lambda c: c.lineno)
     found, trains = _upcasts_before_training(ctx, later, model, named=False)
     if not found and not trains and model.startswith("self."):
         found = _upcasts_in_sibling_methods(ctx, fn, model)
@@ -163,7 +163,7 @@ def _upcasts_in_sibling_methods(ctx: Context, fn: ast.AST | None, model: str) ->
     for method in cls.body:
         if method is fn or not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        calls = sorted((c for c in ctx.src.calls if ctx.src.enclosing_function(c) is method), key=lambda c: c.lineno)
+        calls = sorted(ctx.src.calls_in(method), key=lambda c: c.lineno)
         # a cast of some `param` of another method (a save hook's) says nothing of this model: the named ones only
         found += [c for c in _upcasts_before_training(ctx, calls, model, named=True)[0]
                   if (dotted(c.func) or "").endswith("cast_training_params") or dotted(c.func.value) == model]

@@ -11,7 +11,7 @@ from ampdoctor.audit.evidence import Tag
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
-from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_class, in_half_module
+from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, calls_named, in_class, in_half_module
 from ampdoctor.lint.python.dataflow import HALF, PRESERVING, describe
 from ampdoctor.lint.python.facts import AUTOCASTS, ModelCast, disables_autocast, hands_to_deepspeed
 from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, method, tokens
@@ -235,11 +235,14 @@ def _enters_half_autocast(ctx: Context, expr: ast.AST) -> bool:
     return isinstance(expr, (ast.Name, ast.Attribute)) and "autocast" in tokens(last_identifier(expr) or "")
 
 
+_ACCELERATOR = frozenset({"accelerate.Accelerator"})
+
+
 def _accelerate_returns_fp32(ctx: Context, value: ast.Call, block: ast.With) -> bool:
     """A model that accelerate prepared returns fp32 where its mixed precision is on: `prepare` wraps the forward in
     accelerate's autocast and then in `convert_outputs_to_fp32`. Called under ``accelerator.autocast()``, which
     autocasts only where that mixed precision is on, or in a file that turns it on, its logits are fp32."""
-    accelerators = [c for c in ctx.src.calls if ctx.qualname(c.func) == "accelerate.Accelerator"]
+    accelerators = [c for c, _ in calls_named(ctx, _ACCELERATOR)]
     # handed to DeepSpeed, accelerate leaves the precision to its engine, autocasts nothing and converts nothing
     if dotted(value.func) not in ctx.facts.prepared_names or not accelerators or any(hands_to_deepspeed(c) for c in accelerators):
         return False

@@ -105,7 +105,7 @@ def _unscales(ctx: Context, calls: list[ast.Call]) -> list[int]:
 
 def _own_calls(ctx: Context, body: ast.AST) -> list[ast.Call]:
     """The calls of a function or module body, not those of functions nested in it."""
-    return [c for c in ctx.src.calls if ctx.src.enclosing_function(c) is (body if not isinstance(body, ast.Module) else None)]
+    return ctx.src.calls_in(None if isinstance(body, ast.Module) else body)
 
 
 def _is_clip(ctx: Context, call: ast.Call) -> bool:

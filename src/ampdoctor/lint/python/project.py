@@ -418,12 +418,17 @@ class ProjectModel:
         return (self.folder and self.summaries[path].autocast is None and path not in autocast
                 and self._trains() and path not in self._helpers_reached(autocast) and not self._unparsed_autocast())
 
+    def _fixable(self) -> list[str]:
+        """The files of `unparsed` that may run once fixed: all but templates (`_template`), which are never fixed in
+        place."""
+        return [p for p in self.unparsed if not _template(p)]
+
     def _unparsed_autocast(self) -> bool:
         """Does the text of a file that does not compile show a sign of autocast (`AUTOCAST_SIGNS`; unreadable: yes)?
         Once fixed it may run anything under it. A template (`_template`) is never fixed in place: what runs is the
         file rendered from it elsewhere. Asked once: the answer is the folder's."""
         if self._unparsed_signs is None:
-            texts = (self.text_of(p) if self.text_of is not None else None for p in self.unparsed if not _template(p))
+            texts = (self.text_of(p) if self.text_of is not None else None for p in self._fixable())
             self._unparsed_signs = any(t is None or AUTOCAST_SIGNS.search(t.lower()) for t in texts)
         return self._unparsed_signs
 
@@ -546,7 +551,7 @@ class ProjectModel:
         # the project's own code, not a framework's that would enter autocast. Both are collected in the one pass.
         called: set[str] = set()
         own: set[str] = set()
-        for path in (*self.summaries, *(p for p in self.unparsed if not _template(p))):
+        for path in (*self.summaries, *self._fixable()):
             text = self.text_of(path)
             trainers = _trainer_signs(text, past_guards) if text is not None else None
             if trainers is None:

@@ -337,6 +337,18 @@ class SourceFile:
             self._by_name = by_name
         return self._by_name.get(name, [])
 
+    def calls_in(self, fn: ast.FunctionDef | ast.AsyncFunctionDef | None) -> list[ast.Call]:
+        """The calls made in `fn`'s own body, not in functions nested in it (None: the module's top-level code), in
+        the order of `calls`."""
+        return self._calls_by_function.get(fn, [])
+
+    @functools.cached_property
+    def _calls_by_function(self) -> dict[ast.AST | None, list[ast.Call]]:
+        grouped: dict[ast.AST | None, list[ast.Call]] = {}
+        for call in self.calls:
+            grouped.setdefault(self.enclosing_function(call), []).append(call)
+        return grouped
+
     def bindings(self, expr: ast.expr, scope: ast.AST) -> list[Binding]:
         """Every assignment to the name or attribute chain `expr`: Names in `scope` or, if never assigned
         there, in the enclosing scopes; attribute chains (``self.dtype``) anywhere in the file."""
