@@ -204,6 +204,15 @@ def test_a_framework_configured_in_code_for_mixed_precision_runs_what_its_script
         class RMSNorm(torch.nn.Module):
             def forward(self, x):
                 return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6)
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = torch.nn.Linear(8, 8)
+                self.norm = RMSNorm()
+
+            def forward(self, x):
+                return self.norm(self.proj(x))  # the output of a layer autocast runs in half
     """))
 
     def amp123(precision: str, **extra: str) -> list[tuple[str, str]]:
@@ -212,10 +221,10 @@ def test_a_framework_configured_in_code_for_mixed_precision_runs_what_its_script
         (tmp_path / "train.py").write_text(textwrap.dedent(f"""
             import lightning as L
             import torch
-            from model import RMSNorm
+            from model import Net
 
             fabric = L.Fabric({settings})
-            model = fabric.setup(RMSNorm())
+            model = fabric.setup(Net())
             opt = torch.optim.AdamW(model.parameters())
             loss = model(torch.randn(4, 8)).sum()
             fabric.backward(loss)

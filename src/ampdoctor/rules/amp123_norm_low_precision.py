@@ -221,7 +221,173 @@ def norm_low_precision(ctx: Context) -> Iterator[CodeHit]:
         dtypes = ctx.flow.tensor_dtype(base, ctx.src.scope(call))
         if said is None or (dtypes and dtypes <= FLOAT_UP) or (not (dtypes and dtypes & HALF) and _left_open_but_upcast(ctx, call, base, owner, upcast_scopes)):
             continue
-        yield _finding(ctx, call, owner, dtypes, said)
+        found = _judged(ctx, call, owner, dtypes, said)
+        if found is not None:
+            yield found
+
+
+def _judged(ctx: Context, call: ast.Call, owner: ast.AST, dtypes: frozenset | None, said: str) -> CodeHit | None:
+    """The finding of a norm that may compute in half: under autocast alone, as what the file applies it to says
+    (`_applied_to`): none for the fp32 residual stream, a note where the file does not show what it takes."""
+    applied = _applied_to(ctx, owner) if not (dtypes and dtypes & HALF) and _autocast_alone(ctx) else _LOWERED
+    if applied is _STREAM:
+        return None  # the variance is fp32
+    if applied is _LOWERED:
+        return _finding(ctx, call, owner, dtypes, said)
+    found = _finding(ctx, call, owner, dtypes, f"{said}, where autocast is the only half precision: that is half only where "
+                     "the norm takes the half output of a layer autocast runs in half (a q/k projection), not the fp32 "
+                     "residual stream")
+    return found[0], found[1], Severity.INFO
+
+
+def _autocast_alone(ctx: Context) -> bool:
+    """The only half precision this code runs in is autocast's: it enters (or is run under) half autocast, and
+    nothing casts a model to half, here or in the project, nor runs it from a half training config (which may cast
+    the model: DeepSpeed, a framework's true-half mode). The parameters then stay fp32, and so does every tensor
+    computed from them by ops autocast leaves alone (adds, multiplies, embeddings)."""
+    project = ctx.project
+    if ctx.facts.model_casts or project.half_model is not None or project.half is not None:
+        return False
+    return ctx.facts.half_autocast is not None or project.autocast is not None
+
+
+# What autocast made a norm's input: fp32 (the residual stream, an embedding, an add with either), half (an op
+# autocast runs in half: a linear or conv layer, a matmul, attention), or not known from this file.
+_STREAM, _LOWERED, _UNKNOWN = "stream", "lowered", "unknown"
+_LOWERING_CALLS = frozenset({"torch.matmul", "torch.mm", "torch.bmm", "torch.baddbmm", "torch.addmm", "torch.einsum",
+                             "torch.nn.functional.linear", "torch.nn.functional.conv1d", "torch.nn.functional.conv2d",
+                             "torch.nn.functional.conv3d", "torch.nn.functional.scaled_dot_product_attention"})
+_LOWERING_LAYERS = frozenset({"torch.nn.Linear", "torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d", "torch.nn.Bilinear",
+                              "torch.nn.MultiheadAttention"})
+_KEEPS_DTYPE = frozenset({"view", "reshape", "transpose", "permute", "contiguous", "flatten", "unflatten", "squeeze", "unsqueeze",
+                          "chunk", "split", "unbind", "expand", "narrow", "movedim", "swapaxes", "clone", "rearrange"})
+# Projections whose outputs q/k norms take (`self.q_norm(q)`, `self.k_layernorm(key)`): outputs of a linear layer.
+_PROJECTED = frozenset({"q", "k", "qk", "query", "key", "queries", "keys"})
+
+
+def _applied_to(ctx: Context, owner: ast.AST) -> str:
+    """What the file applies the norm `owner` to, under autocast alone: `_LOWERED` where any use takes an op's
+    half output, `_STREAM` where every use takes an fp32 one, `_UNKNOWN` where the file builds or calls it in a way
+    not followed (a list of norms, a class passed as a factory, a use in another file)."""
+    inputs = _norm_inputs(ctx, owner)
+    if not inputs:
+        return _UNKNOWN
+    kinds = {kind if not _projected(name) else _LOWERED for name, arg in inputs for kind in (_made_by(ctx, arg),)}
+    return _LOWERED if _LOWERED in kinds else _STREAM if kinds == {_STREAM} else _UNKNOWN
+
+
+def _projected(name: str | None) -> bool:
+    return name is not None and bool(tokens(name) & _PROJECTED)
+
+
+def _norm_inputs(ctx: Context, owner: ast.AST) -> list[tuple[str | None, ast.AST]] | None:
+    """(the name the norm is used under, the tensor it is given) for each use of `owner` in this file: a call of the
+    function, or of a module the file builds from the class (``self.q_norm = RMSNorm(d)`` ... ``self.q_norm(q)``);
+    None where a use is not of that form."""
+    name = getattr(owner, "name", None)
+    if name is None:
+        return None
+    uses: list[tuple[str | None, ast.AST]] = []
+    built: set[str] = set()
+    for node in ast.walk(ctx.src.tree):
+        if not (isinstance(node, ast.Name) and node.id == name) or node is owner:
+            continue
+        call = ctx.src.parents.get(node)
+        if not (isinstance(call, ast.Call) and call.func is node):
+            return None  # passed as a factory, put in a table: its uses are not followed
+        if isinstance(owner, ast.ClassDef):
+            target = _built_into(ctx, call)
+            if target is None:
+                return None
+            built.add(target)
+        elif call.args:
+            uses.append((None, call.args[0]))
+    for call in ctx.src.calls:
+        attr = call.func.attr if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) else None
+        if attr in built and call.args:
+            uses.append((attr, call.args[0]))
+    return uses
+
+
+def _built_into(ctx: Context, call: ast.Call) -> str | None:
+    """``self.norm = Cls(...)``: the attribute the module is built into, None for any other use of the class."""
+    stmt = ctx.src.parents.get(call)
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is call:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if len(targets) == 1 and isinstance(targets[0], ast.Attribute) and isinstance(targets[0].value, ast.Name):
+            return targets[0].attr
+    return None
+
+
+def _made_by(ctx: Context, expr: ast.AST, depth: int = 0) -> str:
+    """What autocast makes of `expr`: `_STREAM` (fp32), `_LOWERED` (half) or `_UNKNOWN`, followed through names,
+    reshapes, adds and casts."""
+    if depth > 6:
+        return _UNKNOWN
+    if isinstance(expr, ast.Subscript):
+        return _made_by(ctx, expr.value, depth + 1)
+    if isinstance(expr, ast.BinOp):
+        if isinstance(expr.op, ast.MatMult):
+            return _LOWERED
+        sides = {_made_by(ctx, expr.left, depth + 1), _made_by(ctx, expr.right, depth + 1)}
+        # fp32 with half promotes to fp32; half with a Python number stays half
+        return _STREAM if _STREAM in sides else _LOWERED if _LOWERED in sides else _UNKNOWN
+    if isinstance(expr, ast.Name):
+        return _named(ctx, expr, depth)
+    if isinstance(expr, ast.Call):
+        return _called(ctx, expr, depth)
+    return _UNKNOWN
+
+
+def _named(ctx: Context, expr: ast.Name, depth: int) -> str:
+    fn = ctx.src.enclosing_function(expr)
+    before = [b for b in ctx.src.bindings(expr, ctx.src.scope(expr)) if b[0] < expr.lineno or (fn is not None and b[0] == fn.lineno)]
+    if not before:
+        return _UNKNOWN
+    line, value = before[-1]
+    if fn is not None and line == fn.lineno and expr.id in {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}:
+        # the function's own input: the hidden states a block is given are the residual stream, q and k a projection's
+        return _LOWERED if _projected(expr.id) else _STREAM if fn.name == "forward" else _UNKNOWN
+    if value is None:
+        value = _unpacked_from(ctx, expr.id, line, fn)
+    return _made_by(ctx, value, depth + 1) if value is not None else _UNKNOWN
+
+
+def _unpacked_from(ctx: Context, name: str, line: int, fn: ast.AST | None) -> ast.AST | None:
+    """The value a tuple assignment on `line` unpacks into `name` from (``q, k, v = self.qkv(x).chunk(3, -1)``)."""
+    for stmt in ctx.src.assigns:
+        if stmt.lineno == line and isinstance(stmt, ast.Assign) and ctx.src.enclosing_function(stmt) is fn and any(
+                isinstance(t, (ast.Tuple, ast.List)) and any(isinstance(e, ast.Name) and e.id == name for e in t.elts) for t in stmt.targets):
+            return stmt.value
+    return None
+
+
+def _called(ctx: Context, call: ast.Call, depth: int) -> str:
+    cast = ctx.flow.cast_dtype(call, ctx.src.scope(call))
+    if cast:
+        return _STREAM if cast <= FLOAT_UP else _LOWERED if cast & HALF else _UNKNOWN
+    name = ctx.qualname(call.func)
+    if name in _LOWERING_CALLS:
+        return _LOWERED
+    func = call.func
+    if last_identifier(func) in _KEEPS_DTYPE:
+        inner = func.value if isinstance(func, ast.Attribute) and name is None else (call.args[0] if call.args else None)
+        return _made_by(ctx, inner, depth + 1) if inner is not None else _UNKNOWN
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+        return _module_output(ctx, func.attr)
+    return _UNKNOWN
+
+
+def _module_output(ctx: Context, attr: str) -> str:
+    """What ``self.<attr>(...)`` returns under autocast, from the layer the file builds into that attribute: an
+    embedding's fp32 rows, a linear or conv layer's half output; any other module is not known."""
+    for _, value in ctx.src.bindings(ast.Attribute(value=ast.Name(id="self"), attr=attr), ctx.src.tree):
+        layer = ctx.qualname(value.func) if isinstance(value, ast.Call) else None
+        if layer == "torch.nn.Embedding":
+            return _STREAM
+        if layer in _LOWERING_LAYERS:
+            return _LOWERED
+    return _UNKNOWN
 
 
 def _finding(ctx: Context, call: ast.Call, owner: ast.AST, dtypes: frozenset | None, said: str) -> CodeHit:
