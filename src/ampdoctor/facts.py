@@ -84,6 +84,9 @@ class RunFacts:
     zero_stage: int | None = None
     half_modes_enabled: tuple[str, ...] | None = None  # precision switches turned on together ("fp16", "bf16")
     requested_precision: str | None = None  # what a launcher asks of the engine config it points at: bf16, fp16, no
+    # The launcher asks it by its defaults: the config sets none of its precision keys (an HF arguments file without
+    # bf16/fp16), which the command line or the project's code may set for the run instead.
+    requested_by_default: bool | None = None
     # The launcher (accelerate, or the HF Trainer through it) switches off the engine file's bf16, written only under the
     # legacy `bfloat16` key: it adds `"bf16": {"enabled": false}` and DeepSpeed reads `bf16` first.
     engine_bf16_ignored: bool | None = None

@@ -241,7 +241,11 @@ def _requested(doc: Document, target: Reading, ref: Reference, explicit: Mode) -
     written = any(doc.has(block) for block in ("fp16", "bf16", "bfloat16", "amp"))
     if asked is None or asked.value not in ("bf16", "fp16", "no") or not written or explicit.name not in _ENGINE_TO_ASKED:
         return
+    if doc.own_engine_precision is not None:
+        return  # the project's code switches the blocks itself (`Document.own_engine_precision`): the file's switch is not what runs
     target.settings["requested_precision"] = Setting(asked.value, asked.location if not asked.default else ref.location, asked.default)
+    if asked.default:
+        target.settings["requested_by_default"] = Setting(True, ref.location)
     if asked.value in ("bf16", "fp16"):
         mine = doc.has(asked.value) and not is_auto(doc.get(asked.value, "enabled", default=None))
         target.settings["asked_block_written"] = Setting(mine, doc.at(asked.value) if mine else explicit.location)

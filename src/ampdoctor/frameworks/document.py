@@ -13,6 +13,16 @@ KeyPath = tuple[Key, ...]
 _MISSING = object()
 
 
+@dataclass(frozen=True)
+class OwnSaid:
+    """What a project's own Python says of its configs, beyond the keys it declares (`embedded.own_code`): where its
+    model-loading code defaults the load dtype to half (`Document.own_load_default`), and where it switches a
+    DeepSpeed config's precision itself (`Document.own_engine_precision`)."""
+
+    load_default: str | None = None
+    engine_precision: str | None = None
+
+
 @dataclass
 class Document:
     """One configuration document. `data` is plain Python data; `locations` maps each key path to
@@ -29,6 +39,9 @@ class Document:
     # Where the project's own model-loading code defaults the load dtype to a half dtype ("file:line"), if it does: a
     # config that sets no load dtype then gets that code's default, not the framework's fp32.
     own_load_default: str | None = None
+    # Where the project's own code switches a DeepSpeed config's fp16/bf16 block itself ("file:line"), if it does
+    # (``ds_config["bf16"]["enabled"] = args.bf16``): the switch a DeepSpeed file writes is then not what its engine runs.
+    own_engine_precision: str | None = None
 
     def get(self, *path: Key, default: Any = None) -> Any:
         node = self.data
@@ -75,7 +88,8 @@ class Document:
             if isinstance(node, dict):
                 node[path[-1]] = value
                 locs[tuple(path)] = loc
-        return Document(self.file, self.syntax, data, locs, own_keys=self.own_keys, own_load_default=self.own_load_default)
+        return Document(self.file, self.syntax, data, locs, own_keys=self.own_keys, own_load_default=self.own_load_default,
+                        own_engine_precision=self.own_engine_precision)
 
 
 def merge_documents(docs: Iterable[Document], file: str, normalize: Any = None) -> Document:

@@ -17,6 +17,7 @@ from ampdoctor.core.model import Finding
 from ampdoctor.dtypes import FP32
 from ampdoctor.frameworks import devices_named_in, reader_for, reader_named
 from ampdoctor.frameworks.base import ENGINES_WITH_MASTERS, Reading, Reference
+from ampdoctor.frameworks.document import OwnSaid
 from ampdoctor.frameworks.located import Document, jsonc_documents, load_documents, read_text
 from ampdoctor.frameworks.reader import Reader
 from ampdoctor.report import ErrorKind, Report, ReportError
@@ -57,13 +58,14 @@ def lint_readings(readings: list[Reading], checked: tuple[str, ...], errors: lis
 
 
 def read_configs(files: list[Path], own_keys: Mapping[Path, frozenset[str]] | None = None,
-                 load_defaults: Mapping[Path, str] | None = None,
+                 load_defaults: Mapping[Path, OwnSaid] | None = None,
                  documents: list[Document] | None = None) -> tuple[list[Reading], tuple[str, ...], list[ReportError]]:
     """Every training configuration in `files` as its framework runs it (the files of one run read together,
     referenced files followed, devices named in a folder added), the files read, and what could not be.
     `own_keys`: by file, the keys its project's own argument classes declare (`Document.own_keys`);
     `load_defaults`: by file, where its project's own loading code defaults the load dtype to half
-    (`Document.own_load_default`). `documents`, where given, gets every document of `files` that parsed, whether
+    (`Document.own_load_default`) and where its own code switches a DeepSpeed config's precision itself
+    (`Document.own_engine_precision`). `documents`, where given, gets every document of `files` that parsed, whether
     or not a framework recognises it."""
     errors: list[ReportError] = []
     recognised: list[tuple[Document, Reader]] = []
@@ -78,9 +80,10 @@ def read_configs(files: list[Path], own_keys: Mapping[Path, frozenset[str]] | No
         if error is not None and error.kind is ErrorKind.INPUT and text is not None:
             error = _another_tools_jsonc(path, text, error)
         own = (own_keys or {}).get(path)
-        load_default = (load_defaults or {}).get(path)
-        if own or load_default:
-            docs = [replace(doc, own_keys=own or doc.own_keys, own_load_default=load_default) for doc in docs]
+        said = (load_defaults or {}).get(path)
+        if own or said:
+            docs = [replace(doc, own_keys=own or doc.own_keys, own_load_default=said and said.load_default,
+                            own_engine_precision=said and said.engine_precision) for doc in docs]
         loaded[_key(path)] = docs
         if documents is not None:
             documents.extend(docs)

@@ -17,6 +17,7 @@ from ampdoctor.report import Report, ReportError
 
 if TYPE_CHECKING:  # the framework readers are imported where configs are read: a tree of Python needs none
     from ampdoctor.frameworks.base import Reading
+    from ampdoctor.frameworks.document import OwnSaid
     from ampdoctor.lint.python.config_values import ConfigValues
 
 # Folders that never hold the user's own training code or configs.
@@ -133,7 +134,7 @@ def lint_paths(paths: Sequence[str | Path], settings: LintSettings = LintSetting
     return replace(report, findings=tuple(f for f in report.findings if settings.enabled(f)))
 
 
-def _read_configs(configs: list[Path], context_configs: list[Path], own: dict[Path, frozenset[str]], defaults: dict[Path, str],
+def _read_configs(configs: list[Path], context_configs: list[Path], own: dict[Path, frozenset[str]], defaults: dict[Path, OwnSaid],
                   report: Report) -> tuple[Report, list[Evidence], ConfigValues | None]:
     """The report with the findings of `configs`; the training configs, of those and the context's, that compute
     in half precision (`half_configs`); and what their YAML files write for dtype and precision keys (for code that
@@ -156,13 +157,15 @@ def _read_configs(configs: list[Path], context_configs: list[Path], own: dict[Pa
 
 
 def own_code_by_config(configs: Sequence[Path], python: Sequence[Path],
-                       folders: Sequence[Path]) -> tuple[dict[Path, frozenset[str]], dict[Path, str]]:
+                       folders: Sequence[Path]) -> tuple[dict[Path, frozenset[str]], dict[Path, OwnSaid]]:
     """By config file, what its project's own code says of it (`embedded.own_code`, each file read once): the keys
-    its own argument classes declare, and where its own model-loading code defaults the load dtype to half (configs
-    of a project with no such default are left out of the second). A project is each folder linted (the innermost
-    that holds the file), or the files named alone together."""
+    its own argument classes declare, and `OwnSaid` (where its own model-loading code defaults the load dtype to half,
+    where it switches a DeepSpeed config's precision itself; configs of a project whose code does neither are left
+    out of the second). A project is each folder linted (the innermost that holds the file), or the files named
+    alone together."""
     if not configs:
         return {}, {}
+    from ampdoctor.frameworks.document import OwnSaid
     from ampdoctor.lint.python.embedded import own_code
 
     roots = [f.absolute() for f in folders]
@@ -174,9 +177,9 @@ def own_code_by_config(configs: Sequence[Path], python: Sequence[Path],
     for path in python:
         by_project.setdefault(project(path), []).append(path)
     said = {root: own_code(files) for root, files in by_project.items()}
-    by_config = {path: said.get(project(path), (frozenset(), None)) for path in configs}
+    by_config = {path: said.get(project(path), (frozenset(), OwnSaid())) for path in configs}
     return ({path: keys for path, (keys, _) in by_config.items()},
-            {path: where for path, (_, where) in by_config.items() if where})
+            {path: own for path, (_, own) in by_config.items() if own != OwnSaid()})
 
 
 def half_configs(readings: Sequence[Reading]) -> list[Evidence]:

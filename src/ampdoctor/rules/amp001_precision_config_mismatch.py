@@ -128,8 +128,13 @@ def _launcher_against_engine(facts: RunFacts, at: Places) -> Iterator[Hit]:
     quiet = not fails
     # A `deepspeed` key of the project's own (its own option, handed to `deepspeed.initialize` by its own code) reaches
     # the Trainer's checks only if the project passes it on: a refusal that depends on that is a warning that says so.
+    # So is one of a launcher that asks by its defaults: a config that writes none of its precision keys leaves them
+    # to what the run is started with (the Trainer's flags given on the command line beside the file).
     maybe = "" if facts.framework_known is not False else \
         f"if {launcher} reads this config (the project's own code declares this `deepspeed` option and calls deepspeed.initialize itself): "
+    if facts.requested_by_default:
+        maybe += f"unless the run sets {launcher}'s precision elsewhere (this config writes none of its precision keys, and the command line or code may): "
+        quiet = True
     yield Hit(f"{maybe}{launcher} asks for {_SPELLED[asked]} but the DeepSpeed config {engine_at.file} it points to runs {_SPELLED[runs]}{why}",
               here, related=at.others(here, engine_at, "reference"),
               severity=Severity.WARNING if quiet or facts.framework_known is False else None)

@@ -23,7 +23,7 @@ from ampdoctor.core.engine import check_policy
 from ampdoctor.core.model import Finding, Location
 from ampdoctor.frameworks import accelerate, deepspeed, fsdp, hf, lightning, reader_for, reader_named
 from ampdoctor.frameworks.base import Reading
-from ampdoctor.frameworks.document import Document, KeyPath
+from ampdoctor.frameworks.document import Document, KeyPath, OwnSaid
 from ampdoctor.frameworks.reader import READ_ERRORS, Reader
 from ampdoctor.lint.python.literal import UNKNOWN, Values
 from ampdoctor.lint.python.resolve import is_dataclass, last_identifier
@@ -259,37 +259,82 @@ def _field_default(value: ast.expr | None) -> ast.expr | None:
 _HF_BASE_NAMES = frozenset(q.rsplit(".", 1)[1] for q in HF_CLASSES)
 
 
-def own_code(paths: Iterable[Path]) -> tuple[frozenset[str], str | None]:
+def own_code(paths: Iterable[Path]) -> tuple[frozenset[str], OwnSaid]:
     """What the project's own Python (outside its tests) says of its training configs, each file read once: the fields
-    its own subclasses of HF TrainingArguments add (`own_argument_fields`), and where its own model-loading code
-    defaults the load dtype to half (`_half_load_default`). Read before the configs are, so by name only."""
-    fields: set[str] = set()
-    default: str | None = None
-    initializes = declares_deepspeed = False
+    its own subclasses of HF TrainingArguments add (`own_argument_fields`), where its own model-loading code
+    defaults the load dtype to half (`_half_load_default`), and where it switches a DeepSpeed config's precision
+    itself (`_switches_engine_precision`). Read before the configs are, so by name only."""
+    said = _OwnCode()
     for path in paths:
-        if _is_test_file(str(path)):
-            continue
-        try:
-            raw = path.read_bytes()
-            arguments, loads = b"TrainingArguments" in raw, default is None and b"torch_dtype" in raw
-            initializes = initializes or b"deepspeed.initialize(" in raw
-            option = not declares_deepspeed and any(word in raw for word in _OWN_DEEPSPEED_WORDS)
-            tree = ast.parse(raw) if arguments or loads or option else None
-        except (OSError, SyntaxError, ValueError, RecursionError):
-            continue
-        if tree is None:
-            continue
-        if arguments:
-            fields |= own_argument_fields(tree)
-        declares_deepspeed = declares_deepspeed or (option and _declares_own_deepspeed_option(tree))
-        line = _half_load_default(tree) if loads else None
-        if line is not None:
-            default = f"{path.name}:{line}"
-    if initializes and declares_deepspeed:
+        if not _is_test_file(str(path)):
+            said.read(path)
+    if said.initializes and said.declares_deepspeed:
         # The project hands its DeepSpeed config to `deepspeed.initialize` itself, from an option of its own: a config's
         # `deepspeed` key is that option, which the HF Trainer's checks see only if the project also passes it on.
-        fields.add("deepspeed")
-    return frozenset(fields), default
+        said.fields.add("deepspeed")
+    return frozenset(said.fields), OwnSaid(said.default, said.switched)
+
+
+class _OwnCode:
+    """What `own_code` has read so far; a file is parsed only where its bytes hold what one of the readings looks for."""
+
+    def __init__(self) -> None:
+        self.fields: set[str] = set()
+        self.default: str | None = None
+        self.switched: str | None = None
+        self.initializes = self.declares_deepspeed = False
+
+    def read(self, path: Path) -> None:
+        try:
+            raw = path.read_bytes()
+            arguments, loads = b"TrainingArguments" in raw, self.default is None and b"torch_dtype" in raw
+            self.initializes = self.initializes or b"deepspeed.initialize(" in raw
+            option = not self.declares_deepspeed and any(word in raw for word in _OWN_DEEPSPEED_WORDS)
+            switches = self.switched is None and b"enabled" in raw and any(word in raw for word in _ENGINE_BLOCK_WORDS)
+            tree = ast.parse(raw) if arguments or loads or option or switches else None
+        except (OSError, SyntaxError, ValueError, RecursionError):
+            return
+        if tree is not None:
+            self._parsed(path, tree, arguments, loads, option, switches)
+
+    def _parsed(self, path: Path, tree: ast.Module, arguments: bool, loads: bool, option: bool, switches: bool) -> None:
+        if arguments:
+            self.fields |= own_argument_fields(tree)
+        self.declares_deepspeed = self.declares_deepspeed or (option and _declares_own_deepspeed_option(tree))
+        line = _half_load_default(tree) if loads else None
+        if line is not None:
+            self.default = f"{path.name}:{line}"
+        line = _switches_engine_precision(tree) if switches else None
+        if line is not None:
+            self.switched = f"{path.name}:{line}"
+
+
+# What a file that switches a DeepSpeed config's precision block holds (only those are parsed for it).
+_ENGINE_BLOCK_WORDS = (b'["fp16"]', b"['fp16']", b'["bf16"]', b"['bf16']", b'["bfloat16"]', b"['bfloat16']")
+_ENGINE_BLOCKS = frozenset({"fp16", "bf16", "bfloat16"})
+
+
+def _switches_engine_precision(tree: ast.Module) -> int | None:
+    """The line where the code switches a DeepSpeed precision block of a config it holds as a dict:
+    ``ds_config["bf16"]["enabled"] = args.bf16``, or the whole block replaced by one that says whether it is
+    enabled (``ds["fp16"] = {"enabled": not bf16}``). Keyword dicts of a launcher's arguments
+    (``kwargs["fp16"] = ...``) write no block and do not count."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            if not isinstance(target, ast.Subscript):
+                continue
+            if _constant_key(target) == "enabled" and isinstance(target.value, ast.Subscript) and _constant_key(target.value) in _ENGINE_BLOCKS:
+                return node.lineno
+            if _constant_key(target) in _ENGINE_BLOCKS and isinstance(node.value, ast.Dict) and any(
+                    isinstance(k, ast.Constant) and k.value == "enabled" for k in node.value.keys):
+                return node.lineno
+    return None
+
+
+def _constant_key(target: ast.Subscript) -> object:
+    return target.slice.value if isinstance(target.slice, ast.Constant) else None
 
 
 # What a file that declares its own `deepspeed` option holds (only those are parsed for it).
