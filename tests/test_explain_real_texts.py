@@ -414,3 +414,47 @@ def test_a_context_decided_message_another_rule_reads_nearly_as_well_is_first_bu
     cands = explain(text, limit=None, weak=True)
     assert cands[0].rule.id == rule and cands[0].guess and "fits the text nearly as well" in cands[0].reason
     assert cands[1].score >= RIVAL_SHARE * cands[0].score
+
+
+def test_accelerates_device_map_dispatch_hooks_are_no_sign_of_its_mixed_precision():
+    # accelerate/hooks.py is the `new_forward` every device_map model runs through, whatever its precision set-up: a
+    # frame there says nothing of an accelerate launch whose precision disagrees with the model's (AMP001's context).
+    msg = "RuntimeError: expected scalar type BFloat16 but found Float"
+    for hooks in ('  File "/usr/lib/python3.10/site-packages/accelerate/hooks.py", line 170, in new_forward\n',
+                  '  File "C:\\envs\\llm\\lib\\site-packages\\accelerate\\hooks.py", line 170, in new_forward\n'):
+        assert not _fit(hooks + msg, "AMP001").context_matched
+    assert _fit("accelerate launch --mixed_precision bf16 train.py\n" + msg, "AMP001").context_matched
+    assert _fit('  File "site-packages/accelerate/accelerator.py", line 2100, in backward\n' + msg, "AMP001").context_matched
+
+
+def test_a_compiled_ops_kernel_call_ending_in_conv_forward_is_no_conv_layers_frame():
+    # `ext_module.deform_conv_forward(...)` is an extension's kernel (AMP110's), not a conv layer's `self._conv_forward`
+    # checking its input against its weight (AMP131's context).
+    msg = "RuntimeError: expected scalar type Half but found Float"
+    kernel = ('  File "/work/det/ops/deform_conv.py", line 73, in forward\n'
+              "    ext_module.deform_conv_forward(input, weight, offset, output)\n")
+    assert not _fit(kernel + msg, "AMP131").context_matched
+    assert _fit("    return self._conv_forward(input, self.weight, self.bias)\n" + msg, "AMP131").context_matched
+    first = explain(kernel + msg)[0]
+    assert first.rule.id == "AMP110" and not first.guess, first.reason
+
+
+def test_the_pre_1_5_wording_of_a_dtype_check_is_an_extensions_only_with_its_frames():
+    # "Expected object of scalar type Half but got scalar type Float for argument #N" is the same check as today's
+    # "expected scalar type Half but found Float": alone it stays the generic promotion's first, as that message does.
+    bare = "RuntimeError: Expected object of scalar type Half but got scalar type Float for argument #2 'other'"
+    cands = explain(bare)
+    assert cands[0].rule.id == "AMP201" and cands[0].guess
+    ext = '  File "/work/det/ops/roi_pool.py", line 40, in forward\n    out = roi_pool_ext.forward(feats, rois)\n' + bare
+    assert explain(ext)[0].rule.id == "AMP110"
+
+
+@pytest.mark.parametrize("fixture", [
+    "AMP004-grad-scaler-with-bf16/explain/bad_scaler_needless_in_bf16_told.txt",
+    "AMP123-norm-low-precision/explain/bad_square_overflow_told.txt",
+    "AMP124-softmax-low-precision/explain/bad_softmax_nan_in_half_told.txt",
+    "AMP140-autocast-device-type/explain/bad_autocast_unavailable_on_mps_told.txt",
+])
+def test_a_cause_told_in_words_ranks_its_rule_but_only_as_a_guess(fixture):
+    first = explain((ROOT / "tests/rules" / fixture).read_text())[0]
+    assert first.rule.id == fixture[:6] and first.basis == "signature" and first.guess
