@@ -285,6 +285,8 @@ def _half_model_output(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int =
     if depth > 4:
         return None
     if isinstance(expr, ast.Subscript) or (isinstance(expr, ast.Attribute) and expr.attr == "logits"):
+        if _rebound_up(ctx, expr, scope):
+            return None
         return _half_model_output(ctx, expr.value, scope, depth + 1)
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Div, ast.Mult)) and _python_number(ctx, expr.right, scope):
         return _half_model_output(ctx, expr.left, scope, depth + 1)  # `logits / temperature` keeps the logits' dtype
@@ -298,6 +300,20 @@ def _half_model_output(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int =
         callee = dotted(expr.func)
         return next((c for c in ctx.facts.model_casts if c.name and c.name == callee), None)
     return None
+
+
+def _rebound_up(ctx: Context, expr: ast.Subscript | ast.Attribute, scope: ast.AST) -> bool:
+    """An item or attribute of the output rebound to an fp32 copy above the use, in the same function
+    (``output["logits"] = output["logits"].to(torch.float32)``, ``out.logits = out.logits.float()``): what is read
+    there below is fp32, whatever the model returned."""
+    text = ast.unparse(expr)
+    for node in ctx.src.assigns:
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and node.lineno < expr.lineno):
+            continue
+        if any(ast.unparse(t) == text for t in node.targets) and ctx.src.scope(node) is scope \
+                and (ctx.flow.cast_dtype(node.value) or frozenset()) & FLOAT_UP:
+            return True
+    return False
 
 
 # Names of the numbers logits are scaled by before a softmax: a Python float keeps a tensor's dtype.

@@ -224,7 +224,9 @@ def min_filled_masks_summed(ctx: Context) -> Iterator[CodeHit]:
             left, right, result = node.left, node.right, _stored_in(ctx, node)
         else:
             left, right, result = node.target, node.value, node.target
-        scope, line = ctx.src.scope(node), node.lineno
+        # bindings before the statement the sum is in: one that starts a line above and holds this very sum (``mask = (\n
+        # mask + (1 - mask) * finfo.min)``) is what the sum makes, not what it adds
+        scope, line = ctx.src.scope(node), _statement(ctx, node).lineno
         fills = [_min_fill(ctx, mins, side, scope, line, 0) for side in (left, right)]
         if None in fills or _clamped(ctx, node, result, scope):
             continue
@@ -232,6 +234,11 @@ def min_filled_masks_summed(ctx: Context) -> Iterator[CodeHit]:
         yield node, (f"`{ast.unparse(node)[:60]}` adds two masks each filled with their dtype's minimum ({where}): where both "
                      "mask a position the sum overflows to -inf, and a row of -inf gives NaN in softmax or "
                      "scaled_dot_product_attention; clamp the sum to `torch.finfo(dtype).min`"), Severity.WARNING
+
+
+def _statement(ctx: Context, node: ast.AST) -> ast.AST:
+    """The statement `node` is part of (itself, for an augmented assignment)."""
+    return node if isinstance(node, ast.stmt) else next((a for a in ctx.src.ancestors(node) if isinstance(a, ast.stmt)), node)
 
 
 def _is_finfo_min(ctx: Context, node: ast.AST) -> bool:

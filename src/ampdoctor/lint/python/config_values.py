@@ -154,11 +154,15 @@ _OWNERS = frozenset({"self", "cls"})
 
 def key_path(node: ast.AST) -> tuple[str, ...] | None:
     """The keys a config read follows below the config object: ``cfg.fsdp.reduce_dtype`` -> (fsdp, reduce_dtype),
-    ``configs["dtype"]`` -> (dtype,), ``cfg.get("reduce_dtype", "fp32")`` -> (reduce_dtype,); None for anything
-    else."""
+    ``configs["dtype"]`` -> (dtype,), ``cfg.get("reduce_dtype", "fp32")`` -> (reduce_dtype,), an option kept flat
+    under its dotted name ``getattr(opts, "fsdp.reduce_dtype")`` -> (fsdp, reduce_dtype); None for anything else."""
     parts: list[str] = []
     while True:
-        if isinstance(node, ast.Attribute):
+        if _getattr_of_name(node):
+            assert isinstance(node, ast.Call)
+            parts.extend(reversed(node.args[1].value.split(".")))  # type: ignore[attr-defined]
+            node = node.args[0]
+        elif isinstance(node, ast.Attribute):
             parts.append(node.attr)
             node = node.value
         elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
@@ -176,6 +180,13 @@ def key_path(node: ast.AST) -> tuple[str, ...] | None:
     if node.id in _OWNERS:
         parts = parts[1:]
     return tuple(parts) or None
+
+
+def _getattr_of_name(node: ast.AST) -> bool:
+    """``getattr(obj, "a.b")`` (with or without a default) of a constant, non-empty option name."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
+        and len(node.args) in (2, 3) and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str) \
+        and all(node.args[1].value.split("."))
 
 
 def stored_keys(assigns: Iterable[ast.AST]) -> frozenset[str]:

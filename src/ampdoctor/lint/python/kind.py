@@ -160,6 +160,10 @@ def site_kind(src: SourceFile, node: ast.AST, file: Kind) -> Kind:
         why = _evaluation(src, parent, child)
         if why:
             return Kind(CodeKind.EVALUATION, why)
+        if isinstance(parent, (ast.With, ast.AsyncWith)) and (child in parent.body or child in parent.items) \
+                and _discarded_probe(src, parent):
+            return Kind(CodeKind.BENCHMARK, f"a probe (line {parent.lineno}) whose outputs are deleted unread and whose "
+                                            "gradients are cleared before any optimizer step")
     return file
 
 
@@ -201,6 +205,52 @@ def _evaluation(src: SourceFile, parent: ast.AST, child: ast.AST) -> str | None:
         if words & _EVAL_WORDS:
             return f"in a branch taken for validation or sampling (line {parent.lineno})"
     return None
+
+
+def _discarded_probe(src: SourceFile, block: ast.With | ast.AsyncWith) -> bool:
+    """A forward and backward pass run only to measure (the memory a batch size needs, its speed): the block binds
+    plain names only, each deleted after it (``del out, loss``) and none read before that, changes no other state, and
+    the gradients its ``backward()`` leaves are cleared by a ``zero_grad()`` statement after it, before any ``step``
+    (nothing in the block reaches the weights)."""
+    bound: set[str] = set()
+    backward = False
+    for node in (n for stmt in block.body for n in ast.walk(stmt)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward":
+            backward = True
+        elif isinstance(node, ast.AugAssign) or _state_call(node):
+            return False
+        for target in _targets(node):
+            if isinstance(target, ast.Name):
+                bound.add(target.id)
+            elif not isinstance(target, (ast.Tuple, ast.List, ast.expr_context)):
+                return False  # an attribute or item set keeps what the block made
+    if not backward or not bound:
+        return False
+    after = _statements_after(src, block)
+    deleted = {t.id for stmt in after if isinstance(stmt, ast.Delete) for t in stmt.targets if isinstance(t, ast.Name)}
+    return bound <= deleted and _cleared_before_step(after) and not _read_after(src, block, bound)
+
+
+def _statements_after(src: SourceFile, block: ast.AST) -> list[ast.stmt]:
+    """The statements after `block` in the statement list that holds it."""
+    parent = src.parents.get(block)
+    for field in ("body", "orelse", "finalbody"):
+        stmts = getattr(parent, field, None)
+        if isinstance(stmts, list) and block in stmts:
+            return stmts[stmts.index(block) + 1:]
+    return []
+
+
+def _cleared_before_step(stmts: list[ast.stmt]) -> bool:
+    """A ``x.zero_grad(...)`` statement comes first among the statements, before any call named ``step`` (an
+    optimizer or scheduler step, anywhere in a statement before it)."""
+    for stmt in stmts:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "zero_grad":
+            return True
+        if any(isinstance(n, ast.Call) and last_identifier(n.func) == "step" for n in ast.walk(stmt)):
+            return False
+    return False
 
 
 def _updates_state(src: SourceFile, block: ast.With | ast.AsyncWith) -> bool:
