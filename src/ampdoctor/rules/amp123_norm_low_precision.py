@@ -242,11 +242,13 @@ def _judged(ctx: Context, call: ast.Call, owner: ast.AST, dtypes: frozenset | No
 
 def _autocast_alone(ctx: Context) -> bool:
     """The only half precision this code runs in is autocast's: it enters (or is run under) half autocast, and
-    nothing casts a model to half, here or in the project, nor runs it from a half training config (which may cast
-    the model: DeepSpeed, a framework's true-half mode). The parameters then stay fp32, and so does every tensor
-    computed from them by ops autocast leaves alone (adds, multiplies, embeddings)."""
+    nothing casts a model to half, here or in the project (a training file that casts its model beside its autocast
+    included: `Evidence.casts_weights`), nor runs it from a half training config (which may cast the model:
+    DeepSpeed, a framework's true-half mode). The parameters then stay fp32, and so does every tensor computed from
+    them by ops autocast leaves alone (adds, multiplies, embeddings)."""
     project = ctx.project
-    if ctx.facts.model_casts or project.half_model is not None or project.half is not None:
+    if ctx.facts.model_casts or project.half_model is not None or project.half is not None \
+            or (project.autocast is not None and project.autocast.casts_weights):
         return False
     return ctx.facts.half_autocast is not None or project.autocast is not None
 
