@@ -10,10 +10,10 @@ from typing import Callable, Iterator
 
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
-from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, half_dtypes_run
+from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, MATMUL_CALLS, CodeHit, Context, half_dtypes_run
 from ampdoctor.lint.python.dataflow import FP16, HALF, describe
 from ampdoctor.lint.python.project import cpu_autocast_line
-from ampdoctor.lint.python.resolve import keyword, last_identifier, tokens
+from ampdoctor.lint.python.resolve import keyword, last_identifier, self_attribute, tokens
 
 SQUARES = frozenset({"torch.square"})
 
@@ -256,9 +256,9 @@ def _autocast_alone(ctx: Context) -> bool:
 # What autocast made a norm's input: fp32 (the residual stream, an embedding, an add with either), half (an op
 # autocast runs in half: a linear or conv layer, a matmul, attention), or not known from this file.
 _STREAM, _LOWERED, _UNKNOWN = "stream", "lowered", "unknown"
-_LOWERING_CALLS = frozenset({"torch.matmul", "torch.mm", "torch.bmm", "torch.baddbmm", "torch.addmm", "torch.einsum",
-                             "torch.nn.functional.linear", "torch.nn.functional.conv1d", "torch.nn.functional.conv2d",
-                             "torch.nn.functional.conv3d", "torch.nn.functional.scaled_dot_product_attention"})
+_LOWERING_CALLS = MATMUL_CALLS | frozenset({"torch.addmm", "torch.nn.functional.linear", "torch.nn.functional.conv1d",
+                                            "torch.nn.functional.conv2d", "torch.nn.functional.conv3d",
+                                            "torch.nn.functional.scaled_dot_product_attention"})
 _LOWERING_LAYERS = frozenset({"torch.nn.Linear", "torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d", "torch.nn.Bilinear",
                               "torch.nn.MultiheadAttention"})
 _KEEPS_DTYPE = frozenset({"view", "reshape", "transpose", "permute", "contiguous", "flatten", "unflatten", "squeeze", "unsqueeze",
@@ -305,7 +305,7 @@ def _norm_inputs(ctx: Context, owner: ast.AST) -> list[tuple[str | None, ast.AST
         elif call.args:
             uses.append((None, call.args[0]))
     for call in ctx.src.calls:
-        attr = call.func.attr if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) else None
+        attr = self_attribute(call.func)  # not `torch.norm(...)` nor a tensor's `.norm(2)`: names the module shares
         if attr in built and call.args:
             uses.append((attr, call.args[0]))
     return uses
@@ -316,8 +316,8 @@ def _built_into(ctx: Context, call: ast.Call) -> str | None:
     stmt = ctx.src.parents.get(call)
     if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is call:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-        if len(targets) == 1 and isinstance(targets[0], ast.Attribute) and isinstance(targets[0].value, ast.Name):
-            return targets[0].attr
+        if len(targets) == 1:
+            return self_attribute(targets[0])
     return None
 
 
@@ -375,8 +375,9 @@ def _called(ctx: Context, call: ast.Call, depth: int) -> str:
     if last_identifier(func) in _KEEPS_DTYPE:
         inner = func.value if isinstance(func, ast.Attribute) and name is None else (call.args[0] if call.args else None)
         return _made_by(ctx, inner, depth + 1) if inner is not None else _UNKNOWN
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-        return _module_output(ctx, func.attr)
+    attr = self_attribute(func)
+    if attr is not None:
+        return _module_output(ctx, attr)
     return _UNKNOWN
 
 
