@@ -359,6 +359,40 @@ def test_a_norm_in_half_is_as_severe_as_what_half_does_to_its_variance():
     assert severity == "warning"
 
 
+def test_a_norm_module_is_used_where_the_file_calls_the_attribute_it_is_built_into():
+    # Under fp16 autocast alone a norm of the residual stream squares in fp32: no finding. `torch.norm(...)` and a
+    # tensor's `.norm(2)` elsewhere in the file are no uses of the module built into `self.norm`.
+    from ampdoctor.lint.python import lint_source
+
+    code = textwrap.dedent("""
+        import torch
+
+        class RMSNorm(torch.nn.Module):
+            def forward(self, x):
+                return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6)
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = torch.nn.Embedding(16, 8)
+                self.norm = RMSNorm()
+                self.head = torch.nn.Linear(8, 16)
+
+            def forward(self, idx):
+                return self.head(self.norm(self.embed(idx)))
+
+        def grad_norm(model):
+            return torch.norm(torch.stack([p.grad.norm(2) for p in model.parameters()]), 2)
+
+        model = Net().cuda()
+        with torch.autocast("cuda", dtype=torch.float16):
+            model(torch.zeros(2, 4, dtype=torch.long).cuda()).sum().backward()
+    """)
+    findings, error = lint_source(code)
+    assert error is None, error
+    assert [f for f in findings if f.rule_id == "AMP123"] == []
+
+
 def test_hf_llama_and_gemma_norms_and_non_norm_means_are_fine():
     code = """
     import torch

@@ -10,10 +10,10 @@ from typing import Callable, Iterator
 
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
-from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, half_dtypes_run
+from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, MATMUL_CALLS, CodeHit, Context, half_dtypes_run
 from ampdoctor.lint.python.dataflow import FP16, HALF, describe
 from ampdoctor.lint.python.project import cpu_autocast_line
-from ampdoctor.lint.python.resolve import keyword, last_identifier, tokens
+from ampdoctor.lint.python.resolve import keyword, last_identifier, self_attribute, tokens
 
 SQUARES = frozenset({"torch.square"})
 
@@ -235,18 +235,20 @@ def _judged(ctx: Context, call: ast.Call, owner: ast.AST, dtypes: frozenset | No
     if applied is _LOWERED:
         return _finding(ctx, call, owner, dtypes, said)
     found = _finding(ctx, call, owner, dtypes, f"{said}, where autocast is the only half precision: that is half only where "
-                     "the norm takes the half output of a layer autocast runs in half (a q/k projection), not the fp32 "
-                     "residual stream")
+                     "the norm takes a half tensor, the output of a layer autocast runs in half (a q/k projection) or a "
+                     "residual stream that starts at one; a stream that starts at an embedding stays fp32")
     return found[0], found[1], Severity.INFO
 
 
 def _autocast_alone(ctx: Context) -> bool:
     """The only half precision this code runs in is autocast's: it enters (or is run under) half autocast, and
-    nothing casts a model to half, here or in the project, nor runs it from a half training config (which may cast
-    the model: DeepSpeed, a framework's true-half mode). The parameters then stay fp32, and so does every tensor
-    computed from them by ops autocast leaves alone (adds, multiplies, embeddings)."""
+    nothing casts a model to half, here or in the project (a training file that casts its model beside its autocast
+    included: `Evidence.casts_weights`), nor runs it from a half training config (which may cast the model:
+    DeepSpeed, a framework's true-half mode). The parameters then stay fp32, and so does every tensor computed from
+    them by ops autocast leaves alone (adds, multiplies, embeddings)."""
     project = ctx.project
-    if ctx.facts.model_casts or project.half_model is not None or project.half is not None:
+    if ctx.facts.model_casts or project.half_model is not None or project.half is not None \
+            or (project.autocast is not None and project.autocast.casts_weights):
         return False
     return ctx.facts.half_autocast is not None or project.autocast is not None
 
@@ -254,9 +256,9 @@ def _autocast_alone(ctx: Context) -> bool:
 # What autocast made a norm's input: fp32 (the residual stream, an embedding, an add with either), half (an op
 # autocast runs in half: a linear or conv layer, a matmul, attention), or not known from this file.
 _STREAM, _LOWERED, _UNKNOWN = "stream", "lowered", "unknown"
-_LOWERING_CALLS = frozenset({"torch.matmul", "torch.mm", "torch.bmm", "torch.baddbmm", "torch.addmm", "torch.einsum",
-                             "torch.nn.functional.linear", "torch.nn.functional.conv1d", "torch.nn.functional.conv2d",
-                             "torch.nn.functional.conv3d", "torch.nn.functional.scaled_dot_product_attention"})
+_LOWERING_CALLS = MATMUL_CALLS | frozenset({"torch.addmm", "torch.nn.functional.linear", "torch.nn.functional.conv1d",
+                                            "torch.nn.functional.conv2d", "torch.nn.functional.conv3d",
+                                            "torch.nn.functional.scaled_dot_product_attention"})
 _LOWERING_LAYERS = frozenset({"torch.nn.Linear", "torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d", "torch.nn.Bilinear",
                               "torch.nn.MultiheadAttention"})
 _KEEPS_DTYPE = frozenset({"view", "reshape", "transpose", "permute", "contiguous", "flatten", "unflatten", "squeeze", "unsqueeze",
@@ -303,7 +305,7 @@ def _norm_inputs(ctx: Context, owner: ast.AST) -> list[tuple[str | None, ast.AST
         elif call.args:
             uses.append((None, call.args[0]))
     for call in ctx.src.calls:
-        attr = call.func.attr if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) else None
+        attr = self_attribute(call.func)  # not `torch.norm(...)` nor a tensor's `.norm(2)`: names the module shares
         if attr in built and call.args:
             uses.append((attr, call.args[0]))
     return uses
@@ -314,8 +316,8 @@ def _built_into(ctx: Context, call: ast.Call) -> str | None:
     stmt = ctx.src.parents.get(call)
     if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is call:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-        if len(targets) == 1 and isinstance(targets[0], ast.Attribute) and isinstance(targets[0].value, ast.Name):
-            return targets[0].attr
+        if len(targets) == 1:
+            return self_attribute(targets[0])
     return None
 
 
@@ -329,9 +331,10 @@ def _made_by(ctx: Context, expr: ast.AST, depth: int = 0) -> str:
     if isinstance(expr, ast.BinOp):
         if isinstance(expr.op, ast.MatMult):
             return _LOWERED
-        sides = {_made_by(ctx, expr.left, depth + 1), _made_by(ctx, expr.right, depth + 1)}
-        # fp32 with half promotes to fp32; half with a Python number stays half
-        return _STREAM if _STREAM in sides else _LOWERED if _LOWERED in sides else _UNKNOWN
+        # fp32 with half promotes to fp32, half with half or a Python number stays half: one side not known leaves
+        # the result not known unless the other is fp32
+        sides = {_made_by(ctx, side, depth + 1) for side in (expr.left, expr.right) if not isinstance(side, ast.Constant)}
+        return _STREAM if _STREAM in sides else _LOWERED if sides == {_LOWERED} else _UNKNOWN
     if isinstance(expr, ast.Name):
         return _named(ctx, expr, depth)
     if isinstance(expr, ast.Call):
@@ -340,17 +343,21 @@ def _made_by(ctx: Context, expr: ast.AST, depth: int = 0) -> str:
 
 
 def _named(ctx: Context, expr: ast.Name, depth: int) -> str:
+    """Every value the function binds the name to, whatever the order (a loop carries the last one round to its top):
+    half if any is, fp32 only if all are. A parameter is the caller's: q and k are a projection's output, any other
+    input is not known (a block's hidden states are fp32 only where the stream starts at an embedding, not at a
+    linear or conv input projection)."""
     fn = ctx.src.enclosing_function(expr)
-    before = [b for b in ctx.src.bindings(expr, ctx.src.scope(expr)) if b[0] < expr.lineno or (fn is not None and b[0] == fn.lineno)]
-    if not before:
-        return _UNKNOWN
-    line, value = before[-1]
-    if fn is not None and line == fn.lineno and expr.id in {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}:
-        # the function's own input: the hidden states a block is given are the residual stream, q and k a projection's
-        return _LOWERED if _projected(expr.id) else _STREAM if fn.name == "forward" else _UNKNOWN
-    if value is None:
-        value = _unpacked_from(ctx, expr.id, line, fn)
-    return _made_by(ctx, value, depth + 1) if value is not None else _UNKNOWN
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)} if fn is not None else set()
+    kinds = set()
+    for line, value in ctx.src.bindings(expr, ctx.src.scope(expr)):
+        if fn is not None and line == fn.lineno and expr.id in params:
+            kinds.add(_LOWERED if _projected(expr.id) else _UNKNOWN)
+            continue
+        if value is None:
+            value = _unpacked_from(ctx, expr.id, line, fn)
+        kinds.add(_made_by(ctx, value, depth + 1) if value is not None else _UNKNOWN)
+    return _LOWERED if _LOWERED in kinds else _STREAM if kinds == {_STREAM} else _UNKNOWN
 
 
 def _unpacked_from(ctx: Context, name: str, line: int, fn: ast.AST | None) -> ast.AST | None:
@@ -373,21 +380,35 @@ def _called(ctx: Context, call: ast.Call, depth: int) -> str:
     if last_identifier(func) in _KEEPS_DTYPE:
         inner = func.value if isinstance(func, ast.Attribute) and name is None else (call.args[0] if call.args else None)
         return _made_by(ctx, inner, depth + 1) if inner is not None else _UNKNOWN
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-        return _module_output(ctx, func.attr)
+    attr = self_attribute(func)
+    if attr is not None:
+        return _module_output(ctx, attr, depth)
     return _UNKNOWN
 
 
-def _module_output(ctx: Context, attr: str) -> str:
+def _module_output(ctx: Context, attr: str, depth: int) -> str:
     """What ``self.<attr>(...)`` returns under autocast, from the layer the file builds into that attribute: an
-    embedding's fp32 rows, a linear or conv layer's half output; any other module is not known."""
+    embedding's fp32 rows, a linear or conv layer's half output, or what the ``forward`` of a module class of this
+    file returns (an attention block ending in its output projection is half); any other module is not known."""
     for _, value in ctx.src.bindings(ast.Attribute(value=ast.Name(id="self"), attr=attr), ctx.src.tree):
-        layer = ctx.qualname(value.func) if isinstance(value, ast.Call) else None
+        if not isinstance(value, ast.Call):
+            continue
+        layer = ctx.qualname(value.func)
         if layer == "torch.nn.Embedding":
             return _STREAM
         if layer in _LOWERING_LAYERS:
             return _LOWERED
+        cls = next((c for c in ctx.src.classes if isinstance(value.func, ast.Name) and c.name == value.func.id), None)
+        if cls is not None:
+            return _forward_returns(ctx, cls, depth)
     return _UNKNOWN
+
+
+def _forward_returns(ctx: Context, cls: ast.ClassDef, depth: int) -> str:
+    forward = next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "forward"), None)
+    returned = [r.value for r in ast.walk(forward) if isinstance(r, ast.Return) and r.value is not None] if forward else []
+    kinds = {_made_by(ctx, value, depth + 1) for value in returned}
+    return _LOWERED if _LOWERED in kinds else _STREAM if kinds == {_STREAM} else _UNKNOWN
 
 
 def _finding(ctx: Context, call: ast.Call, owner: ast.AST, dtypes: frozenset | None, said: str) -> CodeHit:

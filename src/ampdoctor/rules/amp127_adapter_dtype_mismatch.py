@@ -126,8 +126,8 @@ def _adapter_message(dtypes: frozenset, wrapped: ast.AST | int) -> str:
     # Nothing is said of autocast: a trainer this file hands the model to may autocast (HF's with bf16=True), and the
     # adapters are trained in the cast dtype all the same, autocast casting only what the ops compute.
     return (f"the PEFT model (line {line}) is cast to {describe(dtypes)} after its adapters were added: the trainable adapters "
-            f"leave fp32, and their optimizer updates are rounded to {describe(dtypes)} with no fp32 copy to keep them; load the "
-            "base with `torch_dtype=` before `get_peft_model`")
+            f"leave fp32, and unless the optimizer keeps fp32 master weights (DeepSpeed does) their updates are rounded to "
+            f"{describe(dtypes)}; load the base with `torch_dtype=` before `get_peft_model`")
 
 
 @code_check("AMP127", triggers=("assign=True",), also=(("lora", "LoRA", "adapter", "peft"),))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
@@ -290,7 +291,8 @@ class _OwnCode:
             arguments, loads = b"TrainingArguments" in raw, self.default is None and b"torch_dtype" in raw
             self.initializes = self.initializes or b"deepspeed.initialize(" in raw
             option = not self.declares_deepspeed and any(word in raw for word in _OWN_DEEPSPEED_WORDS)
-            switches = self.switched is None and b"enabled" in raw and any(word in raw for word in _ENGINE_BLOCK_WORDS)
+            switches = self.switched is None and b"enabled" in raw and any(word in raw for word in _ENGINE_BLOCK_WORDS) \
+                and _NAMES_DEEPSPEED.search(raw) is not None
             tree = ast.parse(raw) if arguments or loads or option or switches else None
         except (OSError, SyntaxError, ValueError, RecursionError):
             return
@@ -309,28 +311,61 @@ class _OwnCode:
             self.switched = f"{path.name}:{line}"
 
 
-# What a file that switches a DeepSpeed config's precision block holds (only those are parsed for it).
-_ENGINE_BLOCK_WORDS = (b'["fp16"]', b"['fp16']", b'["bf16"]', b"['bf16']", b'["bfloat16"]', b"['bfloat16']")
+# What a file that switches a DeepSpeed config's precision block holds (only those are parsed for it): a block's name
+# as a string, and a word for DeepSpeed or its config (a dict's own `"fp16"` block elsewhere, an export's or a
+# logger's, says nothing of the project's DeepSpeed runs).
+_ENGINE_BLOCK_WORDS = (b'"fp16"', b"'fp16'", b'"bf16"', b"'bf16'", b'"bfloat16"', b"'bfloat16'")
+_NAMES_DEEPSPEED = re.compile(rb"(?i)deepspeed|\bds_?(?:config|cfg|conf)\b")
 _ENGINE_BLOCKS = frozenset({"fp16", "bf16", "bfloat16"})
 
 
 def _switches_engine_precision(tree: ast.Module) -> int | None:
     """The line where the code switches a DeepSpeed precision block of a config it holds as a dict:
-    ``ds_config["bf16"]["enabled"] = args.bf16``, or the whole block replaced by one that says whether it is
-    enabled (``ds["fp16"] = {"enabled": not bf16}``). Keyword dicts of a launcher's arguments
-    (``kwargs["fp16"] = ...``) write no block and do not count."""
+    ``ds_config["bf16"]["enabled"] = args.bf16`` (or ``ds_config.setdefault("bf16", {})["enabled"] = ...``), the
+    whole block replaced by one that says whether it is enabled (``ds["fp16"] = {"enabled": not bf16}``,
+    ``dict(enabled=...)``), or updated so (``ds["bf16"].update(enabled=...)``, ``ds.update({"bf16": {...}})``).
+    Keyword dicts of a launcher's arguments (``kwargs["fp16"] = ...``) write no block and do not count."""
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Assign):
-            continue
-        for target in node.targets:
-            if not isinstance(target, ast.Subscript):
-                continue
-            if _constant_key(target) == "enabled" and isinstance(target.value, ast.Subscript) and _constant_key(target.value) in _ENGINE_BLOCKS:
-                return node.lineno
-            if _constant_key(target) in _ENGINE_BLOCKS and isinstance(node.value, ast.Dict) and any(
-                    isinstance(k, ast.Constant) and k.value == "enabled" for k in node.value.keys):
-                return node.lineno
+        if isinstance(node, ast.Assign) and any(_switched_block(t, node.value) for t in node.targets):
+            return node.lineno
+        if isinstance(node, ast.Call) and _updates_block(node):
+            return node.lineno
     return None
+
+
+def _switched_block(target: ast.expr, value: ast.expr) -> bool:
+    if not isinstance(target, ast.Subscript):
+        return False
+    if _constant_key(target) == "enabled":
+        return _engine_block(target.value)
+    return _constant_key(target) in _ENGINE_BLOCKS and _says_enabled(value)
+
+
+def _updates_block(call: ast.Call) -> bool:
+    """``ds["bf16"].update(enabled=...)`` or ``ds.update({"bf16": {"enabled": ...}})``."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "update"):
+        return False
+    if _engine_block(func.value):
+        return any(kw.arg == "enabled" for kw in call.keywords) or any(_says_enabled(a) for a in call.args)
+    return any(isinstance(k, ast.Constant) and k.value in _ENGINE_BLOCKS and _says_enabled(v)
+               for a in call.args if isinstance(a, ast.Dict) for k, v in zip(a.keys, a.values))
+
+
+def _engine_block(expr: ast.expr) -> bool:
+    """``cfg["bf16"]`` or ``cfg.setdefault("bf16", {})``: a DeepSpeed precision block of a dict."""
+    if isinstance(expr, ast.Subscript):
+        return _constant_key(expr) in _ENGINE_BLOCKS
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "setdefault" \
+        and bool(expr.args) and isinstance(expr.args[0], ast.Constant) and expr.args[0].value in _ENGINE_BLOCKS
+
+
+def _says_enabled(value: ast.expr) -> bool:
+    """``{"enabled": ...}`` or ``dict(enabled=...)``: a block that says whether it is on."""
+    if isinstance(value, ast.Dict):
+        return any(isinstance(k, ast.Constant) and k.value == "enabled" for k in value.keys)
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict" \
+        and any(kw.arg == "enabled" for kw in value.keywords)
 
 
 def _constant_key(target: ast.Subscript) -> object:

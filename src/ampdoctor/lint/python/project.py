@@ -44,7 +44,8 @@ class Evidence:
     line: int
     through: str = ""
     # a training config whose half precision comes from casting the weights (DeepSpeed's bf16/fp16 engines, a
-    # torchtune or bf16-true run): it enters no autocast
+    # torchtune or bf16-true run): it enters no autocast; or a training file's autocast around a model it casts to
+    # half itself (``model.to(torch.bfloat16)`` beside ``torch.autocast``), whose weights are half under it as well
     casts_weights: bool = False
     # a training config whose framework runs the training step under autocast (Lightning's bf16-mixed, accelerate's
     # mixed_precision, the HF Trainer's bf16): the code that step calls computes under it
@@ -827,7 +828,8 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
         dtypes = _autocast_dtypes(ctx, node)
         named = isinstance(node, ast.Call) and ctx.qualname(node.func) in AUTOCASTS
         what = "autocast" if named else f"mixed precision (`{_callee(node)}`)"
-        autocast = Evidence(f"{_names(dtypes)} {what}", dtypes, rel_path, node.lineno)
+        # a model this file casts to half runs its autocast with half weights (`Evidence.casts_weights`)
+        autocast = Evidence(f"{_names(dtypes)} {what}", dtypes, rel_path, node.lineno, casts_weights=bool(facts.model_casts))
     model_classes: tuple[str, ...] = ()
     if autocast is None and facts.model_casts and not facts.mixed_precision_on:
         cast = facts.model_casts[0]

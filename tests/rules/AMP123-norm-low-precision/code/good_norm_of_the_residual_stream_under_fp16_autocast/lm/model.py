@@ -1,6 +1,7 @@
 # A hand-written RMSNorm that squares in its input's dtype, applied to the residual stream only. The model's
 # parameters stay fp32 (the trainer autocasts and never casts the model), and autocast leaves adds and multiplies
-# alone: the stream is fp32 from the embedding on (fp32 + half promotes to fp32), so the variance is fp32.
+# alone: the stream is fp32 from the embedding on (fp32 + half promotes to fp32), so the variance is fp32. (A block's
+# input is its caller's, which the rule does not follow: a note says when the norm would be half, never a warning.)
 import torch
 from torch import nn
 
