@@ -10,18 +10,24 @@ from typing import TYPE_CHECKING, Iterator
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import FP16, name_of
-from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, in_half_module, parameter_attributes
-from ampdoctor.lint.python.dataflow import FP32, HALF, PRESERVING, describe, torch_factory
-from ampdoctor.lint.python.facts import (
-    AUTOCASTING_FRAMEWORKS,
-    HALF_SWITCHES,
-    MIXED_PRECISION_KEYWORDS,
-    ModelCast,
-    disables_autocast,
-    enters_autocast,
-    handles_autocast,
+from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, parameter_attributes
+from ampdoctor.lint.python.dataflow import FP32, HALF, describe
+from ampdoctor.lint.python.facts import AUTOCASTING_FRAMEWORKS, HALF_SWITCHES, ModelCast, enters_autocast, handles_autocast
+from ampdoctor.lint.python.fp32 import (
+    HALF_WEIGHT_WORDS,
+    VIEWS,
+    autocast_elsewhere,
+    device_move,
+    follows_weights,
+    fp32_made,
+    half_weights,
+    in_with_block,
+    last_value,
+    made_in,
+    under_autocast,
+    weight_dtype_cast,
 )
-from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, method, self_attribute, tokens
+from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, self_attribute, tokens
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -53,330 +59,15 @@ _LAYERS = frozenset({f"torch.nn.{n}" for n in ("Linear", "Conv1d", "Conv2d", "Co
                                                "ConvTranspose3d")})
 _LAYER_FUNCTIONS = frozenset({f"torch.nn.functional.{n}" for n in ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
                                                                    "conv_transpose2d", "conv_transpose3d")})
-# Factories whose result, without `dtype=`, is in the default dtype (fp32) whatever their arguments; `arange` and
-# `tensor` are fp32 only from a float argument (`torch.arange(n)` is int64), the `*_like` ones follow their input.
-_DEFAULT_FLOAT = frozenset({"zeros", "ones", "empty", "rand", "randn", "linspace", "logspace", "eye"})
-_FROM_FLOATS = frozenset({"arange", "tensor", "as_tensor", "range"})
-# Views and shape changes an expression reaches its tensor through (`self.kernel[None].expand(c, 1, -1, -1)`).
-_VIEWS = PRESERVING | {"expand", "expand_as", "float"}
-
-
-def _under_autocast(ctx: Context, node: ast.AST) -> bool:
-    """`node` runs in a ``with`` block that turns autocast on (``torch.autocast(...)``, ``accelerator.autocast()``,
-    ``with autocast_ctx:``), in its own function: the name the item ends in says autocast or amp."""
-    def named(expr: ast.expr) -> bool:
-        return bool(tokens(last_identifier(expr) or "") & {"autocast", "amp"}) \
-            and not (isinstance(expr, ast.Call) and disables_autocast(expr, ctx.src))
-    return _in_with_block(ctx, node, named)
-
-
-def _in_with_block(ctx: Context, node: ast.AST, entered) -> bool:
-    """`node` runs in the body of a ``with`` block of its own function one of whose items `entered` accepts."""
-    for parent, child in ctx.src.steps(node):
-        if isinstance(parent, (ast.With, ast.AsyncWith)) and child in parent.body and any(entered(i.context_expr) for i in parent.items):
-            return True
-        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            return False
-    return False
-
-
-def _autocast_elsewhere(ctx: Context) -> bool:
-    """The file or its project may run the code under half autocast (or a framework's mixed precision, which also
-    wraps the forward of a model `accelerator.prepare` hands back), in some run: the model may be cast to half in
-    exactly the runs that autocast it."""
-    return bool(ctx.facts.mixed_precision) or ctx.project.autocast is not None or _precision_from_outside(ctx)
-
-
-def _precision_from_outside(ctx: Context) -> bool:
-    """A framework that autocasts (`AUTOCASTING_FRAMEWORKS`) is given its precision by a value the file does not
-    show (``Accelerator(mixed_precision=args.mixed_precision)`` with the option declared in another module): a run may
-    turn it on, and a model cast to the run's weight dtype is half exactly then."""
-    text = ctx.src.text
-    # every such keyword holds "precision" or "_dtype": without them no call can pass one (a walk of every call saved)
-    if "precision" not in text and "_dtype" not in text:
-        return False
-    for call in ctx.src.calls:
-        name = ctx.qualname(call.func) or ""
-        if name.partition(".")[0] not in AUTOCASTING_FRAMEWORKS:
-            continue
-        if any(kw.arg in MIXED_PRECISION_KEYWORDS and not isinstance(kw.value, ast.Constant) for kw in call.keywords):
-            return True
-    return False
-
-
-def _fp32_made(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> ast.AST | None:
-    """Where `expr` surely became an fp32 tensor: an explicit cast (``.float()``, ``.to(torch.float32)``), a factory
-    given ``dtype=torch.float32``, or one that makes its tensor in the default dtype (``torch.randn(...)``,
-    ``torch.zeros(...)`` without `dtype`, ``torch.tensor([0.5])``); through views, moves to a device and the last
-    binding of a name. None where the dtype may be anything else (a cast to another tensor's dtype, an argument)."""
-    if depth % _HOP > 24:
-        return None
-    if isinstance(expr, ast.Name):
-        value = _last_value(ctx, expr, scope)
-        return _fp32_made(ctx, value, scope, depth + 1) if value is not None and ctx.src.scope(value) is scope else None
-    if isinstance(expr, ast.BinOp):
-        return _fp32_arithmetic(ctx, expr, scope, depth)
-    if isinstance(expr, ast.Subscript):
-        return _fp32_made(ctx, expr.value, scope, depth + 1)
-    if not isinstance(expr, ast.Call):
-        return None
-    dtypes = ctx.flow.cast_dtype(expr, scope)
-    if dtypes:
-        return expr if dtypes == FP32 else None
-    func = expr.func
-    name = ctx.qualname(func)
-    if name is not None and name.startswith("torch."):
-        return _fp32_torch_call(ctx, expr, name, scope, depth)
-    if isinstance(func, ast.Attribute) and ctx.qualname(func) is None and (func.attr in _VIEWS and func.attr != "float" or _device_move(expr)):
-        return _fp32_made(ctx, func.value, scope, depth + 1)
-    callee = _local_callee(ctx, expr)
-    return _fp32_returned(ctx, callee, depth) if callee is not None else None
-
-
-def _local_callee(ctx: Context, call: ast.Call) -> ast.FunctionDef | None:
-    """The function of this file a call runs: ``embed(t)`` with ``def embed`` at the file's top level (and nothing
-    else binding the name), or ``self.embed(t)`` with ``def embed`` in the calling class. None for anything imported,
-    passed in or overridable from outside the file (a subclass's override is not this file's to know)."""
-    func = call.func
-    if isinstance(func, ast.Name):
-        if ctx.qualname(func) is not None:
-            return None  # imported
-        found = _defined_once(ctx, func.id)
-        return found if isinstance(found, ast.FunctionDef) else None
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-        cls = ctx.src.enclosing_class(call)
-        if cls is None:
-            return None
-        found = method(cls, func.attr) or _submodule_forward(ctx, cls, func.attr)
-        return found if isinstance(found, ast.FunctionDef) and not found.decorator_list else None
-    return None
-
-
-def _submodule_forward(ctx: Context, cls: ast.ClassDef, attr: str) -> ast.FunctionDef | None:
-    """``self.embed(t)`` where the class binds ``self.embed = Embed(...)`` once, and ``Embed`` is a class of this file:
-    its ``forward`` (the module's call runs it)."""
-    built = [node.value for node in ast.walk(cls) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-             and any(self_attribute(t) == attr for t in node.targets)]
-    if len(built) != 1 or not isinstance(built[0].func, ast.Name) or ctx.qualname(built[0].func) is not None:
-        return None
-    cls = _defined_once(ctx, built[0].func.id)
-    return method(cls, "forward") if isinstance(cls, ast.ClassDef) else None
-
-
-def _defined_once(ctx: Context, name: str) -> ast.stmt | None:
-    """The one statement of the module's body that binds `name`; None where none does or several do (which of them
-    runs is not this file's to say)."""
-    defs = ctx.src.top_level.get(name, [])
-    return defs[0] if len(defs) == 1 else None
-
-
-# `_fp32_made`'s depth counts the steps inside one function (below _HOP) and the functions entered (multiples of it):
-# each callee gets the whole step budget, and at most _CALLEES of them are followed.
-_HOP, _CALLEES = 100, 3
-
-
-def _fp32_returned(ctx: Context, fn: ast.FunctionDef, depth: int) -> ast.AST | None:
-    """Where the function's result surely became fp32: every ``return`` of its own body returns a tensor
-    `_fp32_made` knows as fp32 (the first one's origin is the evidence); None where any return may be something else."""
-    entered = depth // _HOP + 1
-    if entered > _CALLEES:
-        return None
-    returns = [r for r in ast.walk(fn) if isinstance(r, ast.Return) and ctx.src.enclosing_function(r) is fn]
-    if not returns or any(r.value is None for r in returns):
-        return None
-    made = [_fp32_made(ctx, r.value, fn, entered * _HOP) for r in returns]
-    return made[0] if all(m is not None for m in made) else None
-
-
-def _fp32_torch_call(ctx: Context, expr: ast.Call, name: str, scope: ast.AST, depth: int) -> ast.AST | None:
-    """`_fp32_made` of a call of a torch function (`name`, qualified)."""
-    if name == "torch.from_numpy":
-        return expr  # NumPy's dtype: fp64 or fp32 for float arrays, whatever the model is cast to
-    if name in _FP32_CONSTRUCTORS:
-        return expr  # the legacy constructors make fp32 whatever they are given
-    if name in _FP32_IN_FP32_OUT or name in _JOINS:
-        return _fp32_parts(ctx, expr, name, scope, depth)
-    made = torch_factory(name)
-    return expr if made is not None and _default_float(expr, made) else None
-
-
-_FP32_CONSTRUCTORS = frozenset({"torch.Tensor", "torch.FloatTensor", "torch.cuda.FloatTensor"})
-
-
-# torch functions whose result has the dtype of their one tensor argument, and those that join a list of tensors
-# (of one dtype: their result keeps it).
-_FP32_IN_FP32_OUT = frozenset({f"torch.{n}" for n in ("sin", "cos", "exp", "sqrt", "rsqrt", "log", "tanh", "sigmoid", "outer")}
-                              | {"torch.nn.functional.pad"})
-_JOINS = frozenset({"torch.cat", "torch.stack", "torch.concat", "torch.concatenate"})
-
-
-def _fp32_arithmetic(ctx: Context, expr: ast.BinOp, scope: ast.AST, depth: int) -> ast.AST | None:
-    """Arithmetic that leaves an fp32 tensor: with a Python number (`_scaled_by_number`), or between two tensors that
-    are both fp32 (``t[:, None].float() * freqs[None]``). One fp32 operand alone says nothing: a 0-dim fp32 tensor
-    beside a half one leaves it half."""
-    tensor = _scaled_by_number(ctx, expr, scope)
-    if tensor is not None:
-        return _fp32_made(ctx, tensor, scope, depth + 1)
-    if isinstance(expr.op, ast.MatMult):
-        return None
-    left = _fp32_made(ctx, expr.left, scope, depth + 1)
-    return left if left is not None and _fp32_made(ctx, expr.right, scope, depth + 1) is not None else None
-
-
-def _fp32_parts(ctx: Context, call: ast.Call, name: str, scope: ast.AST, depth: int) -> ast.AST | None:
-    """``torch.exp(x)``, ``torch.outer(a, b)``, ``torch.cat([a, b], -1)`` of tensors that are all fp32."""
-    parts = call.args[0].elts if name in _JOINS and call.args and isinstance(call.args[0], (ast.List, ast.Tuple)) \
-        else call.args[:2] if name == "torch.outer" else call.args[:1]
-    if not parts or keyword(call, "dtype") is not None or keyword(call, "out") is not None:
-        return None
-    found = [_fp32_made(ctx, p, scope, depth + 1) for p in parts]
-    return found[0] if all(f is not None for f in found) else None
-
-
-def _scaled_by_number(ctx: Context, expr: ast.BinOp, scope: ast.AST) -> ast.AST | None:
-    """The tensor operand of arithmetic with a Python number (``img.float() / 255.0``, ``x * 2 - 1``,
-    ``-math.log(base) * freqs / half``), which keeps the tensor's dtype; None for arithmetic between two tensors (or a
-    matrix product)."""
-    if isinstance(expr.op, ast.MatMult):
-        return None
-    for tensor, number in ((expr.left, expr.right), (expr.right, expr.left)):
-        if _number(ctx, number, scope):
-            return tensor
-    return None
-
-
-def _number(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> bool:
-    """A Python number: an int or float literal (``255.0``, ``-1``), a `math` function of one, arithmetic of them, or
-    a local name last bound to one (``half = self.dim // 2``, with `//` and `int(...)` making ints of anything)."""
-    if depth > 4:
-        return False
-    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
-        expr = expr.operand
-    if isinstance(expr, ast.Constant):
-        return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
-    if isinstance(expr, ast.BinOp):
-        return isinstance(expr.op, ast.FloorDiv) and not _tensor_side(ctx, expr) \
-            or _number(ctx, expr.left, scope, depth + 1) and _number(ctx, expr.right, scope, depth + 1)
-    if isinstance(expr, ast.Call):
-        name = ctx.qualname(expr.func) or ""
-        return name.startswith("math.") or isinstance(expr.func, ast.Name) and expr.func.id in ("int", "float", "len")
-    if isinstance(expr, ast.Name):
-        if _annotated_number(ctx, expr, scope):
-            return True
-        value = _last_value(ctx, expr, scope)
-        return value is not None and ctx.src.scope(value) is scope and _number(ctx, value, scope, depth + 1)
-    return False
-
-
-def _annotated_number(ctx: Context, name: ast.Name, scope: ast.AST) -> bool:
-    """A parameter of the function the name is read in, annotated a Python number (``scale: float = 1``) and not
-    rebound in its body: what the author says a caller passes."""
-    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    args = scope.args
-    arg = next((a for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if a.arg == name.id), None)
-    if arg is None or not (isinstance(arg.annotation, ast.Name) and arg.annotation.id in ("float", "int")):
-        return False
-    return all(line == scope.lineno for line, _ in ctx.src.bindings(name, scope))
-
-
-def _tensor_side(ctx: Context, expr: ast.BinOp) -> bool:
-    """An operand of `expr` that a torch call or a tensor method makes."""
-    return any(isinstance(n, ast.Call) and ((ctx.qualname(n.func) or "").startswith("torch.") or isinstance(n.func, ast.Attribute)
-                                            and ctx.qualname(n.func) is None and n.func.attr in _VIEWS)
-               for n in ast.walk(expr))
-
-
-def _made_in(made: ast.AST) -> str:
-    """How the message says what `_fp32_made` found."""
-    text = ast.unparse(made)
-    if ".register_buffer(" in text:
-        return f"a buffer built fp32 and kept out of the checkpoint (`{text[:50]}`)"
-    if isinstance(made, ast.Call) and last_identifier(made.func) == "from_numpy":
-        return f"made in NumPy's dtype (fp32 or fp64) by `{text[:50]}`"
-    return f"made fp32 by `{text[:50]}`"
-
-
-def _last_value(ctx: Context, name: ast.Name, scope: ast.AST) -> ast.AST | None:
-    """What a name was last bound to before it is read, in its scope."""
-    before = [b for b in ctx.src.bindings(name, scope) if b[0] < name.lineno]
-    return before[-1][1] if before else None
-
-
-def _default_float(call: ast.Call, factory: str) -> bool:
-    """A torch factory call that makes its tensor in the default dtype: no `dtype=`, and a factory that makes floats
-    whatever its arguments, or one given a float (``torch.tensor([0.5])``, ``torch.arange(0, 1, 0.1)``)."""
-    if keyword(call, "dtype") is not None:
-        return False
-    floats = any(isinstance(a, ast.Constant) and isinstance(a.value, float) for a in call.args)
-    return factory in _DEFAULT_FLOAT or factory in _FROM_FLOATS and floats
-
-
-def _device_move(call: ast.Call) -> bool:
-    """``x.to(device)``, ``x.to("cuda")``, ``x.to(device=dev, non_blocking=True)``: a move that keeps the dtype."""
-    func = call.func
-    if not (isinstance(func, ast.Attribute) and func.attr == "to") or keyword(call, "dtype") is not None or len(call.args) > 1:
-        return False
-    if not call.args:
-        return keyword(call, "device") is not None
-    first = call.args[0]
-    if isinstance(first, ast.Constant):
-        return isinstance(first.value, str) and first.value.split(":")[0] in ("cuda", "cpu", "mps", "xpu", "npu")
-    return bool(tokens(last_identifier(first) or "") & {"device", "dev", "cuda", "gpu", "rank"})
-
-
-def _follows_weights(expr: ast.AST) -> bool:
-    """A dtype read off the module's weights: ``self.dtype``, ``self.proj.weight.dtype``, ``weight.dtype``,
-    ``next(self.parameters()).dtype``."""
-    if not (isinstance(expr, ast.Attribute) and expr.attr == "dtype"):
-        return False
-    owner = expr.value
-    if isinstance(owner, ast.Name):
-        return owner.id in ("self", "weight")
-    if isinstance(owner, ast.Attribute):
-        return owner.attr in ("weight", "bias") or self_attribute(owner) is not None and "weight" in tokens(owner.attr)
-    return isinstance(owner, ast.Call) and "parameters" in ast.unparse(owner)
-
-
-def _weight_dtype_cast(ctx: Context, cls: ast.ClassDef) -> ast.Call | None:
-    """A cast in the class to the dtype of the module's weights (``x.to(self.dtype)``, ``.to(dtype=self.conv.weight.dtype)``,
-    ``.type(self.dtype)``): its author expects the weights in another dtype than what comes in, a half one."""
-    for node in ast.walk(cls):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "type"):
-            given = keyword(node, "dtype") or (node.args[0] if node.args else None)
-            if given is not None and _follows_weights(given):
-                return node
-    return None
-
-
-def _half_weights(ctx: Context, cls: ast.ClassDef) -> tuple[str, int] | None:
-    """Why the layers of this class hold half weights, as (what, line): the file casts its own model to half, the
-    project runs this file's model so, or the class casts other inputs to its weights' dtype."""
-    local = in_half_module(ctx, cls.body[0]) if cls.body else None
-    if local is not None:
-        return f"this file casts its model to {describe(local.dtypes)}", local.node.lineno
-    project = ctx.half_model_at(cls)
-    if project is not None:
-        return f"the project runs this model as {project.describe()}", 0
-    cast = _weight_dtype_cast(ctx, cls)
-    if cast is not None:
-        return f"the class casts other inputs to its weights' dtype (`{ast.unparse(cast)[:60]}`, line {cast.lineno})", cast.lineno
-    return None
-
-
-# What `_half_weights` needs a file (or its project context, `project.project_words`) to say: a half dtype its model is
-# cast to, or a cast to the dtype of the module's weights.
-_HALF_WEIGHT_WORDS = ("bfloat16", "float16", ".half()", "torch.half", "bf16", "fp16", "self.dtype", "weight.dtype", "bias.dtype",
-                      "parameters()).dtype")
 
 
 @code_check("AMP131", triggers=("Linear", "Conv", "linear", "conv"), also=(("float", "zeros", "ones", "randn", "rand(", "linspace",
-                                                                          "empty", "eye("), _HALF_WEIGHT_WORDS), project=True)
+                                                                          "empty", "eye("), HALF_WEIGHT_WORDS), project=True)
 def fp32_tensor_into_half_layer(ctx: Context) -> Iterator[CodeHit]:
     """Inside a model, a torch linear or conv layer is fed a tensor the code made fp32 (``self.proj(x.float())``, a new
     ``torch.zeros(...)`` without dtype) while the model's weights are half (the file or the project casts it, or its
     other inputs are cast to ``self.dtype``), outside autocast: the layer refuses the mixed operands."""
-    if _autocast_elsewhere(ctx):
+    if autocast_elsewhere(ctx):
         return
     layers = _torch_layers(ctx)
     named = {attr for per_class in layers.values() for attr in per_class}
@@ -393,20 +84,20 @@ def fp32_tensor_into_half_layer(ctx: Context) -> Iterator[CodeHit]:
         if layer is None:
             continue
         scope = ctx.src.scope(call)
-        made = _fp32_made(ctx, call.args[0], scope) or _loose_buffer(ctx, cls, call.args[0], scope)
-        if made is None or _under_autocast(ctx, call) or _kept_fp32(ctx, layer) or ctx.facts.expects_error(call):
+        made = fp32_made(ctx, call.args[0], scope) or _loose_buffer(ctx, cls, call.args[0], scope)
+        if made is None or under_autocast(ctx, call) or _kept_fp32(ctx, layer) or ctx.facts.expects_error(call):
             continue
         origin = ctx.src.enclosing_function(made)
         returned = f" in `{origin.name}`, which returns it" if origin is not None and origin is not ctx.src.enclosing_function(call) else ""
-        why = _half_weights(ctx, cls)
+        why = half_weights(ctx, cls)
         if why is None:
             continue
         what, _ = why
-        yield call, (f"`{layer}` gets `{ast.unparse(call.args[0])[:40]}`, {_made_in(made)} (line {made.lineno}){returned}, "
+        yield call, (f"`{layer}` gets `{ast.unparse(call.args[0])[:40]}`, {made_in(made)} (line {made.lineno}){returned}, "
                      f"while its weights are half: {what}; nothing casts it and no autocast runs the call, so the layer meets "
                      f"an fp32 input beside half weights; cast it to the layer's dtype (`.to(self.{layer}.weight.dtype)`)"
                      if layer != "weight" else
-                     f"this layer's input `{ast.unparse(call.args[0])[:40]}` is {_made_in(made)} (line "
+                     f"this layer's input `{ast.unparse(call.args[0])[:40]}` is {made_in(made)} (line "
                      f"{made.lineno}){returned} while {what}; cast it to the weight's dtype"), Severity.WARNING
 
 
@@ -445,7 +136,7 @@ def _torch_layers(ctx: Context) -> dict[ast.ClassDef, dict[str, str]]:
 def _module_weight(ctx: Context, cls: ast.ClassDef, expr: ast.AST) -> bool:
     """The weight operand of a functional layer is the module's own parameter (``self.weight * self.scale``), which a
     cast of the model makes half, and nothing makes it fp32 on the way (``self.weight.float()``)."""
-    if ctx.flow.tensor_dtype(expr, ctx.src.scope(expr)) or _fp32_made(ctx, expr, ctx.src.scope(expr)) is not None:
+    if ctx.flow.tensor_dtype(expr, ctx.src.scope(expr)) or fp32_made(ctx, expr, ctx.src.scope(expr)) is not None:
         return False
     params = parameter_attributes(ctx, cls)
     return any(self_attribute(n) in params for n in ast.walk(expr) if isinstance(n, ast.Attribute))
@@ -469,7 +160,7 @@ def input_cast_to_buffer_dtype(ctx: Context) -> Iterator[CodeHit]:
     buffer, not the weights. A loader that gives the weights the checkpoint's half dtype (``from_pretrained(torch_dtype=
     ...)``) leaves a buffer the checkpoint lacks (``persistent=False``) as it was built, fp32, and the activation leaves
     the model's dtype there; cast the buffer to the input (``kernel.to(x.dtype)``) instead."""
-    if _autocast_elsewhere(ctx):
+    if autocast_elsewhere(ctx):
         return
     for call in ctx.src.calls:
         func = call.func
@@ -477,10 +168,10 @@ def input_cast_to_buffer_dtype(ctx: Context) -> Iterator[CodeHit]:
             continue
         given = keyword(call, "dtype") or (call.args[0] if call.args else None)
         cls = ctx.src.enclosing_class(call)
-        if cls is None or not (isinstance(given, ast.Attribute) and given.attr == "dtype") or _follows_weights(given):
+        if cls is None or not (isinstance(given, ast.Attribute) and given.attr == "dtype") or follows_weights(given):
             continue
         found = _buffer_of(ctx, cls, given.value, ctx.src.scope(call))
-        follows = _weight_dtype_cast(ctx, cls) if found is not None else None
+        follows = weight_dtype_cast(ctx, cls) if found is not None else None
         if found is None or follows is None:
             continue
         name, registered, persistent = found
@@ -494,15 +185,15 @@ def input_cast_to_buffer_dtype(ctx: Context) -> Iterator[CodeHit]:
 
 def _buffer_of(ctx: Context, cls: ast.ClassDef, expr: ast.AST, scope: ast.AST, depth: int = 0) -> tuple[str, ast.Call, bool] | None:
     """The buffer of the class an expression reads (through views and local names): its name, its
-    ``register_buffer`` call and whether it is persistent, where it was built fp32 (`_fp32_made` of its value)."""
+    ``register_buffer`` call and whether it is persistent, where it was built fp32 (`fp32_made` of its value)."""
     if depth > 6:
         return None
     if isinstance(expr, ast.Subscript):
         return _buffer_of(ctx, cls, expr.value, scope, depth + 1)
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _VIEWS:
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in VIEWS:
         return _buffer_of(ctx, cls, expr.func.value, scope, depth + 1)
     if isinstance(expr, ast.Name):
-        value = _last_value(ctx, expr, scope)
+        value = last_value(ctx, expr, scope)
         return _buffer_of(ctx, cls, value, scope, depth + 1) if value is not None else None
     attr = self_attribute(expr)
     return _registered_fp32(ctx, cls, attr) if attr is not None else None
@@ -521,18 +212,18 @@ def _registered_fp32(ctx: Context, cls: ast.ClassDef, attr: str) -> tuple[str, a
 
 
 def _built_fp32(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> bool:
-    """A tensor built in fp32: `_fp32_made`, through arithmetic (``kernel / kernel.sum()``) and indexing, and
+    """A tensor built in fp32: `fp32_made`, through arithmetic (``kernel / kernel.sum()``) and indexing, and
     ``torch.tensor(values)`` of a sequence the code does not show (fp32 once divided)."""
     if depth > 6:
         return False
-    if _fp32_made(ctx, expr, scope) is not None:
+    if fp32_made(ctx, expr, scope) is not None:
         return True
     if isinstance(expr, ast.BinOp):
         return _built_fp32(ctx, expr.left, scope, depth + 1) or (isinstance(expr.op, ast.Div) and not isinstance(expr.left, ast.Constant))
     if isinstance(expr, ast.Subscript):
         return _built_fp32(ctx, expr.value, scope, depth + 1)
     if isinstance(expr, ast.Name):
-        value = _last_value(ctx, expr, scope)
+        value = last_value(ctx, expr, scope)
         return value is not None and _built_fp32(ctx, value, scope, depth + 1)
     return False
 
@@ -542,23 +233,23 @@ def fp32_batch_into_half_model(ctx: Context) -> Iterator[CodeHit]:
     """A model cast to half (``model.to(torch.bfloat16)``, ``.half()``, ``from_pretrained(torch_dtype=torch.float16)``)
     and then called, outside autocast, with a tensor the code made fp32 (``torch.randn(...)`` without dtype,
     ``x.float()``): nothing casts the batch to the model's dtype before its first layer."""
-    if _autocast_elsewhere(ctx):
+    if autocast_elsewhere(ctx):
         return
     casts = [c for c in ctx.facts.model_casts if c.name]
     if not casts:
         return
     for call in ctx.src.calls:
         cast = _half_model_called(ctx, call, casts)
-        if cast is None or _under_autocast(ctx, call) or ctx.facts.expects_error(call):
+        if cast is None or under_autocast(ctx, call) or ctx.facts.expects_error(call):
             continue
         scope = ctx.src.scope(call)
         for arg in _batch_arguments(call):
-            made = _fp32_made(ctx, arg, scope)
+            made = fp32_made(ctx, arg, scope)
             if made is None:
                 continue
             external = cast.local_class is None and isinstance(cast.node.func, ast.Attribute) and cast.node.func.attr == "from_pretrained"
             yield call, (f"`{cast.name}` is {describe(cast.dtypes)} (line {cast.node.lineno}) and is called without autocast with "
-                         f"`{ast.unparse(arg)[:40]}`, {_made_in(made)} (line {made.lineno}): its first layer "
+                         f"`{ast.unparse(arg)[:40]}`, {made_in(made)} (line {made.lineno}): its first layer "
                          f"meets that input beside {describe(cast.dtypes)} weights"
                          + (" unless the model casts its inputs itself" if external else "")
                          + f"; cast it (`.to({cast.name}.dtype)`) or make it in that dtype"), Severity.INFO if external else Severity.WARNING
@@ -633,7 +324,7 @@ def input_cast_against_model_branch(ctx: Context) -> Iterator[CodeHit]:
     if not any(dtypes for events in cast.values() for _, dtypes in events) or _framework_runs_every_step(ctx):
         return
     prepared = ctx.facts.prepared_names
-    casts = [c for c in ctx.facts.model_casts if c.name] if not _autocast_elsewhere(ctx) else []
+    casts = [c for c in ctx.facts.model_casts if c.name] if not autocast_elsewhere(ctx) else []
     for call, model in called:
         if model not in cast or model in prepared:
             continue
@@ -758,7 +449,7 @@ def _run_model(call: ast.Call) -> str | None:
 def _autocast_reaches(ctx: Context, call: ast.Call) -> bool:
     """The call runs under autocast: in a ``with`` block of its function that may turn it on, or in a function
     decorated with one or called (in this file) from such a block."""
-    # (`_in_autocast_with` accepts every block `_under_autocast` does: an item's last name is one of its names)
+    # (`_in_autocast_with` accepts every block `under_autocast` does: an item's last name is one of its names)
     if _in_autocast_with(ctx, call):
         return True
     fn = ctx.src.enclosing_function(call)
@@ -773,7 +464,7 @@ def _autocast_reaches(ctx: Context, call: ast.Call) -> bool:
 def _in_autocast_with(ctx: Context, node: ast.AST) -> bool:
     """`node` runs in a ``with`` block of its function whose context names autocast anywhere (``with (torch.autocast(
     "cuda") if amp else nullcontext()):``), and does not turn it off."""
-    return _in_with_block(ctx, node, lambda expr: enters_autocast(expr, ctx.src))
+    return in_with_block(ctx, node, lambda expr: enters_autocast(expr, ctx.src))
 
 
 def _module_casts(ctx: Context, called: set[str]) -> dict[str, list[tuple[ast.AST, frozenset | None]]]:
@@ -893,15 +584,15 @@ def _input_dtypes(ctx: Context, arg: ast.AST, call: ast.Call, scope: ast.AST) ->
 
 
 def _cast_of_input(ctx: Context, expr: ast.AST, scope: ast.AST) -> frozenset | None:
-    """The dtype an expression surely casts or makes its tensor in: `_fp32_made`'s fp32, or an explicit cast
+    """The dtype an expression surely casts or makes its tensor in: `fp32_made`'s fp32, or an explicit cast
     (``.to(dtype=weight_dtype)``, ``.half()``), through views and moves to a device after it."""
-    if _fp32_made(ctx, expr, scope) is not None:
+    if fp32_made(ctx, expr, scope) is not None:
         return FP32
     while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
         found = ctx.flow.cast_dtype(expr, scope)
         if found:
             return found
-        if not (expr.func.attr in _VIEWS or _device_move(expr)):
+        if not (expr.func.attr in VIEWS or device_move(expr)):
             return None
         expr = expr.func.value
     return None
