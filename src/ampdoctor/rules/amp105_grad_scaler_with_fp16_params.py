@@ -13,7 +13,7 @@ from ampdoctor.core.registry import Hit, code_check, policy_check
 from ampdoctor.dtypes import FP16
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, calls_named
-from ampdoctor.lint.python.resolve import dotted, tokens
+from ampdoctor.lint.python.resolve import dotted, node_words, tokens
 from ampdoctor.policy import Policy
 
 
@@ -200,7 +200,7 @@ def _unrelated_gate(ctx: Context, upcast: ast.Call, adapted: ast.Call, others: l
 def _unrelated_test(ctx: Context, node: ast.If, loop_names: set[str], same: set[str]) -> bool:
     """An ``if`` test that says nothing of the precision, of a loop's item, or of the adapters' own condition."""
     names = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
-    words = {w for n in ast.walk(node.test) for w in _words(n)}
+    words = {w for n in ast.walk(node.test) for w in node_words(n)}
     if names & loop_names or words & _PRECISION_WORDS or ast.dump(node.test) in same:
         return False
     return ctx.flow.fp16_polarity(node.test, ctx.src.scope(node)) == 0
@@ -208,16 +208,6 @@ def _unrelated_test(ctx: Context, node: ast.If, loop_names: set[str], same: set[
 
 def _inside(ctx: Context, node: ast.AST, block: list[ast.stmt]) -> bool:
     return any(a in block for a in ctx.src.ancestors(node))
-
-
-def _words(node: ast.AST) -> frozenset[str]:
-    if isinstance(node, ast.Name):
-        return tokens(node.id)
-    if isinstance(node, ast.Attribute):
-        return tokens(node.attr)
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return tokens(node.value)
-    return frozenset()
 
 
 # Words of an optimizer's constructor as a trainer spells it (`torch.optim.AdamW`, `bnb.optim.AdamW8bit`, a chosen

@@ -11,7 +11,7 @@ from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context, assigned_name
 from ampdoctor.lint.python.dataflow import FP32, HALF, describe, torch_factory
-from ampdoctor.lint.python.resolve import keyword, method, tokens
+from ampdoctor.lint.python.resolve import keyword, method, node_words, tokens
 from ampdoctor.lint.python.source import parameters
 
 # A cache's name says it holds keys or values (``k_cache``, ``cache_v``, ``inference_key_memory``, ``kv_cache``), or
@@ -95,22 +95,12 @@ def _picked_by_precision(ctx: Context, value: ast.AST) -> bool:
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             return False
         if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
-            words = {w for n in ast.walk(parent.test) for w in _words(n)}
+            words = {w for n in ast.walk(parent.test) for w in node_words(n)}
             if words & _PRECISION_WORDS:
                 return True
     if isinstance(value, ast.IfExp):
-        return bool({w for n in ast.walk(value.test) for w in _words(n)} & _PRECISION_WORDS)
+        return bool({w for n in ast.walk(value.test) for w in node_words(n)} & _PRECISION_WORDS)
     return False
-
-
-def _words(node: ast.AST) -> frozenset[str]:
-    if isinstance(node, ast.Name):
-        return tokens(node.id)
-    if isinstance(node, ast.Attribute):
-        return tokens(node.attr)
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return tokens(node.value)
-    return frozenset()
 
 
 def _run_dtype(ctx: Context, expr: ast.AST, scope: ast.AST) -> bool:

@@ -100,6 +100,17 @@ def tokens(identifier: str) -> frozenset[str]:
     return frozenset(words(identifier))
 
 
+def node_words(node: ast.AST) -> frozenset[str]:
+    """The word pieces a name, an attribute or a string constant says (`tokens`); nothing for any other node."""
+    if isinstance(node, ast.Name):
+        return tokens(node.id)
+    if isinstance(node, ast.Attribute):
+        return tokens(node.attr)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return tokens(node.value)
+    return frozenset()
+
+
 def last_identifier(node: ast.AST) -> str | None:
     """``self.rotary.cos_cached`` -> ``cos_cached``; ``f(x)`` -> ``f``; ``x[0]`` -> ``x``."""
     while True:
