@@ -138,6 +138,16 @@ def _softmaxed_after(ctx: Context, node: ast.AST) -> bool:
                and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(call)) for call in ctx.src.calls_in(fn))
 
 
+def _made_from_keys(ctx: Context, keys: ast.AST, values: ast.AST, node: ast.AST) -> bool:
+    """The values are computed from the keys (``value = key.transpose(-1, -2) / norm``: an iterate of a matrix
+    inverse, a Gram product): linear attention's keys and values are two projections of the input, never one made
+    from the other, so this is no key-value context."""
+    base = _last_binding(ctx, values, node)
+    key = keys.func.value if isinstance(keys, ast.Call) and isinstance(keys.func, ast.Attribute) else keys
+    key = key.value if isinstance(key, ast.Attribute) and key.attr in _TRANSPOSES else key
+    return base is not None and isinstance(key, ast.Name) and any(isinstance(n, ast.Name) and n.id == key.id for n in ast.walk(base))
+
+
 def _divided(ctx: Context, operand: ast.AST, node: ast.AST) -> bool:
     """The operand was last bound, before the product, to a quotient (``v = v / (h * w)``): scaled down by the
     sequence length, so the sum stays in range."""
@@ -155,23 +165,36 @@ def _fp16_runs(ctx: Context) -> str | None:
     return None
 
 
+def _runs_in_fp16(ctx: Context, node: ast.AST, operands: list[ast.AST]) -> bool:
+    """The product is known to run in fp16, not merely able to: an fp16 autocast of this file reaches it (one without
+    a dtype is fp16 on CUDA), or fp16 is the only half precision the project runs it in. An fp16 the code offers
+    beside bf16 (``torch.bfloat16 if use_bf16 else torch.float16``) leaves it a note."""
+    autocast = ctx.facts.half_autocast_reaching([node])
+    if autocast is not None and (ctx.facts.autocast_dtypes(autocast) or {FP16}) == {FP16}:
+        return True
+    scope = ctx.src.scope(node)
+    if any(ctx.flow.tensor_dtype(o, scope) == {FP16} for o in operands):
+        return True  # an operand the code makes fp16 itself
+    return ctx.project.precisions & HALF == {FP16}
+
+
 @code_check("AMP212", triggers=("einsum", "@", "matmul"), also=(("k", "key"),), project=True)
 def linear_attention_context_in_half(ctx: Context) -> Iterator[CodeHit]:
     """Linear attention's context (keys times values, summed over every position) computed in half precision: its
     entries grow with the sequence length (h*w positions of a feature map), and fp16 ends at 65504, so long inputs
     overflow to inf and the output turns NaN (efficientvit's LiteMSA, the linear attention of diffusion UNets). A
-    warning where the file or its project runs fp16; a note where nothing linted says which half dtype runs it (bf16
-    has fp32's range). Operands made fp32, or a region with autocast off, are left alone."""
+    warning where it is known to run in fp16 (`_runs_in_fp16`); a note where fp16 is only possible or nothing linted
+    says which half dtype runs it (bf16 has fp32's range). Operands made fp32, or a region with autocast off, are left alone."""
     why = _fp16_runs(ctx)
     if why is None and (ctx.facts.bf16_evidence is not None or ctx.project.precisions & HALF):
         return  # bf16 holds the sum
     for node, operands in _key_value_products(ctx):
         scope = ctx.src.scope(node)
         if ctx.facts.autocast_off_at(node) or _single_position(ctx, node) or _normalized(ctx, operands[0], node) or _softmaxed_after(ctx, node) or any(
-                fp32_made(ctx, o, scope) is not None or _divided(ctx, o, node) for o in operands):
+                fp32_made(ctx, o, scope) is not None or _divided(ctx, o, node) for o in operands) or _made_from_keys(ctx, *operands, node):
             continue
         where = f" ({why})" if why else ""
         yield node, (f"linear attention's context `{ast.unparse(node)[:50]}` sums key-value products over every position "
                      f"in the input's dtype{where}: it grows with the sequence length, and in fp16 (largest value 65504) a long "
                      f"sequence overflows to inf; compute it in fp32 (`.float()` operands with autocast off) or scale the "
-                     f"values by 1/n first"), Severity.WARNING if why else Severity.INFO
+                     f"values by 1/n first"), Severity.WARNING if why and _runs_in_fp16(ctx, node, operands) else Severity.INFO
