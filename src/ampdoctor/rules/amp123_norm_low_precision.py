@@ -275,6 +275,11 @@ def _applied_to(ctx: Context, owner: ast.AST) -> str:
     if not inputs:
         return _UNKNOWN
     kinds = {kind if not _projected(name) else _LOWERED for name, arg in inputs for kind in (_made_by(ctx, arg),)}
+    return _combined(kinds)
+
+
+def _combined(kinds: set[str]) -> str:
+    """What several values a tensor may be come to: half if any is, fp32 only if all are, else not known."""
     return _LOWERED if _LOWERED in kinds else _STREAM if kinds == {_STREAM} else _UNKNOWN
 
 
@@ -357,7 +362,7 @@ def _named(ctx: Context, expr: ast.Name, depth: int) -> str:
         if value is None:
             value = _unpacked_from(ctx, expr.id, line, fn)
         kinds.add(_made_by(ctx, value, depth + 1) if value is not None else _UNKNOWN)
-    return _LOWERED if _LOWERED in kinds else _STREAM if kinds == {_STREAM} else _UNKNOWN
+    return _combined(kinds)
 
 
 def _unpacked_from(ctx: Context, name: str, line: int, fn: ast.AST | None) -> ast.AST | None:
@@ -408,7 +413,7 @@ def _forward_returns(ctx: Context, cls: ast.ClassDef, depth: int) -> str:
     forward = next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "forward"), None)
     returned = [r.value for r in ast.walk(forward) if isinstance(r, ast.Return) and r.value is not None] if forward else []
     kinds = {_made_by(ctx, value, depth + 1) for value in returned}
-    return _LOWERED if _LOWERED in kinds else _STREAM if kinds == {_STREAM} else _UNKNOWN
+    return _combined(kinds)
 
 
 def _finding(ctx: Context, call: ast.Call, owner: ast.AST, dtypes: frozenset | None, said: str) -> CodeHit:

@@ -67,14 +67,20 @@ _VALUES = frozenset({"v", "value", "values"})
 _TRANSPOSES = frozenset({"transpose", "mT", "t", "permute"})
 
 
+def _untransposed(expr: ast.AST) -> ast.AST:
+    """The tensor a transpose is taken of (``k`` of ``k.transpose(-1, -2)`` or ``k.mT``); any other expression as is."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _TRANSPOSES:
+        return expr.func.value
+    if isinstance(expr, ast.Attribute) and expr.attr in _TRANSPOSES:
+        return expr.value
+    return expr
+
+
 def _named(expr: ast.AST, words: frozenset[str]) -> bool:
     """The operand is a tensor named as the keys (or values) themselves, ``k``/``key``/``keys``, through a transpose
     (``k.transpose(-1, -2)``, ``k.mT``): not a chunk of them (``k_i``, a recurrence's per-chunk product, bounded by
     the chunk), a weight (``value_weight``) or a cache."""
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _TRANSPOSES:
-        expr = expr.func.value
-    elif isinstance(expr, ast.Attribute) and expr.attr in _TRANSPOSES:
-        expr = expr.value
+    expr = _untransposed(expr)
     return isinstance(expr, (ast.Name, ast.Attribute)) and (last_identifier(expr) or "").lower() in words
 
 
@@ -98,8 +104,7 @@ def _key_value_products(ctx: Context) -> Iterator[tuple[ast.AST, list[ast.AST]]]
 
 def _last_binding(ctx: Context, operand: ast.AST, node: ast.AST) -> ast.AST | None:
     """What the operand's name (through a transpose) was last bound to before the product, in its scope."""
-    name = operand.func.value if isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute) else operand
-    name = name.value if isinstance(name, ast.Attribute) and name.attr in _TRANSPOSES else name
+    name = _untransposed(operand)
     if not isinstance(name, ast.Name):
         return None
     before = [v for line, v in ctx.src.bindings(name, ctx.src.scope(node)) if line < node.lineno and v is not None]
@@ -143,8 +148,7 @@ def _made_from_keys(ctx: Context, keys: ast.AST, values: ast.AST, node: ast.AST)
     inverse, a Gram product): linear attention's keys and values are two projections of the input, never one made
     from the other, so this is no key-value context."""
     base = _last_binding(ctx, values, node)
-    key = keys.func.value if isinstance(keys, ast.Call) and isinstance(keys.func, ast.Attribute) else keys
-    key = key.value if isinstance(key, ast.Attribute) and key.attr in _TRANSPOSES else key
+    key = _untransposed(keys)
     return base is not None and isinstance(key, ast.Name) and any(isinstance(n, ast.Name) and n.id == key.id for n in ast.walk(base))
 
 
