@@ -12,6 +12,7 @@ from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, MATMUL_CALLS, CodeHit, Context, half_dtypes_run
 from ampdoctor.lint.python.dataflow import FP16, HALF, describe
+from ampdoctor.lint.python.embedded import half_weights_config
 from ampdoctor.lint.python.project import cpu_autocast_line
 from ampdoctor.lint.python.resolve import keyword, last_identifier, self_attribute, tokens
 
@@ -244,10 +245,11 @@ def _autocast_alone(ctx: Context) -> bool:
     """The only half precision this code runs in is autocast's: it enters (or is run under) half autocast, and
     nothing casts a model to half, here or in the project (a training file that casts its model beside its autocast
     included: `Evidence.casts_weights`), nor runs it from a half training config (which may cast the model:
-    DeepSpeed, a framework's true-half mode). The parameters then stay fp32, and so does every tensor computed from
-    them by ops autocast leaves alone (adds, multiplies, embeddings)."""
+    DeepSpeed, a framework's true-half mode), nor shards it with half parameters (FSDP's `MixedPrecision`). The
+    parameters then stay fp32, and so does every tensor computed from them by ops autocast leaves alone (adds,
+    multiplies, embeddings)."""
     project = ctx.project
-    if ctx.facts.model_casts or project.half_model is not None or project.half is not None \
+    if ctx.facts.model_casts or half_weights_config(ctx) is not None or project.half_model is not None or project.half is not None \
             or (project.autocast is not None and project.autocast.casts_weights):
         return False
     return ctx.facts.half_autocast is not None or project.autocast is not None

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ampdoctor.core.engine import check_policy
 from ampdoctor.core.model import Finding, Location
+from ampdoctor.dtypes import HALF
 from ampdoctor.frameworks import accelerate, deepspeed, fsdp, hf, lightning, reader_for, reader_named
 from ampdoctor.frameworks.base import Reading
 from ampdoctor.frameworks.document import Document, KeyPath, OwnSaid
@@ -511,6 +512,14 @@ def embedded_readings(ctx: Context) -> list[Reading]:
             continue
     ctx.__dict__["_embedded_readings"] = out
     return out
+
+
+def half_weights_config(ctx: Context) -> Reading | None:
+    """A config written in this file that runs the forward with half weights and no autocast of its own: FSDP's
+    ``MixedPrecision(param_dtype=torch.bfloat16)``, a DeepSpeed dict with its bf16/fp16 engine on. An autocast the
+    file enters beside it then computes with half weights, as beside a model cast to half."""
+    return next((r for r in embedded_readings(ctx)
+                 if r.policy is not None and r.policy.compute in HALF and r.facts.autocast is False and r.facts.trains is not False), None)
 
 
 def _variants(config: EmbeddedConfig) -> list[Document] | None:

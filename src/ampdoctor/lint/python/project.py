@@ -828,8 +828,11 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
         dtypes = _autocast_dtypes(ctx, node)
         named = isinstance(node, ast.Call) and ctx.qualname(node.func) in AUTOCASTS
         what = "autocast" if named else f"mixed precision (`{_callee(node)}`)"
-        # a model this file casts to half runs its autocast with half weights (`Evidence.casts_weights`)
-        autocast = Evidence(f"{_names(dtypes)} {what}", dtypes, rel_path, node.lineno, casts_weights=bool(facts.model_casts))
+        # a model this file casts to half, or shards with half parameters (FSDP's `MixedPrecision(param_dtype=...)`),
+        # runs its autocast with half weights (`Evidence.casts_weights`)
+        from ampdoctor.lint.python.embedded import half_weights_config  # the config readers: only for a file linted now, not from the cache
+        casts = bool(facts.model_casts) or half_weights_config(ctx) is not None
+        autocast = Evidence(f"{_names(dtypes)} {what}", dtypes, rel_path, node.lineno, casts_weights=casts)
     model_classes: tuple[str, ...] = ()
     if autocast is None and facts.model_casts and not facts.mixed_precision_on:
         cast = facts.model_casts[0]
