@@ -334,6 +334,9 @@ def _made_by(ctx: Context, expr: ast.AST, depth: int = 0) -> str:
     if depth > 6:
         return _UNKNOWN
     if isinstance(expr, ast.Subscript):
+        index = expr.slice
+        if isinstance(index, ast.Constant) and type(index.value) is int and index.value >= 0:
+            return _element(ctx, expr.value, index.value, depth + 1)  # ``self.attn(x)[0]``: the tuple's element
         return _made_by(ctx, expr.value, depth + 1)
     if isinstance(expr, ast.BinOp):
         if isinstance(expr.op, ast.MatMult):
@@ -361,19 +364,37 @@ def _named(ctx: Context, expr: ast.Name, depth: int) -> str:
         if fn is not None and line == fn.lineno and expr.id in params:
             kinds.add(_LOWERED if _projected(expr.id) else _UNKNOWN)
             continue
-        if value is None:
-            value = _unpacked_from(ctx, expr.id, line, fn)
-        kinds.add(_made_by(ctx, value, depth + 1) if value is not None else _UNKNOWN)
+        if value is not None:
+            kinds.add(_made_by(ctx, value, depth + 1))
+            continue
+        unpacked = _unpacked_from(ctx, expr.id, line, fn)
+        kinds.add(_element(ctx, *unpacked, depth + 1) if unpacked is not None else _UNKNOWN)
     return _combined(kinds)
 
 
-def _unpacked_from(ctx: Context, name: str, line: int, fn: ast.AST | None) -> ast.AST | None:
-    """The value a tuple assignment on `line` unpacks into `name` from (``q, k, v = self.qkv(x).chunk(3, -1)``)."""
+def _unpacked_from(ctx: Context, name: str, line: int, fn: ast.AST | None) -> tuple[ast.AST, int] | None:
+    """The value a tuple assignment on `line` unpacks into `name` from, and the position `name` takes in it
+    (``q, k, v = self.qkv(x).chunk(3, -1)``: 0 for q; ``h, _ = self.attn(x)``: 0 for h)."""
     for stmt in ctx.src.assigns:
-        if stmt.lineno == line and isinstance(stmt, ast.Assign) and ctx.src.enclosing_function(stmt) is fn and any(
-                isinstance(t, (ast.Tuple, ast.List)) and any(isinstance(e, ast.Name) and e.id == name for e in t.elts) for t in stmt.targets):
-            return stmt.value
+        if stmt.lineno != line or not isinstance(stmt, ast.Assign) or ctx.src.enclosing_function(stmt) is not fn:
+            continue
+        for target in stmt.targets:
+            if isinstance(target, (ast.Tuple, ast.List)):
+                at = next((i for i, e in enumerate(target.elts) if isinstance(e, ast.Name) and e.id == name), None)
+                if at is not None:
+                    return stmt.value, at
     return None
+
+
+def _element(ctx: Context, value: ast.AST, at: int, depth: int) -> str:
+    """What element `at` of `value` is: a tuple's own element, or the element a module of this file returns in that
+    place (an attention block's ``return out, weights``); a split or chunk of one tensor is that tensor's dtype."""
+    if isinstance(value, ast.Tuple):
+        return _made_by(ctx, value.elts[at], depth) if at < len(value.elts) and not any(isinstance(e, ast.Starred) for e in value.elts) else _UNKNOWN
+    attr = self_attribute(value.func) if isinstance(value, ast.Call) else None
+    if attr is not None:
+        return _module_output(ctx, attr, depth, at)
+    return _made_by(ctx, value, depth)
 
 
 def _called(ctx: Context, call: ast.Call, depth: int) -> str:
@@ -393,10 +414,11 @@ def _called(ctx: Context, call: ast.Call, depth: int) -> str:
     return _UNKNOWN
 
 
-def _module_output(ctx: Context, attr: str, depth: int) -> str:
+def _module_output(ctx: Context, attr: str, depth: int, at: int | None = None) -> str:
     """What ``self.<attr>(...)`` returns under autocast, from the layer the file builds into that attribute: an
     embedding's fp32 rows, a linear or conv layer's half output, or what the ``forward`` of a module class of this
-    file returns (an attention block ending in its output projection is half); any other module is not known."""
+    file returns (an attention block ending in its output projection is half; with `at`, the element of the tuple
+    it returns in that place); any other module is not known."""
     for _, value in ctx.src.bindings(ast.Attribute(value=ast.Name(id="self"), attr=attr), ctx.src.tree):
         if not isinstance(value, ast.Call):
             continue
@@ -407,14 +429,14 @@ def _module_output(ctx: Context, attr: str, depth: int) -> str:
             return _LOWERED
         cls = next((c for c in ctx.src.classes if isinstance(value.func, ast.Name) and c.name == value.func.id), None)
         if cls is not None:
-            return _forward_returns(ctx, cls, depth)
+            return _forward_returns(ctx, cls, depth, at)
     return _UNKNOWN
 
 
-def _forward_returns(ctx: Context, cls: ast.ClassDef, depth: int) -> str:
+def _forward_returns(ctx: Context, cls: ast.ClassDef, depth: int, at: int | None = None) -> str:
     forward = next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "forward"), None)
     returned = [r.value for r in ast.walk(forward) if isinstance(r, ast.Return) and r.value is not None] if forward else []
-    kinds = {_made_by(ctx, value, depth + 1) for value in returned}
+    kinds = {_made_by(ctx, value, depth + 1) if at is None else _element(ctx, value, at, depth + 1) for value in returned}
     return _combined(kinds)
 
 
