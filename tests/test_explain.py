@@ -600,3 +600,24 @@ def test_a_gradient_norm_said_to_be_computed_in_half_ranks_the_sensitive_op_abov
                             "its squares overflow.")[:2]
     assert (first.rule.id, second.rule.id) == ("AMP204", "AMP212") and first.guess
     assert explain("The RMSNorm variance is computed in bf16 and comes out as 0 for small activations.")[0].rule.id != "AMP204"
+
+
+def test_a_specific_message_without_its_rules_context_is_a_guess_where_the_text_shows_where_it_failed():
+    # AMP131's message names the layer's input and weight dtypes; its context is the conv module's own frames. A
+    # traceback or the code that ran, shown without them, had the place to show them: the message then ranks AMP131
+    # and no longer decides it. The message alone, or with the conv frame, still decides it.
+    message = "RuntimeError: Input type (torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor) should be the same"
+    alone = explain(message)[0]
+    assert alone.rule.id == "AMP131" and not alone.guess
+    coded = explain(">>> model = UNet().half().cuda()\n>>> out = model(image)\n" + message)[0]
+    assert coded.rule.id == "AMP131" and coded.guess and "none of what usually comes with it" in coded.reason
+    traced = explain('  File "/work/train.py", line 12, in step\n    out = block(x)\n' + message)[0]
+    assert traced.rule.id == "AMP131" and traced.guess
+    with_context = explain('  File "/site-packages/torch/nn/modules/conv.py", line 456, in _conv_forward\n'
+                           "    return F.conv2d(input, weight, bias)\n" + message)[0]
+    assert with_context.rule.id == "AMP131" and not with_context.guess
+    # a rule that names no context has nothing to miss: its message decides beside any frame
+    framed = explain('  File "/work/serve.py", line 40, in main\n    llm = LLM(model=path)\n'
+                     "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
+                     "Your Tesla T4 GPU has compute capability 7.5.")[0]
+    assert framed.rule.id == "AMP113" and not framed.guess
