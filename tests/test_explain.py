@@ -621,3 +621,25 @@ def test_a_specific_message_without_its_rules_context_is_a_guess_where_the_text_
                      "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
                      "Your Tesla T4 GPU has compute capability 7.5.")[0]
     assert framed.rule.id == "AMP113" and not framed.guess
+
+
+@pytest.mark.parametrize("text, rule", [
+    # a torch.device given to autocast, the device hard-coded in it, or its device type taken from the run's device
+    ("Please allow passing a `torch.device` object to autocast, not only the device-type string.", "AMP140"),
+    ("The trainer hard-codes cuda as the device in autocast, so the loop cannot run on an XPU.", "AMP140"),
+    ("Suggestion: use torch.autocast(device_type=batch.device.type) in the examples.", "AMP140"),
+    # gradients to be accumulated in fp32 where bf16 is trained
+    ("Training with bf16 on ZeRO-2, we would like gradient accumulation in fp32 for long accumulation runs.", "AMP117"),
+    # a fill value beyond the half dtype's range
+    ("The fused kernel crashes because fill_value -1e9 exceeds the fp16 range.", "AMP133"),
+    # a norm that must run in fp32 for half inputs
+    ("RMSNorm should be computed in fp32 for bf16 activations, else the outputs drift.", "AMP123"),
+    # the fused norm kernels' warning about an input and a weight in two dtypes
+    ("UserWarning: Mismatch dtype between input and weight: input dtype = c10::Half, weight dtype = float, "
+     "Cannot dispatch to fused implementation.", "AMP131"),
+    # activation statistics whose max is beyond fp16's range
+    ("decoder.block.7 output: min=-1.2e+03 max= 9.1e+04 var= 3.3e+06 mean= 2.1e+00", "AMP212"),
+])
+def test_wordings_of_causes_rank_their_rule_first_as_a_guess(text, rule):
+    first = explain(text)[0]
+    assert first.rule.id == rule and first.basis == "signature" and first.guess
