@@ -600,3 +600,46 @@ def test_a_gradient_norm_said_to_be_computed_in_half_ranks_the_sensitive_op_abov
                             "its squares overflow.")[:2]
     assert (first.rule.id, second.rule.id) == ("AMP204", "AMP212") and first.guess
     assert explain("The RMSNorm variance is computed in bf16 and comes out as 0 for small activations.")[0].rule.id != "AMP204"
+
+
+def test_a_specific_message_without_its_rules_context_is_a_guess_where_the_text_shows_where_it_failed():
+    # AMP131's message names the layer's input and weight dtypes; its context is the conv module's own frames. A
+    # traceback or the code that ran, shown without them, had the place to show them: the message then ranks AMP131
+    # and no longer decides it. The message alone, or with the conv frame, still decides it.
+    message = "RuntimeError: Input type (torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor) should be the same"
+    alone = explain(message)[0]
+    assert alone.rule.id == "AMP131" and not alone.guess
+    coded = explain(">>> model = UNet().half().cuda()\n>>> out = model(image)\n" + message)[0]
+    assert coded.rule.id == "AMP131" and coded.guess and "none of what usually comes with it" in coded.reason
+    traced = explain('  File "/work/train.py", line 12, in step\n    out = block(x)\n' + message)[0]
+    assert traced.rule.id == "AMP131" and traced.guess
+    with_context = explain('  File "/site-packages/torch/nn/modules/conv.py", line 456, in _conv_forward\n'
+                           "    return F.conv2d(input, weight, bias)\n" + message)[0]
+    assert with_context.rule.id == "AMP131" and not with_context.guess
+    # a rule that names no context has nothing to miss: its message decides beside any frame
+    framed = explain('  File "/work/serve.py", line 40, in main\n    llm = LLM(model=path)\n'
+                     "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
+                     "Your Tesla T4 GPU has compute capability 7.5.")[0]
+    assert framed.rule.id == "AMP113" and not framed.guess
+
+
+@pytest.mark.parametrize("text, rule", [
+    # a torch.device given to autocast, the device hard-coded in it, or its device type taken from the run's device
+    ("Please allow passing a `torch.device` object to autocast, not only the device-type string.", "AMP140"),
+    ("The trainer hard-codes cuda as the device in autocast, so the loop cannot run on an XPU.", "AMP140"),
+    ("Suggestion: use torch.autocast(device_type=batch.device.type) in the examples.", "AMP140"),
+    # gradients to be accumulated in fp32 where bf16 is trained
+    ("Training with bf16 on ZeRO-2, we would like gradient accumulation in fp32 for long accumulation runs.", "AMP117"),
+    # a fill value beyond the half dtype's range
+    ("The fused kernel crashes because fill_value -1e9 exceeds the fp16 range.", "AMP133"),
+    # a norm that must run in fp32 for half inputs
+    ("RMSNorm should be computed in fp32 for bf16 activations, else the outputs drift.", "AMP123"),
+    # the fused norm kernels' warning about an input and a weight in two dtypes
+    ("UserWarning: Mismatch dtype between input and weight: input dtype = c10::Half, weight dtype = float, "
+     "Cannot dispatch to fused implementation.", "AMP131"),
+    # activation statistics whose max is beyond fp16's range
+    ("decoder.block.7 output: min=-1.2e+03 max= 9.1e+04 var= 3.3e+06 mean= 2.1e+00", "AMP212"),
+])
+def test_wordings_of_causes_rank_their_rule_first_as_a_guess(text, rule):
+    first = explain(text)[0]
+    assert first.rule.id == rule and first.basis == "signature" and first.guess
