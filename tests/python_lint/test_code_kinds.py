@@ -118,6 +118,38 @@ def test_validation_and_sampling_inside_a_training_file_are_evaluation_code():
     assert found == [(4, "info"), (9, "info"), (14, "warning"), (19, "info")]
 
 
+def test_a_library_function_that_only_measures_a_model_is_evaluation_code():
+    # A helper module (it trains nothing itself): the perplexity of a model loaded in fp16, measured with a
+    # cross-entropy of its fp16 logits, is a reported number (a note); a loss helper that training may call stays a
+    # warning. No-grad code is not read as evaluation here: a library's no-grad rollout computes the old
+    # log-probabilities that RL training uses.
+    code = """
+    import torch
+    from torch import nn
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained("org/m", torch_dtype=torch.float16)
+    criterion = nn.CrossEntropyLoss()
+
+    def eval_ppl(ids):
+        logits = model(ids).logits
+        return criterion(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten())
+
+    def lm_loss(ids):
+        logits = model(ids).logits
+        return criterion(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten())
+
+    @torch.no_grad()
+    def rollout(ids):
+        logits = model(ids).logits
+        return criterion(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten())
+    """
+    found = sorted((f.location.line, f.severity.value) for f in findings(code, "utils/metrics.py") if f.rule_id == "AMP125")
+    assert found == [(10, "info"), (14, "warning"), (19, "warning")]
+    noted = [f for f in findings(code, "utils/metrics.py") if f.rule_id == "AMP125" and f.location.line == 10]
+    assert "inside `eval_ppl` (line 8), which evaluates a model" in noted[0].message
+
+
 def test_a_test_a_module_carries_for_itself_is_test_code():
     # A model module's own `_test_x()` (run from its __main__) builds a case on purpose; the module's classes are not
     # tests, and a function merely named like one inside a class is a method.

@@ -46,7 +46,7 @@ def rope_cache_low_precision(ctx: Context) -> Iterator[CodeHit]:
             continue  # `.to(x.dtype)` at the point of use, however spelled: the audit's business, as the catalog says
         receiver = call.func.value if isinstance(call.func, ast.Attribute) and ctx.qualname(call.func) is None else None
         stored = assigned_name(ctx, call)
-        if receiver is not None and is_table(words := chain_words(receiver, ctx)):
+        if receiver is not None and is_table(words := chain_words(receiver, ctx)) and not _learned_weight(ctx, receiver):
             what = f"`{ast.unparse(receiver)[:60]}`"
         elif stored is not None and is_table(words := tokens(stored)):
             what = f"`{stored}`"
@@ -109,6 +109,31 @@ _KEEPS_DTYPE = frozenset({"cos", "sin", "exp", "neg", "reciprocal", "unsqueeze",
                           "clone", "detach", "cpu", "cuda", "transpose", "permute", "flatten", "expand", "repeat",
                           "repeat_interleave"})
 _ONE_TENSOR_TORCH = frozenset({"torch.cos", "torch.sin", "torch.exp", "torch.reciprocal"})
+
+
+# Constructors that give a parameter its shape only: the values come from an initializer (or training) after it.
+_SHAPED_ONLY = frozenset({"torch.Tensor", "torch.FloatTensor", "torch.empty", "torch.zeros", "torch.ones", "torch.randn",
+                          "torch.rand"})
+
+
+def _learned_weight(ctx: Context, receiver: ast.AST) -> bool:
+    """The receiver is a weight the model learns, not a table of angles: an attribute (``layer.theta.data``) that
+    every assignment in the file binds to ``nn.Parameter`` of a tensor given only its shape (``nn.Parameter(
+    torch.Tensor(out_features, in_features))``, a polar parametrization's angle). A table made learnable is
+    ``nn.Parameter`` of the computed frequencies, and stays a table."""
+    node = receiver.value if isinstance(receiver, ast.Attribute) and receiver.attr == "data" else receiver
+    if not isinstance(node, ast.Attribute):
+        return False
+    bound = [a for a in ctx.src.assigns if isinstance(a, ast.Assign)
+             and any(isinstance(t, ast.Attribute) and t.attr == node.attr for t in a.targets)]
+    return bool(bound) and all(_shaped_parameter(ctx, a.value) for a in bound)
+
+
+def _shaped_parameter(ctx: Context, value: ast.AST) -> bool:
+    if not (isinstance(value, ast.Call) and (last_identifier(value.func) or "") == "Parameter" and value.args):
+        return False
+    inner = value.args[0]
+    return isinstance(inner, ast.Call) and ctx.qualname(inner.func) in _SHAPED_ONLY
 
 
 def _table_computed_from(ctx: Context, call: ast.Call) -> str | None:

@@ -82,7 +82,7 @@ def _later_casts(ctx: Context, wraps: dict[tuple[str, ast.AST], ast.Call]) -> It
         if line is None or call.lineno <= line or any(line < r < call.lineno for r in rebound.get(key, ())) \
                 or ctx.src.exclusive(wrap, call):
             continue
-        if (dtypes := _half_cast(call, ctx)) and not _export_cast(ctx, call, target):
+        if (dtypes := _half_cast(call, ctx)) and not _export_cast(ctx, call, target) and not _served(ctx, target):
             yield call, _adapter_message(dtypes, line)
 
 
@@ -102,6 +102,16 @@ def _export_cast(ctx: Context, cast: ast.Call, target: str) -> bool:
         if any(dotted(n) == target for a in call.args for n in ast.walk(a) if isinstance(n, (ast.Name, ast.Attribute))):
             return True
     return False
+
+
+def _served(ctx: Context, target: str) -> bool:
+    """The cast model is served, not trained: the file puts it in eval mode (``self.model.eval()``) and takes no
+    training step anywhere (no backward, optimizer step or trainer), so no optimizer meets the half adapters (a model
+    worker that loads a trained adapter and answers requests)."""
+    if TRAINS.search(ctx.src.text):
+        return False
+    return any(isinstance(c.func, ast.Attribute) and c.func.attr == "eval" and not c.args and dotted(c.func.value) == target
+               for c in ctx.src.calls)
 
 
 def _rebindings(ctx: Context, wraps: dict[tuple[str, ast.AST], ast.Call]) -> dict[tuple[str, ast.AST], list[int]]:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.dataflow import HALF, describe
 from ampdoctor.lint.python.facts import is_model_expr
-from ampdoctor.lint.python.resolve import dotted, keyword
+from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier
 
 _CASTS = ("to", "half", "bfloat16", "float", "type", "to_empty")
 
@@ -114,6 +115,35 @@ def assign_keeps_checkpoint_dtype(ctx: Context) -> Iterator[CodeHit]:
         node, dtypes = made
         if call.args and _state_cast_to(ctx, call.args[0], call, dtypes):
             continue
-        yield call, (f"`{model}` was made {describe(dtypes)} (line {node.lineno}), but `load_state_dict(..., assign=True)` "
-                     "gives it the checkpoint's tensors and their dtypes: an fp32 checkpoint makes it fp32 again; "
-                     f"cast after loading (`{model}.to({'torch.bfloat16' if dtypes == frozenset({'bf16'}) else 'dtype'})`)")
+        said = (f"`{model}` was made {describe(dtypes)} (line {node.lineno}), but `load_state_dict(..., assign=True)` "
+                "gives it the checkpoint's tensors and their dtypes: an fp32 checkpoint makes it fp32 again; "
+                f"cast after loading (`{model}.to({'torch.bfloat16' if dtypes == frozenset({'bf16'}) else 'dtype'})`)")
+        download = _downloaded(ctx, call.args[0], call) if call.args else None
+        if download is not None:
+            # A published checkpoint's dtype is its publisher's choice, which the code does not show: the model may
+            # well load in the dtype it was made for. What the project saves itself (an FSDP run's fp32 shards) it does.
+            yield call, (f"{said} (the checkpoint is downloaded, line {download.lineno}: its dtype is the one it was "
+                         "published in, which the code does not show)"), Severity.INFO
+            continue
+        yield call, said
+
+
+_DOWNLOADS = frozenset({"hf_hub_download", "snapshot_download", "cached_download", "load_state_dict_from_url", "cached_path"})
+
+
+def _downloaded(ctx: Context, state: ast.expr, load: ast.Call, hops: int = 0) -> ast.Call | None:
+    """The download the state dict is read from: ``sd = load_file(path)`` (or ``torch.load``) with `path` bound, on some
+    path through the function, to ``hf_hub_download(...)``; or the state dict fetched by URL itself
+    (``load_state_dict_from_url(url)``). Names are followed back a few bindings."""
+    if isinstance(state, ast.Call):
+        if (last_identifier(state.func) or "") in _DOWNLOADS:
+            return state
+        return _downloaded(ctx, state.args[0], load, hops + 1) if state.args and hops < 3 and \
+            "load" in (last_identifier(state.func) or "") else None
+    if not isinstance(state, ast.Name) or hops >= 3:
+        return None
+    scope = ctx.src.scope(load)
+    for line, value in ctx.src.bindings(state, scope):
+        if line < load.lineno and value is not None and (found := _downloaded(ctx, value, load, hops + 1)) is not None:
+            return found
+    return None

@@ -154,6 +154,8 @@ def site_kind(src: SourceFile, node: ast.AST, file: Kind) -> Kind:
         test = _self_test(src, node)
         if test is not None:
             return Kind(CodeKind.TEST, test)
+    if file.kind is CodeKind.LIBRARY:
+        return _library_evaluation(src, node) or file
     if file.kind is not CodeKind.TRAINING:
         return file
     for parent, child in src.steps(node):
@@ -165,6 +167,21 @@ def site_kind(src: SourceFile, node: ast.AST, file: Kind) -> Kind:
             return Kind(CodeKind.BENCHMARK, f"a probe (line {parent.lineno}) whose outputs are deleted unread and whose "
                                             "gradients are cleared before any optimizer step")
     return file
+
+
+# Names of library functions that only measure a model (a perplexity or a validation loss over a dataset).
+_MEASURES = frozenset({"validate", "validation", "eval", "evaluate", "evaluation", "perplexity", "ppl"})
+
+
+def _library_evaluation(src: SourceFile, node: ast.AST) -> Kind | None:
+    """Evaluation code in a module that trains nothing itself (no backward or optimizer step anywhere in it): a
+    function named for validating or measuring (``def eval_ppl(model, data)``). Its losses and log-probabilities are
+    numbers reported, never backpropagated. Only the function's name is read here, not `torch.no_grad()`: a library's
+    no-grad code also computes what training uses (the old log-probabilities of an RL rollout)."""
+    for parent, _ in src.steps(node):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and tokens(parent.name) & _MEASURES:
+            return Kind(CodeKind.EVALUATION, f"inside `{parent.name}` (line {parent.lineno}), which evaluates a model")
+    return None
 
 
 def _self_test(src: SourceFile, node: ast.AST) -> str | None:
