@@ -69,6 +69,7 @@ class SourceFile:
     strings: list[ast.Constant] = field(default_factory=list)
     functions: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = field(default_factory=list)
     asserts: list[ast.Assert] = field(default_factory=list)  # AMP005's dtype asserts, without a walk of its own
+    exits: list[ast.stmt] = field(default_factory=list)  # raise, return, break, continue: what code after them is dead
     _names: dict[tuple[ast.AST, str], list[Binding]] | None = None
     _attrs: dict[str, list[Binding]] | None = None
     _by_name: dict[str, list[ast.Call]] | None = None
@@ -95,7 +96,8 @@ class SourceFile:
 
         found = {ast.Call: self.calls.append, ast.Attribute: self.attributes.append, ast.Assign: self.assigns.append,
                  ast.AnnAssign: self.assigns.append, ast.ClassDef: self.classes.append, ast.Assert: self.asserts.append,
-                 ast.Import: self.imports.add, ast.ImportFrom: import_from, **{f: self.functions.append for f in FUNCTIONS}}
+                 ast.Import: self.imports.add, ast.ImportFrom: import_from, **{f: self.functions.append for f in FUNCTIONS},
+                 **{e: self.exits.append for e in _EXITS}}
         Constant, BinOp, AugAssign, MatMult, Add = ast.Constant, ast.BinOp, ast.AugAssign, ast.MatMult, ast.Add
         Name = ast.Name
         children = _CHILD_FIELDS
@@ -235,6 +237,19 @@ class SourceFile:
 
     # --- assignments ----------------------------------------------------------------------------
 
+    def _after_an_exit(self) -> set[int]:
+        """The assignments that never run: those after a ``raise``, ``return``, ``break`` or ``continue`` in the same
+        block, or inside a statement that follows one (``raise NotImplementedError`` above the dtype a half option
+        would set). A value they assign is no value the name can hold."""
+        dead: set[int] = set()
+        for stop in self.exits:  # collected by the one walk of the file; the blocks they end are read here
+            parent = self.parents.get(stop)
+            block = next((b for b in (getattr(parent, p, None) for p in ("body", "orelse", "finalbody"))
+                          if isinstance(b, list) and any(s is stop for s in b)), [])
+            at = next((i for i, s in enumerate(block) if s is stop), len(block))
+            dead.update(id(n) for later in block[at + 1:] for n in ast.walk(later) if isinstance(n, (ast.Assign, ast.AnnAssign)))
+        return dead
+
     def _index_assignments(self) -> None:
         names: dict[tuple[ast.AST, str], list[Binding]] = {}
         attrs: dict[str, list[Binding]] = {}
@@ -253,10 +268,11 @@ class SourceFile:
             elif isinstance(target, ast.Starred):
                 bind(target.value, None, line, scope)
 
+        dead = self._after_an_exit()
         for node in self.assigns:
             scope = self.scope(node)
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if isinstance(node, ast.AnnAssign) and node.value is None:
+            if isinstance(node, ast.AnnAssign) and node.value is None or id(node) in dead:
                 continue
             for target in targets:
                 bind(target, node.value, node.lineno, scope)
@@ -367,6 +383,9 @@ class SourceFile:
             return self._names.get((self.tree, expr.id), [])
         key = dotted(expr)
         return self._attrs.get(key, []) if key else []
+
+
+_EXITS = (ast.Raise, ast.Return, ast.Break, ast.Continue)
 
 
 def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
