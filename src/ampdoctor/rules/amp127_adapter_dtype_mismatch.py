@@ -12,7 +12,7 @@ from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import PEFT_FUNCTIONS, CodeHit, Context
 from ampdoctor.lint.python.dataflow import HALF, describe
-from ampdoctor.lint.python.kind import TRAINS
+from ampdoctor.lint.python.kind import TRAINS, trains_anywhere
 from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, tokens
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ def _served(ctx: Context, target: str) -> bool:
     """The cast model is served, not trained: the file puts it in eval mode (``self.model.eval()``) and takes no
     training step anywhere (no backward, optimizer step or trainer), so no optimizer meets the half adapters (a model
     worker that loads a trained adapter and answers requests)."""
-    if TRAINS.search(ctx.src.text):
+    if trains_anywhere(ctx.src.text):
         return False
     return any(isinstance(c.func, ast.Attribute) and c.func.attr == "eval" and not c.args and dotted(c.func.value) == target
                for c in ctx.src.calls)

@@ -68,6 +68,12 @@ _LOOP_WORDS = (".step()", "zero_grad(", ".fit(", "trainer.train(")
 TRAINS = re.compile(_LOOP + r"|\bbackward\(|\.train\(\s*(resume_from_checkpoint|\))|\bclip_grad_norm_?\(")
 
 
+def trains_anywhere(text: str) -> bool:
+    """Does the module take a training step anywhere: a backward pass, an optimizer step, a trainer's fit or train."""
+    # substring tests first: the regex over a long file costs a millisecond, and most library files have none
+    return any(w in text for w in _TRAIN_WORDS) and TRAINS.search(text) is not None
+
+
 def runs_training_loop(text: str) -> bool:
     return any(w in text for w in _LOOP_WORDS) and TRAINING_LOOP.search(text) is not None
 
@@ -87,9 +93,7 @@ def file_kind(path: str, text: str) -> Kind:
         return Kind(CodeKind.GENERATOR_SOURCE, f"{name} is a transformers modular source: modeling_{stem[8:]}.py is "
                     "generated from it and is the module that runs; it is not imported")
     words = frozenset(_name_words(stem))
-    # substring tests first: the regex over a long file costs a millisecond, and most library files have none
-    trains = any(w in text for w in _TRAIN_WORDS) and TRAINS.search(text) is not None
-    if trains:
+    if trains_anywhere(text):
         return Kind(CodeKind.TRAINING, "")
     if words & _CONVERT:
         return Kind(CodeKind.CONVERSION, f"{name} converts or exports weights and never trains")
@@ -243,19 +247,9 @@ def _discarded_probe(src: SourceFile, block: ast.With | ast.AsyncWith) -> bool:
                 return False  # an attribute or item set keeps what the block made
     if not backward or not bound:
         return False
-    after = _statements_after(src, block)
+    after = src.statements_after(block)
     deleted = {t.id for stmt in after if isinstance(stmt, ast.Delete) for t in stmt.targets if isinstance(t, ast.Name)}
     return bound <= deleted and _cleared_before_step(after) and not _read_after(src, block, bound)
-
-
-def _statements_after(src: SourceFile, block: ast.AST) -> list[ast.stmt]:
-    """The statements after `block` in the statement list that holds it."""
-    parent = src.parents.get(block)
-    for field in ("body", "orelse", "finalbody"):
-        stmts = getattr(parent, field, None)
-        if isinstance(stmts, list) and block in stmts:
-            return stmts[stmts.index(block) + 1:]
-    return []
 
 
 def _cleared_before_step(stmts: list[ast.stmt]) -> bool:

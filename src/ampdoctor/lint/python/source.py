@@ -241,14 +241,19 @@ class SourceFile:
         """The assignments that never run: those after a ``raise``, ``return``, ``break`` or ``continue`` in the same
         block, or inside a statement that follows one (``raise NotImplementedError`` above the dtype a half option
         would set). A value they assign is no value the name can hold."""
-        dead: set[int] = set()
-        for stop in self.exits:  # collected by the one walk of the file; the blocks they end are read here
-            parent = self.parents.get(stop)
-            block = next((b for b in (getattr(parent, p, None) for p in ("body", "orelse", "finalbody"))
-                          if isinstance(b, list) and any(s is stop for s in b)), [])
-            at = next((i for i, s in enumerate(block) if s is stop), len(block))
-            dead.update(id(n) for later in block[at + 1:] for n in ast.walk(later) if isinstance(n, (ast.Assign, ast.AnnAssign)))
-        return dead
+        return {id(n) for stop in self.exits for later in self.statements_after(stop)  # exits: from the file's one walk
+                for n in ast.walk(later) if isinstance(n, (ast.Assign, ast.AnnAssign))}
+
+    def statements_after(self, stmt: ast.AST) -> list[ast.stmt]:
+        """The statements after `stmt` in the statement list (a body, an else, a finally) that holds it."""
+        parent = self.parents.get(stmt)
+        for part in ("body", "orelse", "finalbody"):
+            block = getattr(parent, part, None)
+            if isinstance(block, list):
+                at = next((i for i, s in enumerate(block) if s is stmt), None)
+                if at is not None:
+                    return block[at + 1:]
+        return []
 
     def _index_assignments(self) -> None:
         names: dict[tuple[ast.AST, str], list[Binding]] = {}
