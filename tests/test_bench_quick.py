@@ -176,6 +176,30 @@ def test_ecosystem_quick_counts_verdicts_and_lists_unjudged(docs, capsys, tmp_pa
     assert not docs.exists()  # --quick writes no docs
 
 
+def test_ecosystem_runs_repositories_in_processes_and_compares_two_runs_by_split(docs, capsys, tmp_path):
+    eco = load("ecosystem/ecosystem.py")
+    serial, parallel = tmp_path / "serial.json", tmp_path / "parallel.json"
+    assert eco.main(["--quick", "--json-out", str(serial)]) == 0
+    assert eco.main(["--quick", "--jobs", "2", "--json-out", str(parallel)]) == 0
+    findings = json.loads(serial.read_text())
+    assert findings == json.loads(parallel.read_text())  # a pool of processes changes nothing that is counted
+    assert {(f["mode"], f["rule"], f["verdict"]) for f in findings} >= {("default", "AMP107", "true"), ("default", "AMP117", "false")}
+    capsys.readouterr()
+    # a finding gone from the tune split is named; a held-out one is counted only
+    gone = [f for f in findings if f["rule"] == "AMP117"]
+    held = [dict(f, split="heldout", key="other:" + f["key"]) for f in gone]
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(findings + held))
+    new.write_text(json.dumps([f for f in findings if f["rule"] != "AMP117"]))
+    assert eco.main(["--compare", str(old), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert f"gone [default] {gone[0]['key']} ds_config.json:4: " in out and ": false -- " in out
+    assert "gone held-out: ALL false 1, default false 1" in out
+    assert "other:" not in out
+    assert eco.main(["--compare", str(serial), str(parallel)]) == 0
+    assert capsys.readouterr().out.strip() == "no change"
+
+
 def test_recall_quick_finds_the_synthetic_bugs_before_their_fix_and_none_after(docs, capsys):
     recall = load("recall/recall.py")
     assert recall.main(["--quick"]) == 0  # 0 only if each synthetic bug's rule fires at its lines, and nothing after

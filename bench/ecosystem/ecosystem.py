@@ -2,6 +2,8 @@
 
     PYTHONPATH=src .venv/bin/python bench/ecosystem/ecosystem.py [--cache DIR] [--only NAME,...] [--show] [--no-docs]
     PYTHONPATH=src .venv/bin/python bench/ecosystem/ecosystem.py --quick      # a generated tree, no network, no docs
+    PYTHONPATH=src .venv/bin/python bench/ecosystem/ecosystem.py --split tune --jobs 2 --json-out A.json --no-docs
+    PYTHONPATH=src .venv/bin/python bench/ecosystem/ecosystem.py --compare A.json B.json   # what a change did
 
 The repositories are listed in bench/ecosystem/repos.yaml (name, repo, pinned commit, optional paths). Each is
 extracted from its fetched mirror (`fetch github:OWNER/NAME` puts a bare git dir at /work/.mirror/OWNER+NAME/repo;
@@ -23,6 +25,7 @@ docs/benchmarks.md (unless --no-docs or --only).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -216,22 +219,37 @@ def rows_for(tallies: dict[tuple[str, str], Tally]) -> list[list[object]]:
     return rows
 
 
-def run(entries: list[dict], trees: dict[str, Path], verdicts: dict, show: bool) -> tuple[dict, list[dict], list[str]]:
+def lint_repo(name: str, tree: Path, verdicts: dict) -> tuple[dict, list[str]]:
+    """One repository linted in every mode: its row of `run` and the notes on its input errors."""
+    row: dict = {"repo": name, "split": split_of(name)}
+    notes: list[str] = []
+    for mode, select in MODES.items():
+        start = time.perf_counter()
+        files, judged, errors = lint_tree(name, tree, select, verdicts)
+        row[mode] = (files, judged, round(time.perf_counter() - start, 1))
+        if mode == "ALL":
+            notes += errors
+    return row, notes
+
+
+def run(entries: list[dict], trees: dict[str, Path], verdicts: dict, show: bool, jobs: int = 1) -> tuple[dict, list[dict], list[str]]:
     tallies: dict[tuple[str, str], Tally] = {}
     per_repo = []
     notes: list[str] = []
-    for entry in entries:
-        name = entry["name"]
-        if name not in trees:
-            continue
-        split = split_of(name)
-        row = {"repo": name, "split": split}
-        for mode, select in MODES.items():
-            start = time.perf_counter()
-            files, judged, errors = lint_tree(name, trees[name], select, verdicts)
-            row[mode] = (files, judged, round(time.perf_counter() - start, 1))
-            if mode == "ALL":
-                notes += errors
+    names = [e["name"] for e in entries if e["name"] in trees]
+    if jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        # One repository per task, in the manifest's order: the rows, tallies and output are those of a serial run.
+        with ProcessPoolExecutor(jobs) as pool:
+            done = list(pool.map(lint_repo, names, [trees[n] for n in names], [verdicts] * len(names)))
+    else:
+        done = [lint_repo(n, trees[n], verdicts) for n in names]
+    for row, errors in done:
+        notes += errors
+        split = row["split"]
+        for mode in MODES:
+            files, judged, _ = row[mode]
             for key in ((split, mode), ("all", mode)):
                 t = tallies.setdefault(key, Tally())
                 t.files += files
@@ -274,6 +292,33 @@ def report(tallies, per_repo, notes, unjudged_limit: int | None = None) -> str:
     return "\n".join(lines)
 
 
+def findings_json(per_repo: list[dict]) -> list[dict]:
+    """Every warning and error of every mode, one dict each (`--json-out`), for `compare` against a later run."""
+    return [{"mode": mode, "key": j.key, "repo": j.repo, "split": row["split"], "rule": j.rule, "severity": j.severity,
+             "at": j.at, "message": j.message, "verdict": j.verdict}
+            for row in per_repo for mode in MODES for j in row[mode][1]]
+
+
+def compare(old: list[dict], new: list[dict]) -> str:
+    """What changed between two `--json-out` files: on the tune split each finding that came or went (the key, its
+    verdict and message); on the held-out split only counts by verdict, as the split discipline reads it."""
+    def keyed(items: list[dict]) -> dict[tuple[str, str], dict]:
+        return {(f["mode"], f["key"]): f for f in items}
+
+    before, after = keyed(old), keyed(new)
+    lines = []
+    for label, gone_or_new in (("new", [after[k] for k in after.keys() - before.keys()]),
+                               ("gone", [before[k] for k in before.keys() - after.keys()])):
+        for f in sorted(gone_or_new, key=lambda f: (f["split"], f["mode"], f["key"])):
+            if f["split"] == "tune":
+                lines.append(f"{label} [{f['mode']}] {f['key']} {f['at']}: {f['severity']} {f['rule']}: "
+                             f"{f['verdict'] or 'UNJUDGED'} -- {f['message'][:200]}")
+        held = Counter((f["mode"], f["verdict"] or "unjudged") for f in gone_or_new if f["split"] != "tune")
+        if held:
+            lines.append(f"{label} held-out: " + ", ".join(f"{mode} {verdict} {n}" for (mode, verdict), n in sorted(held.items())))
+    return "\n".join(lines)
+
+
 # --- quick mode -----------------------------------------------------------------------------------------------
 
 QUICK_TREE = {
@@ -297,7 +342,7 @@ for x in range(3):
 }
 
 
-def quick(show: bool, verdicts_path: Path = QUICK_VERDICTS) -> int:
+def quick(show: bool, verdicts_path: Path = QUICK_VERDICTS, jobs: int = 1, json_out: Path | None = None) -> int:
     """A generated two-file tree and bench/ecosystem/quick-verdicts.yaml: self-contained, a few seconds."""
     verdicts = load_verdicts(verdicts_path)
     with tempfile.TemporaryDirectory() as tmp:
@@ -306,8 +351,10 @@ def quick(show: bool, verdicts_path: Path = QUICK_VERDICTS) -> int:
         for rel, text in QUICK_TREE.items():
             (tree / rel).write_text(text)
         entries = [{"name": "quick"}]
-        tallies, per_repo, notes = run(entries, {"quick": tree}, verdicts, show)
+        tallies, per_repo, notes = run(entries, {"quick": tree}, verdicts, show, jobs)
         print(report(tallies, per_repo, notes))
+        if json_out:
+            json_out.write_text(json.dumps(findings_json(per_repo), indent=1))
     return 0
 
 
@@ -325,26 +372,45 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show", action="store_true", help="list every warning and error with its verdict")
     parser.add_argument("--quick", action="store_true", help="a generated tiny tree and tiny verdict file; no docs")
     parser.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
+    parser.add_argument("--split", choices=("tune", "heldout"), help="only the repositories of this split (no docs written)")
+    parser.add_argument("--judged", action="store_true",
+                        help="only the repositories with a judged finding in the verdict store (no docs written)")
+    parser.add_argument("--jobs", type=int, default=1, help="repositories linted at once (processes)")
+    parser.add_argument("--json-out", type=Path, help="write every warning and error of every mode as JSON")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("OLD", "NEW"),
+                        help="print what changed between two --json-out files (held-out: counts only) and exit")
     args = parser.parse_args(argv)
+    if args.compare:
+        old, new = (json.loads(p.read_text()) for p in args.compare)
+        print(compare(old, new) or "no change")
+        return 0
     if args.quick:
-        return quick(args.show, args.verdicts or QUICK_VERDICTS)
+        return quick(args.show, args.verdicts or QUICK_VERDICTS, args.jobs, args.json_out)
     start = time.perf_counter()
     entries = yaml.safe_load(args.manifest.read_text())["repos"]
+    verdicts = load_verdicts(args.verdicts or VERDICTS)
     if args.only:
         wanted = set(args.only.split(","))
         entries = [e for e in entries if e["name"] in wanted]
-    verdicts = load_verdicts(args.verdicts or VERDICTS)
+    if args.split:
+        entries = [e for e in entries if split_of(e["name"]) == args.split]
+    if args.judged:
+        judged_repos = {key.split(":", 1)[0] for key in verdicts}
+        entries = [e for e in entries if e["name"] in judged_repos]
+    subset = bool(args.only or args.split or args.judged)
     trees, notes = {}, []
     for e in entries:
         tree, missing = extract(e, args.mirrors, args.cache)
         notes += missing
         if tree is not None:
             trees[e["name"]] = tree
-    tallies, per_repo, lint_notes = run(entries, trees, verdicts, args.show)
+    tallies, per_repo, lint_notes = run(entries, trees, verdicts, args.show, args.jobs)
     text = report(tallies, per_repo, notes + lint_notes)
     print(text)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(findings_json(per_repo), indent=1))
     absent = [e["name"] for e in entries if e["name"] not in trees]
-    if not (args.no_docs or args.only or absent):
+    if not (args.no_docs or subset or absent):
         body = (benchdocs.stamp(time.perf_counter() - start) + "\n\n"
                 + "Repositories (bench/ecosystem/repos.yaml, split by sha256 of the name): "
                 + ", ".join(f"{e['name']} `{e['commit'][:8]}` ({split_of(e['name'])})" for e in entries) + "\n\n"
