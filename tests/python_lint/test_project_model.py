@@ -555,3 +555,20 @@ def test_a_package_that_imports_its_folder_at_run_time_imports_every_module_ther
                                                              "pkg/models/sub/__init__.py", "pkg/models/sub/b.py", "pkg/other.py")}
     model = ProjectModel(summaries, text_of=lambda p: registry if p == "pkg/models/__init__.py" else "")
     assert sorted(m for m, _ in model.imports("pkg/models/__init__.py")) == ["pkg.models.a", "pkg.models.sub"]
+
+
+def test_a_function_a_package_ships_is_judged_for_its_users_autocast_only_where_it_meets_a_weight():
+    """Nothing in an installable package autocasts, but its users' runs may: a Function it ships that hands its
+    kernel a weight gets a note; one over activations only, or the same Function in a folder of scripts that is no
+    package, gets nothing at all (not even a note)."""
+    from ampdoctor.lint import LintSettings, lint_paths
+
+    root = Path(__file__).resolve().parents[1] / "rules" / "AMP110-custom-function-without-custom-fwd" / "code"
+
+    def amp110(case: str) -> list[tuple[str, int, str]]:
+        report = lint_paths([root / case], LintSettings(jobs=1))
+        return [(Path(f.location.file).name, f.location.line, f.severity.value) for f in report.findings if f.rule_id == "AMP110"]
+
+    assert amp110("good_extension_function_a_package_ships_is_a_note_for_its_users") == [("linear.py", 11, "info")]
+    assert amp110("good_package_function_of_activations_only") == []
+    assert amp110("good_extension_function_in_scripts_no_package_ships") == []

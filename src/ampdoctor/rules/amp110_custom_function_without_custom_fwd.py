@@ -340,23 +340,20 @@ def _applications(cls: ast.ClassDef, ctx: Context) -> list[ast.AST]:
                       and isinstance(n.ctx, ast.Load)]
 
 
-@code_check("AMP110", triggers=("Function",), also=(("autocast", "mixed_precision", "precision=", "bf16=", "fp16="),), project=True)
+# No `also` group of precision words: a Function an installable package ships runs under its users' autocast, which
+# no word of the package names (`ProjectContext.shipped`).
+@code_check("AMP110", triggers=("Function",), project=True)
 def custom_function_without_custom_fwd(ctx: Context) -> Iterator[CodeHit]:
     # pytorch #38487: autocast does not reach inside a custom Function, so its kernels see mixed dtypes.
-    if ctx.facts.half_autocast is None and ctx.project.autocast is None:
+    if ctx.facts.half_autocast is None and ctx.project.autocast is None and not ctx.project.shipped:
         return
     for cls in ctx.src.classes:
         if not any(ctx.qualname(b) == "torch.autograd.Function" for b in cls.bases):
             continue
-        # where the file applies the Function, its own autocast counts only if it reaches one of those places;
-        # a Function applied only elsewhere may be applied under it (through an import) or not
+        # where the file applies the Function, its own autocast counts only if it reaches one of those places
         applied = _applications(cls, ctx)
-        local = ctx.facts.half_autocast_reaching(applied) if applied else ctx.facts.half_autocast
-        if local is not None:
-            where = f"this file runs it under autocast (line {local.lineno})"
-        elif ctx.project.autocast is not None:
-            where = f"the project runs it under {ctx.project.autocast.describe()}"
-        else:
+        where = _autocast_around(ctx, applied)
+        if where is None:
             continue
         backward, forward = method(cls, "backward"), method(cls, "forward")
         if backward is not None and reenters_autocast(backward, ctx.src):
@@ -366,9 +363,18 @@ def custom_function_without_custom_fwd(ctx: Context) -> Iterator[CodeHit]:
         sensitive = _dtype_sensitive_op(forward, backward, ctx)
         if sensitive is None:
             continue
+        mixed = _mixes_dtypes(cls, forward, backward, applied, ctx)
+        if not where:
+            # Nothing of this project autocasts around it; the package's users may, and what shows two dtypes meeting
+            # there (a weight beside the activations autocast makes half) is worth a note, not a guess at their runs.
+            if mixed is not None:
+                yield forward, (f"`{cls.name}.forward` has no `custom_fwd`, and this package ships it: a user's autocast "
+                                f"does not reach inside the Function, where `{sensitive}` needs its tensors in one dtype, "
+                                f"and {mixed}; its backward runs outside autocast (nothing in this project runs it under "
+                                "autocast: a note)"), Severity.INFO
+            continue
         head = (f"`{cls.name}.forward` has no `custom_fwd` and {where}: `{sensitive}` in the Function needs its tensors "
                 "in one dtype, but what reaches it keeps whatever dtypes the ops before it left")
-        mixed = _mixes_dtypes(cls, forward, backward, applied, ctx)
         if mixed is not None:
             yield forward, f"{head}, and {mixed}; its backward runs outside autocast", Severity.WARNING
         else:
@@ -376,6 +382,19 @@ def custom_function_without_custom_fwd(ctx: Context) -> Iterator[CodeHit]:
             # (an fp32 softmax beside bf16 values), not shown. Judged on real code such findings were never true.
             yield forward, (f"{head} (mixed, where those disagree; nothing here shows it handed a weight, data made "
                             "outside the autocast or code to re-run), and its backward runs outside autocast"), Severity.INFO
+
+
+def _autocast_around(ctx: Context, applied: list[ast.AST]) -> str | None:
+    """Where an autocast runs the Function, said for the message: the file's own (where its code reaches a place the
+    file applies it), or the project's; "" for a Function an installable package ships, which only its users' runs
+    may autocast around; None where nothing does."""
+    # a Function applied only elsewhere may be applied under the file's autocast (through an import) or not
+    local = ctx.facts.half_autocast_reaching(applied) if applied else ctx.facts.half_autocast
+    if local is not None:
+        return f"this file runs it under autocast (line {local.lineno})"
+    if ctx.project.autocast is not None:
+        return f"the project runs it under {ctx.project.autocast.describe()}"
+    return "" if ctx.project.shipped else None
 
 
 # Names that say a tensor is a layer's weight: a parameter, fp32 under autocast beside the half activations.

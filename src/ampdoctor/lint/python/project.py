@@ -115,10 +115,13 @@ class ProjectContext:
     # A training config that governs this file's folder runs the training step under autocast (`Evidence.autocasts`),
     # whether or not the project model links its code to the step: code the step calls runs under that autocast.
     config_autocast: Evidence | None = None
+    # The file is part of what the project's installable package gives its users (`_shipped`): its public code is
+    # also run by their code, under whatever precision they choose, which the project cannot show.
+    shipped: bool = False
 
     def __bool__(self) -> bool:
         return any((self.autocast, self.half_model, self.half, self.guarded, self.cpu_autocast, self.other_device,
-                    self.autocast_nowhere, self.autocast_unseen, self.unused_helpers))
+                    self.autocast_nowhere, self.autocast_unseen, self.unused_helpers, self.shipped))
 
     def digest(self) -> str:
         # asked once per file linted (`lint.cache.key`), of a context most files of a project share: kept once made
@@ -149,6 +152,7 @@ class Summary:
     helpers: tuple[str, ...] = ()  # module-level functions that apply an autograd Function (`apply_helpers`)
     loop: bool = False  # the file runs a training loop of its own (`kind.TRAINING_LOOP`)
     pins_cuda: bool = False  # the file pins an fp32 autocast region to CUDA: the devices its project runs on concern it
+    functions: bool = False  # the file defines an autograd Function: whether its package ships it concerns it
 
 
 # `from pkg.model import GPT, Config` on one line, or parenthesized over several (black's style for a long list,
@@ -394,7 +398,8 @@ class ProjectModel:
                                  runs_half is None and self._autocast_unseen(path, autocast),
                                  option_values(self.launches.get(path, ())), runs_of(self.launches.get(path, ())),
                                  self._unused_helpers(path), _nearest_device(path, summary, devices),
-                                 config_values=base.config_values, config_autocast=base.config_autocast)
+                                 config_values=base.config_values, config_autocast=base.config_autocast,
+                                 shipped=summary.functions and self._shipped(path))
             if ctx:
                 out[path] = ctx
         return out
@@ -820,7 +825,7 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
     if ctx is None or not trains:
         return Summary(rel_path, module, imports, guards=_autocast_guard(text), angles=_may_compute_angles(text), sensitive=sensitive,
                        cpu_autocast=cpu_autocast_line(text), autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text),
-                       loop=runs_training_loop(text), pins_cuda=pins_cuda(text))
+                       loop=runs_training_loop(text), pins_cuda=pins_cuda(text), functions=defines_function(text))
     facts = ctx.facts
     autocast = half_model = None
     node = facts.half_autocast
@@ -842,7 +847,15 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
     return Summary(rel_path, module, imports, autocast, half_model, model_classes, _config_names(ctx),
                    angles=_may_compute_angles(text), sensitive=sensitive, cpu_autocast=cpu_autocast_line(text),
                    autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text), loop=runs_training_loop(text),
-                   pins_cuda=pins_cuda(text))
+                   pins_cuda=pins_cuda(text), functions=defines_function(text))
+
+
+# A class whose bases name `Function` (``class RoIAlign(Function):``, ``(torch.autograd.Function)``), from the text.
+_FUNCTION_CLASS = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\([^)]*\bFunction\b", re.M)
+
+
+def defines_function(text: str) -> bool:
+    return "Function" in text and _FUNCTION_CLASS.search(text) is not None
 
 
 # `torch.autocast(device_type, enabled=False)` (any spelling of autocast): read from the text, so that a file only
