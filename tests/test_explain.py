@@ -643,3 +643,15 @@ def test_a_specific_message_without_its_rules_context_is_a_guess_where_the_text_
 def test_wordings_of_causes_rank_their_rule_first_as_a_guess(text, rule):
     first = explain(text)[0]
     assert first.rule.id == rule and first.basis == "signature" and first.guess
+
+
+def test_a_cause_told_in_words_ranks_below_the_specific_message_the_text_prints():
+    # The printed failure is the GradScaler's refusal (AMP105); the reporter's line beside it tells an autocast without
+    # a dtype running fp16 (AMP107's told signature, weighed 1.0). The told reading is a theory about the failure and
+    # ranks below the message software printed; before, it scored above it and pushed it out of the answers.
+    text = ("ValueError: Attempting to unscale FP16 gradients.\n"
+            "fp16 fine-tuning on our V100 node fails at the first step (with torch.autocast(\"cuda\") around the forward)\n")
+    cands = explain(text)
+    assert cands[0].rule.id == "AMP105" and cands[0].basis == "signature"
+    told = next(c for c in cands if c.rule.id == "AMP107")
+    assert told.guess and told.score < cands[0].score and "ranked below AMP105" in told.reason

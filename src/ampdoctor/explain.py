@@ -463,9 +463,27 @@ def _ranked(text: str, pool: tuple[Rule, ...]) -> tuple[Candidate, ...]:
     fits = [f for rule in pool if "explain" in rule.detectors if (f := _score(rule, text)) is not None]
     scored = [_as_guess(f.candidate) if _is_guess(f, fits) else f.candidate for f in fits]
     scored = [_below_backed_rival(c, f, fits) for c, f in zip(scored, fits)]
+    scored = [_below_printed_failure(c, f, fits) for c, f in zip(scored, fits)]
     scored = [c for c in scored if c.score >= MIN_SCORE]
     scored.sort(key=lambda c: (-c.score, c.rule.id))
     return tuple(scored)
+
+
+def _below_printed_failure(cand: Candidate, fit: _Fit, fits: Sequence[_Fit]) -> Candidate:
+    """A failure told in words (`told`) ranks just below a specific message (weighed at least SPECIFIC_WEIGHT) that
+    the text prints as its error: what software printed says what failed, a reporter's account of a cause is a
+    theory about it. The order only, as `_below_backed_rival`; a told match never decides anyway. Without this, a
+    told signature weighed high could score above the printed message and push it out of the answers altogether
+    (below `WEAK_SHARE` of the first)."""
+    if not fit.told:
+        return cand
+    printed = [o for o in fits if o is not fit and not o.told and not o.beside_error and o.weight >= SPECIFIC_WEIGHT
+               and o.candidate.score < cand.score]
+    if not printed:
+        return cand
+    best = max(printed, key=lambda o: o.candidate.score)
+    return replace(cand, score=max(MIN_SCORE, best.candidate.score - 1e-3),
+                   reason=f"{cand.reason}; ranked below {best.candidate.rule.id}, whose message the text prints")
 
 
 def _below_backed_rival(cand: Candidate, fit: _Fit, fits: Sequence[_Fit]) -> Candidate:
