@@ -11,6 +11,7 @@ from typing import Iterator
 
 from ampdoctor.dtypes import ROPE_WORDS
 from ampdoctor.lint.python.dataflow import BF16, FP16, HALF, STRING_DTYPES, Dataflow, autocast_argument
+from ampdoctor.lint.python.kind import trains_anywhere
 from ampdoctor.lint.python.resolve import dotted, is_dataclass, keyword, last_identifier, tokens
 from ampdoctor.lint.python.source import SourceFile
 
@@ -41,6 +42,8 @@ _ENV_READS = frozenset({"os.environ.get", "os.getenv"})
 _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
              ast.AsyncFunctionDef, ast.ClassDef, ast.Match)
 _BUILTIN_NAMES = frozenset(dir(builtins))
+# Calls through which a file reads its names without naming them: its globals or locals as a mapping, code it runs.
+_READS_UNSEEN = frozenset({"globals", "locals", "vars", "exec", "eval"})
 
 
 # An option's value that no constant says: a default computed in code, a value read from a shell variable.
@@ -779,8 +782,45 @@ class Facts:
     def _says_nothing(self, node: ast.AST) -> bool:
         """A half dtype that says nothing of the precision the file runs in: one that handles what a caller passes
         (`_handles_dtype`), one in a branch no run completes (`_in_broken_branch`), one the file's own values decide
-        (`_decided_here`), or an entry of a dtype table no run picks (`_unpicked_entry`)."""
-        return self._handles_dtype(node) or self._in_broken_branch(node) or self._decided_here(node) or self._unpicked_entry(node)
+        (`_decided_here`), an entry of a dtype table no run picks (`_unpicked_entry`), or a name no code maps to a
+        dtype (`_never_read`)."""
+        return self._handles_dtype(node) or self._in_broken_branch(node) or self._decided_here(node) or self._unpicked_entry(node) \
+            or self._never_read(node)
+
+    def _never_read(self, node: ast.AST) -> bool:
+        """A dtype named in a type annotation (``gemm_impl: Literal["bf16", "fp8"]``: the values a name may take, not one
+        a run takes), or a dtype's name written as a string and bound to a name that nothing reads, in a module that
+        trains nothing (``gemm_impl = "bf16"`` kept from the model file it was copied from, without the code that read
+        it): a string is a dtype only through code that maps it to one. In a file that trains, an unread setting is
+        still what its run asks for (a ``dtype = "bfloat16"`` never passed to autocast is the bug itself); a class
+        attribute is read through its instances; a file that may read names its text does not show (a star import,
+        ``exec``, ``globals()``) or that writes the name in a string (``__all__``, ``getattr``) keeps it."""
+        for parent, child in self.src.steps(node):
+            if isinstance(parent, (ast.AnnAssign, ast.arg)) and child is parent.annotation \
+                    or isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and child is parent.returns:
+                return True
+            if isinstance(parent, (ast.stmt, ast.arguments)):
+                break
+        binding = self.src.parents.get(node)
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and isinstance(binding, (ast.Assign, ast.AnnAssign)) and binding.value is node):
+            return False
+        targets = binding.targets if isinstance(binding, ast.Assign) else [binding.target]
+        if not all(isinstance(t, ast.Name) for t in targets) or isinstance(self.src.parents.get(binding), ast.ClassDef):
+            return False
+        unseen, read = self._names_read
+        return not unseen and not any(t.id in read for t in targets) and not trains_anywhere(self.src.text)  # type: ignore[attr-defined]
+
+    @functools.cached_property
+    def _names_read(self) -> tuple[bool, frozenset[str]]:
+        """(whether the file may read names its text does not show, the names it reads: loaded, declared ``global`` or
+        ``nonlocal``, or written as a string)."""
+        unseen = self.src.rebinds_unseen or any(isinstance(c.func, ast.Name) and c.func.id in _READS_UNSEEN for c in self.src.calls)
+        tree = list(ast.walk(self.src.tree))
+        read = {n.id for n in tree if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+        read |= {name for n in tree if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+        read |= {c.value for c in self.src.strings}
+        return unseen, frozenset(read)
 
     def _decided_here(self, node: ast.AST) -> bool:
         """A dtype in a branch no run takes (`Dataflow.never_taken`), or compared in a test the file's own values
