@@ -11,6 +11,7 @@ from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context, parameter_attributes
 from ampdoctor.lint.python.facts import disables_autocast, reenters_autocast
+from ampdoctor.lint.python.project import SHIPPED_WORD
 from ampdoctor.lint.python.resolve import access_path, method, self_attribute, tokens
 from ampdoctor.lint.python.source import parameters
 
@@ -340,9 +341,10 @@ def _applications(cls: ast.ClassDef, ctx: Context) -> list[ast.AST]:
                       and isinstance(n.ctx, ast.Load)]
 
 
-# No `also` group of precision words: a Function an installable package ships runs under its users' autocast, which
-# no word of the package names (`ProjectContext.shipped`).
-@code_check("AMP110", triggers=("Function",), project=True)
+# A Function an installable package ships runs under its users' autocast, which no word of the package names: its
+# project context stands for them (`SHIPPED_WORD`).
+@code_check("AMP110", triggers=("Function",), also=(("autocast", "mixed_precision", "precision=", "bf16=", "fp16=", SHIPPED_WORD),),
+            project=True)
 def custom_function_without_custom_fwd(ctx: Context) -> Iterator[CodeHit]:
     # pytorch #38487: autocast does not reach inside a custom Function, so its kernels see mixed dtypes.
     if ctx.facts.half_autocast is None and ctx.project.autocast is None and not ctx.project.shipped:

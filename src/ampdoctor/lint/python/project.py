@@ -1037,12 +1037,17 @@ def _names(dtypes: frozenset[str]) -> str:
     return "/".join(sorted(dtypes)) if dtypes else "half"
 
 
+# What a file an installable package ships stands for (`ProjectContext.shipped`): its users' precision, which no word
+# of the package names. An identifier no source holds, asked only by the detectors that judge code for those users.
+SHIPPED_WORD = "ampdoctor_shipped_package_code"
+
+
 def project_words(project: ProjectContext | None) -> str:
     """Words the file would contain had it set its precision itself: a detector that waits for such a word (an
     autocast, a half dtype) runs on a file that a training file's context reaches."""
     if not project:
         return ""
-    words = []
+    words = [f" {SHIPPED_WORD}"] if project.shipped else []
     if project.autocast is not None or project.guarded is not None:
         words.append(" autocast mixed_precision")
     if project.autocast is not None or project.half_model is not None or project.half is not None:
