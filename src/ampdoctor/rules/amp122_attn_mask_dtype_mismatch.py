@@ -447,13 +447,30 @@ def _fp32_scores(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) ->
     return False
 
 
+def _cast_back(ctx: Context, node: ast.AST, fn: ast.AST) -> bool:
+    """The promoted sum is cast back to a tensor's dtype before it meets the values (``softmax(scores + mask,
+    -1).type_as(v)``, ``.to(q.dtype)``): the code means the fp32 scores, and nothing fails."""
+    parent = ctx.src.parents.get(node)
+    stored = node.target if isinstance(node, ast.AugAssign) else parent.targets[0] if isinstance(parent, ast.Assign) else None
+    name = stored.id if isinstance(stored, ast.Name) else None
+    for call in ctx.src.calls_in(fn):
+        func = call.func
+        if call.lineno < node.lineno or not isinstance(func, ast.Attribute) or func.attr not in ("type_as", "to"):
+            continue
+        if func.attr == "to" and not any(isinstance(a, ast.Attribute) and a.attr == "dtype" for a in [*call.args, *(k.value for k in call.keywords)]):
+            continue
+        if any(n is node or name is not None and isinstance(n, ast.Name) and n.id == name for n in ast.walk(func.value)):
+            return True
+    return False
+
+
 def _added_masks(ctx: Context) -> Iterator[tuple[ast.AST, ast.expr]]:
     """(the sum, the mask) where a hand-written attention adds a mask to its scores (``scores + mask``,
-    ``attn += bias[None]``)."""
+    ``attn += bias[None]``) and does not cast the promoted sum back (`_cast_back`)."""
     for node in ctx.src.additions:
         left, right = (node.left, node.right) if isinstance(node, ast.BinOp) else (node.target, node.value)
         fn = ctx.src.enclosing_function(node)
-        if fn is None:
+        if fn is None or _cast_back(ctx, node, fn):
             continue
         for scores, mask in ((left, right), (right, left)):
             if _scores(ctx, scores, _Frame(fn), node.lineno):

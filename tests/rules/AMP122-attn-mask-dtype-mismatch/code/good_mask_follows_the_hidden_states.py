@@ -77,3 +77,18 @@ class Fp32Scores(nn.Module):
         scores = q.float() @ k.float().transpose(-2, -1)  # attention computed in fp32 on purpose
         scores = scores + torch.full((t, t), float("-inf"), device=x.device).triu(1)
         return (scores.softmax(-1) @ v.float()).to(x.dtype)
+
+
+class ScoresCastBack(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.qkv = nn.Linear(dim, 3 * dim)
+
+    def forward(self, x):
+        t = x.shape[1]
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        scores = torch.matmul(q, k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+        mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1).to(x.device)
+        scores = scores + mask  # promoted to fp32 on purpose: the softmax runs in fp32
+        probs = torch.softmax(scores, dim=-1).type_as(v)  # and is cast back before the product with the values
+        return probs @ v
