@@ -470,12 +470,12 @@ def _added_masks(ctx: Context) -> Iterator[tuple[ast.AST, ast.expr]]:
     for node in ctx.src.additions:
         left, right = (node.left, node.right) if isinstance(node, ast.BinOp) else (node.target, node.value)
         fn = ctx.src.enclosing_function(node)
-        if fn is None or _cast_back(ctx, node, fn):
+        if fn is None:
             continue
-        for scores, mask in ((left, right), (right, left)):
-            if _scores(ctx, scores, _Frame(fn), node.lineno):
-                yield node, mask
-                break
+        # the scores first: most additions are none, and the cast-back test reads every call of the function
+        mask = next((m for s, m in ((left, right), (right, left)) if _scores(ctx, s, _Frame(fn), node.lineno)), None)
+        if mask is not None and not _cast_back(ctx, node, fn):
+            yield node, mask
 
 
 def _fixed_mask(ctx: Context, site: ast.AST, mask: ast.expr) -> tuple[_Made, tuple[str, int] | None] | None:
