@@ -485,10 +485,12 @@ def _fixed_mask(ctx: Context, site: ast.AST, mask: ast.expr) -> tuple[_Made, tup
     scores. An fp32 mask SDPA gets in a half model is `fp32_mask_into_half_attention`'s."""
     cls = ctx.src.enclosing_class(site)
     fn = ctx.src.enclosing_function(site)
-    if cls is None or fn is None or under_autocast(ctx, site) or construction_only(ctx, fn):
+    if cls is None or fn is None:
         return None
+    # the trace first: most masks handed on are no additive mask of a fixed dtype, and the autocast and construction
+    # tests walk the file
     made = _traced(ctx, mask, _Frame(fn), site.lineno)
-    if made is None or not made.additive or not made.dtypes <= FLOATS:
+    if made is None or not made.additive or not made.dtypes <= FLOATS or under_autocast(ctx, site) or construction_only(ctx, fn):
         return None
     scope = ctx.src.scope(site)
     if made.dtypes == FP32 and _fp32_beside(ctx, site, mask, scope):
