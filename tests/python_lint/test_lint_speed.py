@@ -188,3 +188,47 @@ def test_results_come_back_with_the_cycle_collector_paused():
     assert gc.isenabled()
     assert pool.run(_a_result, [(i,) for i in range(pool.PARALLEL_MIN_FILES)], 2) == [False] * pool.PARALLEL_MIN_FILES
     assert gc.isenabled()
+
+
+_ATTENTION = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+
+    class Attention(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.qkv = nn.Linear(dim, 3 * dim)
+
+        def forward(self, x, attention_mask=None):
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            scores = q @ k.transpose(-2, -1) * 0.125
+            if attention_mask is not None:
+                mask = torch.zeros(scores.shape).masked_fill(attention_mask == 0, -1e9)
+                scores = scores + mask
+            (a, b), c = scores.softmax(-1), v
+            return a @ c
+''')
+
+
+def test_a_linted_file_leaves_no_cycle_behind():
+    # The lint pauses the cycle collector while it works (`pool`): anything of a file's analysis that is a reference
+    # cycle (a closure that calls itself, holding the file's tables) would keep the file's whole tree alive until the
+    # collector runs again, at the end of a chunk of hundreds of files, and that collection walks them all.
+    import gc
+
+    from ampdoctor.lint.python import lint_source
+
+    assert lint_source(_ATTENTION, "model.py") is not None  # imports, caches: what the first file of a run loads
+    gc.collect()
+    gc.disable()
+    try:
+        src = SourceFile.parse("model.py", _ATTENTION)
+        scores = next(n for n in ast.walk(src.tree) if isinstance(n, ast.Name) and n.id == "scores")
+        assert src.bindings(scores, src.enclosing_function(scores))  # the assignments are indexed
+        del src, scores
+        lint_source(_ATTENTION, "model.py")
+        left = gc.collect()
+    finally:
+        gc.enable()
+    assert left == 0

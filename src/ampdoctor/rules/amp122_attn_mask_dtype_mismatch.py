@@ -403,6 +403,22 @@ def _handed_masks(ctx: Context, call: ast.Call) -> Iterator[ast.expr]:
             yield arg
 
 
+def _may_hand_a_mask(call: ast.Call) -> bool:
+    """What `_handed_masks` needs of a call, on its text alone (most calls of a model file fail it): a keyword or a
+    name handed over that says mask, or a fourth positional argument (SDPA's `attn_mask`)."""
+    args = call.args
+    if len(args) > 3:
+        return True
+    for kw in call.keywords:
+        if kw.arg is not None and _MASK_WORD in kw.arg.lower():
+            return True
+    for arg in args:
+        kind = arg.__class__
+        if kind is ast.Name and _MASK_WORD in arg.id.lower() or kind is ast.Attribute and _MASK_WORD in arg.attr.lower():
+            return True
+    return False
+
+
 def _product(ctx: Context, expr: ast.Call) -> bool:
     """A matrix product call: ``torch.matmul``, ``torch.bmm``, ``einsum``, ``baddbmm``, or ``q.matmul(k)``."""
     func = expr.func
@@ -467,15 +483,38 @@ def _cast_back(ctx: Context, node: ast.AST, fn: ast.AST) -> bool:
 def _added_masks(ctx: Context) -> Iterator[tuple[ast.AST, ast.expr]]:
     """(the sum, the mask) where a hand-written attention adds a mask to its scores (``scores + mask``,
     ``attn += bias[None]``) and does not cast the promoted sum back (`_cast_back`)."""
-    for node in ctx.src.additions:
+    holding = _holding_products(ctx)
+    for node in ctx.src.additions if holding else ():
         left, right = (node.left, node.right) if isinstance(node, ast.BinOp) else (node.target, node.value)
         fn = ctx.src.enclosing_function(node)
-        if fn is None:
+        if fn is None or fn not in holding:
             continue
         # the scores first: most additions are none, and the cast-back test reads every call of the function
         mask = next((m for s, m in ((left, right), (right, left)) if _scores(ctx, s, _Frame(fn), node.lineno)), None)
         if mask is not None and not _cast_back(ctx, node, fn):
             yield node, mask
+
+
+# The last names of the product calls `_product` knows: a call named otherwise is none of them.
+_PRODUCT_NAMES = frozenset({n.rsplit(".", 1)[1] for n in MATMUL_CALLS} | {"matmul", "bmm"})
+
+
+def _holding_products(ctx: Context) -> set[ast.AST]:
+    """The functions a matrix product lies in (in their own body or a nested one's). `_scores` follows names only
+    through the bindings of the sum's own function, which hold no product from elsewhere (a parameter resolves to a
+    literal at most): a sum in any other function adds no scores, and most functions of a model file hold none."""
+    products = [*ctx.src.matmuls, *(c for c in ctx.src.calls if isinstance(c.func, ast.Name)
+                                    or isinstance(c.func, ast.Attribute) and c.func.attr in _PRODUCT_NAMES)]
+    holding: set[ast.AST] = set()
+    for node in products:
+        if isinstance(node, ast.Call) and not _product(ctx, node):
+            continue
+        for outer in ctx.src.ancestors(node):
+            if outer in holding:
+                break  # and every function around it
+            if isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                holding.add(outer)
+    return holding
 
 
 def _fixed_mask(ctx: Context, site: ast.AST, mask: ast.expr) -> tuple[_Made, tuple[str, int] | None] | None:
@@ -523,7 +562,7 @@ def mask_made_in_a_fixed_dtype(ctx: Context) -> Iterator[CodeHit]:
     if autocast_elsewhere(ctx):
         return
     seen: set[int] = set()
-    handed = [(call, mask) for call in ctx.src.calls for mask in _handed_masks(ctx, call)]
+    handed = [(call, mask) for call in ctx.src.calls if _may_hand_a_mask(call) for mask in _handed_masks(ctx, call)]
     for site, mask in [*handed, *_added_masks(ctx)]:
         found = _fixed_mask(ctx, site, mask)
         if found is None or id(found[0].origin) in seen:

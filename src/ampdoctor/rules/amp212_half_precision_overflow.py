@@ -93,6 +93,8 @@ def _key_value_products(ctx: Context) -> Iterator[tuple[ast.AST, list[ast.AST]]]
         if _named(node.left, _KEYS) and _named(node.right, _VALUES):
             yield node, [node.left, node.right]
     for call in ctx.src.calls:
+        if len(call.args) not in (2, 3):
+            continue  # none of the products below
         name = ctx.qualname(call.func)
         if name == "torch.einsum" and contracts(call) and len(call.args) == 3 and _named(call.args[1], _KEYS) \
                 and _named(call.args[2], _VALUES):
@@ -189,10 +191,11 @@ def linear_attention_context_in_half(ctx: Context) -> Iterator[CodeHit]:
     overflow to inf and the output turns NaN (efficientvit's LiteMSA, the linear attention of diffusion UNets). A
     warning where it is known to run in fp16 (`_runs_in_fp16`); a note where fp16 is only possible or nothing linted
     says which half dtype runs it (bf16 has fp32's range). Operands made fp32, or a region with autocast off, are left alone."""
-    why = _fp16_runs(ctx)
-    if why is None and (ctx.facts.bf16_evidence is not None or ctx.project.precisions & HALF):
-        return  # bf16 holds the sum
-    for node, operands in _key_value_products(ctx):
+    products = list(_key_value_products(ctx))  # first: most files hold none, and the precision facts read the file
+    why = _fp16_runs(ctx) if products else None
+    if not products or why is None and (ctx.facts.bf16_evidence is not None or ctx.project.precisions & HALF):
+        return  # no such product, or bf16 holds the sum
+    for node, operands in products:
         scope = ctx.src.scope(node)
         if ctx.facts.autocast_off_at(node) or _single_position(ctx, node) or _normalized(ctx, operands[0], node) or _softmaxed_after(ctx, node) or any(
                 fp32_made(ctx, o, scope) is not None or _divided(ctx, o, node) for o in operands) or _made_from_keys(ctx, *operands, node):

@@ -13,7 +13,7 @@ from ampdoctor.dtypes import ROPE_WORDS
 from ampdoctor.lint.python.dataflow import BF16, FP16, HALF, Dataflow
 from ampdoctor.lint.python.facts import Facts, ModelCast
 from ampdoctor.lint.python.project import Evidence, ProjectContext
-from ampdoctor.lint.python.resolve import last_identifier, self_attribute, tokens
+from ampdoctor.lint.python.resolve import last_identifier, tokens
 from ampdoctor.lint.python.source import SourceFile
 
 # (node, message), or (node, message, severity) where the catalog's severity is not this situation's (None: the
@@ -30,6 +30,15 @@ class Context:
         self.project = project if project is not None else ProjectContext()
         self._flow = Dataflow(src)
         self.facts = Facts(src, self._flow, self.project.launch, self.project.runs)
+
+    def under(self, project: ProjectContext | None) -> "Context":
+        """The same file under another project context. The file's facts and dataflow read only the context's launch
+        lines: where those are the same they are shared, with all they have worked out (a file judged again under
+        its project's precision asks the same of them)."""
+        other = Context(self.src, project)
+        if (other.project.launch, other.project.runs) == (self.project.launch, self.project.runs):
+            other._flow, other.facts = self._flow, self.facts
+        return other
 
     @functools.cached_property
     def flow(self) -> Dataflow:
@@ -273,9 +282,8 @@ def in_class(ctx: Context, node: ast.AST) -> bool:
 def parameter_attributes(ctx: Context, cls: ast.ClassDef) -> set[str]:
     """The attributes of `self` a class binds to ``nn.Parameter(...)``: the module's own weights, fp32 under autocast
     and half when the model is cast."""
-    return {a for node in ast.walk(cls) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-            and (ctx.qualname(node.value.func) or "").endswith("Parameter")
-            for t in node.targets if (a := self_attribute(t)) is not None}
+    return {a for a, calls in ctx.src.built_in_class(cls).items()
+            if any((ctx.qualname(c.func) or "").endswith("Parameter") for c in calls)}
 
 
 def construction_only(ctx: Context, fn: ast.AST | None) -> bool:

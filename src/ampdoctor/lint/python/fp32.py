@@ -116,8 +116,7 @@ def _local_callee(ctx: Context, call: ast.Call) -> ast.FunctionDef | None:
 def _submodule_forward(ctx: Context, cls: ast.ClassDef, attr: str) -> ast.FunctionDef | None:
     """``self.embed(t)`` where the class binds ``self.embed = Embed(...)`` once, and ``Embed`` is a class of this file:
     its ``forward`` (the module's call runs it)."""
-    built = [node.value for node in ast.walk(cls) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-             and any(self_attribute(t) == attr for t in node.targets)]
+    built = ctx.src.built_in_class(cls).get(attr, [])
     if len(built) != 1 or not isinstance(built[0].func, ast.Name) or ctx.qualname(built[0].func) is not None:
         return None
     cls = _defined_once(ctx, built[0].func.id)

@@ -77,10 +77,11 @@ def _lint_twice(text: str, path: str, kind_path: str | None, project: ProjectCon
     if not isinstance(src, SourceFile):
         return ([], src, None), None
     suppressions = parse_suppressions(text)
-    first = _judged(src, project, checks, configs, kind, suppressions, rel, (summarize, trains, words, summarized))
+    ctx = Context(src, project)
+    first = _judged(ctx, checks, configs, kind, suppressions, rel, (summarize, trains, words, summarized))
     if again is None or first[1] is not None:
         return first, None
-    return first, _check(Context(src, again), later, kind, suppressions) if later else ([], None)
+    return first, _check(ctx.under(again), later, kind, suppressions) if later else ([], None)
 
 
 def _holds_python_config(words: TextWords) -> bool:
@@ -90,11 +91,12 @@ def _holds_python_config(words: TextWords) -> bool:
     return applies(words)
 
 
-def _judged(src: SourceFile, project: ProjectContext | None, checks: list, configs: bool, kind: Kind, suppressions: Suppressions,
+def _judged(ctx: Context, checks: list, configs: bool, kind: Kind, suppressions: Suppressions,
             rel: str, summary: tuple[bool, bool, TextWords, Summary | None]) -> tuple[list[Finding], ReportError | None, Summary | None]:
-    """The findings of `checks` (and of the configs it writes, with `configs`) under `project`, and the file's
-    summary if asked (`summary`: asked, trains in a precision, its words, the summary made before the parse if any)."""
-    ctx = Context(src, project)
+    """The findings of `checks` (and of the configs it writes, with `configs`) on the file under its project context,
+    and the file's summary if asked (`summary`: asked, trains in a precision, its words, the summary made before the
+    parse if any)."""
+    src = ctx.src
     findings, error = _check(ctx, checks, kind, suppressions)
     if error is not None:
         return findings, error, None

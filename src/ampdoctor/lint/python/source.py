@@ -9,7 +9,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from ampdoctor.lint.python.resolve import Imports, dotted, method
+from ampdoctor.lint.python.resolve import Imports, dotted, method, self_attribute
 
 SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
@@ -259,20 +259,6 @@ class SourceFile:
         names: dict[tuple[ast.AST, str], list[Binding]] = {}
         attrs: dict[str, list[Binding]] = {}
 
-        def bind(target: ast.AST, value: ast.expr | None, line: int, scope: ast.AST) -> None:
-            if isinstance(target, (ast.Tuple, ast.List)):
-                paired = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
-                for i, elt in enumerate(target.elts):
-                    bind(elt, value.elts[i] if paired else None, line, scope)
-            elif isinstance(target, ast.Name):
-                names.setdefault((scope, target.id), []).append((line, value))
-            elif isinstance(target, ast.Attribute):
-                key = dotted(target)
-                if key is not None:
-                    attrs.setdefault(key, []).append((line, value))
-            elif isinstance(target, ast.Starred):
-                bind(target.value, None, line, scope)
-
         dead = self._after_an_exit()
         for node in self.assigns:
             scope = self.scope(node)
@@ -280,7 +266,7 @@ class SourceFile:
             if isinstance(node, ast.AnnAssign) and node.value is None or id(node) in dead:
                 continue
             for target in targets:
-                bind(target, node.value, node.lineno, scope)
+                _bind(names, attrs, target, node.value, node.lineno, scope)
         # Parameters bind in their function: to their default (what a call that omits them gets), else to an
         # unknown value, so that a parameter never resolves to a same-named global it shadows.
         # A parameter every caller in this file gives a literal (``Attention(dim, torch_dtype=torch.bfloat16)``) is
@@ -358,6 +344,26 @@ class SourceFile:
             self._by_name = by_name
         return self._by_name.get(name, [])
 
+    def built_in_class(self, cls: ast.ClassDef) -> dict[str, list[ast.Call]]:
+        """By attribute, the calls ``self.<attr> = Call(...)`` assigns anywhere in `cls` (in its nested functions and
+        classes too), one per assignment, in no set order: the submodules and parameters the class builds."""
+        return self._built_by_class.get(cls, {})
+
+    @functools.cached_property
+    def _built_by_class(self) -> dict[ast.ClassDef, dict[str, list[ast.Call]]]:
+        # asked for every ``self.x(...)`` call a value is traced through: one pass over the assignments, not a walk
+        # of the class per call
+        built: dict[ast.ClassDef, dict[str, list[ast.Call]]] = {}
+        for node in self.assigns:
+            if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
+                continue
+            attrs = {a for a in map(self_attribute, node.targets) if a is not None}
+            for cls in self.ancestors(node) if attrs else ():
+                if isinstance(cls, ast.ClassDef):
+                    for attr in attrs:
+                        built.setdefault(cls, {}).setdefault(attr, []).append(node.value)
+        return built
+
     def calls_in(self, fn: ast.FunctionDef | ast.AsyncFunctionDef | None) -> list[ast.Call]:
         """The calls made in `fn`'s own body, not in functions nested in it (None: the module's top-level code), in
         the order of `calls`."""
@@ -418,6 +424,25 @@ def _opposite(a: ast.If, side_a: bool, b: ast.If, side_b: bool) -> bool:
 def _bound_first(fn: ast.AST) -> int:
     """1 for a method (its first parameter is bound by the call, not passed), else 0."""
     return 1 if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == "__init__" else 0
+
+
+def _bind(names: dict[tuple[ast.AST, str], list[Binding]], attrs: dict[str, list[Binding]], target: ast.AST,
+          value: ast.expr | None, line: int, scope: ast.AST) -> None:
+    """Record what an assignment's target binds (`SourceFile._index_assignments`), through tuple targets. A module
+    function, not a closure: a closure that calls itself is a reference cycle, which would keep the tables, and
+    through them the whole tree, alive until the cycle collector runs, and the lint pauses it (`pool`)."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        paired = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
+        for i, elt in enumerate(target.elts):
+            _bind(names, attrs, elt, value.elts[i] if paired else None, line, scope)
+    elif isinstance(target, ast.Name):
+        names.setdefault((scope, target.id), []).append((line, value))
+    elif isinstance(target, ast.Attribute):
+        key = dotted(target)
+        if key is not None:
+            attrs.setdefault(key, []).append((line, value))
+    elif isinstance(target, ast.Starred):
+        _bind(names, attrs, target.value, None, line, scope)
 
 
 def _passed(calls: list[ast.Call], name: str, position: int, default: ast.expr | None) -> list[ast.expr] | None:
