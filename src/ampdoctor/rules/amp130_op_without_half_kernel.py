@@ -225,6 +225,8 @@ def _inconsistent_guards(ctx: Context, skip: set[ast.If]) -> Iterator[CodeHit]:
     condition are left alone: an fp16-only upcast against overflow, or a bf16-only one for a kernel, is often meant.)"""
     if not any(c.value == "cpu" for c in ctx.src.strings):
         return  # no device test in the file (the common case: this check would walk the whole tree for nothing)
+    if not any(_rebinds_itself(a) and isinstance(ctx.src.parents.get(a), ast.If) for a in ctx.src.assigns):
+        return  # no ``x = x.method()`` in an `if`, so no upcast guard (`_upcast_in`): the walk below would find none
     found = []
     for node in ast.walk(ctx.src.tree):
         if isinstance(node, ast.If) and node not in skip and _upcast_in(ctx, node):
@@ -290,6 +292,15 @@ def _upcast_here(ctx: Context, name: ast.Name, operand: ast.AST, scope: ast.AST)
         if node is operand:
             return False
     return False
+
+
+def _rebinds_itself(node: ast.stmt) -> bool:
+    """``x = x.method(...)``: the shape of every upcast `_is_upcast` knows, read without the dataflow."""
+    if not isinstance(node, ast.Assign) or len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+        return False
+    value = node.value
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and isinstance(value.func.value, ast.Name) \
+        and value.func.value.id == node.targets[0].id
 
 
 def _upcast_in(ctx: Context, guard: ast.If) -> bool:

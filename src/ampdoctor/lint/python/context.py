@@ -160,9 +160,9 @@ def half_casts(ctx: Context) -> Iterator[tuple[ast.Call, frozenset]]:
     """Calls that cast to, or create in, bf16/fp16 (maybe: ``.to(dtype)`` with dtype bf16 on some path)."""
     for call in ctx.src.calls:
         func = call.func
-        if isinstance(func, ast.Attribute) and func.attr not in ("to", "type", "half", "bfloat16"):
-            if ctx.qualname(func) is None:
-                continue
+        if not (isinstance(func, ast.Attribute) and func.attr in ("to", "type", "half", "bfloat16")) \
+                and not any(kw.arg == "dtype" for kw in call.keywords):
+            continue  # no cast method, and a factory without ``dtype=`` makes its tensor in the default dtype
         dtypes = ctx.flow.cast_dtype(call, None)
         if dtypes and dtypes & HALF:
             yield call, dtypes

@@ -262,6 +262,8 @@ class Facts:
             if not disables_autocast(call, self.src):  # enabled=False, or an fp32 region inside an outer autocast
                 out.append(call)
         for call in self.src.calls:
+            if not call.keywords and not call.args and not (isinstance(call.func, ast.Attribute) and call.func.attr == "autocast"):
+                continue  # none of the three below: the common ``x.float()``, ``super()``
             if isinstance(call.func, ast.Attribute) and call.func.attr == "autocast" and self.src.imports.qualname(call.func) is None:
                 out.append(call)
                 continue
@@ -295,7 +297,7 @@ class Facts:
         manager the code enters by calling it (``with ctx_manager():``). Its arguments are autocast's own, so the
         call it makes (``torch.autocast(...)`` with them) is judged as one written out (`disables_autocast`:
         ``enabled=False``, or an fp32 dtype)."""
-        if self.src.imports.qualname(call.func) != "functools.partial" or not call.args:
+        if not call.args or self.src.imports.qualname(call.func) != "functools.partial":
             return False
         if self.src.imports.qualname(call.args[0]) not in AUTOCASTS:
             return False

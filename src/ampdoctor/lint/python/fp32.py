@@ -57,10 +57,9 @@ def _precision_from_outside(ctx: Context) -> bool:
     if "precision" not in text and "_dtype" not in text:
         return False
     for call in ctx.src.calls:
-        name = ctx.qualname(call.func) or ""
-        if name.partition(".")[0] not in AUTOCASTING_FRAMEWORKS:
-            continue
-        if any(kw.arg in MIXED_PRECISION_KEYWORDS and not isinstance(kw.value, ast.Constant) for kw in call.keywords):
+        # the keywords first: most calls pass none of them, and naming the callee costs more
+        if call.keywords and any(kw.arg in MIXED_PRECISION_KEYWORDS and not isinstance(kw.value, ast.Constant) for kw in call.keywords) \
+                and (ctx.qualname(call.func) or "").partition(".")[0] in AUTOCASTING_FRAMEWORKS:
             return True
     return False
 
