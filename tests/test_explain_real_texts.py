@@ -480,3 +480,20 @@ def test_a_kv_cache_of_another_dtype_than_its_keys_is_the_kv_cache_rule():
     # an argument named past_key_values, which every decoder call passes, is no cache of another dtype
     call = "outputs = model(input_ids, past_key_values=past_key_values)\nRuntimeError: expected scalar type Half but found Float"
     assert explain(call)[0].rule.id != "AMP141"
+
+
+def test_a_timestep_said_to_fall_between_the_half_dtypes_grid_points_is_the_positions_rule_as_a_guess():
+    # the spacing of bf16's grid (its ulp) where a timestep lies is the precision a timestep loses: told, so a guess
+    text = ("The sampler casts each timestep to the bf16 compute dtype, whose ulp is 8 in [1024, 2048), before the "
+            "time embedding.")
+    cands = explain(text)
+    assert cands[0].rule.id == "AMP103" and cands[0].guess, [c.rule.id for c in cands]
+
+
+def test_a_loss_said_to_be_computed_under_a_half_autocast_is_the_loss_rule_as_a_guess():
+    text = ("Our mse loss is computed inside torch.autocast(\"cuda\", dtype=torch.bfloat16) together with the forward, "
+            "so the squared errors are half precision.")
+    cands = explain(text)
+    assert cands[0].rule.id == "AMP125" and cands[0].guess, [c.rule.id for c in cands]
+    # the loss computed outside the autocast region is not what this reads
+    assert not explain("the loss is computed outside autocast, in fp32 as it should be", closest=False)
