@@ -458,3 +458,42 @@ def test_the_pre_1_5_wording_of_a_dtype_check_is_an_extensions_only_with_its_fra
 def test_a_cause_told_in_words_ranks_its_rule_but_only_as_a_guess(fixture):
     first = explain((ROOT / "tests/rules" / fixture).read_text())[0]
     assert first.rule.id == fixture[:6] and first.basis == "signature" and first.guess
+
+
+def test_a_kv_cache_of_another_dtype_than_its_keys_is_the_kv_cache_rule():
+    # index_copy_ writing a bf16 step's keys into an fp32 cache: the cache is named in the frame, and no other rule
+    # reads index_copy_'s refusal, so it is said with confidence
+    text = ("  File \"model.py\", line 88, in forward\n    k = k_cache.index_copy(2, input_pos, k)\n"
+            "RuntimeError: index_copy_(): self and source expected to have the same dtype, but got (self) Float and "
+            "(source) BFloat16")
+    cands = explain(text)
+    assert cands[0].rule.id == "AMP141" and not cands[0].guess, [(c.rule.id, c.reason) for c in cands]
+    # the scalar-type refusal of attention scores made against keys an fp32 cache promoted: the cache ranks its rule
+    # first over the generic promotion reading of the message, but two rules read it, so only as a guess
+    promoted = ("the cache's past_keys are created with torch.get_default_dtype() while the model runs in float16\n"
+                "    attn_scores = q @ k / scale\nRuntimeError: expected scalar type Half but found Float")
+    cands = explain(promoted)
+    assert cands[0].rule.id == "AMP141" and cands[0].guess, [c.rule.id for c in cands]
+    # the same refusal without a cache in view is no cache's: the cache rule does not come first
+    bare = "    attn_scores = q @ k / scale\nRuntimeError: expected scalar type Half but found Float"
+    assert explain(bare)[0].rule.id != "AMP141"
+    # an argument named past_key_values, which every decoder call passes, is no cache of another dtype
+    call = "outputs = model(input_ids, past_key_values=past_key_values)\nRuntimeError: expected scalar type Half but found Float"
+    assert explain(call)[0].rule.id != "AMP141"
+
+
+def test_a_timestep_said_to_fall_between_the_half_dtypes_grid_points_is_the_positions_rule_as_a_guess():
+    # the spacing of bf16's grid (its ulp) where a timestep lies is the precision a timestep loses: told, so a guess
+    text = ("The sampler casts each timestep to the bf16 compute dtype, whose ulp is 8 in [1024, 2048), before the "
+            "time embedding.")
+    cands = explain(text)
+    assert cands[0].rule.id == "AMP103" and cands[0].guess, [c.rule.id for c in cands]
+
+
+def test_a_loss_said_to_be_computed_under_a_half_autocast_is_the_loss_rule_as_a_guess():
+    text = ("Our mse loss is computed inside torch.autocast(\"cuda\", dtype=torch.bfloat16) together with the forward, "
+            "so the squared errors are half precision.")
+    cands = explain(text)
+    assert cands[0].rule.id == "AMP125" and cands[0].guess, [c.rule.id for c in cands]
+    # the loss computed outside the autocast region is not what this reads
+    assert not explain("the loss is computed outside autocast, in fp32 as it should be", closest=False)
