@@ -78,6 +78,25 @@ def test_a_training_only_rule_is_a_note_in_conversion_and_inference_code():
         assert "plots or visualises" in one(plain, path, "AMP004").message
 
 
+def test_every_rule_is_a_note_in_a_plotting_script():
+    # what a plotting script computes is drawn, never trained or served: numerics rules are notes there too
+    for path in ("scripts/plot_lattice.py", "tools/visualize_attention.py"):
+        found = one(ROPE_CACHE, path, "AMP002")
+        assert found.severity.value == "info" and "(in visualisation code:" in found.message, path
+    # "vis" also names vision models: a vision encoder's file computes, and keeps its warnings
+    assert one(ROPE_CACHE, "models/vis_encoder.py", "AMP002").severity.value == "warning"
+    assert file_kind("models/vis_encoder.py", "x = 1").kind is CodeKind.INFERENCE
+    assert file_kind("plot_and_train.py", "loss.backward()").kind is CodeKind.TRAINING
+
+
+def test_a_rule_about_what_a_model_computes_is_a_note_in_conversion_code():
+    # `scope: compute` (AMP002): a converter writes the table, it multiplies it into no query; inference computes
+    found = one(ROPE_CACHE, "tools/convert_hf_to_meta.py", "AMP002")
+    assert found.severity.value == "info" and "computes nothing with them" in found.message
+    assert one(ROPE_CACHE, "inference.py", "AMP002").severity.value == "warning"
+    assert one(ROPE_CACHE, "model.py", "AMP002").severity.value == "warning"
+
+
 def test_a_checkpoint_consolidation_tool_is_conversion_code():
     # Gathering sharded checkpoints into one file loads and saves weights; it trains only if it says so.
     assert file_kind("tools/get_consolidated_ckpt.py", "model = FSDP(model)").kind is CodeKind.CONVERSION

@@ -58,8 +58,8 @@ def _rule(raw: Mapping[str, Any]) -> Rule:
     )
     if not _ID.match(rule.id) or not _NAME.match(rule.name):
         raise ValueError(f"{where}: id must look like AMP123 and name must be kebab-case, got {rule.id!r} {rule.name!r}")
-    if rule.scope not in ("all", "training"):
-        raise ValueError(f"{where}: scope must be 'all' or 'training', got {rule.scope!r}")
+    if rule.scope not in ("all", "training", "compute"):
+        raise ValueError(f"{where}: scope must be 'all', 'training' or 'compute', got {rule.scope!r}")
     if not rule.sources:
         raise ValueError(f"{where}: every rule needs at least one source")
     return rule

@@ -97,7 +97,9 @@ class Rule:
     # In lint's default rule set; design-choice rules are opt-in.
     default: bool = True
     # "training": the consequence exists only while training (gradients, optimizer, loss scaling), so a finding in
-    # code that never trains (inference, conversion, validation) is a note; "all": numerics that hurt any run.
+    # code that never trains (inference, conversion, validation) is a note; "compute": it exists where a model runs on
+    # data (training, inference), so a finding in conversion code, which loads and writes weights, is a note; "all":
+    # numerics that hurt any run.
     scope: str = "all"
     # When a detector reports the rule as a note rather than at its catalog severity, and why. Kept apart from `why`
     # (the root cause explain prints and matches error texts against by wording).

@@ -1,8 +1,10 @@
-"""What kind of code a finding sits in: training, test, benchmark, inference, conversion, or library code, and
-inside a training file, evaluation code (validation, sampling, generation). A rule whose consequence exists only
-while training (gradients, optimizer, loss scaling: `scope: training` in the catalog) is no warning in code that
-never trains; every rule is at most a note in tests and benchmarks, which build odd cases on purpose. The kind is
-read from the path, the names and what the code does, and the message says which it was and why."""
+"""What kind of code a finding sits in: training, test, benchmark, inference, conversion, visualisation, or library
+code, and inside a training file, evaluation code (validation, sampling, generation). A rule whose consequence exists
+only while training (gradients, optimizer, loss scaling: `scope: training` in the catalog) is no warning in code that
+never trains; one whose consequence exists where a model computes (`scope: compute`: a table's or a model's dtype) is
+none in conversion code, which loads and writes weights; every rule is at most a note in tests and benchmarks, which
+build odd cases on purpose, and in plotting scripts, whose numbers end in a figure. The kind is read from the path,
+the names and what the code does, and the message says which it was and why."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ class CodeKind(enum.Enum):
     INFERENCE = "inference"
     CONVERSION = "conversion"
     EVALUATION = "evaluation"  # validation, sampling or generation code inside a training file
+    VISUALISATION = "visualisation"  # a script that plots or visualises: what it computes is drawn, not trained or served
     GENERATOR_SOURCE = "generator source"  # a source a code generator writes the module that runs from
 
 
@@ -37,10 +40,17 @@ class Kind:
         return self.kind in (CodeKind.TRAINING, CodeKind.LIBRARY)
 
     @property
+    def computes(self) -> bool:
+        """Does the code run a model on data (training, inference, evaluation)? Conversion code loads and writes
+        weights: a rule with `scope: compute` (a table's or a model's dtype where it is computed with) is a note there."""
+        return self.kind is not CodeKind.CONVERSION
+
+    @property
     def never_warns(self) -> bool:
         """Code where every rule is a note: tests and benchmarks, which build precision cases on purpose, whatever
-        they are, and sources nothing imports at run time."""
-        return self.kind in (CodeKind.TEST, CodeKind.BENCHMARK, CodeKind.GENERATOR_SOURCE)
+        they are, sources nothing imports at run time, and plotting scripts, whose numbers are drawn, never trained
+        or served from."""
+        return self.kind in (CodeKind.TEST, CodeKind.BENCHMARK, CodeKind.GENERATOR_SOURCE, CodeKind.VISUALISATION)
 
 
 # An import from a transformers modeling module (``from ..llama.modeling_llama import``, ``from
@@ -57,6 +67,9 @@ _INFER = frozenset({"inference", "infer", "generate", "generation", "sample", "s
 # A script that plots or visualises results (`plot_lattice.py`, `visualize_attention.py`): it reads a model or its
 # numbers and trains nothing, as inference does.
 _PLOT = frozenset({"plot", "plots", "plotting", "visualize", "visualise", "visualization", "visualisation", "vis", "viz"})
+# The words of `_PLOT` that say nothing else: a file so named draws figures, and its numbers end there (every rule
+# a note). "vis"/"viz" also abbreviate vision (`vis_encoder.py`, a model that runs): inference code, judged as such.
+_PLOT_ONLY = _PLOT - {"vis", "viz"}
 # A training loop of its own: an optimizer stepped or its gradients zeroed, or a trainer's fit/train. Not a
 # `def backward(`, which every autograd Function has: a file that defines one is no training loop.
 _LOOP = r"\.step\(\)|\bzero_grad\(|\.fit\(|\btrainer\.train\("
@@ -97,6 +110,9 @@ def file_kind(path: str, text: str) -> Kind:
         return Kind(CodeKind.TRAINING, "")
     if words & _CONVERT:
         return Kind(CodeKind.CONVERSION, f"{name} converts or exports weights and never trains")
+    if words & _PLOT_ONLY and "train" not in words:
+        return Kind(CodeKind.VISUALISATION, f"{name} plots or visualises results (no backward pass or optimizer step in "
+                    "it): what it computes is drawn, no model is trained or served from it")
     if words & _PLOT and "train" not in words:
         return Kind(CodeKind.INFERENCE, f"{name} plots or visualises results (no backward pass or optimizer step in it)")
     if (words & _INFER or folders & {"inference", "serving", "demo", "demos"}) and "train" not in words:

@@ -144,15 +144,18 @@ def _check(ctx: Context, checks: list, kind: Kind, suppressions: Suppressions) -
 
 
 def judged_by_kind(found: Finding, kind: Kind) -> Finding:
-    """A finding in code that builds odd cases on purpose (tests, benchmarks) or that nothing imports (a generator's
-    source), or of a training-only rule in code that never trains (inference, conversion, validation and sampling),
-    is a note that says which code it is."""
+    """A finding in code that builds odd cases on purpose (tests, benchmarks), that nothing imports (a generator's
+    source) or that only draws figures (a plotting script), of a training-only rule in code that never trains
+    (inference, conversion, validation and sampling), or of a rule about what a model computes (`scope: compute`) in
+    conversion code, which only loads and writes weights, is a note that says which code it is."""
     if found.severity is Severity.INFO:
         return found
     if kind.never_warns:
         note = f" (in {kind.kind.value} code: {kind.why})"
     elif not kind.trains and documented_rule(found.rule_id).scope == "training":
         note = f" (in {kind.kind.value} code: {kind.why}; it does not change training)"
+    elif not kind.computes and documented_rule(found.rule_id).scope == "compute":
+        note = f" (in {kind.kind.value} code: {kind.why}; it writes weights and computes nothing with them)"
     else:
         return found
     return replace(found, severity=Severity.INFO, message=found.message + note,
