@@ -14,6 +14,8 @@ from ampdoctor.lint.python.resolve import Imports, dotted, method, self_attribut
 SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_SCOPE_CLASSES = frozenset(SCOPES)
+_DEF_CLASSES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef})
 # The fields of a node class that hold nodes, each with whether it holds a list of them, in the order of the class's
 # fields (the walk's order fixes the order of the lists it fills). Read from the grammar line each class carries as
 # its docstring (``Call(expr func, expr* args, keyword* keywords)``), so the walk never reads a field that holds a
@@ -144,16 +146,24 @@ class SourceFile:
             yield parent
             parent = self.parents.get(parent)
 
+    # The three below are asked of most nodes a check reads, by many checks: plain loops over `parents`, on the exact
+    # class (no generator, no isinstance).
     def scope(self, node: ast.AST) -> ast.AST:
-        for parent in self.ancestors(node):
-            if isinstance(parent, SCOPES):
+        parents = self.parents
+        parent = parents.get(node)
+        while parent is not None:
+            if parent.__class__ in _SCOPE_CLASSES:
                 return parent
+            parent = parents.get(parent)
         return self.tree
 
     def enclosing_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-        for parent in self.ancestors(node):
-            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                return parent
+        parents = self.parents
+        parent = parents.get(node)
+        while parent is not None:
+            if parent.__class__ in _DEF_CLASSES:
+                return parent  # type: ignore[return-value]
+            parent = parents.get(parent)
         return None
 
     def is_parameter(self, node: ast.AST) -> bool:
@@ -177,7 +187,13 @@ class SourceFile:
         return not any(isinstance(n, ast.Name) and n.id == name for n in self.parents)
 
     def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
-        return next((parent for parent in self.ancestors(node) if isinstance(parent, ast.ClassDef)), None)
+        parents = self.parents
+        parent = parents.get(node)
+        while parent is not None:
+            if parent.__class__ is ast.ClassDef:
+                return parent  # type: ignore[return-value]
+            parent = parents.get(parent)
+        return None
 
     def block_of(self, node: ast.AST) -> list[ast.stmt] | None:
         """The statement list (a body, an ``else``, a ``finally``) that holds `node`: the statements before it in the
