@@ -8,6 +8,7 @@ import ast
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.evidence import Phase, Tag
+from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import EXACT_INT, FP16, ROPE_WORDS, name_of
 from ampdoctor.lint.python.context import (
@@ -21,6 +22,7 @@ from ampdoctor.lint.python.context import (
     half_casts,
 )
 from ampdoctor.lint.python.dataflow import HALF, describe
+from ampdoctor.lint.python.kind import runs_training_loop
 from ampdoctor.lint.python.resolve import dotted, keyword, tokens
 
 if TYPE_CHECKING:
@@ -100,22 +102,45 @@ def low_precision_positions(ctx: Context) -> Iterator[CodeHit]:
                 yield call, (f"positions from `{ctx.qualname(root.func)}` are cast to {describe(dtypes)}, which holds whole "
                              f"numbers exactly only up to {limit}: any position past that is rounded")
             continue
-        if not _holds_positions(ctx, call, receiver):
+        holds, by_name = _holds_positions(ctx, call, receiver)
+        if not holds:
             continue
         last = _last_assignment(ctx, receiver, call)
         if not _divided_before(last) and not _drawn_exact(ctx, last, dtypes):
-            yield call, f"position/timestep tensor `{ast.unparse(receiver)[:60]}` is cast to {describe(dtypes)}{like} before use"
+            message = f"position/timestep tensor `{ast.unparse(receiver)[:60]}` is cast to {describe(dtypes)}{like} before use"
+            # read from a name or another tensor's dtype, in code that does not train: a note (a sampler's timesteps
+            # are rounded as the model may have been trained with them)
+            yield (call, message, Severity.INFO) if (by_name or like) and not runs_training_loop(ctx.src.text) else (call, message)
 
 
-def _holds_positions(ctx: Context, call: ast.Call, receiver: ast.AST) -> bool:
+def _holds_positions(ctx: Context, call: ast.Call, receiver: ast.AST) -> tuple[bool, bool]:
     """Do the words of the cast tensor say positions or timesteps (and not embeddings, masks or a rotary table)? Its
     own chain's words, or, where they say nothing of positions, the name the cast value is stored under
-    (``timestep = t.expand(n).to(dtype)``)."""
+    (``timestep = t.expand(n).to(dtype)``), unless it is made from a noise level (``sigmas.view(-1, 1)``, in [0, 1],
+    no integer timestep). The second value: whether the stored name was what said so."""
     words = chain_words(receiver, ctx, calls_too=False)
+    by_name = False
     if not words & POSITION_TOKENS - {"ids"} and not words & NOT_POSITIONS:
         stored = assigned_name(ctx, call)
-        words = words | tokens(stored) if stored else words
-    return bool(words & POSITION_TOKENS - {"ids"}) and not words & NOT_POSITIONS and not words & ROPE_WORDS
+        if stored and not (isinstance(receiver, (ast.Call, ast.Attribute, ast.Subscript, ast.Name)) and tokens(_root_name(receiver)) & _NOISE_LEVELS):
+            words, by_name = words | tokens(stored), True
+    return bool(words & POSITION_TOKENS - {"ids"}) and not words & NOT_POSITIONS and not words & ROPE_WORDS, by_name
+
+
+# Names of a diffusion noise level: a fraction in [0, 1], which a half dtype rounds by its relative precision only.
+_NOISE_LEVELS = frozenset({"sigma", "sigmas"})
+
+
+def _root_name(expr: ast.AST) -> str:
+    """The name a chain of methods, attributes and indexing starts from: ``sigmas.view(-1, 1).expand(n)`` -> sigmas."""
+    for _ in range(16):
+        if isinstance(expr, ast.Call):
+            expr = expr.func
+        elif isinstance(expr, (ast.Attribute, ast.Subscript)):
+            expr = expr.value
+        else:
+            break
+    return expr.id if isinstance(expr, ast.Name) else ""
 
 
 _FACTORY_NAMES = frozenset(name.rsplit(".", 1)[1] for name in POSITION_FACTORIES)

@@ -44,3 +44,10 @@ def short_grid(device):
     # eight positions: bf16 holds them exactly
     hidden = torch.zeros(1, 8, 64, device=device, dtype=torch.bfloat16)
     return torch.arange(0, 8, device=device, dtype=hidden.dtype)
+
+
+def noise_levels(sigmas, latents, batch_size):
+    # flow-matching noise levels in [0, 1], named timesteps when they are stored: no integers for bf16 to round
+    latents = latents.to(torch.bfloat16)
+    timesteps = sigmas.view(-1, 1).expand(batch_size, latents.shape[1]).to(torch.bfloat16)
+    return timesteps
