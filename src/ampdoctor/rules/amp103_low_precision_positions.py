@@ -8,11 +8,22 @@ import ast
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.evidence import Phase, Tag
+from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import EXACT_INT, FP16, ROPE_WORDS, name_of
-from ampdoctor.lint.python.context import HALF_WORDS, POSITION_FACTORIES, POSITION_TOKENS, CodeHit, Context, chain_words, half_casts
-from ampdoctor.lint.python.dataflow import describe
-from ampdoctor.lint.python.resolve import dotted, keyword
+from ampdoctor.lint.python.context import (
+    HALF_WORDS,
+    POSITION_FACTORIES,
+    POSITION_TOKENS,
+    CodeHit,
+    Context,
+    assigned_name,
+    chain_words,
+    half_casts,
+)
+from ampdoctor.lint.python.dataflow import HALF, describe
+from ampdoctor.lint.python.kind import runs_training_loop
+from ampdoctor.lint.python.resolve import dotted, keyword, tokens
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -73,11 +84,11 @@ def _drawn_exact(ctx: Context, last: ast.stmt | None, dtypes: frozenset) -> bool
 @code_check("AMP103", triggers=HALF_WORDS, also=(("arange", "linspace", "range(", "pos", "timestep", " t."),))
 def low_precision_positions(ctx: Context) -> Iterator[CodeHit]:
     # pytorch #137774: bf16 holds integers exactly only up to 256, fp16 up to 2048.
-    for call, dtypes in half_casts(ctx):
+    for call, dtypes, like in _position_casts(ctx):
         name = ctx.qualname(call.func)
         if name in POSITION_FACTORIES:
             if not _small_range(call, dtypes):
-                yield call, f"`{name}` in {describe(dtypes)} cannot represent positions exactly (bf16 > 256, fp16 > 2048)"
+                yield call, f"`{name}` in {describe(dtypes)}{like} cannot represent positions exactly (bf16 > 256, fp16 > 2048)"
             continue
         if name is not None or not isinstance(call.func, ast.Attribute):
             continue
@@ -91,12 +102,101 @@ def low_precision_positions(ctx: Context) -> Iterator[CodeHit]:
                 yield call, (f"positions from `{ctx.qualname(root.func)}` are cast to {describe(dtypes)}, which holds whole "
                              f"numbers exactly only up to {limit}: any position past that is rounded")
             continue
-        words = chain_words(receiver, ctx, calls_too=False)
-        if not words & POSITION_TOKENS - {"ids"} or words & NOT_POSITIONS or words & ROPE_WORDS:
+        holds, by_name = _holds_positions(ctx, call, receiver)
+        if not holds:
             continue
         last = _last_assignment(ctx, receiver, call)
         if not _divided_before(last) and not _drawn_exact(ctx, last, dtypes):
-            yield call, f"position/timestep tensor `{ast.unparse(receiver)[:60]}` is cast to {describe(dtypes)} before use"
+            message = f"position/timestep tensor `{ast.unparse(receiver)[:60]}` is cast to {describe(dtypes)}{like} before use"
+            # read from a name or another tensor's dtype, in code that does not train: a note (a sampler's timesteps
+            # are rounded as the model may have been trained with them)
+            yield (call, message, Severity.INFO) if (by_name or like) and not runs_training_loop(ctx.src.text) else (call, message)
+
+
+def _holds_positions(ctx: Context, call: ast.Call, receiver: ast.AST) -> tuple[bool, bool]:
+    """Do the words of the cast tensor say positions or timesteps (and not embeddings, masks or a rotary table)? Its
+    own chain's words, or, where they say nothing of positions, the name the cast value is stored under
+    (``timestep = t.expand(n).to(dtype)``), unless it is made from a noise level (``sigmas.view(-1, 1)``, in [0, 1],
+    no integer timestep). The second value: whether the stored name was what said so."""
+    words = chain_words(receiver, ctx, calls_too=False)
+    by_name = False
+    if not words & POSITION_TOKENS - {"ids"} and not words & NOT_POSITIONS:
+        stored = assigned_name(ctx, call)
+        if stored and not (isinstance(receiver, (ast.Call, ast.Attribute, ast.Subscript, ast.Name)) and tokens(_root_name(receiver)) & _NOISE_LEVELS):
+            words, by_name = words | tokens(stored), True
+    return bool(words & POSITION_TOKENS - {"ids"}) and not words & NOT_POSITIONS and not words & ROPE_WORDS, by_name
+
+
+# Names of a diffusion noise level: a fraction in [0, 1], which a half dtype rounds by its relative precision only.
+_NOISE_LEVELS = frozenset({"sigma", "sigmas"})
+
+
+def _root_name(expr: ast.AST) -> str:
+    """The name a chain of methods, attributes and indexing starts from: ``sigmas.view(-1, 1).expand(n)`` -> sigmas."""
+    for _ in range(16):
+        if isinstance(expr, ast.Call):
+            expr = expr.func
+        elif isinstance(expr, (ast.Attribute, ast.Subscript)):
+            expr = expr.value
+        else:
+            break
+    return expr.id if isinstance(expr, ast.Name) else ""
+
+
+_FACTORY_NAMES = frozenset(name.rsplit(".", 1)[1] for name in POSITION_FACTORIES)
+
+
+def _position_casts(ctx: Context) -> Iterator[tuple[ast.Call, frozenset, str]]:
+    """Casts to bf16/fp16 (`half_casts`), each with how the dtype is known: said by the cast (""), or, for a cast to
+    another tensor's dtype (``.to(latents.dtype)``, ``.type_as(latents)``, ``torch.arange(n, dtype=x.dtype)``), that
+    tensor's half dtype the code fixes (``latents = torch.randn(..., dtype=torch.bfloat16)``), named in the message."""
+    seen = set()
+    for call, dtypes in half_casts(ctx):
+        seen.add(call)
+        yield call, dtypes, ""
+    for call in ctx.src.calls:
+        func = call.func
+        if not isinstance(func, ast.Attribute) or not (call.args or call.keywords):
+            continue
+        if func.attr in ("to", "type", "type_as"):
+            other = _dtype_source(call, func.attr)
+        elif func.attr in _FACTORY_NAMES and ctx.qualname(func) in POSITION_FACTORIES:
+            given = keyword(call, "dtype")  # ``torch.arange(n, dtype=x.dtype)``
+            other = given.value if isinstance(given, ast.Attribute) and given.attr == "dtype" else None
+        else:
+            continue
+        if other is None:
+            continue
+        scope = ctx.src.scope(call)
+        dtypes = ctx.flow.tensor_dtype(other, scope) or _made_in(ctx, other, scope, call.lineno)
+        if dtypes and dtypes <= HALF and call not in seen:  # every dtype it may hold is half: a cast to half on every path
+            yield call, dtypes, f" (the dtype of `{ast.unparse(other)[:40]}`)"
+
+
+def _made_in(ctx: Context, expr: ast.AST, scope: ast.AST, line: int) -> frozenset | None:
+    """The dtype a helper made the tensor `expr` names in: its last binding before `line` calls a function handed
+    one dtype, a literal one (``latents = prepare_latents(b, c, h, w, torch.bfloat16, device)``,
+    ``randn_tensor(shape, dtype=torch.float16)``): what a function asked for one dtype returns is in it."""
+    if not isinstance(expr, ast.Name):
+        return None
+    before = [(n, v) for n, v in ctx.src.bindings(expr, scope) if n < line and v is not None]
+    value = before[-1][1] if before else None
+    if not isinstance(value, ast.Call) or (ctx.qualname(value.func) or "").startswith("torch."):
+        return None  # torch's own functions are the dataflow's
+    given = [found for arg in (*value.args, *(k.value for k in value.keywords))
+             if isinstance(arg, (ast.Attribute, ast.Name)) and (found := ctx.flow.dtype_of(arg, scope))]
+    return given[0] if len(given) == 1 else None
+
+
+def _dtype_source(call: ast.Call, method: str) -> ast.AST | None:
+    """The tensor whose dtype a cast takes: ``.type_as(x)``, ``.to(x.dtype)``, ``.to(device, x.dtype)``,
+    ``.to(dtype=x.dtype)``; None for any other cast."""
+    if method == "type_as":
+        return call.args[0] if call.args else None
+    for arg in (keyword(call, "dtype"), *call.args[:2]):
+        if isinstance(arg, ast.Attribute) and arg.attr == "dtype":
+            return arg.value
+    return None
 
 
 @runtime_check("AMP103")
