@@ -20,10 +20,11 @@ from ampdoctor.lint.python.fp32 import (
     fp32_made,
     half_weights,
     last_value,
+    local_callee,
     made_in,
     under_autocast,
 )
-from ampdoctor.lint.python.resolve import argument, keyword, last_identifier, method, tokens
+from ampdoctor.lint.python.resolve import argument, keyword, last_identifier, tokens
 from ampdoctor.lint.python.source import parameters
 
 if TYPE_CHECKING:
@@ -354,30 +355,17 @@ def _traced_method(ctx: Context, expr: ast.Call, func: ast.Attribute, frame: _Fr
 
 def _traced_callee(ctx: Context, expr: ast.Call, frame: _Frame, depth: int) -> _Made | None:
     """A call of the file's own function: what every return of it that is not None makes, for this call's arguments."""
-    callee = _callee(ctx, expr)
+    # not a module's forward (``self.attention(...)`` hands the mask over, it does not make it)
+    callee = local_callee(ctx, expr, modules=False)
     if callee is None:
         return None
     inner = _Frame(callee, expr, frame)
-    returns = [r.value for r in ast.walk(callee) if isinstance(r, ast.Return) and ctx.src.enclosing_function(r) is callee
-               and r.value is not None and not (isinstance(r.value, ast.Constant) and r.value.value is None)]
+    returns = [r.value for r in ctx.src.own_returns(callee)
+               if r.value is not None and not (isinstance(r.value, ast.Constant) and r.value.value is None)]
     made = [_traced(ctx, r, inner, r.lineno, depth + 1) for r in returns]
     if not made or any(m is None for m in made) or len({m.dtypes for m in made}) != 1:
         return None
     return replace(made[0], additive=any(m.additive for m in made))
-
-
-def _callee(ctx: Context, call: ast.Call) -> ast.FunctionDef | None:
-    """The file's own function a call runs: a top-level function by its name, or a method of the calling class by
-    ``self.name(...)``; not a module's forward (``self.attention(...)`` hands the mask over, it does not make it)."""
-    func = call.func
-    if isinstance(func, ast.Name) and ctx.qualname(func) is None:
-        found = ctx.src.top_level.get(func.id, [])
-        return found[0] if len(found) == 1 and isinstance(found[0], ast.FunctionDef) else None
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-        cls = ctx.src.enclosing_class(call)
-        found = method(cls, func.attr) if cls is not None else None
-        return found if found is not None and not found.decorator_list else None
-    return None
 
 
 def _handed_masks(ctx: Context, call: ast.Call) -> Iterator[ast.expr]:

@@ -295,7 +295,7 @@ def _upcast_here(ctx: Context, name: ast.Name, operand: ast.AST, scope: ast.AST)
 
 
 def _rebinds_itself(node: ast.stmt) -> bool:
-    """``x = x.method(...)``: the shape of every upcast `_is_upcast` knows, read without the dataflow."""
+    """``x = x.method(...)``: the shape of every upcast (`_is_upcast`), read without the dataflow."""
     if not isinstance(node, ast.Assign) or len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
         return False
     value = node.value
@@ -305,18 +305,15 @@ def _rebinds_itself(node: ast.stmt) -> bool:
 
 def _upcast_in(ctx: Context, guard: ast.If) -> bool:
     scope = ctx.src.scope(guard)
-    return any(isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and _is_upcast(ctx, s, scope)
-               for s in guard.body)
+    return any(_is_upcast(ctx, s, scope) for s in guard.body)
 
 
-def _is_upcast(ctx: Context, assign: ast.Assign, scope: ast.AST) -> bool:
+def _is_upcast(ctx: Context, assign: ast.stmt, scope: ast.AST) -> bool:
     """``x = x.float()``, ``x = x.to(torch.float32)``: a name rebound to its own upcast."""
-    value, target = assign.value, assign.targets[0]
-    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Attribute):
+    if not _rebinds_itself(assign):
         return False
-    receiver = value.func.value
-    dtypes = ctx.flow.cast_dtype(value, scope)
-    return isinstance(receiver, ast.Name) and receiver.id == getattr(target, "id", None) and bool(dtypes) and dtypes <= FLOAT_UP
+    dtypes = ctx.flow.cast_dtype(assign.value, scope)  # type: ignore[attr-defined]
+    return bool(dtypes) and dtypes <= FLOAT_UP
 
 
 def _test_site(ctx: Context, test: ast.expr, scope: ast.AST) -> ast.AST:

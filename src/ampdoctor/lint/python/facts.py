@@ -262,11 +262,11 @@ class Facts:
             if not disables_autocast(call, self.src):  # enabled=False, or an fp32 region inside an outer autocast
                 out.append(call)
         for call in self.src.calls:
-            if not call.keywords and not call.args and not (isinstance(call.func, ast.Attribute) and call.func.attr == "autocast"):
-                continue  # none of the three below: the common ``x.float()``, ``super()``
             if isinstance(call.func, ast.Attribute) and call.func.attr == "autocast" and self.src.imports.qualname(call.func) is None:
                 out.append(call)
                 continue
+            if not call.args and not call.keywords:
+                continue  # neither test below applies: the common ``x.float()``, ``super()``
             if self._autocast_partial(call):
                 out.append(call)  # `partial(torch.autocast, device_type="hpu", dtype=torch.bfloat16)`: entered where called
                 continue
@@ -818,9 +818,9 @@ class Facts:
         """(whether the file may read names its text does not show, the names it reads: loaded, declared ``global`` or
         ``nonlocal``, or written as a string)."""
         unseen = self.src.rebinds_unseen or any(isinstance(c.func, ast.Name) and c.func.id in _READS_UNSEEN for c in self.src.calls)
-        tree = list(ast.walk(self.src.tree))
-        read = {n.id for n in tree if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
-        read |= {name for n in tree if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+        nodes = self.src.parents  # every node of the tree but the module itself: no walk of it
+        read = {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+        read |= {name for n in nodes if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
         read |= {c.value for c in self.src.strings}
         return unseen, frozenset(read)
 

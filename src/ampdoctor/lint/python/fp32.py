@@ -58,7 +58,7 @@ def _precision_from_outside(ctx: Context) -> bool:
         return False
     for call in ctx.src.calls:
         # the keywords first: most calls pass none of them, and naming the callee costs more
-        if call.keywords and any(kw.arg in MIXED_PRECISION_KEYWORDS and not isinstance(kw.value, ast.Constant) for kw in call.keywords) \
+        if any(kw.arg in MIXED_PRECISION_KEYWORDS and not isinstance(kw.value, ast.Constant) for kw in call.keywords) \
                 and (ctx.qualname(call.func) or "").partition(".")[0] in AUTOCASTING_FRAMEWORKS:
             return True
     return False
@@ -89,14 +89,15 @@ def fp32_made(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> as
         return _fp32_torch_call(ctx, expr, name, scope, depth)
     if isinstance(func, ast.Attribute) and ctx.qualname(func) is None and (func.attr in VIEWS and func.attr != "float" or device_move(expr)):
         return fp32_made(ctx, func.value, scope, depth + 1)
-    callee = _local_callee(ctx, expr)
+    callee = local_callee(ctx, expr)
     return _fp32_returned(ctx, callee, depth) if callee is not None else None
 
 
-def _local_callee(ctx: Context, call: ast.Call) -> ast.FunctionDef | None:
+def local_callee(ctx: Context, call: ast.Call, modules: bool = True) -> ast.FunctionDef | None:
     """The function of this file a call runs: ``embed(t)`` with ``def embed`` at the file's top level (and nothing
-    else binding the name), or ``self.embed(t)`` with ``def embed`` in the calling class. None for anything imported,
-    passed in or overridable from outside the file (a subclass's override is not this file's to know)."""
+    else binding the name), or ``self.embed(t)`` with ``def embed`` in the calling class, or, with `modules`, the
+    ``forward`` of a submodule the class builds from a class of this file (`_submodule_forward`). None for anything
+    imported, passed in or overridable from outside the file (a subclass's override is not this file's to know)."""
     func = call.func
     if isinstance(func, ast.Name):
         if ctx.qualname(func) is not None:
@@ -107,7 +108,7 @@ def _local_callee(ctx: Context, call: ast.Call) -> ast.FunctionDef | None:
         cls = ctx.src.enclosing_class(call)
         if cls is None:
             return None
-        found = method(cls, func.attr) or _submodule_forward(ctx, cls, func.attr)
+        found = method(cls, func.attr) or (_submodule_forward(ctx, cls, func.attr) if modules else None)
         return found if isinstance(found, ast.FunctionDef) and not found.decorator_list else None
     return None
 
@@ -140,7 +141,7 @@ def _fp32_returned(ctx: Context, fn: ast.FunctionDef, depth: int) -> ast.AST | N
     entered = depth // _HOP + 1
     if entered > _CALLEES:
         return None
-    returns = [r for r in ast.walk(fn) if isinstance(r, ast.Return) and ctx.src.enclosing_function(r) is fn]
+    returns = ctx.src.own_returns(fn)
     if not returns or any(r.value is None for r in returns):
         return None
     made = [fp32_made(ctx, r.value, fn, entered * _HOP) for r in returns]

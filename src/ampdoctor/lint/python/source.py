@@ -16,6 +16,7 @@ SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Cla
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _SCOPE_CLASSES = frozenset(SCOPES)
 _DEF_CLASSES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef})
+_CLASS_CLASSES = frozenset({ast.ClassDef})
 # The fields of a node class that hold nodes, each with whether it holds a list of them, in the order of the class's
 # fields (the walk's order fixes the order of the lists it fills). Read from the grammar line each class carries as
 # its docstring (``Call(expr func, expr* args, keyword* keywords)``), so the walk never reads a field that holds a
@@ -146,25 +147,23 @@ class SourceFile:
             yield parent
             parent = self.parents.get(parent)
 
-    # The three below are asked of most nodes a check reads, by many checks: plain loops over `parents`, on the exact
-    # class (no generator, no isinstance).
-    def scope(self, node: ast.AST) -> ast.AST:
+    def _nearest(self, node: ast.AST, classes: frozenset[type]) -> ast.AST | None:
+        """The nearest ancestor of `node` of one of `classes`. Asked of most nodes a check reads, by many checks
+        (`scope`, `enclosing_function`, `enclosing_class`): a plain loop over `parents` on the exact class, with no
+        generator and no isinstance."""
         parents = self.parents
         parent = parents.get(node)
         while parent is not None:
-            if parent.__class__ in _SCOPE_CLASSES:
+            if parent.__class__ in classes:
                 return parent
             parent = parents.get(parent)
-        return self.tree
+        return None
+
+    def scope(self, node: ast.AST) -> ast.AST:
+        return self._nearest(node, _SCOPE_CLASSES) or self.tree
 
     def enclosing_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-        parents = self.parents
-        parent = parents.get(node)
-        while parent is not None:
-            if parent.__class__ in _DEF_CLASSES:
-                return parent  # type: ignore[return-value]
-            parent = parents.get(parent)
-        return None
+        return self._nearest(node, _DEF_CLASSES)  # type: ignore[return-value]
 
     def is_parameter(self, node: ast.AST) -> bool:
         """`node` is a name that a named parameter of its enclosing function binds (not ``*args``/``**kwargs``)."""
@@ -187,13 +186,11 @@ class SourceFile:
         return not any(isinstance(n, ast.Name) and n.id == name for n in self.parents)
 
     def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
-        parents = self.parents
-        parent = parents.get(node)
-        while parent is not None:
-            if parent.__class__ is ast.ClassDef:
-                return parent  # type: ignore[return-value]
-            parent = parents.get(parent)
-        return None
+        return self._nearest(node, _CLASS_CLASSES)  # type: ignore[return-value]
+
+    def own_returns(self, fn: ast.AST) -> list[ast.Return]:
+        """The ``return`` statements of `fn`'s own body, not of functions nested in it, in the order of `ast.walk`."""
+        return [r for r in ast.walk(fn) if isinstance(r, ast.Return) and self.enclosing_function(r) is fn]
 
     def block_of(self, node: ast.AST) -> list[ast.stmt] | None:
         """The statement list (a body, an ``else``, a ``finally``) that holds `node`: the statements before it in the
