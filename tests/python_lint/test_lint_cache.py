@@ -96,6 +96,24 @@ def test_a_changed_context_is_not_served_from_the_entry_of_the_old_one(tmp_path)
     assert "fp16 autocast (train.py:8" in messages()[0]
 
 
+
+def test_a_file_stored_but_for_the_project_rules_gets_them_under_its_own_context_once_no_longer_reached(tmp_path):
+    # A file the trainer reaches is stored without the findings of the rules that read the project context (its
+    # judgement under the trainer's context holds them). When the trainer no longer reaches it, those rules judge
+    # it under its own context, as a lint without the cache does: here its bf16 cos table (AMP002) stands alone.
+    root, cache = project(tmp_path / "p", "torch.bfloat16"), tmp_path / "cache"
+    rope = root / "pkg" / "rope.py"
+    rope.write_text(textwrap.dedent(ROPE).replace(
+        '/ dim))\n', '/ dim))\n        freqs = torch.outer(torch.arange(2048).float(), self.inv_freq)\n'
+        '        self.register_buffer("cos_cached", freqs.cos().bfloat16(), persistent=False)\n'))
+    assert {("AMP101", "rope.py"), ("AMP002", "rope.py")} <= {f[:2] for f in lint(root, cache)}
+    (root / "train.py").write_text(textwrap.dedent(TRAIN).replace('with torch.autocast("cuda", dtype=DTYPE):', "if True:"))
+    uncached = sorted((f.rule_id, Path(f.location.file).name, f.location.line)
+                      for f in lint_paths([root], LintSettings(jobs=1, cache=None)).findings)
+    assert [f for f in uncached if f[1] == "rope.py"] == [("AMP002", "rope.py", 10)]
+    assert lint(root, cache) == uncached
+
+
 # The index: a file that keeps the stat signature recorded for it is neither read nor hashed again; one that may
 # have changed (another signature, or a change too recent for its signature to show the next one) is read.
 

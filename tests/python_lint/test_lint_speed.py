@@ -232,3 +232,22 @@ def test_a_linted_file_leaves_no_cycle_behind():
     finally:
         gc.enable()
     assert left == 0
+
+
+def test_a_file_the_project_reaches_is_judged_once_by_the_rules_that_read_its_context(tmp_path, monkeypatch):
+    # The second judgement's findings of the rules that read the project context replace the first's: the first
+    # leaves those rules out instead of running them for nothing.
+    from ampdoctor.lint.python import runner
+
+    ran: list[tuple[str, str, str]] = []
+    check = runner._check
+    monkeypatch.setattr(runner, "_check", lambda ctx, checks, *a: ran.extend((Path(ctx.src.path).name, c.rule_id, c.fn.__name__)
+                                                                            for c in checks) or check(ctx, checks, *a))
+    # a bf16 cos table: AMP002 reads the project context and has its trigger words in the file alone
+    rope = ROPE.replace('/ dim))\n', '/ dim))\n        freqs = torch.outer(torch.arange(2048).float(), self.inv_freq)\n'
+                        '        self.register_buffer("cos_cached", freqs.cos().bfloat16(), persistent=False)\n')
+    root = write(tmp_path / "proj", {"pkg/__init__.py": "", "pkg/rope.py": rope, "train.py": TRAIN})
+    report = lint_python_files(sorted(root.rglob("*.py")), jobs=1, roots=[root])
+    assert {(f.rule_id, f.location.line) for f in report.findings} >= {("AMP101", 13), ("AMP002", 10)}
+    on_rope = [r for r in ran if r[:2] == ("rope.py", "AMP002")]
+    assert on_rope and len(on_rope) == len(set(on_rope))  # each detector once

@@ -224,12 +224,13 @@ def _inconsistent_guards(ctx: Context, skip: set[ast.If]) -> Iterator[CodeHit]:
     works around CPU half kernels for bf16 and fp16, and this copy forgot one of them. (Guards without a device
     condition are left alone: an fp16-only upcast against overflow, or a bf16-only one for a kernel, is often meant.)"""
     if not any(c.value == "cpu" for c in ctx.src.strings):
-        return  # no device test in the file (the common case: this check would walk the whole tree for nothing)
-    if not any(_rebinds_itself(a) and isinstance(ctx.src.parents.get(a), ast.If) for a in ctx.src.assigns):
-        return  # no ``x = x.method()`` in an `if`, so no upcast guard (`_upcast_in`): the walk below would find none
+        return  # no device test in the file (the common case)
+    # An upcast guard holds ``x = x.method()`` in its body (`_upcast_in`): the `if`s to read are the parents of those.
+    ifs = {id(p): p for a in ctx.src.assigns if _rebinds_itself(a)
+           and isinstance(p := ctx.src.parents.get(a), ast.If) and a in p.body and p not in skip}
     found = []
-    for node in ast.walk(ctx.src.tree):
-        if isinstance(node, ast.If) and node not in skip and _upcast_in(ctx, node):
+    for node in sorted(ifs.values(), key=lambda n: (n.lineno, n.col_offset)):
+        if _upcast_in(ctx, node):
             admitted, cpu = _coverage(ctx, node.test, ctx.src.scope(node))
             if admitted and cpu:
                 found.append((node, admitted))

@@ -257,21 +257,29 @@ class Facts:
         return frozenset().union(*(half_setting(kw.arg, v) for kw in switches for v in self._run_values(kw.value, 0, certain)))
 
     def _mixed_precision(self, certain: bool) -> list[ast.AST]:
-        out: list[ast.AST] = []
+        return [call for call, switched in self._mixed_precision_calls
+                if not switched or self.framework_half_dtypes(call, certain)]
+
+    @functools.cached_property
+    def _mixed_precision_calls(self) -> list[tuple[ast.Call, bool]]:
+        """The calls `_mixed_precision` may give, each with whether it is one only if a framework's half
+        switch holds a half mode in the runs asked about (`framework_half_dtypes`); the others turn autocast on in
+        every run. One pass over the file's calls for both `mixed_precision` and `mixed_precision_on`."""
+        out: list[tuple[ast.Call, bool]] = []
         for call, name in self.autocast_calls:
             if not disables_autocast(call, self.src):  # enabled=False, or an fp32 region inside an outer autocast
-                out.append(call)
+                out.append((call, False))
         for call in self.src.calls:
             if isinstance(call.func, ast.Attribute) and call.func.attr == "autocast" and self.src.imports.qualname(call.func) is None:
-                out.append(call)
+                out.append((call, False))
                 continue
             if not call.args and not call.keywords:
                 continue  # neither test below applies: the common ``x.float()``, ``super()``
             if self._autocast_partial(call):
-                out.append(call)  # `partial(torch.autocast, device_type="hpu", dtype=torch.bfloat16)`: entered where called
+                out.append((call, False))  # `partial(torch.autocast, device_type="hpu", dtype=torch.bfloat16)`: entered where called
                 continue
-            if self.framework_half_dtypes(call, certain):
-                out.append(call)  # once per call
+            if any(kw.arg in HALF_SWITCHES for kw in call.keywords):
+                out.append((call, True))  # once per call
         return out
 
     @functools.cached_property

@@ -16,6 +16,7 @@ from pathlib import PurePath
 
 from ampdoctor.lint.python.resolve import last_identifier, tokens, words
 from ampdoctor.lint.python.source import SourceFile
+from ampdoctor.lint.python.words import TextWords, text_and_words
 
 
 class CodeKind(enum.Enum):
@@ -81,18 +82,21 @@ _LOOP_WORDS = (".step()", "zero_grad(", ".fit(", "trainer.train(")
 TRAINS = re.compile(_LOOP + r"|\bbackward\(|\.train\(\s*(resume_from_checkpoint|\))|\bclip_grad_norm_?\(")
 
 
-def trains_anywhere(text: str) -> bool:
+def trains_anywhere(source: str | TextWords) -> bool:
     """Does the module take a training step anywhere: a backward pass, an optimizer step, a trainer's fit or train."""
     # substring tests first: the regex over a long file costs a millisecond, and most library files have none
-    return any(w in text for w in _TRAIN_WORDS) and TRAINS.search(text) is not None
+    text, seen = text_and_words(source)
+    return any(w in seen for w in _TRAIN_WORDS) and TRAINS.search(text) is not None
 
 
-def runs_training_loop(text: str) -> bool:
-    return any(w in text for w in _LOOP_WORDS) and TRAINING_LOOP.search(text) is not None
+def runs_training_loop(source: str | TextWords) -> bool:
+    text, seen = text_and_words(source)
+    return any(w in seen for w in _LOOP_WORDS) and TRAINING_LOOP.search(text) is not None
 
 
-def file_kind(path: str, text: str) -> Kind:
+def file_kind(path: str, source: str | TextWords) -> Kind:
     """The kind of a whole file, from its path and whether it trains (backward, optimizer steps, a trainer's fit)."""
+    text = text_and_words(source)[0]
     parts = [p.lower() for p in PurePath(path).parts]
     name = parts[-1] if parts else ""
     stem = name[:-3] if name.endswith(".py") else name
@@ -106,7 +110,7 @@ def file_kind(path: str, text: str) -> Kind:
         return Kind(CodeKind.GENERATOR_SOURCE, f"{name} is a transformers modular source: modeling_{stem[8:]}.py is "
                     "generated from it and is the module that runs; it is not imported")
     words = frozenset(_name_words(stem))
-    if trains_anywhere(text):
+    if trains_anywhere(source):
         return Kind(CodeKind.TRAINING, "")
     if words & _CONVERT:
         return Kind(CodeKind.CONVERSION, f"{name} converts or exports weights and never trains")

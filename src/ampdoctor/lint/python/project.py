@@ -26,6 +26,7 @@ from ampdoctor.lint.python.dataflow import HALF, autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS, MODEL_TOKENS, half_setting
 from ampdoctor.lint.python.kind import runs_training_loop
 from ampdoctor.lint.python.resolve import words
+from ampdoctor.lint.python.words import TextWords, text_and_words
 
 if TYPE_CHECKING:
     from ampdoctor.lint.python.context import Context
@@ -816,16 +817,18 @@ AUTOCAST_PARSERS = frozenset({"TrainingArguments", "Seq2SeqTrainingArguments", "
                               "DPOConfig", "GRPOConfig", "LightningCLI"})
 
 
-def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sensitive: bool = True) -> Summary:
-    """The file's summary; `ctx` (the parsed file) is needed only for a training file that names a precision."""
+def summarize(rel_path: str, source: str | TextWords, ctx: "Context | None", trains: bool, sensitive: bool = True) -> Summary:
+    """The file's summary; `ctx` (the parsed file) is needed only for a training file that names a precision.
+    `source`: the file's text, or its words (`words.TextWords`) where the caller looked for some already."""
     module = module_name(rel_path)
+    text = text_and_words(source)[0]
     # A training file's imports are where its precision goes: read now. Any other file's are read by the model
     # only when the propagation reaches it (`ProjectModel.text_of`).
     imports = imports_of(text, module, rel_path.endswith("__init__.py")) if trains else ()
     if ctx is None or not trains:
-        return Summary(rel_path, module, imports, guards=_autocast_guard(text), angles=_may_compute_angles(text), sensitive=sensitive,
-                       cpu_autocast=cpu_autocast_line(text), autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text),
-                       loop=runs_training_loop(text), pins_cuda=pins_cuda(text), functions=defines_function(text))
+        return Summary(rel_path, module, imports, guards=_autocast_guard(source), angles=_may_compute_angles(source), sensitive=sensitive,
+                       cpu_autocast=cpu_autocast_line(source), autocast_state=_reads_autocast_state(source), helpers=apply_helpers(source),
+                       loop=runs_training_loop(source), pins_cuda=pins_cuda(source), functions=defines_function(source))
     facts = ctx.facts
     autocast = half_model = None
     node = facts.half_autocast
@@ -845,17 +848,18 @@ def summarize(rel_path: str, text: str, ctx: "Context | None", trains: bool, sen
         func = cast.node.func
         model_classes = facts.classes_of(func.value) if isinstance(func, ast.Attribute) else ()
     return Summary(rel_path, module, imports, autocast, half_model, model_classes, _config_names(ctx),
-                   angles=_may_compute_angles(text), sensitive=sensitive, cpu_autocast=cpu_autocast_line(text),
-                   autocast_state=_reads_autocast_state(text), helpers=apply_helpers(text), loop=runs_training_loop(text),
-                   pins_cuda=pins_cuda(text), functions=defines_function(text))
+                   angles=_may_compute_angles(source), sensitive=sensitive, cpu_autocast=cpu_autocast_line(source),
+                   autocast_state=_reads_autocast_state(source), helpers=apply_helpers(source), loop=runs_training_loop(source),
+                   pins_cuda=pins_cuda(source), functions=defines_function(source))
 
 
 # A class whose bases name `Function` (``class RoIAlign(Function):``, ``(torch.autograd.Function)``), from the text.
 _FUNCTION_CLASS = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\([^)]*\bFunction\b", re.M)
 
 
-def defines_function(text: str) -> bool:
-    return "Function" in text and _FUNCTION_CLASS.search(text) is not None
+def defines_function(source: str | TextWords) -> bool:
+    text, seen = text_and_words(source)
+    return "Function" in seen and _FUNCTION_CLASS.search(text) is not None
 
 
 # `torch.autocast(device_type, enabled=False)` (any spelling of autocast): read from the text, so that a file only
@@ -863,8 +867,9 @@ def defines_function(text: str) -> bool:
 _GUARD = re.compile(r"autocast\([^()]*(?:\([^()]*\)[^()]*)*enabled\s*=\s*False")
 
 
-def _autocast_guard(text: str) -> int | None:
-    if "enabled" not in text:
+def _autocast_guard(source: str | TextWords) -> int | None:
+    text, seen = text_and_words(source)
+    if "enabled" not in seen:
         return None
     m = _GUARD.search(text)
     return text.count("\n", 0, m.start()) + 1 if m else None
@@ -878,8 +883,9 @@ _CPU_LITERAL = re.compile(r"""["']cpu["']""")
 _DISABLED = re.compile(r"\benabled\s*=\s*False\b")
 
 
-def cpu_autocast_line(text: str) -> int | None:
-    if "cpu" not in text or "autocast(" not in text:  # what every match holds: most files have none, and the regex
+def cpu_autocast_line(source: str | TextWords) -> int | None:
+    text, seen = text_and_words(source)
+    if "cpu" not in seen or "autocast(" not in seen:  # what every match holds: most files have none, and the regex
         return None  # (whose first character may be any) costs a scan of the whole text
     for m in _AUTOCAST_CALL.finditer(text):
         args = m.group(2)
@@ -918,11 +924,12 @@ _TOP_LEVEL = re.compile(r"^(?:(def)[ \t]+(\w+)|[^\s#)\]}])", re.M)
 _APPLY = re.compile(r"\b[A-Z]\w*\.apply\(")
 
 
-def apply_helpers(text: str) -> tuple[str, ...]:
+def apply_helpers(source: str | TextWords) -> tuple[str, ...]:
     """The undecorated module-level functions whose body applies an autograd Function (``Cls.apply(``), read from
     the text (cheap, and only where a Function is applied at all): whether anything calls them is the project's
     question (`ProjectModel._unused_helpers`)."""
-    if ".apply(" not in text or "Function" not in text:
+    text, seen = text_and_words(source)
+    if ".apply(" not in seen or "Function" not in seen:
         return ()
     out = []
     starts = list(_TOP_LEVEL.finditer(text))
@@ -985,16 +992,18 @@ def other_device_line(text: str) -> tuple[str, int] | None:
 _PINNED = re.compile(r"""(?<!\w)autocast\((?=[^()]*["']cuda["'])(?=[^()]*torch\.float(?:32)?\b)""")
 
 
-def pins_cuda(text: str) -> bool:
-    return "autocast" in text and _PINNED.search(text) is not None
+def pins_cuda(source: str | TextWords) -> bool:
+    text, seen = text_and_words(source)
+    return "autocast" in seen and _PINNED.search(text) is not None
 
 
-def _reads_autocast_state(text: str) -> bool:
-    return "is_autocast_enabled()" in text
+def _reads_autocast_state(source: str | TextWords) -> bool:
+    return "is_autocast_enabled()" in text_and_words(source)[1]
 
 
-def _may_compute_angles(text: str) -> bool:
-    return "freq" in text and any(w in text for w in ("@", "matmul", "einsum", "mm("))
+def _may_compute_angles(source: str | TextWords) -> bool:
+    seen = text_and_words(source)[1]
+    return "freq" in seen and any(w in seen for w in ("@", "matmul", "einsum", "mm("))
 
 
 _CONFIG_SUFFIXES = (".json", ".yaml", ".yml", ".toml")

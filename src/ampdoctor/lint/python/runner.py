@@ -4,12 +4,13 @@ non-fatal `ReportError` for that file and never stops the run."""
 
 from __future__ import annotations
 
+import enum
 import functools
 import importlib.util
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ampdoctor.core.catalog import documented_rule, finding
 from ampdoctor.core.model import Finding, Location, Severity
@@ -56,21 +57,22 @@ def _lint_twice(text: str, path: str, kind_path: str | None, project: ProjectCon
                 known: "Known | None" = None) -> tuple[tuple[list[Finding], ReportError | None, Summary | None], Again | None]:
     """The file judged under `project` (`_lint`) and, when `again` is given and that judgement stands (no error),
     once more under `again` with the rules that read it (`check="project"`), on the same parse. `known`: what a
-    first look at the same text found (`_first_look`)."""
+    first look at the same text found (`_first_look`). With `check="base"` the first judgement leaves out the rules
+    that read the project context: their judgement under another context replaces it (`_first_check`)."""
     rel = kind_path or path
-    kind = known[0] if known is not None else file_kind(rel, text)
     words = TextWords(text, vocabulary(), known[1] if known is not None else None)
+    kind = known[0] if known is not None else file_kind(rel, words)
     # A first look's summary is this one: it looked at a file that does not train in a precision (or would have
     # judged it then), and the summary of such a file is read from its text alone.
     summarized = known[2] if known is not None else None
     checks = checks_for(words, project, check)
     trains = trains_in_precision(kind, words)
-    configs = check is True and _holds_python_config(words)
+    configs = check in (True, "base") and _holds_python_config(words)
     later = checks_for(words, again, "project") if again is not None else []
     if not checks and not configs and not (summarize and trains) and not later:
         src: SourceFile | ReportError | None = _parsed(path, text, index=False)
         if src is None:
-            summary = (summarized or summarize_file(rel, text, None, False, sensitive(words))) if summarize else None
+            summary = (summarized or summarize_file(rel, words, None, False, sensitive(words))) if summarize else None
             return ([], None, summary), (([], None) if again is not None else None)
     else:
         src = _parsed(path, text, index=True)
@@ -96,7 +98,6 @@ def _judged(ctx: Context, checks: list, configs: bool, kind: Kind, suppressions:
     """The findings of `checks` (and of the configs it writes, with `configs`) on the file under its project context,
     and the file's summary if asked (`summary`: asked, trains in a precision, its words, the summary made before the
     parse if any)."""
-    src = ctx.src
     findings, error = _check(ctx, checks, kind, suppressions)
     if error is not None:
         return findings, error, None
@@ -105,7 +106,7 @@ def _judged(ctx: Context, checks: list, configs: bool, kind: Kind, suppressions:
     summarize, trains, words, summarized = summary
     if not summarize:
         return findings, None, None
-    return findings, None, summarized or summarize_file(rel, src.text, ctx, trains, sensitive(words))
+    return findings, None, summarized or summarize_file(rel, words, ctx, trains, sensitive(words))
 
 
 def _parsed(path: str, text: str, index: bool) -> SourceFile | ReportError | None:
@@ -186,7 +187,7 @@ def lint_file(path: str, kind_path: str | None = None, project: ProjectContext |
     """Lint one file; with `cache` (a folder), a result stored for the same content, path below the project and
     project context is taken instead (`lint.cache`). `seen`: the file's entry in the cache's index, if it has one
     (a file that still has the signature recorded there is not read to find its stored result)."""
-    source = _Source(path, seen if cache else None)
+    source = _Source(path, seen, cached=bool(cache))
     hit = _cached(cache, source.key(kind_path, project, summarize, check), path) if cache else None
     if hit is not None:
         return hit
@@ -200,26 +201,32 @@ def lint_file(path: str, kind_path: str | None = None, project: ProjectContext |
 
 
 class _Source:
-    """A file to lint and the hash of its content: from the cache's index while the file keeps the signature
-    recorded there (`lint.cache.unchanged`), and then it is read only if it must be linted; else from its bytes."""
+    """A file to lint and, with a cache (`cached`), the hash of its content: from the cache's index while the file
+    keeps the signature recorded there (`lint.cache.unchanged`), and then it is read only if it must be linted;
+    else from its bytes. Without a cache nothing asks for the hash, and none is made."""
 
-    def __init__(self, path: str, seen: lint_cache.Seen | None = None) -> None:
+    def __init__(self, path: str, seen: lint_cache.Seen | None = None, cached: bool = True) -> None:
         self.path = path
-        self.digest = lint_cache.unchanged(path, seen)
+        self.cached = cached
+        self.digest = lint_cache.unchanged(path, seen) if cached else None
         self.seen = seen if self.digest is not None else None  # the index entry that holds for it after this run
         self.raw: bytes | ReportError | None = None
 
     def _read(self) -> bytes | ReportError:
         if self.raw is None:
             try:
-                self.raw, self.digest, self.seen = lint_cache.read(self.path)
+                if self.cached:
+                    self.raw, self.digest, self.seen = lint_cache.read(self.path)
+                else:
+                    with open(self.path, "rb") as f:
+                        self.raw = f.read()
             except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
                 self.raw, self.digest, self.seen = ReportError(self.path, f"cannot read: {exc}", kind=ErrorKind.UNREADABLE), None, None
         return self.raw
 
     def key(self, kind_path: str | None, project: ProjectContext | None, summarize: bool, check: bool | str) -> str | None:
         """The cache entry of the file's content judged so (`lint.cache.key`); None when it cannot be read."""
-        if self.digest is None:
+        if self.digest is None and self.cached:
             self._read()
         return lint_cache.key(self.digest, kind_path or self.path, project, summarize, check) if self.digest else None
 
@@ -238,13 +245,8 @@ def _decoded(path: str, raw: bytes) -> str | ReportError:
 
 
 def _read(path: str) -> str | ReportError:
-    """The text of the file at `path`, read without hashing it (`_Source` hashes, for the cache)."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as exc:
-        return ReportError(path, f"cannot read: {exc}", kind=ErrorKind.UNREADABLE)
-    return _decoded(path, raw)
+    """The text of the file at `path`, read without hashing it."""
+    return _Source(path, cached=False).text()
 
 
 def _cached(cache: str | None, entry: str | None, path: str) -> FileResult | None:
@@ -265,6 +267,21 @@ Task = tuple[str, "str | None", "ProjectContext | None", bool, "bool | str", "st
 Known = tuple[Kind, WordsKnown, "Summary | None"]
 
 
+class Stage(enum.Enum):
+    """How far the first phase judged a file."""
+
+    JUDGED = "judged"  # wholly (a training file that names a precision, or a stored result)
+    DEFERRED = "deferred"  # not at all: the second phase parses it once for all its judgements
+    # all but the rules that read the project context (a stored result): their judgement, under the context the
+    # project's precision reaches it with or else its own, comes from the second phase
+    BASE = "base"
+
+
+# A first look's answer: the file's result so far, how far it was judged, what it found in the text of a deferred
+# file, and the file's index entry now.
+Look = tuple[FileResult, Stage, "Known | None", "lint_cache.Seen | None"]
+
+
 def _loaded() -> None:
     """Load what judging any file needs (every rule's module, the trigger words, the readers of configs written in
     Python) before worker processes fork: each pool's workers would otherwise import them all again, each of them."""
@@ -272,43 +289,69 @@ def _loaded() -> None:
     vocabulary()
 
 
-def _first_look(task: "Task") -> tuple[FileResult, bool, Known | None, lint_cache.Seen | None]:
+def _first_check(check: bool | str, again: ProjectContext | None) -> bool | str:
+    """The rules of a file's first judgement: with a second judgement under `again`, whose findings of the rules
+    that read the project context replace the first's (`_merged`), all but those."""
+    return "base" if check is True and again is not None else check
+
+
+def _stored_first(cache: str | None, entry: "Callable[[bool | str], str | None]", check: bool | str,
+                  path: str) -> tuple[FileResult, Stage] | None:
+    """A stored first judgement of a file: whole, or (`_first_check`) but for the rules that read the project
+    context. `entry(check)`: the file's cache entry for a judgement with those rules."""
+    for stage, kind in ((Stage.JUDGED, check), (Stage.BASE, "base")):
+        hit = _cached(cache, entry(kind), path) if cache and (stage is Stage.JUDGED or check is True) else None
+        if hit is not None:
+            return hit, stage
+    return None
+
+
+def _first_look(task: "Task") -> Look:
     """First phase of `lint_python_files`: the file's summary, for the project model, and whether its judgement is
-    deferred to the second phase (True), where one parse serves both its judgements. Only a training file that
-    names a precision is parsed now, since its summary needs the parse; a stored result is taken as it is (a file
-    whose signature is the one in the cache's index, without reading it). Last, the file's index entry now."""
+    deferred to the second phase, where one parse serves both its judgements. Only a training file that names a
+    precision is parsed now, since its summary needs the parse; a stored result is taken as it is (a file whose
+    signature is the one in the cache's index, without reading it). Last, the file's index entry now."""
     path, kind_path, project, summarize, check, cache, seen = task
-    source = _Source(path, seen if cache else None)
-    hit = _cached(cache, source.key(kind_path, project, summarize, check), path) if cache else None
+    source = _Source(path, seen, cached=bool(cache))
+    hit = _stored_first(cache, lambda kind: source.key(kind_path, project, summarize, kind), check, path)
     if hit is not None:
-        return hit, False, None, source.seen
+        return hit[0], hit[1], None, source.seen
     text = source.text()
     if isinstance(text, ReportError):
-        return (path, [], text, None), False, None, None
+        return (path, [], text, None), Stage.JUDGED, None, None
     rel = kind_path or path
-    kind, words = file_kind(rel, text), TextWords(text, vocabulary())
+    words = TextWords(text, vocabulary())
+    kind = file_kind(rel, words)
     if summarize and trains_in_precision(kind, words):
         findings, error, summary = _lint(text, path, kind_path, project, summarize, check)
         _store(cache, source.key(kind_path, project, summarize, check), findings, error, summary)
-        return (path, findings, error, summary), False, None, source.seen
+        return (path, findings, error, summary), Stage.JUDGED, None, source.seen
     # what `_lint` will summarise, if the file parses and its checks finish (`_finish` tells)
-    summary = summarize_file(rel, text, None, False, sensitive(words)) if summarize else None
-    return (path, [], None, summary), True, (kind, words.known, summary), source.seen
+    summary = summarize_file(rel, words, None, False, sensitive(words)) if summarize else None
+    return (path, [], None, summary), Stage.DEFERRED, (kind, words.known, summary), source.seen
 
 
 def _stored(path: str, kind_path: str | None, project: ProjectContext | None, summarize: bool, check: bool | str,
             cache: str | None, seen: lint_cache.Seen | None) -> FileResult | None:
     """The stored result of a file that the cache's index shows unchanged, found without reading the file; None
     when it has none or must be read (`lint_file` then finds the same): cheap enough for the parent process."""
+    entry = _index_entry(path, kind_path, project, summarize, cache, seen)
+    return _cached(cache, entry(check), path)
+
+
+def _index_entry(path: str, kind_path: str | None, project: ProjectContext | None, summarize: bool, cache: str | None,
+                 seen: lint_cache.Seen | None) -> "Callable[[bool | str], str | None]":
+    """The file's cache entry for a judgement with the rules `check` names, by the hash in the cache's index while
+    the file keeps the signature recorded there; None without."""
     digest = lint_cache.unchanged(path, seen) if cache else None
-    return _cached(cache, lint_cache.key(digest, kind_path or path, project, summarize, check), path) if digest else None
+    return lambda check: lint_cache.key(digest, kind_path or path, project, summarize, check) if digest else None
 
 
-def _stored_look(task: "Task") -> tuple[FileResult, bool, None, lint_cache.Seen | None] | None:
+def _stored_look(task: "Task") -> Look | None:
     """`_first_look` of a file whose result is stored under the index's hash; None for one it must look at."""
     path, kind_path, project, summarize, check, cache, seen = task
-    hit = _stored(path, kind_path, project, summarize, check, cache, seen)
-    return (hit, False, None, seen) if hit is not None else None
+    hit = _stored_first(cache, _index_entry(path, kind_path, project, summarize, cache, seen), check, path)
+    return (hit[0], hit[1], None, seen) if hit is not None else None
 
 
 def _stored_finish(task: "Task", again: ProjectContext | None, known: Known | None) -> tuple[None, FileResult] | None:
@@ -324,14 +367,15 @@ def _finish(task: "Task", again: ProjectContext | None, known: Known | None) -> 
     path, kind_path, project, summarize, check, cache, seen = task
     if known is None:  # judged in the first phase
         return None, lint_file(path, kind_path, again, False, "project", cache, seen)
-    source = _Source(path)
+    source = _Source(path, cached=bool(cache))
     text = source.text()
     if isinstance(text, ReportError):
         return (path, [], text, None), None
-    entry = source.key(kind_path, project, summarize, check) if cache else None
+    first = _first_check(check, again)
+    entry = source.key(kind_path, project, summarize, first) if cache else None
     entry_again = source.key(kind_path, again, False, "project") if cache and again is not None else None
     stored = _cached(cache, entry_again, path)
-    (findings, error, summary), second = _lint_twice(text, path, kind_path, project, summarize, check,
+    (findings, error, summary), second = _lint_twice(text, path, kind_path, project, summarize, first,
                                                      again if stored is None else None, known)
     _store(cache, entry, findings, error, summary)
     if error is not None or again is None:
@@ -361,9 +405,10 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
 
     Two phases: the first reads every file and summarises it (parsing only the training files that name a
     precision); the project model then says which files the precision reaches, and the second phase parses each
-    remaining file once for both its judgements. A summary taken before the parse assumed the file would be
-    judged; where one was not (a syntax error), the model is built again and the files whose context changes are
-    judged again under the right one."""
+    remaining file once for both its judgements (the rules that read the project context judge a file it reaches
+    only under the context it reaches it with: theirs are the findings kept). A summary taken before the parse
+    assumed the file would be judged; where one was not (a syntax error), the model is built again and the files
+    whose context changes are judged again under the right one."""
     named = [str(f) for f in files]
     wanted = set(named)
     extra = [str(f) for f in context_files if str(f) not in wanted]
@@ -387,9 +432,10 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
     looked = run_rest(_first_look, [(t,) for t in tasks], jobs, _stored_look, _loaded)
     tasks = _indexed(index, tasks, looked)
     reached = contexts_reached([r for r, _, _, _ in looked], roots, scopes, config_half, wanted, launches)
-    first, again = _second_phase(tasks, looked, reached, jobs)
-    if any(r[3] != f[3] for (r, deferred, _, _), f in zip(looked, first) if deferred):
+    first, again, base = _second_phase(tasks, looked, reached, jobs)
+    if any(r[3] != f[3] for (r, stage, _, _), f in zip(looked, first) if stage is Stage.DEFERRED):
         again = _judged_again(first, tasks, again, reached, contexts_reached(first, roots, scopes, config_half, wanted, launches), jobs)
+    again = _completed(tasks, again, base, jobs)
     importers = imported_by_training(first, roots)
     results = [_self_tested(_merged(first[i], again.get(first[i][0])), importers.get(first[i][0]))
                for i in chunk_order(len(first), jobs) if first[i][0] in wanted]
@@ -416,8 +462,7 @@ def _options_judged(results: list[FileResult], roots: Sequence[Path | str], file
     return out
 
 
-def _indexed(index: lint_cache.Index | None, tasks: list[Task],
-             looked: list[tuple[FileResult, bool, Known | None, lint_cache.Seen | None]]) -> list[Task]:
+def _indexed(index: lint_cache.Index | None, tasks: list[Task], looked: list[Look]) -> list[Task]:
     """The tasks with each file's index entry as the first phase left it, and the index saved with them."""
     if index is None:
         return tasks
@@ -444,14 +489,17 @@ def _self_tested(result: FileResult, importer: tuple[str, int] | None) -> FileRe
     return path, inside, error, summary
 
 
-def _second_phase(tasks: list[Task], looked: list[tuple[FileResult, bool, Known | None, lint_cache.Seen | None]],
-                  reached: dict[str, ProjectContext], jobs: int) -> tuple[list[FileResult], dict[str, FileResult]]:
-    """Every file's first judgement (the deferred ones made now) and, by path, the second judgements of the files
-    the project's precision reaches."""
-    todo = [i for i, (task, (_, deferred, _, _)) in enumerate(zip(tasks, looked)) if deferred or task[0] in reached]
+def _second_phase(tasks: list[Task], looked: list[Look], reached: dict[str, ProjectContext],
+                  jobs: int) -> tuple[list[FileResult], dict[str, FileResult], set[str]]:
+    """Every file's first judgement (the deferred ones made now), by path the second judgements of the files the
+    project's precision reaches, and the files whose first judgement left out the rules that read the project
+    context (`_first_check`)."""
+    todo = [i for i, (task, (_, stage, _, _)) in enumerate(zip(tasks, looked)) if stage is Stage.DEFERRED or task[0] in reached]
     done = dict(zip(todo, run_rest(_finish, [(tasks[i], reached.get(tasks[i][0]), looked[i][2]) for i in todo], jobs, _stored_finish, _loaded)))
     first = [done[i][0] if i in done and done[i][0] is not None else r for i, (r, _, _, _) in enumerate(looked)]
-    return first, {tasks[i][0]: done[i][1] for i in todo if done[i][1] is not None}
+    base = {t[0] for t, (_, stage, _, _), r in zip(tasks, looked, first) if not _unjudged(r)
+            and (stage is Stage.BASE or (stage is Stage.DEFERRED and _first_check(t[4], reached.get(t[0])) == "base"))}
+    return first, {tasks[i][0]: done[i][1] for i in todo if done[i][1] is not None}, base
 
 
 def _judged_again(first: list[FileResult], tasks: list[Task], again: dict[str, FileResult],
@@ -463,6 +511,21 @@ def _judged_again(first: list[FileResult], tasks: list[Task], again: dict[str, F
     kept = {p: r for p, r in again.items() if p in reached and p not in redo}
     redone = run(lint_file, [(p, by_path[p][1], reached[p], False, "project", by_path[p][5], by_path[p][6]) for p in redo], jobs, _loaded)
     return {**kept, **{r[0]: r for r in redone}}
+
+
+def _unjudged(result: FileResult) -> bool:
+    """A file no rule judged: it could not be read or parsed."""
+    error = result[2]
+    return error is not None and error.kind in (ErrorKind.UNREADABLE, ErrorKind.SYNTAX, ErrorKind.NEWER_SYNTAX)
+
+
+def _completed(tasks: list[Task], again: dict[str, FileResult], base: set[str], jobs: int) -> dict[str, FileResult]:
+    """The second judgements, with one for every file in `base` (judged but for the rules that read the project
+    context) that has none: no longer reached once the model was built again, or its first judgement stopped at an
+    error. Those rules judge it then under its own context, as its first judgement would have."""
+    todo = [(p, kind_path, project, False, "project", cache, seen)
+            for p, kind_path, project, _, _, cache, seen in tasks if p in base and p not in again]
+    return {**again, **{r[0]: r for r in run(lint_file, todo, jobs, _loaded)}} if todo else again
 
 
 def _merged(first: FileResult, again: FileResult | None) -> FileResult:

@@ -19,13 +19,16 @@ def trains_in_precision(kind: Kind, words: TextWords) -> bool:
 
 
 def checks_for(words: TextWords, project: ProjectContext | None, check: bool | str) -> list[Detector]:
-    """The code detectors to run. `check`: True (all), False (none: a file summarised for context only), or
-    "project" (again, under the project's context: only the rules that read it; the others' findings stand).
+    """The code detectors to run. `check`: True (all), False (none: a file summarised for context only),
+    "project" (again, under the project's context: only the rules that read it; the others' findings stand) or
+    "base" (all but those: a file whose project-context rules are judged under another context, `runner`).
     A detector runs when its trigger words occur in the text, or in the words its project context stands for."""
     if check is False:
         return []
     seen = words.plus(project_words(project))
-    return [d for d, groups in code_detectors() if (check is True or d.rule_id in project_rules()) and holds(seen, groups)]
+    wanted = {True: lambda rule: True, "project": project_rules().__contains__,
+              "base": lambda rule: rule not in project_rules()}[check]
+    return [d for d, groups in code_detectors() if wanted(d.rule_id) and holds(seen, groups)]
 
 
 @functools.lru_cache(maxsize=1)

@@ -131,6 +131,13 @@ class WordsPlus:
         return word in self.edge or word in self.words
 
 
+def text_and_words(source: "str | TextWords") -> tuple[str, "str | TextWords"]:
+    """A text, and what answers ``word in`` it: its remembered words where the caller has them (a file linted,
+    whose trigger words were looked for already), else the text itself. For readers that test a few words before
+    a regex over the text (`project.summarize`'s, `kind.file_kind`)."""
+    return (source, source) if isinstance(source, str) else (source.text, source)
+
+
 def holds(words: TextWords | WordsPlus, groups: Iterable[tuple[str, ...]]) -> bool:
     """One word of each group occurs (a detector's triggers, as `Detector.applies` reads them)."""
     for group in groups:
