@@ -707,3 +707,18 @@ def test_a_dtype_mismatch_in_a_lycoris_adapters_forward_is_the_adapter_rule():
                   "INFO Weight decomposition (dora_wd) is enabled\n"):
         assert explain(frame + message)[0].rule.id == "AMP127", frame
     assert explain(message)[0].rule.id != "AMP127"
+
+
+def test_a_report_in_chinese_or_japanese_is_read_through_the_english_of_its_refusals_and_defaults():
+    # "不支持" (does not support) and "默认是" / "デフォルトは" (defaults to) are read as the English the catalog's
+    # told signatures read: a GPU said not to support bf16 is the hardware rule, an autocast call said to default to
+    # fp16 is the no-dtype rule; both only as guesses, since they are told, not printed.
+    refused = explain("训练失败了。V100显卡不支持bf16，所以只能改用fp16")[0]
+    assert refused.rule.id == "AMP113" and refused.basis == "signature" and refused.guess
+    for told in ("ctx = torch.cuda.amp.autocast()\n这里没有写dtype，默认是torch.float16，换成bf16会更好吗",
+                 "scaler と一緒に autocast() を使っています\nこの autocast のデフォルトはfloat16です"):
+        cand = explain(told)[0]
+        assert cand.rule.id == "AMP107" and cand.basis == "signature" and cand.guess, told
+    # the same in English, the default told on the line after the call
+    cand = explain("with torch.autocast('cuda'):\n    out = model(x)\n# no dtype given: it defaults to torch.float16")[0]
+    assert cand.rule.id == "AMP107" and cand.basis == "signature"
