@@ -655,3 +655,70 @@ def test_a_cause_told_in_words_ranks_below_the_specific_message_the_text_prints(
     assert cands[0].rule.id == "AMP105" and cands[0].basis == "signature"
     told = next(c for c in cands if c.rule.id == "AMP107")
     assert told.guess and told.score < cands[0].score and "ranked below AMP105" in told.reason
+
+
+def test_a_bf16_refusal_on_a_device_of_another_backend_with_bf16_units_is_only_a_guess():
+    # Checks written for CUDA misjudge the devices of other backends: an Intel GPU (`xpu`, an Arc), a Cambricon `mlu`,
+    # an Ascend 910B, an RDNA3 Radeon all have bf16. Beside them the refusal ranks the hardware rule first, as a guess;
+    # beside their predecessors without bf16 (an Ascend 910A, an RDNA2 card) it stays confident.
+    refusal = "ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0"
+    for beside in ("model moved to xpu:0\n", "Intel(R) Arc(TM) A770 Graphics\n", "device: mlu:0\n",
+                   "NPU type: Ascend 910B3\n", "gcnArchName: gfx1100\n", "GPU: AMD Radeon RX 7900 XTX\n"):
+        cand = explain(beside + refusal)[0]
+        assert cand.rule.id == "AMP113" and cand.guess and "speaks against it" in cand.reason, beside
+    for beside in ("NPU type: Ascend 910A\n", "GPU: AMD Radeon RX 6800\n"):
+        assert not explain(beside + refusal)[0].guess, beside
+
+
+def test_a_bf16_refusal_that_names_the_torch_release_it_needs_beside_an_older_torch_is_only_a_guess():
+    # accelerate's refusal names two causes, the device and a torch before 1.10: a torch that old shown in the text is
+    # the cause, whatever the device.
+    refusal = "ValueError: bf16 mixed precision requires PyTorch >= 1.10 and a supported device."
+    assert not explain(refusal)[0].guess
+    for shown in ("torch==1.9.0+cu111\n", "PyTorch version: 1.8.1\n", "pip list: torch 1.7.1\n"):
+        cand = explain(shown + refusal)[0]
+        assert cand.rule.id == "AMP113" and cand.guess and "speaks against it" in cand.reason, shown
+    for shown in ("torch==1.13.1\n", "PyTorch version: 1.10.0\n", "torch==2.1.0\n"):
+        assert not explain(shown + refusal)[0].guess, shown
+
+
+def test_a_backend_that_refuses_to_convert_to_or_hold_bf16_is_the_unsupported_hardware_rule():
+    # The conversion itself refused (a cast op not implemented for the bf16 type), or bf16 refused as a data type:
+    # the device has no bf16 at all. An op of a compute kernel that lacks bf16 is still the missing-kernel rule.
+    for text in ("RuntimeError: call aclnnCast failed, detail:EZ1001: self not implemented for DT_BFLOAT16, should be "
+                 "in dtype support list [DT_FLOAT16,DT_FLOAT,DT_INT32,DT_BOOL].",
+                 '    w = w.to(dtype)\nRuntimeError: "cast_kernel" not supported for \'BFloat16\'',
+                 "[F1130 10:02:11 backend_util.cc:97] Invalid or unsupported data type BFloat16."):
+        cand = explain(text)[0]
+        assert cand.rule.id == "AMP113" and not cand.guess, text
+    assert explain("NPU type: Ascend 910B1\nRuntimeError: call aclnnCast failed: self not implemented for DT_BFLOAT16")[0].guess
+    for text in ('RuntimeError: "broadcast_kernel" not implemented for \'BFloat16\'',
+                 'RuntimeError: "addmm_impl_cpu_" not implemented for \'BFloat16\'',
+                 "RuntimeError: Unsupported dtype BFloat16"):
+        assert explain(text)[0].rule.id == "AMP130", text
+
+
+def test_a_dtype_mismatch_in_a_lycoris_adapters_forward_is_the_adapter_rule():
+    # LoKr, LoHa, DoRA (LyCORIS's adapters) are adapters as LoRA is: the shared matmul message in their forward is the
+    # adapter rule's.
+    message = "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: c10::BFloat16 != float"
+    for frame in ('  File "site-packages/lycoris/modules/lokr.py", line 300, in forward\n    delta = self.op(x, w)\n',
+                  '  File "train/networks/loha.py", line 81, in forward\n',
+                  "INFO Weight decomposition (dora_wd) is enabled\n"):
+        assert explain(frame + message)[0].rule.id == "AMP127", frame
+    assert explain(message)[0].rule.id != "AMP127"
+
+
+def test_a_report_in_chinese_or_japanese_is_read_through_the_english_of_its_refusals_and_defaults():
+    # "不支持" (does not support) and "默认是" / "デフォルトは" (defaults to) are read as the English the catalog's
+    # told signatures read: a GPU said not to support bf16 is the hardware rule, an autocast call said to default to
+    # fp16 is the no-dtype rule; both only as guesses, since they are told, not printed.
+    refused = explain("训练失败了。V100显卡不支持bf16，所以只能改用fp16")[0]
+    assert refused.rule.id == "AMP113" and refused.basis == "signature" and refused.guess
+    for told in ("ctx = torch.cuda.amp.autocast()\n这里没有写dtype，默认是torch.float16，换成bf16会更好吗",
+                 "scaler と一緒に autocast() を使っています\nこの autocast のデフォルトはfloat16です"):
+        cand = explain(told)[0]
+        assert cand.rule.id == "AMP107" and cand.basis == "signature" and cand.guess, told
+    # the same in English, the default told on the line after the call
+    cand = explain("with torch.autocast('cuda'):\n    out = model(x)\n# no dtype given: it defaults to torch.float16")[0]
+    assert cand.rule.id == "AMP107" and cand.basis == "signature"

@@ -578,3 +578,15 @@ def test_old_pytorchs_by_argument_wording_of_an_fp32_input_into_a_half_weight_ra
     # the other order (a half input into fp32 weights) is not this wording's case
     other = frame + "RuntimeError: Expected object of scalar type Half but got scalar type Float for argument #2 'mat2'"
     assert first(other).rule.id != "AMP131"
+
+
+def test_a_cuda_autocast_region_told_to_be_inert_on_another_device_is_the_device_type_rule_as_a_guess():
+    # A CUDA autocast said to do nothing on the device the run is on (an Ascend NPU, an XPU): the code it wraps runs
+    # outside any autocast there. Told in words, so a guess; an autocast said to be inert with no device named is not it.
+    for told in ('The head is wrapped in `with torch.autocast("cuda", dtype=torch.float32):` so that its ODE runs in fp32.\n'
+                 "But on our cluster this context is inert on Ascend, and the ODE inherits bf16 from the backbone.",
+                 "torch.autocast('cuda') around the decoder has no effect on xpu devices, so the norm sees fp32 inputs"):
+        cand = first(told)
+        assert cand.rule.id == "AMP140" and cand.basis == "signature" and cand.guess, told
+    assert all(c.rule.id != "AMP140" or c.basis == "wording"
+               for c in explain("the autocast around the loss is inert here, the loss is already fp32"))

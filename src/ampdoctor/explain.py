@@ -146,6 +146,29 @@ def confirm_command(rule: Rule) -> str:
 _FLAGS = re.IGNORECASE | re.ASCII
 
 
+# Words of a report in Chinese or Japanese that the catalog's signatures read in English: a refusal ("不支持bf16": does
+# not support bf16), a default ("默认是torch.float16": defaults to), and the half precision, mixed precision and
+# overflow a report names. `explain` reads each as the English it stands for, with spaces around it so that `\b`
+# separates it from the characters beside it; nothing else of the text changes (the other characters stay as written,
+# and the ASCII words a report writes against them are read as `_FLAGS` says).
+_IN_ENGLISH = tuple((re.compile(words), english) for words, english in (
+    ("不支持|不支援|不受支持|サポートされていません|サポートしていません", " does not support "),
+    ("默认是|默认为|默认使用|デフォルトは", " defaults to "),
+    ("半精度", " half precision "),
+    ("混合精度", " mixed precision "),
+    ("溢出|オーバーフロー", " overflow "),
+))
+
+
+def _in_english(text: str) -> str:
+    """The text with the words of `_IN_ENGLISH` read in English (a text in English is returned as it is)."""
+    if text.isascii():
+        return text
+    for words, english in _IN_ENGLISH:
+        text = words.sub(english, text)
+    return text
+
+
 def _search(sig: Signature, text: str) -> re.Match[str] | None:
     # A regex scan of a multi-MB log costs tens of ms per pattern, a substring test a fraction of that: a pattern
     # none of whose required strings is in the text cannot match it.
@@ -444,8 +467,10 @@ def explain(text: str, *, limit: int | None = 5, weak: bool = False, rules: Sequ
     """Candidate rules for an error text, best first. Candidates scoring below `WEAK_SHARE` of the best fit worse
     than it and are left out unless `weak`. Where no signature matches, and `closest`, up to `CLOSEST_LIMIT` rules
     whose catalog text is closest to the text's wording, each a guess (`basis` "wording"); empty when none is close
-    either. `rules`: the rules to consider (default: the catalog)."""
+    either. `rules`: the rules to consider (default: the catalog). A report in Chinese or Japanese is read with its
+    refusals, defaults and precision words in English (`_in_english`)."""
     pool = tuple(catalog() if rules is None else rules)
+    text = _in_english(text)
     scored = list(_ranked(text, pool))
     if scored and not weak:
         scored = [c for c in scored if c.score >= WEAK_SHARE * scored[0].score]
