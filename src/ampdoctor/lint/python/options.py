@@ -126,19 +126,22 @@ class ProjectOptions:
 
     def _unused_constant(self, mod: SourceFile, node: ast.AST) -> str | None:
         """The name of the module-level assignment whose value holds `node` (``bfSixteen = MixedPrecision(...)``),
-        where neither its file past that assignment nor any other file of the project names it (a word of its text,
-        comments and strings too); None otherwise."""
+        where neither its file past that assignment nor any other file of the project names it (`_names`: in its
+        code, or a string that is the name; a log message or a comment that mentions it uses nothing); None
+        otherwise."""
         stmt = next((c for p, c in mod.steps(node) if p is mod.tree), None)
         if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
             return None
         name = stmt.targets[0].id
         word = re.compile(rf"\b{re.escape(name)}\b")
-        if len(word.findall(mod.text)) > 1:
+        if _names(mod, name, stmt.targets[0]):
             return None
         for path in self.files:
             text = self.text(path) if path != mod.path else None
             if path != mod.path and (text is None or name in text and word.search(text)):
-                return None
+                other = self.parsed(path)
+                if other is None or _names(other, name):
+                    return None
         return name
 
     # --- the guard, in the finding's file --------------------------------------------------------------------
@@ -512,6 +515,19 @@ def _flag_off(mod: SourceFile, name: str) -> Option | None:
     flag = next((a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")),
                 f"--{name}")
     return Option(name, ast.unparse(default) if default is not None else "False", mod.path, call.lineno, flag=flag)
+
+
+def _names(mod: SourceFile, name: str, skip: ast.AST | None = None) -> bool:
+    """Does the file name `name` in its code (a name, an attribute, an import) or in a string that is just the name
+    (``__all__``, ``getattr(policies, "bf16")``), other than at `skip`?"""
+    for node in ast.walk(mod.tree):
+        if node is skip:
+            continue
+        if isinstance(node, ast.Name) and node.id == name or isinstance(node, ast.Attribute) and node.attr == name \
+                or isinstance(node, ast.alias) and name in (node.name.rpartition(".")[2], node.asname) \
+                or isinstance(node, ast.Constant) and node.value == name:
+            return True
+    return False
 
 
 def _parser_option_off(mod: SourceFile, expr: ast.expr) -> Option | None:
