@@ -445,11 +445,66 @@ class Facts:
             return None
         bound = self.src.bindings(expr, self.src.scope(expr))
         if bound:
+            if isinstance(expr, ast.Name) and all(v is None for _, v in bound) and self.src.is_parameter(expr):
+                return self._passed_in_run(expr, given, depth)
             return _known([self._in_run(v, given, depth + 1) if v is not None and v is not expr else None for _, v in bound])
         if not isinstance(expr, ast.Attribute) or expr.attr not in self._defaults:
             return None
         value = given.get(expr.attr, self._defaults[expr.attr])
         return None if value is _UNKNOWN else frozenset({value})
+
+    def _passed_in_run(self, param: ast.Name, given: dict[str, object], depth: int) -> frozenset | None:
+        """A parameter without a default of a method its class calls as ``self.name(...)`` (or of a module-level
+        function the file calls by name), in a run: what every such call passes for it, in that run (the setup
+        method handed ``self.args.grad_precision``). None where one passes what the run does not fix, or where the
+        function is called nowhere in the file, or by a star argument."""
+        fn = self.src.enclosing_function(param)
+        if fn is None:
+            return None
+        positional = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+        method = isinstance(self.src.parents.get(fn), ast.ClassDef)
+        calls = self._calls_of_function(fn)
+        index = positional.index(param.id) - method if param.id in positional else None
+        parts: list[frozenset | None] = []
+        for call in calls:
+            if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+                return None
+            value = next((k.value for k in call.keywords if k.arg == param.id), None)
+            if value is None and index is not None and 0 <= index < len(call.args):
+                value = call.args[index]
+            parts.append(self._in_run(value, given, depth + 1) if value is not None else None)
+        return _known(parts) if parts else None
+
+    def option_only(self, node: ast.AST) -> str | None:
+        """The test of a branch that holds `node` and that no run the project makes of this file takes (`_each_run`:
+        each launch line that starts it, or the run with the script's defaults): ``if args.fp16:`` over a
+        ``store_true`` flag that no launcher passes; for an autocast call, its ``enabled=`` argument where no run
+        sets it on. Its text, or None where some run may take every branch that holds the node and turn it on, or
+        one is not known."""
+        enabled = keyword(node, "enabled") if isinstance(node, ast.Call) else None
+        if enabled is not None:  # ``autocast(enabled=args.amp)``: entered in every run, on in none
+            runs = self._each_run(lambda given: self._in_run(enabled, given, 0))
+            if runs is not None and all(not any(values) for _, values in runs):
+                return ast.unparse(enabled)
+        child = node
+        for parent in self.src.ancestors(node):
+            if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test \
+                    and (child in parent.body if isinstance(parent.body, list) else child is parent.body):
+                runs = self._each_run(lambda given, test=parent.test: self._in_run(test, given, 0))
+                if runs is not None and all(not any(values) for _, values in runs):
+                    return ast.unparse(parent.test)
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                return None
+            child = parent
+        return None
+
+    def _calls_of_function(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Call]:
+        """The file's calls of a method as ``self.name(...)`` within its class, or of a module-level function by name."""
+        owner = self.src.parents.get(fn)
+        if isinstance(owner, ast.ClassDef):
+            return [c for c in self.src.calls if isinstance(c.func, ast.Attribute) and c.func.attr == fn.name
+                    and isinstance(c.func.value, ast.Name) and c.func.value.id == "self" and self.src.enclosing_class(c) is owner]
+        return self.src.calls_of(fn.name) if owner is self.src.tree else []
 
     def _or_in_run(self, expr: ast.BoolOp, given: dict[str, object], depth: int) -> frozenset | None:
         """``a or b``: the first operand that is true, else the last one."""

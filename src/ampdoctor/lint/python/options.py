@@ -24,11 +24,12 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable, Sequence
 
 from ampdoctor.core.model import Finding, Severity
-from ampdoctor.lint.python.resolve import self_attribute
+from ampdoctor.lint.python.resolve import is_dataclass, self_attribute
 from ampdoctor.lint.python.source import SourceFile
 
-# The rules whose findings concern code that runs only when reached: a recompute, an autocast region.
-OPTION_RULES = frozenset({"AMP107", "AMP134"})
+# The rules whose findings concern how a run is set up: an autocast region, a recompute, the dtype gradients are
+# reduced in (a parallelism strategy's policy, picked by a launch option or offered by a policies module).
+OPTION_RULES = frozenset({"AMP107", "AMP118", "AMP134"})
 # Attributes a framework's base class sets, true only when its constructor is given a parameter: TRL's trainers
 # cast a peft model to bf16 (and enter their autocast) only for a `peft_config` they are given.
 INHERITED = {"_peft_has_been_casted_to_bf16": "peft_config"}
@@ -48,15 +49,20 @@ class Option:
     line: int
     via: str = ""  # how the guard follows it, where it reads another name: "a base class sets `self.x` only for it"
     flag: str = ""  # the command-line flag, for an option of the file's own argument parser ("--use_amp")
+    # For an option that holds a string (``--strategy``, default "auto"), the values the guard compares it to
+    # (``args.strategy == "fsdp"``): it is on only where the project passes one of them.
+    values: tuple[str, ...] = ()
 
 
 def _node_at(mod: SourceFile, line: int | None, column: int | None) -> ast.AST | None:
     """The innermost expression that starts at the finding's place (its column 1-based), short of a bare name or
-    attribute: the call of ``amp.autocast("cuda") if x else nullcontext()``, not the conditional it begins."""
+    attribute: the call of ``amp.autocast("cuda") if x else nullcontext()``, not the conditional it begins; the
+    name or attribute where the finding is at one (``reduce_dtype=torch.bfloat16``)."""
     if line is None:
         return None
-    found = [n for n in ast.walk(mod.tree) if getattr(n, "lineno", None) == line and isinstance(n, ast.expr)
-             and (column is None or n.col_offset == column - 1) and not isinstance(n, (ast.Name, ast.Attribute))]
+    at = [n for n in ast.walk(mod.tree) if getattr(n, "lineno", None) == line and isinstance(n, ast.expr)
+          and (column is None or n.col_offset == column - 1)]
+    found = [n for n in at if not isinstance(n, (ast.Name, ast.Attribute))] or at  # a finding at a name: the name
     return found[-1] if found else None
 
 
@@ -78,8 +84,8 @@ class ProjectOptions:
     """The options of one project's files and whether anything in the project turns them on. `files`: the project's
     Python files; `configs`: its config files and shell launchers (their text is searched for the option's key)."""
 
-    def __init__(self, files: Sequence[str], configs: Sequence[str] = (), rel: Callable[[str], str] = str) -> None:
-        self.files, self.configs, self.rel = list(files), list(configs), rel
+    def __init__(self, files: Sequence[str], configs: Sequence[str] = (), rel: Callable[[str], str] = str, docs: Sequence[str] = ()) -> None:
+        self.files, self.configs, self.rel, self.docs = list(files), list(configs), rel, list(docs)
         self._texts: dict[str, str | None] = {}
         self._parsed: dict[str, SourceFile | None] = {}
         self._on: dict[str, str | None] = {}
@@ -107,11 +113,36 @@ class ProjectOptions:
             return found
         mod = self.parsed(found.location.file)
         node = _node_at(mod, found.location.line, found.location.column) if mod is not None else None
+        unused = self._unused_constant(mod, node) if node is not None else None
+        if unused is not None:
+            return replace(found, severity=Severity.INFO, details={**found.details, "unused": unused},
+                           message=f"{found.message}; `{unused}` is a module-level value that nothing in this project names: "
+                                   "one the project offers, not one its runs use")
         options = self._guards(mod, node, 0) if node is not None else None
         if not options or any(self.turned_on(o) for o in options):
             return found
         return replace(found, severity=Severity.INFO, message=found.message + "; " + _said(options, self.rel),
                        details={**found.details, "option_off": sorted({o.name for o in options})})
+
+    def _unused_constant(self, mod: SourceFile, node: ast.AST) -> str | None:
+        """The name of the module-level assignment whose value holds `node` (``bfSixteen = MixedPrecision(...)``),
+        where neither its file past that assignment nor any other file of the project names it (`_names`: in its
+        code, or a string that is the name; a log message or a comment that mentions it uses nothing); None
+        otherwise."""
+        stmt = next((c for p, c in mod.steps(node) if p is mod.tree), None)
+        if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+            return None
+        name = stmt.targets[0].id
+        word = re.compile(rf"\b{re.escape(name)}\b")
+        if _names(mod, name, stmt.targets[0]):
+            return None
+        for path in self.files:
+            text = self.text(path) if path != mod.path else None
+            if path != mod.path and (text is None or name in text and word.search(text)):
+                other = self.parsed(path)
+                if other is None or _names(other, name):
+                    return None
+        return name
 
     # --- the guard, in the finding's file --------------------------------------------------------------------
 
@@ -181,12 +212,12 @@ class ProjectOptions:
 
     def _value(self, mod: SourceFile, expr: ast.expr, at: ast.AST, depth: int) -> list[Option] | None:
         """The options whose being off makes `expr` (read at `at`) false: an option of the file's own argument parser
-        read as ``args.x`` that defaults off (`_flag_off`), a parameter of the enclosing function that defaults off
+        read as ``args.x`` that defaults off (`_flag_off`) or compared with a value its default is not
+        (`_compared_off`), a parameter of the enclosing function that defaults off
         (or that every caller of a module-level helper passes off), or ``self.x`` stored from one in its class."""
-        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and self_attribute(expr) is None:
-            flag = _flag_off(mod, expr.attr)  # ``args.use_amp``: an option of the file's own argument parser
-            if flag is not None:
-                return [flag]
+        own = _parser_option_off(mod, expr)
+        if own is not None or isinstance(expr, ast.Compare):
+            return [own] if own is not None else None
         fn = next((p for p, _ in mod.steps(at) if isinstance(p, _FUNCTIONS)), None)
         if fn is None:
             return None
@@ -265,11 +296,49 @@ class ProjectOptions:
         """Where the project turns `option` on, or may (a value it passes or stores, a string naming it, a call that
         passes it by position, a config or launcher writing it, a file that cannot be parsed naming it); None when
         nothing does."""
-        if option.name not in self._on:
-            owners: set[tuple[str, int]] = set()
-            found = self._find_on(option.name, owners)
-            self._on[option.name] = found or next((w for o in sorted(owners) if (w := self._positional(*o))), None)
-        return self._on[option.name]
+        key = option.name if not option.values else f"{option.name}={'|'.join(option.values)}"
+        if key not in self._on:
+            if option.values:
+                found = self._find_value(option.name, frozenset(option.values))
+            else:
+                owners: set[tuple[str, int]] = set()
+                found = self._find_on(option.name, owners) or next((w for o in sorted(owners) if (w := self._positional(*o))), None)
+            self._on[key] = found or self._documented(option)
+        return self._on[key]
+
+    def _documented(self, option: Option) -> str | None:
+        """Where the project's README tells its users to run with the option (``--use_fsdp``, ``--strategy fsdp``): a
+        run the project documents is one of its runs, though no launcher of it makes that run."""
+        spellings = "|".join(re.escape(n) for n in dict.fromkeys((option.name, option.name.replace("_", "-"))))
+        value = rf"""[ \t=]+["']?(?:{"|".join(re.escape(v) for v in option.values)})(?![\w-])""" if option.values else r"(?![\w-])"
+        flag = re.compile(rf"(?<![\w-])--(?:{spellings}){value}")
+        for path in self.docs:
+            text = self.text(path) or ""
+            m = flag.search(text)
+            if m is not None:
+                return f"{self.rel(path)}:{text.count(chr(10), 0, m.start()) + 1}"
+        return None
+
+    def _find_value(self, name: str, values: frozenset[str]) -> str | None:
+        """Where the project gives the string option `name` one of `values`, or may: a keyword, an attribute store or
+        a dict entry of that name whose value is one of them or not a literal (and not the option passed on), a
+        string naming its flag outside its own definition, a config or launcher writing one of them or a value it
+        cannot read (a shell variable); None when nothing does."""
+        word = re.compile(rf"\b{re.escape(name)}\b")
+        for path in self.files:
+            text = self.text(path)
+            if text is None or (name in text and word.search(text)):
+                mod = self.parsed(path)
+                line = _gives_value(mod, name, values) if mod is not None else 1
+                if line is not None:
+                    return f"{self.rel(path)}:{line}"
+        spelled = re.compile(rf"""(?<!\w)(?<!\w-)(?:{re.escape(name)}|{re.escape(name.replace("_", "-"))})\b["']?[ \t]*[:=\s][ \t]*["']?([\w.~$-]*)""")
+        for path in self.configs:
+            text = self.text(path) or ""
+            for m in spelled.finditer(text):
+                if m.group(1) in values or not m.group(1) or m.group(1).startswith("$"):
+                    return f"{self.rel(path)}:{text.count(chr(10), 0, m.start()) + 1}"
+        return None
 
     def _positional(self, owner: str, index: int) -> str | None:
         """A call of the function (or class) `owner` that passes as many positional arguments as reach the place
@@ -448,6 +517,117 @@ def _flag_off(mod: SourceFile, name: str) -> Option | None:
     return Option(name, ast.unparse(default) if default is not None else "False", mod.path, call.lineno, flag=flag)
 
 
+def _names(mod: SourceFile, name: str, skip: ast.AST | None = None) -> bool:
+    """Does the file name `name` in its code (a name, an attribute, an import) or in a string that is just the name
+    (``__all__``, ``getattr(policies, "bf16")``), other than at `skip`?"""
+    for node in ast.walk(mod.tree):
+        if node is skip:
+            continue
+        if isinstance(node, ast.Name) and node.id == name or isinstance(node, ast.Attribute) and node.attr == name \
+                or isinstance(node, ast.alias) and name in (node.name.rpartition(".")[2], node.asname) \
+                or isinstance(node, ast.Constant) and node.value == name:
+            return True
+    return False
+
+
+def _parser_option_off(mod: SourceFile, expr: ast.expr) -> Option | None:
+    """``args.use_amp``, a flag of the file's own argument parser that defaults off (`_flag_off`), or ``args.strategy ==
+    "fsdp"``, an option compared with values its default is not (`_compared_off`)."""
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and self_attribute(expr) is None:
+        return _flag_off(mod, expr.attr)
+    return _compared_off(mod, expr) if isinstance(expr, ast.Compare) else None
+
+
+def _string_default(mod: SourceFile, name: str) -> tuple[object, ast.AST] | None:
+    """What the string option `name` holds when a run does not name it, with where it is defined: the default of the
+    file's one ``add_argument`` for it (None where it gives none; not a flag, not a required option), or of the one
+    field of that name of a dataclass of the file (a config class its parser fills: ``strategy: str = "auto"``).
+    None where the file defines it otherwise, more than once, or with a default that is no literal."""
+    defs = [_argument_default(call) for call in mod.calls if _flag_definition(call, name)]
+    defs += [_field_default(stmt) for cls in mod.classes if is_dataclass(cls) for stmt in cls.body
+             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == name]
+    return defs[0] if len(defs) == 1 else None
+
+
+def _string_or_none(value: ast.expr | None) -> bool:
+    return isinstance(value, ast.Constant) and isinstance(value.value, (str, type(None)))
+
+
+def _argument_default(call: ast.Call) -> tuple[object, ast.AST] | None:
+    """The literal default of an ``add_argument`` of a string option (None where it gives none); None for a flag
+    (an ``action``), a required option or a default that is no literal."""
+    given = {k.arg: k.value for k in call.keywords}
+    if "action" in given or "required" in given:
+        return None
+    default = given.get("default")
+    if default is not None and not _string_or_none(default):
+        return None
+    return (default.value if isinstance(default, ast.Constant) else None), call
+
+
+def _field_default(stmt: ast.AnnAssign) -> tuple[object, ast.AST] | None:
+    """The literal default of a dataclass field (``x: str = "auto"``, ``field(default="auto")``)."""
+    value = stmt.value
+    if isinstance(value, ast.Call):
+        value = next((k.value for k in value.keywords if k.arg == "default"), None)
+    return (value.value, stmt) if isinstance(value, ast.Constant) and _string_or_none(value) else None
+
+
+def _compared_off(mod: SourceFile, test: ast.Compare) -> Option | None:
+    """``args.strategy == "fsdp"`` (or ``in ("fsdp", "ddp")``): an option of the file (`_string_default`) compared
+    with values its default is not, so that a run that does not name it never takes the branch."""
+    if len(test.ops) != 1 or not isinstance(test.ops[0], (ast.Eq, ast.In)):
+        return None
+    left, right = test.left, test.comparators[0]
+    if not isinstance(left, ast.Attribute):
+        return None
+    items = right.elts if isinstance(test.ops[0], ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)) else \
+        [right] if isinstance(test.ops[0], ast.Eq) else []
+    values = tuple(e.value for e in items if isinstance(e, ast.Constant) and isinstance(e.value, str))
+    if not values or len(values) != len(items):
+        return None
+    found = _string_default(mod, left.attr)
+    if found is None or found[0] in values:  # (a definition that is not a literal string makes `found` None)
+        return None
+    default, where = found
+    return Option(left.attr, repr(default), mod.path, where.lineno, flag=f"--{left.attr}", values=values)
+
+
+def _gives_value(mod: SourceFile, name: str, values: frozenset[str]) -> int | None:
+    """The first line where a file gives the string option `name` one of `values` or may (`_find_value`)."""
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("--"):
+            named = node.value[2:].split("=")[0].replace("-", "_") == name
+            if named and not _docstring(mod, node) and not _in_own_value_definition(mod, node, name):
+                return node.lineno
+            continue
+        given = _given(mod, node, name)
+        if given is None or isinstance(given, ast.Attribute) and given.attr == name and isinstance(given.ctx, ast.Load) \
+                or _passed_on(given, name) and not _false(given):
+            continue  # the option passed on (``strategy=args.strategy``)
+        if not isinstance(given, ast.Constant) or given.value in values:
+            return getattr(given, "lineno", None) or getattr(node, "lineno", 1)
+    return None
+
+
+def _given(mod: SourceFile, node: ast.AST, name: str) -> ast.expr | None:
+    """What `node` gives a setting called `name`: a keyword's value, what an attribute store assigns (the target
+    itself where that is not known), a dict literal's entry of that key."""
+    if isinstance(node, ast.keyword) and node.arg == name:
+        return node.value
+    if isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Store):
+        assign = mod.parents.get(node)
+        return assign.value if isinstance(assign, (ast.Assign, ast.AnnAssign)) and assign.value is not None else node
+    if isinstance(node, ast.Dict):
+        return next((v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant) and k.value == name), None)
+    return None
+
+
+def _in_own_value_definition(mod: SourceFile, node: ast.Constant, name: str) -> bool:
+    parent = mod.parents.get(node)
+    return isinstance(parent, ast.Call) and _flag_definition(parent, name)
+
+
 def _in_own_definition(mod: SourceFile, node: ast.Constant, name: str) -> bool:
     """Is the string `node` part of an ``add_argument`` that defines the option `name` off by default (its flag, its
     help)? Such a definition names the option without turning it on; one whose default is on may."""
@@ -504,7 +684,7 @@ def _said(options: Sequence[Option], rel: Callable[[str], str]) -> str:
     seen: dict[str, Option] = {}
     for o in options:
         seen.setdefault(o.name, o)
-    parts = [(f"`{o.flag}`" if o.flag else f"`{o.name}=True`" if o.default == "False" else f"`{o.name}` given") + (f" ({o.via})" if o.via else "")
+    parts = [(f"`{o.flag} {'/'.join(o.values)}`" if o.values else f"`{o.flag}`" if o.flag else f"`{o.name}=True`" if o.default == "False" else f"`{o.name}` given") + (f" ({o.via})" if o.via else "")
              for o in seen.values()]
     one = len(seen) == 1
     defaults = " and ".join(f"{o.default} ({rel(o.file)}:{o.line})" for o in seen.values())

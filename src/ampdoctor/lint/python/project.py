@@ -30,6 +30,7 @@ from ampdoctor.lint.python.words import TextWords, text_and_words
 
 if TYPE_CHECKING:
     from ampdoctor.lint.python.context import Context
+    from ampdoctor.lint.python.facts import Facts
 
 # How far a context follows imports from the training file (trainer -> model -> layers -> kernels).
 MAX_HOPS = 3
@@ -55,6 +56,9 @@ class Evidence:
     # model from. The cast reaches them and the classes they build, not every model of their file
     # (`Context.half_model_at`); empty: the whole file.
     classes: frozenset[str] = frozenset()
+    # The test of the branch that holds it in its file, where no run the project makes of that file takes it
+    # (`Facts.option_only`: ``args.fp16``, a flag no launcher passes): what it says holds only for runs that set it.
+    only_with: str = ""
 
     def describe(self) -> str:
         where = f"{self.what} ({self.file}:{self.line}"
@@ -831,7 +835,7 @@ def summarize(rel_path: str, source: str | TextWords, ctx: "Context | None", tra
                        loop=runs_training_loop(source), pins_cuda=pins_cuda(source), functions=defines_function(source))
     facts = ctx.facts
     autocast = half_model = None
-    node = facts.half_autocast
+    node, only_with = _first_made(facts, facts.half_autocasts)
     if node is not None:
         dtypes = _autocast_dtypes(ctx, node)
         named = isinstance(node, ast.Call) and ctx.qualname(node.func) in AUTOCASTS
@@ -840,17 +844,26 @@ def summarize(rel_path: str, source: str | TextWords, ctx: "Context | None", tra
         # runs its autocast with half weights (`Evidence.casts_weights`)
         from ampdoctor.lint.python.embedded import half_weights_config  # the config readers: only for a file linted now, not from the cache
         casts = bool(facts.model_casts) or half_weights_config(ctx) is not None
-        autocast = Evidence(f"{_names(dtypes)} {what}", dtypes, rel_path, node.lineno, casts_weights=casts)
+        autocast = Evidence(f"{_names(dtypes)} {what}", dtypes, rel_path, node.lineno, casts_weights=casts, only_with=only_with or "")
     model_classes: tuple[str, ...] = ()
     if autocast is None and facts.model_casts and not facts.mixed_precision_on:
-        cast = facts.model_casts[0]
-        half_model = Evidence(f"a model cast to {_names(cast.dtypes)} without autocast", frozenset(cast.dtypes), rel_path, cast.node.lineno)
+        made, only_with = _first_made(facts, [c.node for c in facts.model_casts])
+        cast = next(c for c in facts.model_casts if c.node is made)
+        half_model = Evidence(f"a model cast to {_names(cast.dtypes)} without autocast", frozenset(cast.dtypes), rel_path, cast.node.lineno,
+                              only_with=only_with or "")
         func = cast.node.func
         model_classes = facts.classes_of(func.value) if isinstance(func, ast.Attribute) else ()
     return Summary(rel_path, module, imports, autocast, half_model, model_classes, _config_names(ctx),
                    angles=_may_compute_angles(source), sensitive=sensitive, cpu_autocast=cpu_autocast_line(source),
                    autocast_state=_reads_autocast_state(source), helpers=apply_helpers(source), loop=runs_training_loop(source),
                    pins_cuda=pins_cuda(source), functions=defines_function(source))
+
+
+def _first_made(facts: "Facts", nodes: Sequence[ast.AST]) -> tuple[ast.AST | None, str | None]:
+    """The first of a training file's autocasts or model casts that some run the project makes of it enters, else
+    the first, with the option only a run that sets it would take it under (`Facts.option_only`, `Evidence.only_with`)."""
+    entered = [(n, facts.option_only(n)) for n in nodes]
+    return next(((n, o) for n, o in entered if o is None), entered[0] if entered else (None, None))
 
 
 # A class whose bases name `Function` (``class RoIAlign(Function):``, ``(torch.autograd.Function)``), from the text.

@@ -136,12 +136,28 @@ def _check(ctx: Context, checks: list, kind: Kind, suppressions: Suppressions) -
                 column = getattr(node, "col_offset", None)
                 found = finding(check.rule_id, message, Location(file=path, line=line, column=None if column is None else column + 1),
                                 severity=rest[0] if rest else None, details=rest[1] if len(rest) > 1 else None)
-                found = judged_by_kind(found, site_kind(src, node, kind))
+                found = judged_by_kind(_by_optional_evidence(found, ctx), site_kind(src, node, kind))
                 if not is_suppressed(found, suppressions):
                     findings.append(found)
         except RecursionError:
             return findings, ReportError(path, f"too deeply nested to check for {check.rule_id}", fatal=False)
     return findings, None
+
+
+def _by_optional_evidence(found: Finding, ctx: Context) -> Finding:
+    """A finding that cites, as what makes its code half, the project's model cast or autocast that no run of the
+    project makes (`Evidence.only_with`: ``if args.fp16: model.half()``, ``autocast(enabled=args.amp)``, with a flag
+    no launcher passes): a note that says so."""
+    if found.severity is Severity.INFO:
+        return found
+    evidence = next((e for e in (ctx.project.half_model, ctx.project.autocast)
+                     if e is not None and e.only_with and e.describe() in found.message), None)
+    if evidence is None:
+        return found
+    note = (f"; that {'cast' if evidence is ctx.project.half_model else 'autocast'} is made only where `{evidence.only_with}` "
+            f"holds ({evidence.file}:{evidence.line}), which neither the script's defaults nor a launcher of the project sets: "
+            "a latent defect of a run the project does not make")
+    return replace(found, severity=Severity.INFO, message=found.message + note, details={**found.details, "option_off": [evidence.only_with]})
 
 
 def judged_by_kind(found: Finding, kind: Kind) -> Finding:
@@ -456,8 +472,9 @@ def _options_judged(results: list[FileResult], roots: Sequence[Path | str], file
             out.append((path, found, error, summary))
             continue
         if root not in projects:
+            docs = sorted(str(p) for p in Path(root).glob("README*") if p.is_file()) if Path(root).is_dir() else []
             projects[root] = ProjectOptions([f for f in files if root_of(f, [root]) is not None],
-                                            [c for c in configs if root_of(c, [root]) is not None], lambda p, r=root: below(p, [r]) or p)
+                                            [c for c in configs if root_of(c, [root]) is not None], lambda p, r=root: below(p, [r]) or p, docs)
         out.append((path, [projects[root].judged(f) for f in found], error, summary))
     return out
 

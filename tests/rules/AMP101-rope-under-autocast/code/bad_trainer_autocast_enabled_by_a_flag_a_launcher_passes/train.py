@@ -1,0 +1,22 @@
+# The same trainer, with a launcher that passes `--amp`: a run of the project computes the angles under bf16 autocast.
+import argparse
+
+import torch
+
+from pkg.model import TinyLM
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--lr", type=float, default=3e-4)
+parser.add_argument("--amp", action="store_true", help="train under bf16 autocast")
+args = parser.parse_args()
+
+
+def main(loader):
+    model = TinyLM()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    for x, pos in loader:
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.amp):
+            loss = model(x, pos).square().mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()

@@ -1,0 +1,1 @@
+from .mixed_precision import fp32_policy

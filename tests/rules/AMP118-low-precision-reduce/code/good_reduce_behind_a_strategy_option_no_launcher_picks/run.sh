@@ -1,0 +1,3 @@
+#!/bin/bash
+python train.py --model small --batch_size 8
+python train.py --model small --strategy deepspeed
