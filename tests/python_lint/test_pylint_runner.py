@@ -142,3 +142,12 @@ def test_python_3_12_syntax_is_a_note_not_an_input_error(tmp_path: Path):
     assert sorted(Path(n.split(":")[0]).name for n in notes) == sorted(NEWER_SYNTAX)
     assert all("Python 3.12+" in n and "not checked" in n for n in notes)
     assert report.info["summary_caveats"] == ["3 files not checked: Python 3.12+ syntax (lint them with Python 3.12+)"]
+
+
+def test_what_the_compiler_warns_of_in_a_linted_file_is_not_printed(tmp_path: Path):
+    # `1if x else 0` and an invalid escape make Python warn while it parses; a linter's output is its report alone
+    (tmp_path / "odd.py").write_text('import torch\nx = 1 if 1else 0\npattern = "\\d+"\ny = torch.ones(2).half()\n')
+    for jobs in ("1", "2"):
+        out = subprocess.run([sys.executable, "-W", "default", "-m", "ampdoctor", "lint", str(tmp_path), "--no-config",
+                              "--no-cache", "-j", jobs], capture_output=True, text=True)
+        assert out.returncode == 0 and "Warning" not in out.stderr + out.stdout, out.stderr

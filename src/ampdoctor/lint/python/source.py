@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import functools
 import typing
+import warnings
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -54,6 +55,15 @@ def _child_fields(kind: type) -> tuple[tuple[str, bool], ...]:
 Binding = tuple[int, "ast.expr | None"]
 
 
+def _parse(path: str, text: str) -> ast.Module:
+    """The file's tree. What the compiler warns of while parsing (``1if x else 0``, an invalid escape in a string) is
+    the file's own business, not a finding: printed, it would mix into the report's output on every lint."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return ast.parse(text, filename=path)
+
+
 @dataclass
 class SourceFile:
     path: str
@@ -80,7 +90,7 @@ class SourceFile:
 
     @classmethod
     def parse(cls, path: str, text: str) -> "SourceFile":
-        tree = ast.parse(text, filename=path)
+        tree = _parse(path, text)
         src = cls(path, text, tree)
         src._walk()
         return src
@@ -88,7 +98,7 @@ class SourceFile:
     @staticmethod
     def syntax_check(path: str, text: str) -> None:
         """Parse without indexing: for files no check applies to, which still get their syntax errors reported."""
-        ast.parse(text, filename=path)
+        _parse(path, text)
 
     def _walk(self) -> None:
         parents = self.parents
