@@ -12,7 +12,7 @@ from typing import Iterator
 from ampdoctor.dtypes import ROPE_WORDS
 from ampdoctor.lint.python.dataflow import BF16, FP16, HALF, STRING_DTYPES, Dataflow, autocast_argument
 from ampdoctor.lint.python.kind import trains_anywhere
-from ampdoctor.lint.python.resolve import dotted, is_dataclass, keyword, last_identifier, tokens
+from ampdoctor.lint.python.resolve import argument, dotted, has_star_kwargs, is_dataclass, keyword, last_identifier, tokens
 from ampdoctor.lint.python.source import SourceFile
 
 AUTOCASTS = frozenset({"torch.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast"})
@@ -467,11 +467,9 @@ class Facts:
         index = positional.index(param.id) - method if param.id in positional else None
         parts: list[frozenset | None] = []
         for call in calls:
-            if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            if has_star_kwargs(call):
                 return None
-            value = next((k.value for k in call.keywords if k.arg == param.id), None)
-            if value is None and index is not None and 0 <= index < len(call.args):
-                value = call.args[index]
+            value = argument(call, index, param.id) if index is not None and index >= 0 else keyword(call, param.id)
             parts.append(self._in_run(value, given, depth + 1) if value is not None else None)
         return _known(parts) if parts else None
 

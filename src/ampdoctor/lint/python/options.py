@@ -21,10 +21,10 @@ import importlib.util
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from ampdoctor.core.model import Finding, Severity
-from ampdoctor.lint.python.resolve import is_dataclass, self_attribute
+from ampdoctor.lint.python.resolve import argument, is_dataclass, keyword, self_attribute
 from ampdoctor.lint.python.source import SourceFile
 
 # The rules whose findings concern how a run is set up: an autocast region, a recompute, the dtype gradients are
@@ -133,16 +133,31 @@ class ProjectOptions:
         if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
             return None
         name = stmt.targets[0].id
-        word = re.compile(rf"\b{re.escape(name)}\b")
         if _names(mod, name, stmt.targets[0]):
             return None
-        for path in self.files:
-            text = self.text(path) if path != mod.path else None
-            if path != mod.path and (text is None or name in text and word.search(text)):
-                other = self.parsed(path)
-                if other is None or _names(other, name):
-                    return None
+        for path, other in self._naming(name):
+            if path != mod.path and (other is None or _names(other, name)):
+                return None
         return name
+
+    def _naming(self, name: str) -> Iterator[tuple[str, SourceFile | None]]:
+        """The project's files whose text holds `name` as a word, or cannot be read, each with its parse (None: it
+        cannot be read or parsed, and may name it)."""
+        word = re.compile(rf"\b{re.escape(name)}\b")
+        for path in self.files:
+            text = self.text(path)
+            if text is None or (name in text and word.search(text)):
+                yield path, self.parsed(path)
+
+    def _written(self, paths: Sequence[str], pattern: re.Pattern[str], accept: Callable[[str], bool] | None = None) -> str | None:
+        """Where (`file:line`) the first match of `pattern` in the texts of `paths` lies whose first group `accept`
+        takes (any match, without it)."""
+        for path in paths:
+            text = self.text(path) or ""
+            for m in pattern.finditer(text):
+                if accept is None or accept(m.group(1)):
+                    return f"{self.rel(path)}:{text.count(chr(10), 0, m.start()) + 1}"
+        return None
 
     # --- the guard, in the finding's file --------------------------------------------------------------------
 
@@ -283,7 +298,7 @@ class ProjectOptions:
             for call in _sites(other, fn, by_name, stem):
                 if call is None:
                     return None
-                value = _argument(call, param, index)
+                value = argument(call, index, param) if index is not None else keyword(call, param)
                 found = [] if _false(value) else self._value(other, value, call, depth + 1) if value is not None else None
                 if found is None:
                     return None
@@ -311,34 +326,19 @@ class ProjectOptions:
         run the project documents is one of its runs, though no launcher of it makes that run."""
         spellings = "|".join(re.escape(n) for n in dict.fromkeys((option.name, option.name.replace("_", "-"))))
         value = rf"""[ \t=]+["']?(?:{"|".join(re.escape(v) for v in option.values)})(?![\w-])""" if option.values else r"(?![\w-])"
-        flag = re.compile(rf"(?<![\w-])--(?:{spellings}){value}")
-        for path in self.docs:
-            text = self.text(path) or ""
-            m = flag.search(text)
-            if m is not None:
-                return f"{self.rel(path)}:{text.count(chr(10), 0, m.start()) + 1}"
-        return None
+        return self._written(self.docs, re.compile(rf"(?<![\w-])--(?:{spellings}){value}"))
 
     def _find_value(self, name: str, values: frozenset[str]) -> str | None:
         """Where the project gives the string option `name` one of `values`, or may: a keyword, an attribute store or
         a dict entry of that name whose value is one of them or not a literal (and not the option passed on), a
         string naming its flag outside its own definition, a config or launcher writing one of them or a value it
         cannot read (a shell variable); None when nothing does."""
-        word = re.compile(rf"\b{re.escape(name)}\b")
-        for path in self.files:
-            text = self.text(path)
-            if text is None or (name in text and word.search(text)):
-                mod = self.parsed(path)
-                line = _gives_value(mod, name, values) if mod is not None else 1
-                if line is not None:
-                    return f"{self.rel(path)}:{line}"
+        for path, mod in self._naming(name):
+            line = _gives_value(mod, name, values) if mod is not None else 1
+            if line is not None:
+                return f"{self.rel(path)}:{line}"
         spelled = re.compile(rf"""(?<!\w)(?<!\w-)(?:{re.escape(name)}|{re.escape(name.replace("_", "-"))})\b["']?[ \t]*[:=\s][ \t]*["']?([\w.~$-]*)""")
-        for path in self.configs:
-            text = self.text(path) or ""
-            for m in spelled.finditer(text):
-                if m.group(1) in values or not m.group(1) or m.group(1).startswith("$"):
-                    return f"{self.rel(path)}:{text.count(chr(10), 0, m.start()) + 1}"
-        return None
+        return self._written(self.configs, spelled, lambda v: v in values or not v or v.startswith("$"))
 
     def _positional(self, owner: str, index: int) -> str | None:
         """A call of the function (or class) `owner` that passes as many positional arguments as reach the place
@@ -359,22 +359,13 @@ class ProjectOptions:
     def _find_on(self, name: str, owners: set[tuple[str, int]]) -> str | None:
         """What `turned_on` finds by the option's name; `owners` gets each function (or class) that takes it as a
         parameter, with its place, for the calls that may pass it by position."""
-        word = re.compile(rf"\b{re.escape(name)}\b")
-        for path in self.files:
-            text = self.text(path)
-            if text is None or (name in text and word.search(text)):
-                mod = self.parsed(path)
-                line = _sets(mod, name) if mod is not None else 1
-                if line is not None:
-                    return f"{self.rel(path)}:{line}"
-                owners.update(_owners(mod, name))
+        for path, mod in self._naming(name):
+            line = _sets(mod, name) if mod is not None else 1
+            if line is not None:
+                return f"{self.rel(path)}:{line}"
+            owners.update(_owners(mod, name))
         spelled = re.compile(rf"""(?:{re.escape(name)}|{re.escape(name.replace("_", "-"))})\b["']?\s*[:=\s]?\s*["']?([\w.~-]*)""")
-        for path in self.configs:
-            text = self.text(path) or ""
-            for m in spelled.finditer(text):
-                if m.group(1).lower() not in _FALSE_WORDS:
-                    return f"{self.rel(path)}:{text.count(chr(10), 0, m.start()) + 1}"
-        return None
+        return self._written(self.configs, spelled, lambda v: v.lower() not in _FALSE_WORDS)
 
 
 def _is_function_class(cls: ast.ClassDef) -> bool:
@@ -469,20 +460,6 @@ def _sites(mod: SourceFile, fn: ast.FunctionDef | ast.AsyncFunctionDef, by_name:
             continue
         call = mod.parents.get(node)
         yield call if isinstance(call, ast.Call) and call.func is node else None
-
-
-def _argument(call: ast.Call, param: str, index: int | None) -> ast.expr | None:
-    """What a call passes for a parameter without a default: by keyword or position; None where it cannot be told
-    (a star argument before it)."""
-    value = next((kw.value for kw in call.keywords if kw.arg == param), None)
-    if value is not None or index is None:
-        return value
-    for i, arg in enumerate(call.args):
-        if isinstance(arg, ast.Starred):
-            return None
-        if i == index:
-            return arg
-    return None
 
 
 def _flag_definition(call: ast.Call, name: str) -> bool:

@@ -830,9 +830,7 @@ def summarize(rel_path: str, source: str | TextWords, ctx: "Context | None", tra
     # only when the propagation reaches it (`ProjectModel.text_of`).
     imports = imports_of(text, module, rel_path.endswith("__init__.py")) if trains else ()
     if ctx is None or not trains:
-        return Summary(rel_path, module, imports, guards=_autocast_guard(source), angles=_may_compute_angles(source), sensitive=sensitive,
-                       cpu_autocast=cpu_autocast_line(source), autocast_state=_reads_autocast_state(source), helpers=apply_helpers(source),
-                       loop=runs_training_loop(source), pins_cuda=pins_cuda(source), functions=defines_function(source))
+        return Summary(rel_path, module, imports, guards=_autocast_guard(source), sensitive=sensitive, **_read_from_text(source))
     facts = ctx.facts
     autocast = half_model = None
     node, only_with = _first_made(facts, facts.half_autocasts)
@@ -853,10 +851,15 @@ def summarize(rel_path: str, source: str | TextWords, ctx: "Context | None", tra
                               only_with=only_with or "")
         func = cast.node.func
         model_classes = facts.classes_of(func.value) if isinstance(func, ast.Attribute) else ()
-    return Summary(rel_path, module, imports, autocast, half_model, model_classes, _config_names(ctx),
-                   angles=_may_compute_angles(source), sensitive=sensitive, cpu_autocast=cpu_autocast_line(source),
-                   autocast_state=_reads_autocast_state(source), helpers=apply_helpers(source), loop=runs_training_loop(source),
-                   pins_cuda=pins_cuda(source), functions=defines_function(source))
+    return Summary(rel_path, module, imports, autocast, half_model, model_classes, _config_names(ctx), sensitive=sensitive,
+                   **_read_from_text(source))
+
+
+def _read_from_text(source: str | TextWords) -> dict[str, object]:
+    """The fields of every file's summary that its text tells, parsed or not."""
+    return dict(angles=_may_compute_angles(source), cpu_autocast=cpu_autocast_line(source), autocast_state=_reads_autocast_state(source),
+                helpers=apply_helpers(source), loop=runs_training_loop(source), pins_cuda=pins_cuda(source),
+                functions=defines_function(source))
 
 
 def _first_made(facts: "Facts", nodes: Sequence[ast.AST]) -> tuple[ast.AST | None, str | None]:

@@ -315,8 +315,10 @@ def _stored_first(cache: str | None, entry: "Callable[[bool | str], str | None]"
                   path: str) -> tuple[FileResult, Stage] | None:
     """A stored first judgement of a file: whole, or (`_first_check`) but for the rules that read the project
     context. `entry(check)`: the file's cache entry for a judgement with those rules."""
-    for stage, kind in ((Stage.JUDGED, check), (Stage.BASE, "base")):
-        hit = _cached(cache, entry(kind), path) if cache and (stage is Stage.JUDGED or check is True) else None
+    if not cache:
+        return None
+    for stage, rules in ((Stage.JUDGED, check), (Stage.BASE, "base")) if check is True else ((Stage.JUDGED, check),):
+        hit = _cached(cache, entry(rules), path)
         if hit is not None:
             return hit, stage
     return None

@@ -26,9 +26,8 @@ def checks_for(words: TextWords, project: ProjectContext | None, check: bool | s
     if check is False:
         return []
     seen = words.plus(project_words(project))
-    wanted = {True: lambda rule: True, "project": project_rules().__contains__,
-              "base": lambda rule: rule not in project_rules()}[check]
-    return [d for d, groups in code_detectors() if wanted(d.rule_id) and holds(seen, groups)]
+    reads = None if check is True else check == "project"  # whether a rule kept reads the context (None: any)
+    return [d for d, groups in code_detectors() if (reads is None or (d.rule_id in project_rules()) is reads) and holds(seen, groups)]
 
 
 @functools.lru_cache(maxsize=1)
