@@ -105,3 +105,17 @@ def test_a_step_that_raises_writes_its_report_and_the_exception_goes_on(tmp_path
     from torch.utils._python_dispatch import _get_current_dispatch_mode
 
     assert _get_current_dispatch_mode() is None
+
+
+def test_under_an_audit_that_already_records_the_process_the_step_is_left_to_it(tmp_path):
+    # `ampdoctor run train.py` records the whole script; the callback's own audit of the step would be a second
+    # recorder, which the first refuses: the callback leaves the step to it and still checks the setup.
+    from ampdoctor.audit.session import Audit
+
+    module = Regressor(table_dtype=torch.bfloat16)
+    doctor = AmpDoctor()
+    with Audit(None, model=module, device_type="cpu", max_steps=1) as outer:
+        trainer = fit(tmp_path, doctor, "bf16-mixed", module)
+    assert trainer.global_step == 2
+    assert [f.rule_id for f in outer.report.findings if f.rule_id == "AMP002"] == ["AMP002"]
+    assert "AMP002" not in {f.rule_id for f in doctor.report.findings}  # the step was not audited a second time

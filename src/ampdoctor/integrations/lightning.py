@@ -24,7 +24,16 @@ from typing_extensions import override
 from ampdoctor.audit.evidence import When
 from ampdoctor.frameworks import lightning as lightning_reader
 from ampdoctor.frameworks.located import Document
-from ampdoctor.integrations.outcome import AmpDoctorError, check_fail_on, fail_severity, failed, metrics, summary, write_report_files
+from ampdoctor.integrations.outcome import (
+    AmpDoctorError,
+    FirstStep,
+    check_fail_on,
+    fail_severity,
+    failed,
+    metrics,
+    summary,
+    write_report_files,
+)
 from ampdoctor.policy import Policy
 from ampdoctor.report import Report
 
@@ -76,8 +85,7 @@ class AmpDoctor(Callback):
         self.policy = policy
         self.report: Report | None = None
         self.written: list[Path] = []
-        self._audit: Any = None
-        self._audited = False
+        self._step = FirstStep()
 
     def _add(self, report: Report) -> None:
         self.report = report if self.report is None else self.report.merge(report)
@@ -101,34 +109,20 @@ class AmpDoctor(Callback):
 
     @override
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
-        if self._audited or self._audit is not None:
-            return
-        from ampdoctor.audit.recorder import active_recorder
-        from ampdoctor.audit.session import Audit
-
-        if active_recorder() is not None:
-            # An audit already records this process (`ampdoctor run` of this script): it sees this step; a second
-            # one would be refused.
-            self._audited = True
-            return
-
-        self._audit = Audit(self.policy, model=pl_module, device_type=pl_module.device.type, max_steps=1,
-                            checked=(f"first training step of {type(pl_module).__name__} under Lightning",))
-        self._audit.__enter__()
+        self._step.begin(self.policy, pl_module, pl_module.device.type,
+                         f"first training step of {type(pl_module).__name__} under Lightning")
 
     @override
     def on_after_backward(self, trainer: Any, pl_module: Any) -> None:
-        if self._audit is not None:
-            self._audit.recorder.snapshot_grads(When.AFTER_BACKWARD)
+        self._step.snapshot_grads(When.AFTER_BACKWARD)
 
     @override
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
-        if self._audit is not None:
-            self._audit.recorder.snapshot_grads(When.BEFORE_OPTIMIZER_STEP)
+        self._step.snapshot_grads(When.BEFORE_OPTIMIZER_STEP)
 
     @override
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if self._audit is None:
+        if not self._step.running:
             return
         self.close()
         assert self.report is not None
@@ -140,7 +134,7 @@ class AmpDoctor(Callback):
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         # A step that raised leaves the audit entered: end it, so the failure is diagnosed in `report`, and write that
         # report; Lightning then raises the exception on, unchanged.
-        if self._audit is None or isinstance(exception, AmpDoctorError):
+        if not self._step.running or isinstance(exception, AmpDoctorError):
             return
         self.close(exception)
         assert self.report is not None
@@ -153,9 +147,6 @@ class AmpDoctor(Callback):
 
     def close(self, exception: BaseException | None = None) -> None:
         """End the audit if one is running (removes every hook and mode); its findings join `report`."""
-        audit, self._audit = self._audit, None
-        if audit is None:
-            return
-        self._audited = True
-        audit.__exit__(type(exception) if exception is not None else None, exception, None)
-        self._add(audit.report)
+        report = self._step.end(exception)
+        if report is not None:
+            self._add(report)

@@ -4,6 +4,7 @@ the report files on the main process, and turn it into log lines and metrics. No
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ampdoctor.core.model import Severity
 from ampdoctor.report import Report, exit_code, formats, render_text, renderer, write_report
@@ -44,6 +45,48 @@ def failed(report: Report, exc: BaseException) -> Report:
     """`report` of a step that raised `exc`: it says so, as the CLI's report of a failing script does."""
     text = " ".join(str(exc).split())
     return report.with_info(script_failed=True, exception=f"{type(exc).__name__}: {text[:500]}")
+
+
+class FirstStep:
+    """The audit of a trainer's first step, as a callback runs it: begun at the step's first event, ended once (at
+    the step's end, on a failure or at teardown), never begun again. Where an audit already records this process
+    (`ampdoctor run` of the script), that one sees the step and none is begun: a second would be refused."""
+
+    def __init__(self) -> None:
+        self.audit: Any = None  # the running `Audit`
+        self.done = False
+
+    def begin(self, policy: Any, model: Any, device_type: str, checked: str) -> bool:
+        """Enter the audit of this step; False where it ran, runs, or another audit records."""
+        if self.done or self.audit is not None:
+            return False
+        from ampdoctor.audit.recorder import active_recorder
+        from ampdoctor.audit.session import Audit
+
+        if active_recorder() is not None:
+            self.done = True
+            return False
+        self.audit = Audit(policy, model=model, device_type=device_type, max_steps=1, checked=(checked,))
+        self.audit.__enter__()
+        return True
+
+    @property
+    def running(self) -> bool:
+        return self.audit is not None
+
+    def snapshot_grads(self, when: Any) -> None:
+        """Read the gradients' dtypes at an event the audit's own hooks do not see (`recorder.snapshot_grads`)."""
+        if self.audit is not None:
+            self.audit.recorder.snapshot_grads(when)
+
+    def end(self, exception: BaseException | None = None) -> Report | None:
+        """Exit the running audit (every hook and mode it set is removed) and return its report; None where none runs."""
+        audit, self.audit = self.audit, None
+        if audit is None:
+            return None
+        self.done = True
+        audit.__exit__(type(exception) if exception is not None else None, exception, None)
+        return audit.report
 
 
 def metrics(report: Report, prefix: str = "ampdoctor/") -> dict[str, float]:

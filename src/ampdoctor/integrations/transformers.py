@@ -30,7 +30,16 @@ from ampdoctor import dtypes
 from ampdoctor.audit.evidence import When
 from ampdoctor.frameworks import hf
 from ampdoctor.frameworks.located import Document
-from ampdoctor.integrations.outcome import AmpDoctorError, check_fail_on, fail_severity, failed, metrics, summary, write_report_files
+from ampdoctor.integrations.outcome import (
+    AmpDoctorError,
+    FirstStep,
+    check_fail_on,
+    fail_severity,
+    failed,
+    metrics,
+    summary,
+    write_report_files,
+)
 from ampdoctor.policy import Policy
 from ampdoctor.report import Report
 
@@ -111,8 +120,7 @@ class AmpDoctorCallback(TrainerCallback):
         self.policy = policy
         self.report: Report | None = None
         self.written: list[Path] = []
-        self._audit: Any = None
-        self._audited = False
+        self._step = FirstStep()
         self._unlogged = False
         self._guarded: Any = None  # the Trainer whose training_step is wrapped while the step is audited
 
@@ -148,21 +156,9 @@ class AmpDoctorCallback(TrainerCallback):
         self._publish(args, state, "on_train_begin: arguments and model")
 
     def on_step_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-        if self._audited or self._audit is not None:
-            return
-        from ampdoctor.audit.recorder import active_recorder
-        from ampdoctor.audit.session import Audit
-
-        if active_recorder() is not None:
-            # An audit already records this process (`ampdoctor run` of this script): it sees this step; a second
-            # one would be refused.
-            self._audited = True
-            return
-
-        self._audit = Audit(self.policy, model=model, device_type=args.device.type, max_steps=1,
-                            checked=(f"first optimizer step of {type(model).__name__} under the HF Trainer",))
-        self._audit.__enter__()
-        self._guard(_trainer_of(sys._getframe(1)), args, state)
+        if self._step.begin(self.policy, model, args.device.type,
+                            f"first optimizer step of {type(model).__name__} under the HF Trainer"):
+            self._guard(_trainer_of(sys._getframe(1)), args, state)
 
     def _guard(self, trainer: Any, args: Any, state: Any) -> None:
         """While the step is audited, a `training_step` that raises ends the audit with the failure diagnosed and the
@@ -192,12 +188,11 @@ class AmpDoctorCallback(TrainerCallback):
             vars(trainer).pop("training_step", None)
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self._audit is not None:
-            # Optimizers outside torch.optim's step hooks (DeepSpeed's) are seen here only.
-            self._audit.recorder.snapshot_grads(When.BEFORE_OPTIMIZER_STEP)
+        # Optimizers outside torch.optim's step hooks (DeepSpeed's) are seen here only.
+        self._step.snapshot_grads(When.BEFORE_OPTIMIZER_STEP)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self._audit is None:
+        if not self._step.running:
             return
         self.close()
         self._publish(args, state, "first optimizer step")
@@ -214,12 +209,9 @@ class AmpDoctorCallback(TrainerCallback):
     def close(self, exception: BaseException | None = None) -> None:
         """End the audit if one is running (removes every hook and mode); its findings join `report`."""
         self._unguard()
-        audit, self._audit = self._audit, None
-        if audit is None:
-            return
-        self._audited = True
-        audit.__exit__(type(exception) if exception is not None else None, exception, None)
-        self._add(audit.report)
+        report = self._step.end(exception)
+        if report is not None:
+            self._add(report)
 
 
 def _trainer_of(frame: Any) -> Any:
