@@ -561,41 +561,50 @@ def _tensor_dtypes(trace: Trace) -> tuple[dict[int, set], dict[int, set], dict[i
 def _ops_by_dtype(trace: Trace) -> dict[int, Counter]:
     """Per module: how many ops made a result of each float dtype (their first float output's)."""
     records = trace.records
-    outs = list(map(itemgetter(OUT_DT), records))
-    first_float: dict[tuple | None, str | None] = {}  # records share their output dtype tuples: each named once
-    for out in set(outs):
-        fl = [d for d in out or () if d in FLOATS]
-        first_float[out] = dtypes.name_of(fl[0]) if fl else None
     ops: dict[int, Counter] = defaultdict(Counter)
-    # counted per (module, name) in C
-    for (mod, name), count in Counter(zip(map(itemgetter(MOD), records), map(first_float.__getitem__, outs))).items():
+    named: dict[tuple | None, str | None] = {}  # records share their output dtype tuples: each named once
+    # counted per (module, output dtypes) in C, then named per distinct output dtypes
+    for (mod, out), count in Counter(zip(map(itemgetter(MOD), records), map(itemgetter(OUT_DT), records))).items():
+        if out not in named:
+            fl = [d for d in out or () if d in FLOATS]
+            named[out] = dtypes.name_of(fl[0]) if fl else None
+        name = named[out]
         if name is not None:
             ops[mod][name] += count
     return ops
+
+
+def _joined(values: Iterable[str]) -> str:
+    return ",".join(sorted(values)) or "-"
+
+
+def _counted(ops: Counter | None) -> str:
+    return " ".join(f"{k}:{v}" for k, v in sorted(ops.items())) if ops else "-"
 
 
 def module_table(trace: Trace) -> Table:
     ops = _ops_by_dtype(trace)
     casts = _cast_counts(trace)
     params, grads, buffers = _tensor_dtypes(trace)
-
-    def joined(values: Iterable[str]) -> str:
-        return ",".join(sorted(values)) or "-"
-
+    name_of = dtypes.name_of
+    none = ()
+    no_casts = (0, 0)
     rows = []
-    order = sorted(set(range(len(trace.rec.modules))) | {k for k in ops if k >= 0}, key=lambda i: trace.names[i] or "")
+    infos = trace.rec.modules
+    names = trace.names
+    order = sorted(set(range(len(infos))) | {k for k in ops if k >= 0}, key=lambda i: names[i] or "")
     for idx in order:
-        info = trace.rec.modules[idx]
+        info = infos[idx]
         if trace.records and not info.calls and idx not in ops:
             continue  # scanned at the step's start (its buffers), never run: nothing to show in a table of what ran
+        cast = casts.get(idx, no_casts)
         rows.append((
-            trace.names[idx] or "<root>", joined(params[idx]), joined(buffers[idx]), joined(dtypes.name_of(d) for d in info.inputs),
-            joined(dtypes.name_of(d) for d in info.outputs), joined(grads[idx]),
-            " ".join(f"{k}:{v}" for k, v in sorted(ops[idx].items())) or "-", str(casts[idx][0]), str(casts[idx][1]),
+            names[idx] or "<root>", _joined(params.get(idx, none)), _joined(buffers.get(idx, none)), _joined(map(name_of, info.inputs)),
+            _joined(map(name_of, info.outputs)), _joined(grads.get(idx, none)), _counted(ops.get(idx)), str(cast[0]), str(cast[1]),
         ))
     if -1 in ops:
-        rows.append(("<outside modules>", "-", "-", "-", "-", "-", " ".join(f"{k}:{v}" for k, v in sorted(ops[-1].items())),
-                     str(casts[-1][0]), str(casts[-1][1])))
+        cast = casts.get(-1, no_casts)
+        rows.append(("<outside modules>", "-", "-", "-", "-", "-", _counted(ops[-1]), str(cast[0]), str(cast[1])))
     return Table(
         "Per-module dtypes (runtime audit)",
         ("module", "params", "buffers", "inputs", "outputs", "grads", "ops by dtype", "autocast casts", "user casts"),
