@@ -10,7 +10,6 @@ detectors that recognise it (the provenance chain) and by `explain` on the excep
 from __future__ import annotations
 
 import functools
-import itertools
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
@@ -314,28 +313,39 @@ class RuntimeContext:
         return [op for op in t.mixed(FORWARD) if t.is_promotion(op.record[0])]
 
     @functools.cached_property
-    def promotion_taint(self) -> dict[int, int]:
-        """seq -> the forward promotion it descends from, following the promoted (wide) dtype forward."""
-        t = self.trace
-        taint: dict[int, int] = {}
-        promoting = {op.record[0] for op in self.promotions}
-        tainted = taint.keys()
-        half = self.HALF
-        # nothing before the first promotion descends from one
-        for r in itertools.islice(t.records, min(promoting, default=len(t.records)), None):
-            s = r[0]
-            if r[OUT_DT] is None and r[PHASE] != FORWARD:
+    def _promoting(self) -> tuple[frozenset[int], int, dict[int, int | None]]:
+        """The promoting seqs, the first of them (nothing before it descends from one), and `promoted_from`'s answers."""
+        promoting = frozenset(op.record[0] for op in self.promotions)
+        return promoting, min(promoting, default=len(self.trace.records)), {}
+
+    def promoted_from(self, seq: int) -> int | None:
+        """The forward promotion op `seq` descends from, following the promoted (wide) dtype forward: a promotion
+        descends from itself; another op from the promotion of its first input, in order, that is not half and descends
+        from one; None for none (and for an op that raised outside the forward). Asked only of the ops a rule reads (the
+        operands of fp32 matmuls), walking back from them: each op's answer is worked out once."""
+        promoting, first, known = self._promoting
+        records, half = self.trace.records, self.HALF
+        todo = [seq]
+        while todo:
+            s = todo[-1]
+            if s in known:
+                todo.pop()
                 continue
-            if s in promoting:
-                taint[s] = s
-                continue
-            if tainted.isdisjoint(r[IN_PROD]):  # no input descends from a promotion (most ops): no walk over them
-                continue
-            for d, p in zip(r[IN_DT], r[IN_PROD]):
-                if p in taint and d not in half:  # keys are seqs: never None nor a leaf
-                    taint[s] = taint[p]
-                    break
-        return taint
+            r = records[s]
+            if s < first or (r[OUT_DT] is None and r[PHASE] != FORWARD):
+                known[s] = None
+            elif s in promoting:
+                known[s] = s
+            else:
+                # the first input, in order, that is not half and descends from a promotion; inputs not worked out yet first
+                ins = [p for d, p in zip(r[IN_DT], r[IN_PROD]) if p is not None and p >= first and d not in half]
+                missing = [p for p in ins if p not in known]
+                if missing:
+                    todo.extend(reversed(missing))
+                    continue
+                known[s] = next((known[p] for p in ins if known[p] is not None), None)
+            todo.pop()
+        return known[seq]
 
 
 def _runtime_findings(ctx: RuntimeContext) -> list[Finding]:
