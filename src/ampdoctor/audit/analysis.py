@@ -528,26 +528,28 @@ def _cast_counts(trace: Trace) -> dict[int, list[int]]:
     """Per module: [casts autocast made, casts the user's code made] in the forward."""
     casts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     records = trace.records
-    n = len(records)
-    for op in trace.ops_named(("aten::_to_copy",), FORWARD):
+    copies = trace.fids_named(("aten::_to_copy",))
+    for op in trace.ops_of(copies, FORWARD):
         r = op.record
-        if not r[OUT_DT]:
-            continue
-        i = r[0]
-        by_autocast = False
-        if r[AUTOCAST] and r[INNER] is not None:
-            # autocast casts an op's inputs from inside that op's call: the cast and the op it feeds share
-            # the Python frame and instruction.
-            for j in range(i + 1, min(i + 8, n)):
-                q = records[j]
-                if q[INNER] != r[INNER]:
-                    break
-                if trace.op(j) != "aten::_to_copy" and (i in (q[IN_PROD] or ()) or any(
-                        p is not None and p >= 0 and records[p][INNER] == r[INNER] and trace.op(p) == "aten::_to_copy" for p in q[IN_PROD])):
-                    by_autocast = True
-                    break
-        casts[r[MOD]][0 if by_autocast else 1] += 1
+        if r[OUT_DT]:
+            casts[r[MOD]][0 if _cast_by_autocast(records, r, copies) else 1] += 1
     return casts
+
+
+def _cast_by_autocast(records: list[tuple], r: tuple, copies: set[int]) -> bool:
+    """Did autocast make this cast? Autocast casts an op's inputs from inside that op's call: the cast and the op it
+    feeds (the next op that is not a cast, within a few records) share the Python frame and instruction."""
+    inner = r[INNER]
+    if not r[AUTOCAST] or inner is None:
+        return False
+    i = r[0]
+    for q in records[i + 1:i + 8]:
+        if q[INNER] != inner:
+            return False
+        if q[FUNC] not in copies and (i in (q[IN_PROD] or ()) or any(
+                p is not None and p >= 0 and records[p][INNER] == inner and records[p][FUNC] in copies for p in q[IN_PROD])):
+            return True
+    return False
 
 
 def _tensor_dtypes(trace: Trace) -> tuple[dict[int, set], dict[int, set], dict[int, set]]:

@@ -121,8 +121,12 @@ class Trace:
 
     def ops_named(self, names: Collection[str] | Callable[[str], bool], phase: str | None = None) -> Iterator[Op]:
         """`ops_of` the ops whose name (`op`) is in `names`, or satisfies `names` when it is a predicate."""
+        return self.ops_of(self.fids_named(names), phase)
+
+    def fids_named(self, names: Collection[str] | Callable[[str], bool]) -> set[int]:
+        """The ids of the recorded ops (a record's FUNC) whose name (`op`) is in `names`, or satisfies `names`."""
         match = names if callable(names) else names.__contains__
-        return self.ops_of({fid for fid in self.rec.ops if match(self._op_name(fid))}, phase)
+        return {fid for fid in self.rec.ops if match(self._op_name(fid))}
 
     def mixed(self, phase: str | None = None) -> Iterator[Op]:
         """The ops whose inputs have two dtypes or more (`dtype_kinds`), in order; only those of one phase if given:
