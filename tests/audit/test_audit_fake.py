@@ -318,3 +318,39 @@ def test_the_fake_audit_leaves_objects_a_program_froze_frozen():
         assert gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
+
+
+def test_a_fake_audit_whose_step_raises_leaves_the_process_as_it_found_it(monkeypatch):
+    """Everything the fake audit changes for its recording comes back when the step raises: the collector's state (on,
+    or off where the program turned it off), the dispatch and function mode stacks, the global module hooks, the fake
+    modes' table of op implementations."""
+    import gc
+    import os
+
+    import torch.nn.modules.module as module_mod
+    from torch._subclasses import fake_impls
+    from torch.overrides import _get_current_function_mode_stack
+
+    from ampdoctor.audit import session
+    from ampdoctor.audit.hf import audit_hf_config
+
+    def raising_step(model, batch, *args):
+        model(**batch)
+        raise RuntimeError("the step failed")
+
+    monkeypatch.setattr(session, "_step", raising_step)
+    tiny = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "audit_tiny_config.json")
+    hooks = (dict(module_mod._global_forward_pre_hooks), dict(module_mod._global_forward_hooks))
+    table = dict(fake_impls.op_implementations_dict)
+    for collecting in (True, False):
+        if not collecting:
+            gc.disable()
+        try:
+            with pytest.raises(RuntimeError, match="the step failed"):
+                audit_hf_config(tiny, fake=True, seq_len=16)
+            assert gc.isenabled() is collecting
+        finally:
+            gc.enable()
+        assert _get_current_dispatch_mode_stack() == [] and _get_current_function_mode_stack() == []
+        assert (dict(module_mod._global_forward_pre_hooks), dict(module_mod._global_forward_hooks)) == hooks
+        assert dict(fake_impls.op_implementations_dict) == table

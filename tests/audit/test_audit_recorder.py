@@ -360,3 +360,47 @@ def test_own_tensors_lists_what_the_module_lists():
 
     hidden = Hidden(2, 2)
     assert [id(p) for p in own_tensors(hidden)[0]] == [id(hidden.weight)]
+
+
+class _PassThrough(torch.Tensor):
+    """A tensor subclass with a torch function override of its own (every call handled in Python, as the subclasses of
+    quantization libraries do), passing each through."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_module_hooks_read_dtypes_without_passing_them_through_function_modes(monkeypatch):
+    """A module hook reads the dtype of each input and output with torch function handling off: under the attention-call
+    watch's function mode (and a program's own), each read would otherwise be a Python call through every mode. The
+    dtypes are the tensors' own, for plain tensors, parameters, fake tensors and subclasses with an override."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.overrides import TorchFunctionMode
+
+    from ampdoctor.audit import modules
+
+    class Counting(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.from_hooks = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if sys._getframe(1).f_code.co_filename == modules.__file__:  # a read the module tracking made
+                self.from_hooks += 1
+            return func(*args, **(kwargs or {}))
+
+    with FakeTensorMode():
+        fake = [torch.empty(2, dtype=torch.bfloat16), torch.empty(2, dtype=torch.int64)]
+    kinds = [torch.ones(2, dtype=torch.float16), nn.Parameter(torch.ones(2)), *fake,
+             torch.ones(2, dtype=torch.bfloat16).as_subclass(_PassThrough), torch.ones(2, dtype=torch.float64)]
+    with Counting() as mode:
+        read = modules._float_dtypes(kinds)
+    assert mode.from_hooks == 0
+    assert read == {t.dtype for t in kinds if t.dtype.is_floating_point} == {torch.float16, torch.float32, torch.bfloat16, torch.float64}
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    with Counting() as mode, audit("fp32") as a:
+        model(torch.randn(3, 4)).sum().backward()
+    assert mode.from_hooks == 0
+    assert all(info.inputs == {torch.float32} and info.outputs == {torch.float32} for info in a.recorder.modules)

@@ -10,7 +10,6 @@ detectors that recognise it (the provenance chain) and by `explain` on the excep
 from __future__ import annotations
 
 import functools
-import itertools
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
@@ -314,28 +313,39 @@ class RuntimeContext:
         return [op for op in t.mixed(FORWARD) if t.is_promotion(op.record[0])]
 
     @functools.cached_property
-    def promotion_taint(self) -> dict[int, int]:
-        """seq -> the forward promotion it descends from, following the promoted (wide) dtype forward."""
-        t = self.trace
-        taint: dict[int, int] = {}
-        promoting = {op.record[0] for op in self.promotions}
-        tainted = taint.keys()
-        half = self.HALF
-        # nothing before the first promotion descends from one
-        for r in itertools.islice(t.records, min(promoting, default=len(t.records)), None):
-            s = r[0]
-            if r[OUT_DT] is None and r[PHASE] != FORWARD:
+    def _promoting(self) -> tuple[frozenset[int], int, dict[int, int | None]]:
+        """The promoting seqs, the first of them (nothing before it descends from one), and `promoted_from`'s answers."""
+        promoting = frozenset(op.record[0] for op in self.promotions)
+        return promoting, min(promoting, default=len(self.trace.records)), {}
+
+    def promoted_from(self, seq: int) -> int | None:
+        """The forward promotion op `seq` descends from, following the promoted (wide) dtype forward: a promotion
+        descends from itself; another op from the promotion of its first input, in order, that is not half and descends
+        from one; None for none (and for an op that raised outside the forward). Asked only of the ops a rule reads (the
+        operands of fp32 matmuls), walking back from them: each op's answer is worked out once."""
+        promoting, first, known = self._promoting
+        records, half = self.trace.records, self.HALF
+        todo = [seq]
+        while todo:
+            s = todo[-1]
+            if s in known:
+                todo.pop()
                 continue
-            if s in promoting:
-                taint[s] = s
-                continue
-            if tainted.isdisjoint(r[IN_PROD]):  # no input descends from a promotion (most ops): no walk over them
-                continue
-            for d, p in zip(r[IN_DT], r[IN_PROD]):
-                if p in taint and d not in half:  # keys are seqs: never None nor a leaf
-                    taint[s] = taint[p]
-                    break
-        return taint
+            r = records[s]
+            if s < first or (r[OUT_DT] is None and r[PHASE] != FORWARD):
+                known[s] = None
+            elif s in promoting:
+                known[s] = s
+            else:
+                # the first input, in order, that is not half and descends from a promotion; inputs not worked out yet first
+                ins = [p for d, p in zip(r[IN_DT], r[IN_PROD]) if p is not None and p >= first and d not in half]
+                missing = [p for p in ins if p not in known]
+                if missing:
+                    todo.extend(reversed(missing))
+                    continue
+                known[s] = next((known[p] for p in ins if known[p] is not None), None)
+            todo.pop()
+        return known[seq]
 
 
 def _runtime_findings(ctx: RuntimeContext) -> list[Finding]:
@@ -518,26 +528,28 @@ def _cast_counts(trace: Trace) -> dict[int, list[int]]:
     """Per module: [casts autocast made, casts the user's code made] in the forward."""
     casts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     records = trace.records
-    n = len(records)
-    for op in trace.ops_named(("aten::_to_copy",), FORWARD):
+    copies = trace.fids_named(("aten::_to_copy",))
+    for op in trace.ops_of(copies, FORWARD):
         r = op.record
-        if not r[OUT_DT]:
-            continue
-        i = r[0]
-        by_autocast = False
-        if r[AUTOCAST] and r[INNER] is not None:
-            # autocast casts an op's inputs from inside that op's call: the cast and the op it feeds share
-            # the Python frame and instruction.
-            for j in range(i + 1, min(i + 8, n)):
-                q = records[j]
-                if q[INNER] != r[INNER]:
-                    break
-                if trace.op(j) != "aten::_to_copy" and (i in (q[IN_PROD] or ()) or any(
-                        p is not None and p >= 0 and records[p][INNER] == r[INNER] and trace.op(p) == "aten::_to_copy" for p in q[IN_PROD])):
-                    by_autocast = True
-                    break
-        casts[r[MOD]][0 if by_autocast else 1] += 1
+        if r[OUT_DT]:
+            casts[r[MOD]][0 if _cast_by_autocast(records, r, copies) else 1] += 1
     return casts
+
+
+def _cast_by_autocast(records: list[tuple], r: tuple, copies: set[int]) -> bool:
+    """Did autocast make this cast? Autocast casts an op's inputs from inside that op's call: the cast and the op it
+    feeds (the next op that is not a cast, within a few records) share the Python frame and instruction."""
+    inner = r[INNER]
+    if not r[AUTOCAST] or inner is None:
+        return False
+    i = r[0]
+    for q in records[i + 1:i + 8]:
+        if q[INNER] != inner:
+            return False
+        if q[FUNC] not in copies and (i in (q[IN_PROD] or ()) or any(
+                p is not None and p >= 0 and records[p][INNER] == inner and records[p][FUNC] in copies for p in q[IN_PROD])):
+            return True
+    return False
 
 
 def _tensor_dtypes(trace: Trace) -> tuple[dict[int, set], dict[int, set], dict[int, set]]:
@@ -561,41 +573,50 @@ def _tensor_dtypes(trace: Trace) -> tuple[dict[int, set], dict[int, set], dict[i
 def _ops_by_dtype(trace: Trace) -> dict[int, Counter]:
     """Per module: how many ops made a result of each float dtype (their first float output's)."""
     records = trace.records
-    outs = list(map(itemgetter(OUT_DT), records))
-    first_float: dict[tuple | None, str | None] = {}  # records share their output dtype tuples: each named once
-    for out in set(outs):
-        fl = [d for d in out or () if d in FLOATS]
-        first_float[out] = dtypes.name_of(fl[0]) if fl else None
     ops: dict[int, Counter] = defaultdict(Counter)
-    # counted per (module, name) in C
-    for (mod, name), count in Counter(zip(map(itemgetter(MOD), records), map(first_float.__getitem__, outs))).items():
+    named: dict[tuple | None, str | None] = {}  # records share their output dtype tuples: each named once
+    # counted per (module, output dtypes) in C, then named per distinct output dtypes
+    for (mod, out), count in Counter(zip(map(itemgetter(MOD), records), map(itemgetter(OUT_DT), records))).items():
+        if out not in named:
+            fl = [d for d in out or () if d in FLOATS]
+            named[out] = dtypes.name_of(fl[0]) if fl else None
+        name = named[out]
         if name is not None:
             ops[mod][name] += count
     return ops
+
+
+def _joined(values: Iterable[str]) -> str:
+    return ",".join(sorted(values)) or "-"
+
+
+def _counted(ops: Counter | None) -> str:
+    return " ".join(f"{k}:{v}" for k, v in sorted(ops.items())) if ops else "-"
 
 
 def module_table(trace: Trace) -> Table:
     ops = _ops_by_dtype(trace)
     casts = _cast_counts(trace)
     params, grads, buffers = _tensor_dtypes(trace)
-
-    def joined(values: Iterable[str]) -> str:
-        return ",".join(sorted(values)) or "-"
-
+    name_of = dtypes.name_of
+    none = ()
+    no_casts = (0, 0)
     rows = []
-    order = sorted(set(range(len(trace.rec.modules))) | {k for k in ops if k >= 0}, key=lambda i: trace.names[i] or "")
+    infos = trace.rec.modules
+    names = trace.names
+    order = sorted(set(range(len(infos))) | {k for k in ops if k >= 0}, key=lambda i: names[i] or "")
     for idx in order:
-        info = trace.rec.modules[idx]
+        info = infos[idx]
         if trace.records and not info.calls and idx not in ops:
             continue  # scanned at the step's start (its buffers), never run: nothing to show in a table of what ran
+        cast = casts.get(idx, no_casts)
         rows.append((
-            trace.names[idx] or "<root>", joined(params[idx]), joined(buffers[idx]), joined(dtypes.name_of(d) for d in info.inputs),
-            joined(dtypes.name_of(d) for d in info.outputs), joined(grads[idx]),
-            " ".join(f"{k}:{v}" for k, v in sorted(ops[idx].items())) or "-", str(casts[idx][0]), str(casts[idx][1]),
+            names[idx] or "<root>", _joined(params.get(idx, none)), _joined(buffers.get(idx, none)), _joined(map(name_of, info.inputs)),
+            _joined(map(name_of, info.outputs)), _joined(grads.get(idx, none)), _counted(ops.get(idx)), str(cast[0]), str(cast[1]),
         ))
     if -1 in ops:
-        rows.append(("<outside modules>", "-", "-", "-", "-", "-", " ".join(f"{k}:{v}" for k, v in sorted(ops[-1].items())),
-                     str(casts[-1][0]), str(casts[-1][1])))
+        cast = casts.get(-1, no_casts)
+        rows.append(("<outside modules>", "-", "-", "-", "-", "-", _counted(ops[-1]), str(cast[0]), str(cast[1])))
     return Table(
         "Per-module dtypes (runtime audit)",
         ("module", "params", "buffers", "inputs", "outputs", "grads", "ops by dtype", "autocast casts", "user casts"),

@@ -36,6 +36,7 @@ class ModuleInfo:
 # Types of most of a module's attributes (flags, sizes, names, the dicts of its parameters, buffers and hooks), none
 # of them a tensor: passed over without an `isinstance(v, torch.Tensor)`, which goes through torch's metaclass.
 _NOT_TENSORS = frozenset({bool, int, float, str, type(None), dict, collections.OrderedDict, list, tuple, set})
+_NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
 
 
 def tensor_attributes(m: torch.nn.Module) -> list[tuple[str, Any]]:
@@ -65,9 +66,13 @@ def own_tensors(m: torch.nn.Module) -> tuple[list, list]:
 
 
 def _float_dtypes(tensors: list) -> set:
-    """The float dtypes among `tensors`, each tensor's dtype read once: in a module hook, under the attention-call
-    watch's function mode, every read of a tensor attribute passes through that mode."""
-    return {dt for dt in (t.dtype for t in tensors) if dt in _FLOATS}
+    """The float dtypes among `tensors`, each tensor's dtype read once, with torch function handling off: a module hook
+    runs under the attention-call watch's function mode (and any the program entered), through which every read of a
+    tensor attribute would otherwise pass, at the cost of a Python call each; the dtype read is the tensor's own."""
+    if not tensors:
+        return set()
+    with _NO_TORCH_FUNCTION():
+        return {dt for dt in (t.dtype for t in tensors) if dt in _FLOATS}
 
 
 def _died(deaths: dict[int, int], records: list, key: int, _ref: Any) -> None:

@@ -121,8 +121,12 @@ class Trace:
 
     def ops_named(self, names: Collection[str] | Callable[[str], bool], phase: str | None = None) -> Iterator[Op]:
         """`ops_of` the ops whose name (`op`) is in `names`, or satisfies `names` when it is a predicate."""
+        return self.ops_of(self.fids_named(names), phase)
+
+    def fids_named(self, names: Collection[str] | Callable[[str], bool]) -> set[int]:
+        """The ids of the recorded ops (a record's FUNC) whose name (`op`) is in `names`, or satisfies `names`."""
         match = names if callable(names) else names.__contains__
-        return self.ops_of({fid for fid in self.rec.ops if match(self._op_name(fid))}, phase)
+        return {fid for fid in self.rec.ops if match(self._op_name(fid))}
 
     def mixed(self, phase: str | None = None) -> Iterator[Op]:
         """The ops whose inputs have two dtypes or more (`dtype_kinds`), in order; only those of one phase if given:
@@ -226,13 +230,18 @@ class Trace:
         roots = self._roots(model)
         names: list[str | None] = [None] * len(self.modules)
         self.roots: list[tuple[str, torch.nn.Module]] = []
+        # Every (full name, module) under the roots, as `named_modules` lists them: walked once, read again by
+        # `_leaf_names` (the walk is a Python generator per module).
+        self._walked: list[tuple[str, torch.nn.Module]] = []
         for k, root in enumerate(roots):
             prefix = "" if k == 0 else f"<{type(root).__name__}>"
             self.roots.append((prefix, root))
             for name, sub in root.named_modules(remove_duplicate=False):
+                full = f"{prefix}.{name}" if prefix and name else prefix or name
+                self._walked.append((full, sub))
                 i = index.get(id(sub))
                 if i is not None and names[i] is None:
-                    names[i] = ".".join(x for x in (prefix, name) if x)
+                    names[i] = full
         for i, name in enumerate(names):
             if name is None:
                 info = self.rec.modules[i]
@@ -242,14 +251,12 @@ class Trace:
 
     def _leaf_names(self) -> dict[int, str]:
         out: dict[int, str] = {}
-        for prefix, root in self.roots:
-            for mname, m in root.named_modules(remove_duplicate=False):
-                full = ".".join(x for x in (prefix, mname) if x)
-                tensors = list(m._parameters.items()) + list(m._buffers.items())
-                tensors += tensor_attributes(m)
-                for k, t in tensors:
-                    if t is not None:
-                        out.setdefault(id(t), f"{full}.{k}" if full else k)
+        for full, m in self._walked:
+            tensors = list(m._parameters.items()) + list(m._buffers.items())
+            tensors += tensor_attributes(m)
+            for k, t in tensors:
+                if t is not None:
+                    out.setdefault(id(t), f"{full}.{k}" if full else k)
         return out
 
     def _replaced_names(self) -> tuple[dict[int, str], dict[int, str]]:

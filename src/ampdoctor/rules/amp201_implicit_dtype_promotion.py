@@ -40,7 +40,7 @@ def promotions(ctx: RuntimeContext) -> Iterator[Hit]:
 def _promotions_that_matter(ctx: RuntimeContext) -> dict[int, str]:
     """Promoting ops -> why it matters: outside autocast, or the promoted tensor feeds an fp32 matmul (the failing op
     itself is left to the failure's chain); not those inside an attention kernel's own math."""
-    t, taint = ctx.trace, ctx.promotion_taint
+    t = ctx.trace
     failing = ctx.failure.seq if ctx.failure is not None else None
     flagged: dict[int, str] = {}
     for op in ctx.promotions:
@@ -51,7 +51,8 @@ def _promotions_that_matter(ctx: RuntimeContext) -> dict[int, str]:
             continue
         if _takes_uncast_fp32_weight(ctx, op):
             continue  # the weight's own dtype made it fp32 (AMP203's to report): a half activation could not join it
-        src = next((taint[p] for p in op.producers if p is not None and p >= 0 and p in taint), None)
+        operands = (p for p in op.producers if p is not None and p >= 0)
+        src = next((found for found in map(ctx.promoted_from, operands) if found is not None), None)
         if src is not None:
             flagged.setdefault(src, f"the promoted tensor feeds an fp32 {t.op(op.seq)}")
     return {s: why for s, why in flagged.items() if not ctx.in_attention_kernel(s)}
