@@ -39,9 +39,26 @@ def precision_argument_overwritten(ctx: Context) -> Iterator[CodeHit]:
         name = _constant_assignment(stmt, params)
         if name is None or any(_reads_beyond_a_default(s, {name}) for s in fn.body[: fn.body.index(stmt)]):
             continue
+        said = (f"`{name}` is overwritten with `{ast.unparse(stmt.value)[:30]}` before it is used: whatever precision "
+                f"the caller of `{fn.name}` passes is ignored")
+        rotary = _rotary_owner(ctx, fn)
+        if rotary is not None and ctx.flow.dtype_of(stmt.value) == {FP32}:
+            # fp32 is the precision a rotary table belongs in: a half choice of the caller is lost for the better
+            yield stmt, (f"{said}; it is fp32 in `{rotary}`, a rotary embedding, whose tables belong in fp32: only the "
+                         "caller's choice is lost, no precision"), Severity.INFO
+            continue
         # a warning: the constant may be the safer precision (fp32 rotary), but the caller is not told
-        yield stmt, (f"`{name}` is overwritten with `{ast.unparse(stmt.value)[:30]}` before it is used: whatever precision "
-                     f"the caller of `{fn.name}` passes is ignored"), Severity.WARNING
+        yield stmt, said, Severity.WARNING
+
+
+def _rotary_owner(ctx: Context, fn: ast.AST) -> str | None:
+    """The function, or the class whose method it is, when its name says rotary embedding (``RotaryEmbedding``,
+    ``RotaryPositionMultiHeadedAttention.__init__``, ``build_rope``)."""
+    owner = ctx.src.parents.get(fn)
+    for node in (fn, owner):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and tokens(node.name) & {"rotary", "rope"}:
+            return node.name
+    return None
 
 
 def _constant_assignment(stmt: ast.stmt, params: set[str]) -> str | None:

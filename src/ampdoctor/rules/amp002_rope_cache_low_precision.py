@@ -42,6 +42,8 @@ def rope_cache_low_precision(ctx: Context) -> Iterator[CodeHit]:
             continue
         if (ctx.qualname(call.func) or "") in _RANDOM:
             continue  # random values named cos/sin are a kernel test's inputs, never a table of angles
+        if _constant_filled(ctx, call):
+            continue  # zeros or ones (an identity rotation's angles) are exact in any dtype: no table is rounded
         if _cast_to_an_activation_dtype(ctx, call, dtypes):
             continue  # `.to(x.dtype)` at the point of use, however spelled: the audit's business, as the catalog says
         receiver = call.func.value if isinstance(call.func, ast.Attribute) and ctx.qualname(call.func) is None else None
@@ -563,6 +565,30 @@ def table_kind(ctx: Context) -> str:
 # Words of a finished rotation table (cos and sin, or the real and imaginary parts of a complex one), as opposed to
 # the frequencies or angles it is computed from.
 _FINISHED = frozenset({"cos", "sin", "real", "imag"})
+# Factories of a tensor of one constant that every dtype holds exactly.
+_CONSTANT = frozenset({f"torch.{n}" for n in ("zeros", "ones", "zeros_like", "ones_like")})
+
+
+def _constant_filled(ctx: Context, call: ast.Call) -> bool:
+    """``theta = torch.zeros(..., dtype=dtype)``: a tensor made of zeros or ones, which its function never writes
+    into afterwards (no ``theta[i] = ...``, ``theta += ...``, ``theta.copy_(...)``): not a table of angles being
+    built in half, whatever its name."""
+    if (ctx.qualname(call.func) or "") not in _CONSTANT:
+        return False
+    parent = ctx.src.parents.get(call)
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
+        return False
+    name = parent.targets[0].id
+    for node in ast.walk(ctx.src.enclosing_function(call) or ctx.src.tree):
+        target = node.value if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) else \
+            node.target if isinstance(node, ast.AugAssign) else \
+            node.func.value if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_") \
+            and not node.func.attr.startswith("_") else None
+        if isinstance(target, ast.Name) and target.id == name:
+            return False
+    return True
+
+
 _RANDOM = frozenset({f"torch.{n}" for n in ("randn", "rand", "randint", "randn_like", "rand_like", "randint_like", "normal", "randperm")})
 
 # Sinusoidal embeddings added to the input (Transformer/diffusion timestep embeddings) use sin and cos too, but are

@@ -109,7 +109,7 @@ def _early_exit_unless_fp16(ctx: Context, child: ast.AST, scope: ast.AST) -> boo
     return False
 
 
-@code_check("AMP004", triggers=("GradScaler",))
+@code_check("AMP004", triggers=("GradScaler",), project=True)
 def grad_scaler_with_bf16(ctx: Context) -> Iterator[CodeHit]:
     # Incident 4 (h2o-llmstudio #628): GradScaler() built unconditionally, then run on bf16 grads.
     for call, name in calls_named(ctx, GRAD_SCALERS):
@@ -259,6 +259,9 @@ def _verdict(ctx: Context, scaler: str, evidence: ast.AST) -> tuple[str, Severit
     if built is not None:  # fp32 gradients unscale fine: the policy predicate's warning
         return (f"`{scaler}` is created without an fp16 gate in a file that uses bf16 (line {evidence.lineno}) while its "
                 f"weights stay fp32 (line {built.lineno}): bf16 has fp32's range, so it scales for nothing"), Severity.INFO
+    if ctx.project.weights_fp32:
+        return (f"`{scaler}` is created without an fp16 gate in a file that uses bf16 (line {evidence.lineno}), and {_FP32_PROJECT}: "
+                "their gradients unscale fine, so it scales for nothing"), Severity.INFO
     return (f"`{scaler}` is created without an fp16 gate in a file that uses bf16 (line {evidence.lineno}); "
             "with bf16 it fails in `unscale_` or scales for nothing"), None
 
@@ -274,8 +277,15 @@ def _gated_verdict(ctx: Context, said: str) -> tuple[str, Severity | None]:
     if built is not None:
         return (f"{said}, while its weights stay fp32 (line {built.lineno}): bf16 has fp32's range, so it scales for "
                 "nothing"), Severity.INFO
+    if ctx.project.weights_fp32:
+        return f"{said}, and {_FP32_PROJECT}: their gradients unscale fine, so it scales for nothing", Severity.INFO
     return (f"{said}: over bf16 weights it fails in `unscale_`; over fp32 weights under bf16 autocast it scales for "
             "nothing"), Severity.WARNING
+
+
+# What `ProjectContext.weights_fp32` says, as a finding says it.
+_FP32_PROJECT = ("no file of this project casts a model to half or loads one in half, nor does a config of it, so the "
+                 "weights stay fp32 under bf16 autocast")
 
 
 def bf16_weights(ctx: Context) -> ast.AST | None:

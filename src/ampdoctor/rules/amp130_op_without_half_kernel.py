@@ -47,7 +47,7 @@ _OP_TRIGGERS = ("linalg", "torch.svd", "torch.qr", "torch.inverse", "torch.chole
                 "triangular_solve", "geqrf")
 
 
-@code_check("AMP130", triggers=_OP_TRIGGERS, also=(HALF_WORDS,))
+@code_check("AMP130", triggers=_OP_TRIGGERS, also=(HALF_WORDS,), project=True)
 def decomposition_of_half_weights(ctx: Context) -> Iterator[CodeHit]:
     # peft PR #3410 and others: an SVD or solve of adapter or layer weights in code that handles half models; the
     # decomposition has no half kernel, and the code fails exactly for the fp16/bf16 models it was written for.
@@ -66,10 +66,16 @@ def decomposition_of_half_weights(ctx: Context) -> Iterator[CodeHit]:
         if dtypes and dtypes & HALF:
             yield call, f"`{short}` has no {describe(dtypes & HALF)} kernel on any device, and `{ast.unparse(operand)[:40]}` is {describe(dtypes & HALF)}; upcast with `.float()` first"
         elif (half := _half_on_path(ctx, call)) is not None and _from_weights(ctx, operand, scope, 0):
-            # a warning: the weights are half only when the model is, which this file allows but does not fix
-            yield call, (f"`{short}` has no bf16/fp16 kernel on any device, and `{ast.unparse(operand)[:40]}` is built from layer "
-                         f"weights, which are half in a half-precision model (this file handles half dtypes: line "
-                         f"{half.lineno}); upcast with `.float()` first"), Severity.WARNING
+            # a warning: the weights are half only when the model is, which this file allows but does not fix; a
+            # note where no file of the project makes a model half (autocast keeps the weights fp32)
+            said = (f"`{short}` has no bf16/fp16 kernel on any device, and `{ast.unparse(operand)[:40]}` is built from layer "
+                    f"weights, which are half in a half-precision model (this file handles half dtypes: line "
+                    f"{half.lineno}); upcast with `.float()` first")
+            if ctx.project.weights_fp32:
+                yield call, (f"{said}; no file of this project casts a model to half or loads one in half, nor does a config "
+                             "of it, so its own runs keep these weights fp32"), Severity.INFO
+            else:
+                yield call, said, Severity.WARNING
 
 
 # interpolate with `antialias=True`: no bf16/fp16 kernel on CPU (pytorch #175489: "compute_index_ranges_weights" not

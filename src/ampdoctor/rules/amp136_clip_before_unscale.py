@@ -8,7 +8,9 @@ import ast
 from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.evidence import Phase
+from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
+from ampdoctor.lint.launch import short_path
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.resolve import argument, dotted, keyword, last_identifier, tokens
 
@@ -142,7 +144,7 @@ def _no_clipping(call: ast.Call) -> bool:
     return "inf" in text
 
 
-@code_check("AMP136", triggers=("clip_grad",), also=((".scale(",), (".step(",)))
+@code_check("AMP136", triggers=("clip_grad",), also=((".scale(",), (".step(",)), project=True)
 def clip_before_unscale(ctx: Context) -> Iterator[CodeHit]:
     # Lightning #9599, pytorch/examples #1196: `clip_grad_norm_` between `scaler.scale(loss).backward()` and
     # `scaler.step(opt)` with no `scaler.unscale_(opt)` first compares the scaled norm with the threshold.
@@ -156,8 +158,25 @@ def clip_before_unscale(ctx: Context) -> Iterator[CodeHit]:
             for clip in clips:
                 if (scaled < clip.lineno or not here) and clip.lineno < stepped and not any(line < clip.lineno for line in unscaled):
                     shown = scaler[:-1] + "{...}" if scaler.endswith("*") else scaler
-                    yield clip, (f"`{last_identifier(clip.func)}` clips gradients that `{shown}` scaled (line {scaled}) and has not "
-                                 f"unscaled yet; call the scaler's `unscale_(optimizer)` before clipping")
+                    said = (f"`{last_identifier(clip.func)}` clips gradients that `{shown}` scaled (line {scaled}) and has not "
+                            f"unscaled yet; call the scaler's `unscale_(optimizer)` before clipping")
+                    caller = None if here or not ctx.project.unscaled_in else _called_from_elsewhere(ctx, body)
+                    if caller is not None:
+                        # the scale and the clip are in two methods that this file does not drive: the project
+                        # unscales elsewhere, and the caller that runs them may do it in between
+                        yield clip, (f"{said}; but the scaling and this clipping are in two methods, nothing in this file "
+                                     f"calls `{caller}`, and {short_path(ctx.project.unscaled_in)} unscales: the code that "
+                                     "runs them may unscale in between"), Severity.INFO
+                        continue
+                    yield clip, said
+
+
+def _called_from_elsewhere(ctx: Context, body: ast.AST) -> str | None:
+    """The name of the method `body` when no call in its file names it (``self.do_step(...)``, ``do_step(...)``):
+    it is run by code in another file."""
+    if not isinstance(body, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    return None if any(last_identifier(c.func) == body.name for c in ctx.src.calls) else body.name
 
 
 NORMS = frozenset({"aten::linalg_vector_norm", "aten::_foreach_norm", "aten::norm"})

@@ -91,8 +91,9 @@ class ProjectContext:
     precisions: frozenset[str] = frozenset()
     # The file was linted inside its project (a folder), and no file of that project enters autocast or hands its
     # training to a framework that would (`AUTOCAST_SIGNS`), nor does a training config of it run mixed precision,
-    # and the project runs training of its own (`kind.TRAINING_LOOP`; a library is run by its users' code): whatever
-    # depends on running under autocast cannot happen in this project's own runs.
+    # and the project runs training of its own (`kind.TRAINING_LOOP`; a library is run by its users' code) or is an
+    # application (no installable package, with scripts of its own, which are all that run it): whatever depends on
+    # running under autocast cannot happen in this project's own runs.
     autocast_nowhere: bool = False
     # The file was linted inside its project (a folder) that runs training of its own (`kind.TRAINING_LOOP`), and
     # nothing the project model reads puts this file's code under autocast: no module run under half autocast imports
@@ -123,10 +124,20 @@ class ProjectContext:
     # The file is part of what the project's installable package gives its users (`_shipped`): its public code is
     # also run by their code, under whatever precision they choose, which the project cannot show.
     shipped: bool = False
+    # The file was linted inside its project (a folder) that runs training of its own, no file of that project shows
+    # a sign of casting a model to half or loading one in half (`half_weights_sign`), and no training config of it
+    # casts the weights (DeepSpeed's bf16 engine, a `bf16-true` run): the project's weights stay fp32, whatever
+    # autocast computes in. Given only to a file whose findings it concerns (`Summary.weights_dtype`).
+    weights_fp32: bool = False
+    # Another file of the project that unscales a loss scaler's gradients (``scaler.unscale_(optimizer)``), given
+    # only to a file that clips gradients and scales a loss: a step it splits over methods that file calls may be
+    # unscaled there, between them.
+    unscaled_in: str = ""
 
     def __bool__(self) -> bool:
         return any((self.autocast, self.half_model, self.half, self.guarded, self.cpu_autocast, self.other_device,
-                    self.autocast_nowhere, self.autocast_unseen, self.unused_helpers, self.shipped))
+                    self.autocast_nowhere, self.autocast_unseen, self.unused_helpers, self.shipped, self.weights_fp32,
+                    self.unscaled_in))
 
     def digest(self) -> str:
         # asked once per file linted (`lint.cache.key`), of a context most files of a project share: kept once made
@@ -158,6 +169,10 @@ class Summary:
     loop: bool = False  # the file runs a training loop of its own (`kind.TRAINING_LOOP`)
     pins_cuda: bool = False  # the file pins an fp32 autocast region to CUDA: the devices its project runs on concern it
     functions: bool = False  # the file defines an autograd Function: whether its package ships it concerns it
+    half_weights: bool = False  # the file may cast a model to half or load one in half (`half_weights_sign`)
+    weights_dtype: bool = False  # the file scales a loss or decomposes tensors: whether its weights can be half concerns it
+    clips: bool = False  # the file clips gradients and scales a loss: where its project unscales concerns it
+    unscales: bool = False  # the file unscales a loss scaler's gradients (``scaler.unscale_(optimizer)``)
 
 
 # `from pkg.model import GPT, Config` on one line, or parenthesized over several (black's style for a long list,
@@ -383,10 +398,12 @@ class ProjectModel:
         half = self._spread("half")
         guards = [(p, s.guards) for p, s in sorted(self.summaries.items()) if s.guards is not None]
         cpu = {p: s.cpu_autocast for p, s in sorted(self.summaries.items()) if s.cpu_autocast is not None}
-        nowhere = self._autocast_nowhere()
+        nowhere = self._autocast_nowhere(own_runs=True)  # true only where no file has a guard: `guards` is then empty
         if guards and not nowhere and self._autocast_nowhere(past_guards=True):
             guards = []  # a guard copied with library code is the only sign: no run of the project enters autocast
         devices = self._devices(cpu)
+        weights_fp32 = self._weights_fp32()
+        unscaling = self._unscaling()
         every = ProjectContext(trains_bf16=self.trains_bf16, precisions=frozenset().union(*(e.dtypes for e in self.config_half)),
                                config_autocast=next((e for e in self.config_half if e.autocasts), None))
         out: dict[str, ProjectContext] = {}
@@ -404,7 +421,8 @@ class ProjectModel:
                                  option_values(self.launches.get(path, ())), runs_of(self.launches.get(path, ())),
                                  self._unused_helpers(path), _nearest_device(path, summary, devices),
                                  config_values=base.config_values, config_autocast=base.config_autocast,
-                                 shipped=summary.functions and self._shipped(path))
+                                 shipped=summary.functions and self._shipped(path), weights_fp32=weights_fp32 & summary.weights_dtype,
+                                 unscaled_in=_unscaled_elsewhere(path, summary, unscaling))
             if ctx:
                 out[path] = ctx
         return out
@@ -545,11 +563,14 @@ class ProjectModel:
             return True
         return any(self.resolve(importer, f"{base}.{n}") == path and f"{n}.{name}" in text for n in names if n.isidentifier())
 
-    def _autocast_nowhere(self, past_guards: bool = False) -> bool:
+    def _autocast_nowhere(self, past_guards: bool = False, own_runs: bool = False) -> bool:
         """No file of this folder shows a sign of running under autocast (`AUTOCAST_SIGNS`) and no training config
         of it runs half precision through autocast (one that casts the weights, as DeepSpeed's bf16 engine, enters
         none), while some file of it runs a training loop (`kind.TRAINING_LOOP`): a folder with none is
-        a library, run by its users' code, which may enter autocast. Read from the files' text only when the
+        a library, run by its users' code, which may enter autocast. With `own_runs`, also a folder that runs no
+        training loop, is no installable package and has scripts of its own (``if __name__ == "__main__":``, a
+        model's inference scripts): it is an application, its scripts are what runs its code, and none of them enters
+        autocast. Read from the files' text only when the
         summaries leave it open, and only until the first sign (a file that cannot be read leaves it open: no).
         With `past_guards`, an autocast turned off (`_GUARD`: model code copied from a library that guards its own
         math) is no sign: it says the code was written for autocast, not that this project's runs enter one."""
@@ -562,6 +583,7 @@ class ProjectModel:
         # the project's own code, not a framework's that would enter autocast. Both are collected in the one pass.
         called: set[str] = set()
         own: set[str] = set()
+        scripts = False
         for path in (*self.summaries, *self._fixable()):
             text = self.text_of(path)
             trainers = _trainer_signs(text, past_guards) if text is not None else None
@@ -569,7 +591,22 @@ class ProjectModel:
                 return False
             called |= trainers[0]
             own |= trainers[1]
-        return self._trains() and called <= own
+            scripts = scripts or _MAIN_GUARD.search(text) is not None
+        return (self._trains() or (own_runs and not self.packaged and scripts)) and called <= own
+
+    def _unscaling(self) -> list[str]:
+        """The files that unscale a loss scaler's gradients (`Summary.unscales`), in path order."""
+        return [p for p, s in sorted(self.summaries.items()) if s.unscales]
+
+    def _weights_fp32(self) -> bool:
+        """`ProjectContext.weights_fp32`: a folder that trains (`_trains`: its model is built and run by its own
+        code, not a user's) none of whose files, compiled or not, shows a sign of half weights, and none of whose
+        training configs casts them."""
+        if not self.folder or not self._trains() or any(e.casts_weights for e in self.config_half) \
+                or any(s.half_weights for s in self.summaries.values()):
+            return False
+        texts = (self.text_of(p) if self.text_of is not None else None for p in self._fixable())
+        return not any(t is None or half_weights_sign(t) is not None for t in texts)
 
     def _trains(self) -> bool:
         """Some file of the folder runs a training loop of its own: a folder with none is a library, run by its
@@ -740,6 +777,12 @@ def _trainer_signs(text: str, past_guards: bool) -> tuple[set[str], set[str]] | 
     return called, {m.group(1) for m in _PLAIN_TRAINER_CLASS.finditer(lowered)}
 
 
+def _unscaled_elsewhere(path: str, summary: Summary, unscaling: Sequence[str]) -> str:
+    """`ProjectContext.unscaled_in` for the file at `path`: the first other file of `unscaling` (those that unscale),
+    for a file that clips scaled gradients."""
+    return next((p for p in unscaling if p != path), "") if summary.clips else ""
+
+
 def _nearest_signs(path: str, summary: Summary, guards: Sequence[tuple[str, int]],
                    cpu: Mapping[str, int]) -> tuple[Evidence | None, Evidence | None]:
     """For the file at `path`: the other module of the project that turns autocast off around its own math (where
@@ -810,6 +853,60 @@ AUTOCAST_SIGNS = re.compile(
     r"|\.amp(?![a-z])|_amp(?![a-z]|_foreach_non_finite|_update_scale)"
     r"|(?<![a-z])amp(?:[=.]|_(?!c(?![a-z])|foreach_non_finite|update_scale))|ampoptim"
     r"|accelerator|trainingarguments|fabric|lightning|composer|(?P<trainer>trainer)\(")
+# Signs in a file's text that it casts a model to half or loads one in half: a loader's `torch_dtype`, FSDP's
+# `param_dtype`, a default dtype set, a converter (`convert_to_fp16`, Megatron's `Float16Module`), a `bf16-true`
+# precision, a DeepSpeed `"bf16": {...}` section, a half `dtype=` given to a constructor (not to autocast), and
+# `.half()`/`.bfloat16()`/`.to(<half dtype or a dtype variable>)` on a receiver named as a model is
+# (`MODEL_TOKENS`, `self`) or on a call's result (`Net().half()`; for `.to(`, only with a half dtype written out:
+# `norm(x).to(x.dtype)` is an activation's cast). Casts of data (`mel.half()`, `x.to(dtype)`) are none.
+_HALF_WEIGHTS = re.compile(
+    r"torch_dtype|param_dtype|set_default_dtype|set_default_tensor_type|keep_in_fp32|(?:to|convert\w*)_(?:fp16|bf16|half)\b"
+    r"|(?:fp16|float16|bf16|half)_?module|(?:bf)?16-true|[\"'](?:bf16|fp16|bfloat16)[\"']\s*:\s*\{"
+    r"|(?P<keyword>[(,]\s*dtype\s*=\s*torch\.(?:bfloat16|float16|half)\b)"
+    r"|(?P<receiver>[\w.]*\)?)\s*\.\s*(?:half|bfloat16)\s*\(\s*\)"
+    r"|(?P<moved>[\w.]*\)?)\s*\.\s*to\s*\((?P<to>[^)]*?(?:bfloat16|float16|half|bf16|fp16|dtype))", re.I)
+_HALF_WEIGHTS_GATES = ("half", "loat16", "dtype", "f16", "F16", "16-true")
+
+
+_UNSCALE_CALL = re.compile(r"\.unscale_\(")
+# A script's entry point: ``if __name__ == "__main__":``.
+_MAIN_GUARD = re.compile(r"__name__\s*==\s*[\"']__main__[\"']")
+# Words of the code whose findings depend on whether the weights can be half: a loss scaler, a decomposition or
+# solve with no half kernel (AMP004's and AMP130's triggers).
+_WEIGHTS_DTYPE_WORDS = ("GradScaler", "linalg", "torch.svd", "torch.qr", "torch.inverse", "torch.cholesky", "svd_lowrank",
+                        "quantile", "triangular_solve", "geqrf")
+
+
+def _clips_scaled(source: str | TextWords) -> bool:
+    seen = text_and_words(source)[1]
+    return "clip_grad" in seen and ".scale(" in seen
+
+
+def _unscales(source: str | TextWords) -> bool:
+    text, seen = text_and_words(source)
+    return "unscale_" in seen and _UNSCALE_CALL.search(text) is not None
+
+
+def half_weights_sign(source: str | TextWords) -> re.Match[str] | None:
+    """The first sign in the text that the file makes a model's weights half (`_HALF_WEIGHTS`), or None."""
+    text, seen = text_and_words(source)
+    if not any(w in seen for w in _HALF_WEIGHTS_GATES):
+        return None
+    return next((m for m in _HALF_WEIGHTS.finditer(text) if _casts_a_model(m, text)), None)
+
+
+def _casts_a_model(sign: re.Match[str], text: str) -> bool:
+    if sign["keyword"] is not None:  # `dtype=torch.bfloat16` given to a constructor, not to an autocast on its line
+        return "autocast" not in text[text.rfind("\n", 0, sign.start()) + 1: sign.start()].lower()
+    receiver = sign["receiver"] if sign["receiver"] is not None else sign["moved"]
+    if receiver is None:
+        return True
+    if not receiver or receiver.endswith(")"):
+        return sign["receiver"] is not None or not sign["to"].lower().endswith("dtype")
+    last = receiver.rsplit(".", 1)[-1]
+    return last == "self" or bool(set(words(last)) & MODEL_TOKENS)
+
+
 # ``class MixedPrecisionTrainer:`` or ``class LoopTrainer(object):``, in lowercased text.
 _PLAIN_TRAINER_CLASS = re.compile(r"^[ \t]*class[ \t]+(\w*trainer)[ \t]*(?:\([ \t]*(?:object)?[ \t]*\))?[ \t]*:", re.M)
 _IDENTIFIER_END = re.compile(r"\w*$")
@@ -859,7 +956,9 @@ def _read_from_text(source: str | TextWords) -> dict[str, object]:
     """The fields of every file's summary that its text tells, parsed or not."""
     return dict(angles=_may_compute_angles(source), cpu_autocast=cpu_autocast_line(source), autocast_state=_reads_autocast_state(source),
                 helpers=apply_helpers(source), loop=runs_training_loop(source), pins_cuda=pins_cuda(source),
-                functions=defines_function(source))
+                functions=defines_function(source), half_weights=half_weights_sign(source) is not None,
+                clips=_clips_scaled(source), unscales=_unscales(source),
+                weights_dtype=any(w in text_and_words(source)[1] for w in _WEIGHTS_DTYPE_WORDS))
 
 
 def _first_made(facts: "Facts", nodes: Sequence[ast.AST]) -> tuple[ast.AST | None, str | None]:

@@ -1,0 +1,21 @@
+# A training step split over two methods: `forward_backward` scales the loss, `do_step` clips and steps. Another
+# file drives them, and no file of the project unscales: the clip sees scaled gradients.
+import torch
+
+
+class Step:
+    def __init__(self, model, optimizer, clip=1.0):
+        self.model, self.optimizer, self.clip = model, optimizer, clip
+        self.scaler = torch.amp.GradScaler("cuda")
+
+    def forward_backward(self, batch):
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = self.model(batch).float().mean()
+        self.scaler.scale(loss).backward()
+        return loss
+
+    def do_step(self):
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)  # ampdoctor: expect[AMP136:warning]
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad()
