@@ -169,7 +169,6 @@ class Summary:
     loop: bool = False  # the file runs a training loop of its own (`kind.TRAINING_LOOP`)
     pins_cuda: bool = False  # the file pins an fp32 autocast region to CUDA: the devices its project runs on concern it
     functions: bool = False  # the file defines an autograd Function: whether its package ships it concerns it
-    half_weights: bool = False  # the file may cast a model to half or load one in half (`half_weights_sign`)
     weights_dtype: bool = False  # the file scales a loss or decomposes tensors: whether its weights can be half concerns it
     clips: bool = False  # the file clips gradients and scales a loss: where its project unscales concerns it
     unscales: bool = False  # the file unscales a loss scaler's gradients (``scaler.unscale_(optimizer)``)
@@ -601,11 +600,13 @@ class ProjectModel:
     def _weights_fp32(self) -> bool:
         """`ProjectContext.weights_fp32`: a folder that trains (`_trains`: its model is built and run by its own
         code, not a user's) none of whose files, compiled or not, shows a sign of half weights, and none of whose
-        training configs casts them."""
-        if not self.folder or not self._trains() or any(e.casts_weights for e in self.config_half) \
-                or any(s.half_weights for s in self.summaries.values()):
+        training configs casts them. Asked only where a file's findings depend on it (`Summary.weights_dtype`); the
+        texts are read then, and only until the first sign (most projects that have one show it early), since the
+        sign's pattern is too costly to look for in every file linted (a file that cannot be read: no)."""
+        if not self.folder or self.text_of is None or not any(s.weights_dtype for s in self.summaries.values()) \
+                or not self._trains() or any(e.casts_weights for e in self.config_half):
             return False
-        texts = (self.text_of(p) if self.text_of is not None else None for p in self._fixable())
+        texts = (self.text_of(p) for p in (*self.summaries, *self._fixable()))
         return not any(t is None or half_weights_sign(t) is not None for t in texts)
 
     def _trains(self) -> bool:
@@ -863,8 +864,8 @@ _HALF_WEIGHTS = re.compile(
     r"torch_dtype|param_dtype|set_default_dtype|set_default_tensor_type|keep_in_fp32|(?:to|convert\w*)_(?:fp16|bf16|half)\b"
     r"|(?:fp16|float16|bf16|half)_?module|(?:bf)?16-true|[\"'](?:bf16|fp16|bfloat16)[\"']\s*:\s*\{"
     r"|(?P<keyword>[(,]\s*dtype\s*=\s*torch\.(?:bfloat16|float16|half)\b)"
-    r"|(?P<receiver>[\w.]*\)?)\s*\.\s*(?:half|bfloat16)\s*\(\s*\)"
-    r"|(?P<moved>[\w.]*\)?)\s*\.\s*to\s*\((?P<to>[^)]*?(?:bfloat16|float16|half|bf16|fp16|dtype))", re.I)
+    r"|(?<![\w.])(?P<receiver>[\w.]*\)?)\s*\.\s*(?:half|bfloat16)\s*\(\s*\)"
+    r"|(?<![\w.])(?P<moved>[\w.]*\)?)\s*\.\s*to\s*\((?P<to>[^)]*?(?:bfloat16|float16|half|bf16|fp16|dtype))", re.I)
 _HALF_WEIGHTS_GATES = ("half", "loat16", "dtype", "f16", "F16", "16-true")
 
 
@@ -956,7 +957,7 @@ def _read_from_text(source: str | TextWords) -> dict[str, object]:
     """The fields of every file's summary that its text tells, parsed or not."""
     return dict(angles=_may_compute_angles(source), cpu_autocast=cpu_autocast_line(source), autocast_state=_reads_autocast_state(source),
                 helpers=apply_helpers(source), loop=runs_training_loop(source), pins_cuda=pins_cuda(source),
-                functions=defines_function(source), half_weights=half_weights_sign(source) is not None,
+                functions=defines_function(source),
                 clips=_clips_scaled(source), unscales=_unscales(source),
                 weights_dtype=any(w in text_and_words(source)[1] for w in _WEIGHTS_DTYPE_WORDS))
 
