@@ -251,3 +251,31 @@ def test_a_file_the_project_reaches_is_judged_once_by_the_rules_that_read_its_co
     assert {(f.rule_id, f.location.line) for f in report.findings} >= {("AMP101", 13), ("AMP002", 10)}
     on_rope = [r for r in ran if r[:2] == ("rope.py", "AMP002")]
     assert on_rope and len(on_rope) == len(set(on_rope))  # each detector once
+
+
+def test_the_signs_of_half_weights_are_looked_for_only_where_a_finding_depends_on_them(tmp_path, monkeypatch):
+    # The pattern is costly on large files: a project none of whose files scales a loss or decomposes a tensor never
+    # has it run; one that does reads its files until the first sign, and judges with what it found.
+    from ampdoctor.lint.python import project
+
+    looked = []
+    sign = project.half_weights_sign
+    monkeypatch.setattr(project, "half_weights_sign", lambda s: looked.append(1) or sign(s))
+    files = {"pkg/__init__.py": "", "pkg/rope.py": ROPE, "train.py": TRAIN, "util.py": "x = 1\n"}
+    root = write(tmp_path / "plain", files)
+    lint_python_files(sorted(root.rglob("*.py")), jobs=1, roots=[root])
+    assert looked == []
+    scaler = ("import torch\nscaler = torch.amp.GradScaler('cuda')\nmodel = torch.nn.Linear(2, 2).half()\n"
+              "opt = torch.optim.SGD(model.parameters())\nscaler.step(opt)\nopt.step()\n")
+    root = write(tmp_path / "scaled", {**files, "amp.py": scaler})
+    lint_python_files(sorted(root.rglob("*.py")), jobs=1, roots=[root])
+    assert looked
+
+
+def test_a_half_weights_sign_names_the_model_the_cast_is_made_on():
+    from ampdoctor.lint.python.project import half_weights_sign
+
+    # the receiver of `.half()` is read from where an identifier (or a call's closing parenthesis) begins
+    assert half_weights_sign("net = build()\nmodel.encoder.half()\n")["receiver"] == "model.encoder"
+    assert half_weights_sign("y = Net().half()\n")["receiver"] == ")"
+    assert half_weights_sign("x = mel.half()\n") is None
