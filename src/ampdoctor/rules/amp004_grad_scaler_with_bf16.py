@@ -17,6 +17,7 @@ from ampdoctor.lint.cstedit import dotted as cst_dotted
 from ampdoctor.lint.python.context import GRAD_SCALERS, CodeHit, Context, bf16_in_function, calls_named
 from ampdoctor.lint.python.dataflow import TORCH_DTYPES, autocast_argument, name_polarity
 from ampdoctor.lint.python.facts import disables_autocast
+from ampdoctor.lint.python.project import WEIGHTS_FP32_SAID
 from ampdoctor.lint.python.resolve import argument, has_star_kwargs, last_identifier, tokens
 from ampdoctor.policy import Policy
 
@@ -284,8 +285,7 @@ def _gated_verdict(ctx: Context, said: str) -> tuple[str, Severity | None]:
 
 
 # What `ProjectContext.weights_fp32` says, as a finding says it.
-_FP32_PROJECT = ("no file of this project casts a model to half or loads one in half, nor does a config of it, so the "
-                 "weights stay fp32 under bf16 autocast")
+_FP32_PROJECT = f"{WEIGHTS_FP32_SAID}, so the weights stay fp32 under bf16 autocast"
 
 
 def bf16_weights(ctx: Context) -> ast.AST | None:

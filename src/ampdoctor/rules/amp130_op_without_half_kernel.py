@@ -11,6 +11,7 @@ from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import FLOAT_UP, HALF_WORDS, CodeHit, Context, half_dtypes_run
 from ampdoctor.lint.python.dataflow import BF16, FACTORIES, HALF, describe, torch_factory
+from ampdoctor.lint.python.project import WEIGHTS_FP32_SAID
 from ampdoctor.lint.python.resolve import keyword, tokens
 from ampdoctor.lint.python.source import parameters
 
@@ -72,8 +73,7 @@ def decomposition_of_half_weights(ctx: Context) -> Iterator[CodeHit]:
                     f"weights, which are half in a half-precision model (this file handles half dtypes: line "
                     f"{half.lineno}); upcast with `.float()` first")
             if ctx.project.weights_fp32:
-                yield call, (f"{said}; no file of this project casts a model to half or loads one in half, nor does a config "
-                             "of it, so its own runs keep these weights fp32"), Severity.INFO
+                yield call, f"{said}; {WEIGHTS_FP32_SAID}, so its own runs keep these weights fp32", Severity.INFO
             else:
                 yield call, said, Severity.WARNING
 

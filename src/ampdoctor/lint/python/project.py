@@ -69,6 +69,10 @@ class Evidence:
         return replace(self, through=f"{self.through}, then {through}" if self.through else through)
 
 
+# What `ProjectContext.weights_fp32` establishes, as the findings that rest on it say it.
+WEIGHTS_FP32_SAID = "no file of this project casts a model to half or loads one in half, nor does a config of it"
+
+
 @dataclass(frozen=True)
 class ProjectContext:
     """What the project says about the precision one file's code runs under."""
