@@ -145,3 +145,12 @@ def test_matmul_rope_angles_without_tf32_are_fine():
         return inv_freq[None, :, None].float() @ position_ids[:, None, :].float()
     """
     assert hits(code, "tf32-rope-angles") == []
+
+
+def test_an_identifier_names_rotary_in_snake_camel_and_the_papers_spelling():
+    from ampdoctor.lint.python.resolve import names_rotary
+
+    for name in ("RotaryEmbedding", "build_rope", "apply_rotary_pos_emb", "LlamaRoPE", "RoPEScaling", "NTKRoPE", "ROPE"):
+        assert names_rotary(name), name
+    for name in ("SinusoidalEmbedding", "europe_map", "tropes", "rotate", "PosEncoder"):
+        assert not names_rotary(name), name

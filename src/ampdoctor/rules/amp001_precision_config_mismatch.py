@@ -15,7 +15,7 @@ from ampdoctor.dtypes import BF16, FP16, FP32, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.frameworks import accelerate, hf, lightning
 from ampdoctor.lint.python.context import CodeHit, Context
-from ampdoctor.lint.python.resolve import tokens
+from ampdoctor.lint.python.resolve import names_rotary, tokens
 from ampdoctor.policy import Policy
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def _rotary_owner(ctx: Context, fn: ast.AST) -> str | None:
     ``RotaryPositionMultiHeadedAttention.__init__``, ``build_rope``)."""
     owner = ctx.src.parents.get(fn)
     for node in (fn, owner):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and tokens(node.name) & {"rotary", "rope"}:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and names_rotary(node.name):
             return node.name
     return None
 

@@ -26,7 +26,7 @@ from ampdoctor.lint.python.context import (
     rotary_said,
 )
 from ampdoctor.lint.python.dataflow import describe
-from ampdoctor.lint.python.resolve import keyword, last_identifier, self_attribute, tokens
+from ampdoctor.lint.python.resolve import keyword, last_identifier, names_rotary, self_attribute, tokens
 from ampdoctor.policy import Policy
 
 if TYPE_CHECKING:
@@ -602,8 +602,8 @@ def _absolute_embedding_scopes(ctx: Context) -> set[ast.AST]:
     out: set[ast.AST] = set()
     for fn in (n for n in ctx.src.functions if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):  # indexed at parse
         cls = ctx.src.enclosing_class(fn)
-        words = tokens(fn.name) | (tokens(cls.name) if cls else frozenset())
-        if words & _ABSOLUTE and not words & {"rotary", "rope"}:
+        names = (fn.name, cls.name) if cls else (fn.name,)
+        if any(tokens(n) & _ABSOLUTE for n in names) and not any(names_rotary(n) for n in names):
             out.add(fn)
     for call in ctx.src.calls:
         if ctx.qualname(call.func) == "torch.cat" and call.args and isinstance(call.args[0], (ast.List, ast.Tuple)):

@@ -14,7 +14,7 @@ from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import STRICT_KERNEL_MODULES, CodeHit, Context, chain_words, is_table
 from ampdoctor.lint.python.dataflow import FP32, describe
-from ampdoctor.lint.python.resolve import last_identifier, tokens
+from ampdoctor.lint.python.resolve import last_identifier, names_rotary
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -123,7 +123,7 @@ def _upcast_here(x: ast.AST, ctx: Context, scope: ast.AST) -> ast.AST | None:
 def _strict_consumer(ctx: Context, call: ast.Call, strict_locals: set[str]) -> bool:
     name = ctx.qualname(call.func) or ""
     ident = last_identifier(call.func) or ""
-    if not tokens(ident) & {"rotary", "rope"}:
+    if not names_rotary(ident):
         return False
     if name.split(".")[0] in STRICT_KERNEL_MODULES:
         return True

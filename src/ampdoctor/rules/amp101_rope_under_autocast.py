@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Iterator
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import TRIG, CodeHit, Context, angle_matmuls, construction_only, rotary_said
-from ampdoctor.lint.python.resolve import tokens
+from ampdoctor.lint.python.resolve import names_rotary
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -25,7 +25,7 @@ def _rotary_functions(ctx: Context) -> set[ast.AST]:
         if name in TRIG if name else isinstance(call.func, ast.Attribute) and call.func.attr in ("cos", "sin"):
             found.add(ctx.src.enclosing_function(call) or ctx.src.tree)
     for cls in ctx.src.classes:
-        if tokens(cls.name) & {"rotary", "rope"} or "RoPE" in cls.name:
+        if names_rotary(cls.name):
             found.update(s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
     return found
 

@@ -100,6 +100,15 @@ def tokens(identifier: str) -> frozenset[str]:
     return frozenset(words(identifier))
 
 
+_ROTARY_WORDS = frozenset({"rotary", "rope"})
+
+
+def names_rotary(identifier: str) -> bool:
+    """An identifier that names a rotary embedding: ``RotaryEmbedding``, ``build_rope``, ``apply_rotary_pos_emb``, and
+    the paper's own spelling ``LlamaRoPE`` / ``RoPEScaling``, which camel-case splitting would cut into "ro" and "pe"."""
+    return bool(tokens(identifier.replace("RoPE", "_rope_")) & _ROTARY_WORDS)
+
+
 def node_words(node: ast.AST) -> frozenset[str]:
     """The word pieces a name, an attribute or a string constant says (`tokens`); nothing for any other node."""
     if isinstance(node, ast.Name):

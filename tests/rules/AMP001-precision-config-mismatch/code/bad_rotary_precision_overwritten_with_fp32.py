@@ -14,6 +14,14 @@ class RotaryHeadAttention(nn.Module):
         self.register_buffer("inv_freq", inv_freq.to(precision))
 
 
+class LlamaRoPE(nn.Module):  # the paper's spelling names a rotary embedding too
+    def __init__(self, dim, precision):
+        super().__init__()
+        precision = torch.float32  # ampdoctor: expect[AMP001:info]
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+        self.register_buffer("inv_freq", inv_freq.to(precision))
+
+
 class HalfRotaryHeadAttention(nn.Module):
     def __init__(self, dim, precision):
         super().__init__()
