@@ -99,6 +99,21 @@ def test_cli_export(capsys):
     assert "--policy" in capsys.readouterr().err
 
 
+def test_cli_export_of_a_framework_configured_in_code_prints_its_code_without_importing_torch():
+    # Building the FSDP object imports torch (seconds, more under load); the command prints only the code that builds it.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "src"
+    code = ("import sys; from ampdoctor.cli import main; rc = main(['export', '--policy', 'bf16-mixed', '--to', 'fsdp']); "
+            "print('torch imported' if 'torch' in sys.modules else 'no torch'); sys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(src)})
+    assert proc.returncode == 0, proc.stderr
+    assert "MixedPrecisionPolicy(" in proc.stdout and proc.stdout.rstrip().endswith("no torch")
+    assert type(export(Policy.preset("bf16-mixed"), "fsdp").config).__name__ == "MixedPrecisionPolicy"  # the API still builds it
+
+
 def test_every_target_exports():
     for target in TARGETS:
         assert export(Policy.preset("bf16-mixed"), target).text

@@ -26,7 +26,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from ampdoctor.frameworks import export
 
     policy = parse_policy(args.policy)
-    result = export(policy, args.to)
+    result = export(policy, args.to, build=False)  # only the text is printed
     header = [f"# ampdoctor export --policy {args.policy} --to {args.to}: {policy}"]
     notes = [f"# cannot express: {note}" for note in result.cannot_express]
     with output(args.output) as stream:

@@ -84,14 +84,16 @@ class Export:
     syntax: str
 
 
-def export(policy: Policy, target: str) -> Export:
+def export(policy: Policy, target: str, *, build: bool = True) -> Export:
+    """The fragment for `target`. For a framework configured by an object in code, `build=False` leaves `config` None:
+    building it imports torch (seconds), which a caller that only prints the text (the CLI) does not need."""
     reader = reader_named(target)
     if reader is None or reader.export is None:
         raise ValueError(f"unknown export target {target!r}: expected one of {', '.join(TARGETS)}")
     if reader.build is not None:
         # Configured by an object in code: the exporter writes the code; the object needs torch.
         text, notes = reader.export(policy)
-        config = reader.build(policy) if importlib.util.find_spec("torch") is not None else None
+        config = reader.build(policy) if build and importlib.util.find_spec("torch") is not None else None
         return Export(reader.target, config, text, tuple(notes), reader.syntax)
     config, notes = reader.export(policy)
     notes = notes + _unexpressed(policy, reader.target, config, notes)
