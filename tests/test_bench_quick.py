@@ -330,3 +330,20 @@ def test_cuda_incidents_rewrites_each_script_for_the_gpu_and_reads_its_audit_on_
     row = bench.one("incident4_gradscaler_bf16.py", tmp_path / "cpu", cuda=False)
     assert row["plain_rc"] == 0 and row["audit_rc"] == 1  # the CPU runs it silently; the audit does not
     assert row["audit_findings"][0].startswith("AMP004 error")
+
+
+def test_explain_halves_leaves_out_what_only_the_half_explained_could_have_taught(docs):
+    # A pattern that matches a text of the half being explained and none of the other half's is taken away (with an
+    # `unless` or `doubt` fitted the same way); one the other half matches, or that no text matches, stays.
+    halves = load("explain/halves.py")
+    from ampdoctor.core import Rule, Severity, Signature
+
+    rule = Rule(id="AMPX", name="x", severity=Severity.WARNING, summary="", why="", fix="", sources=(),
+                signatures=(Signature("only b"), Signature("in both", doubt="b doubt"), Signature("in none"),
+                            Signature("only a", unless="a unless")),
+                context=(Signature("ctx b"),), detectors=("explain",))
+    kept, = halves.fitted_without((rule,), ["only a, in both, a unless"], ["only b ctx b b doubt in both"])
+    assert [s.pattern for s in kept.signatures] == ["in both", "in none", "only a"]
+    assert kept.signatures[0].doubt == "" and kept.signatures[2].unless == "a unless" and kept.context == ()
+    names = [f"t{i}" for i in range(40)]
+    assert {halves.half(n) for n in names} == {0, 1}  # both halves are used

@@ -293,13 +293,14 @@ def test_a_message_the_catalog_weighs_as_generic_is_a_guess_even_when_only_one_r
 
 def test_a_specific_message_alone_on_its_line_is_a_guess_when_another_rule_reads_part_of_it():
     # Two half dtypes in a matmul: AMP121's wording, but AMP001 (and the input rules) read "expected mat1 and mat2 to
-    # have the same dtype" in it too. Alone, which cause it is the text does not say; a frame around it does.
+    # have the same dtype" in it too. Alone, which cause it is the text does not say; a frame around it ranks AMP121
+    # first, and AMP121 names no context that frame could confirm it with, so it stays a guess (`_context_missing`).
     message = "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: c10::Half != c10::BFloat16"
     alone = explain(message)[0]
     assert alone.rule.id == "AMP121" and alone.guess
     framed = explain('  File "/site-packages/awq/modules/linear/gemm.py", line 63, in forward\n'
                      "    out = torch.matmul(x, out)\n" + message)[0]
-    assert framed.rule.id == "AMP121" and not framed.guess
+    assert framed.rule.id == "AMP121" and framed.guess
     # a specific message no other rule reads stays confident alone on its line
     assert not explain("ValueError: Attempting to unscale FP16 gradients.")[0].guess
 
@@ -616,11 +617,13 @@ def test_a_specific_message_without_its_rules_context_is_a_guess_where_the_text_
     with_context = explain('  File "/site-packages/torch/nn/modules/conv.py", line 456, in _conv_forward\n'
                            "    return F.conv2d(input, weight, bias)\n" + message)[0]
     assert with_context.rule.id == "AMP131" and not with_context.guess
-    # a rule that names no context has nothing to miss: its message decides beside any frame
-    framed = explain('  File "/work/serve.py", line 40, in main\n    llm = LLM(model=path)\n'
-                     "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
-                     "Your Tesla T4 GPU has compute capability 7.5.")[0]
-    assert framed.rule.id == "AMP113" and not framed.guess
+    # a rule that names no context has nothing a frame could confirm it with: its message alone decides (a message
+    # pasted by itself), beside a frame or the code that ran it ranks the rule and is a guess
+    refusal = ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
+               "Your Tesla T4 GPU has compute capability 7.5.")
+    assert explain(refusal)[0].rule.id == "AMP113" and not explain(refusal)[0].guess
+    framed = explain('  File "/work/serve.py", line 40, in main\n    llm = LLM(model=path)\n' + refusal)[0]
+    assert framed.rule.id == "AMP113" and framed.guess and "names nothing there that would confirm it" in framed.reason
 
 
 @pytest.mark.parametrize("text, rule", [
@@ -687,10 +690,13 @@ def test_a_backend_that_refuses_to_convert_to_or_hold_bf16_is_the_unsupported_ha
     # the device has no bf16 at all. An op of a compute kernel that lacks bf16 is still the missing-kernel rule.
     for text in ("RuntimeError: call aclnnCast failed, detail:EZ1001: self not implemented for DT_BFLOAT16, should be "
                  "in dtype support list [DT_FLOAT16,DT_FLOAT,DT_INT32,DT_BOOL].",
-                 '    w = w.to(dtype)\nRuntimeError: "cast_kernel" not supported for \'BFloat16\'',
+                 'RuntimeError: "cast_kernel" not supported for \'BFloat16\'',
                  "[F1130 10:02:11 backend_util.cc:97] Invalid or unsupported data type BFloat16."):
         cand = explain(text)[0]
         assert cand.rule.id == "AMP113" and not cand.guess, text
+    # beside the code that ran, which names no device, the refusal ranks the rule and is a guess (`_context_missing`)
+    coded = explain('    w = w.to(dtype)\nRuntimeError: "cast_kernel" not supported for \'BFloat16\'')[0]
+    assert coded.rule.id == "AMP113" and coded.guess
     assert explain("NPU type: Ascend 910B1\nRuntimeError: call aclnnCast failed: self not implemented for DT_BFLOAT16")[0].guess
     for text in ('RuntimeError: "broadcast_kernel" not implemented for \'BFloat16\'',
                  'RuntimeError: "addmm_impl_cpu_" not implemented for \'BFloat16\'',
@@ -722,3 +728,32 @@ def test_a_report_in_chinese_or_japanese_is_read_through_the_english_of_its_refu
     # the same in English, the default told on the line after the call
     cand = explain("with torch.autocast('cuda'):\n    out = model(x)\n# no dtype given: it defaults to torch.float16")[0]
     assert cand.rule.id == "AMP107" and cand.basis == "signature"
+
+
+def test_the_call_that_raises_a_numpy_or_attention_mask_message_confirms_it_beside_a_frame():
+    # AMP129's message names no call and AMP122's names only the mask: the NumPy conversion, the attention call the
+    # mask goes into, are their context. Beside a frame that shows them the message decides; beside one that does not,
+    # it ranks its rule as a guess.
+    numpy_msg = "TypeError: Got unsupported ScalarType BFloat16"
+    shown = explain("    scores = logits.cpu().numpy()\n" + numpy_msg)[0]
+    assert shown.rule.id == "AMP129" and not shown.guess
+    hidden = explain('  File "/work/eval.py", line 30, in score\n    return metric(pred)\n' + numpy_msg)[0]
+    assert hidden.rule.id == "AMP129" and hidden.guess
+    mask_msg = ("RuntimeError: Expected attn_mask dtype to be bool or to match query dtype, but got attn_mask.dtype: "
+                "float and  query.dtype: c10::BFloat16 instead.")
+    shown = explain("    out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)\n" + mask_msg)[0]
+    assert shown.rule.id == "AMP122" and not shown.guess
+    hidden = explain('  File "/work/model.py", line 88, in forward\n    h = self.block(h)\n' + mask_msg)[0]
+    assert hidden.rule.id == "AMP122" and hidden.guess
+
+
+def test_context_that_only_the_signatures_own_match_holds_does_not_decide_a_generic_message():
+    # AMP122's context names SDPA, and so does its signature that reads the mixed matmul message beside SDPA (weighed
+    # generic): found only inside that match, the SDPA call is the message's own evidence again, not a second one.
+    text = ("    out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)\n"
+            "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: float != c10::BFloat16")
+    cand = explain(text)[0]
+    assert cand.rule.id == "AMP122" and cand.guess
+    # the same call shown again beside the match (a frame of the attention function) is independent: it decides
+    framed = explain('  File "/site-packages/torch/nn/functional.py", line 5, in multi_head_attention_forward\n' + text)[0]
+    assert framed.rule.id == "AMP122" and not framed.guess

@@ -10,8 +10,8 @@ exception and the message is not in it, or the failure is only told in words (a 
 text that prints nothing: no exception, no frame, no mark of program output on the line), or the dtype check says the
 dtype it got is an integer one (a Long mask, Int indices: no precision setting makes those), or the text prints a
 second failure that another rule's signature reads, or the text shows where it failed (a frame, the code that ran)
-and none of the context the rule names, or another rule's reading of the text scores nearly as high
-(`RIVAL_SHARE`). bench/explain measures on real issue texts how often a wrong first answer still comes without that
+and none of the context the rule names (a rule that names none has nothing there to confirm it), or another rule's
+reading of the text scores nearly as high (`RIVAL_SHARE`). bench/explain measures on real issue texts how often a wrong first answer still comes without that
 mark (explain_bench.py; replay.py for texts the code had not seen).
 
 Where no signature matches, or the best match is only a guess, the rules whose own catalog text (title, why, fix,
@@ -255,6 +255,10 @@ class _Fit:
     doubted: bool = False
     # The text shows where the failure happened: a traceback frame, or a line of the code that ran (`_shows_where`).
     shows_where: bool = False
+    # The share of the rule's context weight found outside the stretch the signature matched: what confirms the
+    # message independently of it. Context inside the match (a signature that reads the SDPA call beside a matmul
+    # message, a message that names the `unscale_` kernel) ranks the rule, but is the message's own evidence again.
+    beside: float = 0.0
 
 
 def _score(rule: Rule, text: str) -> _Fit | None:
@@ -278,7 +282,16 @@ def _score(rule: Rule, text: str) -> _Fit | None:
                      context_matched=bool(hits) or not rule.context)
     return _Fit(cand, match.span(), sig.weight, found, not _in_error(sig, text, match), "\n" not in text.strip(),
                 sig.told or _told_in_text(text, match), _got_integer(text, match), _failures_read(sig, text),
-                doubt is not None, _shows_where(text))
+                doubt is not None, _shows_where(text), _share_beside(rule, hits, text, match.span()))
+
+
+def _share_beside(rule: Rule, hits: Sequence[Signature], text: str, span: tuple[int, int]) -> float:
+    """The share of the rule's context weight (of the `hits` found anywhere) found somewhere outside `span`."""
+    if not hits:
+        return 0.0
+    beside = [c for c in hits if any(m.start() < span[0] or m.end() > span[1]
+                                     for m in re.finditer(c.pattern, text, flags=_FLAGS))]
+    return sum(c.weight for c in beside) / sum(c.weight for c in rule.context)
 
 
 def _reason(rule: Rule, text: str, match: re.Match[str], hits: Sequence[Signature], doubt: re.Match[str] | None) -> str:
@@ -400,13 +413,13 @@ def _is_guess(fit: _Fit, fits: Sequence[_Fit]) -> bool:
     rule's does not (`_another_failure`). Checked on bench/explain's tune texts with each text's own rule taken out of
     the catalog: nothing confident among the first three. And so is a message beside which the text shows what speaks
     against it (`doubted`: a hardware refusal beside the runtime reporting the support it says is missing), and a
-    specific message whose rule names context, none of which a text that shows where it failed holds
-    (`_context_missing`)."""
+    specific message in a text that shows where it failed and holds none of its rule's context, or whose rule names
+    none (`_context_missing`)."""
     if _never_decides(fit, fits):
         return True
     start, end = fit.span
     shared = [o for o in fits if o is not fit and o.span[0] <= start and o.span[1] >= end]
-    if fit.context >= SUPPORTING_CONTEXT:
+    if fit.beside >= SUPPORTING_CONTEXT:
         return any(o.candidate.score > fit.candidate.score or
                    (o.context >= fit.context and o.candidate.score >= max(MIN_SCORE, WEAK_SHARE * fit.candidate.score))
                    for o in shared)
@@ -419,13 +432,27 @@ def _is_guess(fit: _Fit, fits: Sequence[_Fit]) -> bool:
 
 
 def _context_missing(fit: _Fit) -> bool:
-    """The rule names what comes with its failure (its `context`: the frames, calls and code around it), the text shows
-    where its failure happened (`shows_where`), and none of that context is in it: the text had the place to show it
-    and does not. Its message alone, however specific, then ranks the rule and does not decide it. On tune texts
-    explained by the code of the day before them (bench/explain/replay.py --calibration), the confident answers this
-    marks were wrong 2 times in 12, the confident answers left 7 times in 248; a rule that names no context is
-    not concerned (there is nothing to miss: its catalog entry holds the message to be enough)."""
-    return bool(fit.candidate.rule.context) and fit.context == 0 and fit.shows_where
+    """The text shows where its failure happened (`shows_where`: a frame, a line of the code that ran) and none of the
+    rule's context (the frames, calls and code that come with its failure) is in it: the text had the place to show
+    what singles the rule out and does not. Its message alone, however specific, then ranks the rule and does not
+    decide it. On tune texts explained by the code of the day before them (bench/explain/replay.py --calibration), the
+    confident answers this marks were wrong 2 times in 12, the confident answers left 7 times in 248.
+    A rule that names no context is concerned too: nothing around its message can confirm it, and around a message
+    that reports the state of the machine (bf16 refused on a device, an autocast device type refused, a value that
+    overflows half) the text shows a device, a backend or a load step the message did not account for (Apple MPS, a
+    ROCm card, a Gaudi HPU, a bad download). Replaying the corpus's history with this calibration, the confident
+    answers of such rules in texts that show where they failed were wrong 4 times in 23, the confident answers left 3
+    times in 251; in texts that show no frame or code, the answers this would mark were wrong 1 time in 37, the base
+    rate, so those stay confident (a message pasted alone, or with the words of its log)."""
+    return fit.context == 0 and fit.shows_where
+
+
+def _unconfirmed(fit: _Fit) -> str:
+    """What the reason of a guess adds for a rule that names no context, in a text that shows where it failed: the
+    place is shown, and nothing there can confirm the message (a rule that names context says what was missing)."""
+    if fit.candidate.rule.context or not _context_missing(fit):
+        return ""
+    return "; the text shows where it failed, and this rule names nothing there that would confirm it"
 
 
 def _never_decides(fit: _Fit, fits: Sequence[_Fit]) -> bool:
@@ -486,7 +513,7 @@ def _ranked(text: str, pool: tuple[Rule, ...]) -> tuple[Candidate, ...]:
     first. Cached for the last texts: the CLI asks twice of one text (what to show, how many are left out), and on a
     whole training log the signature search is most of the time."""
     fits = [f for rule in pool if "explain" in rule.detectors if (f := _score(rule, text)) is not None]
-    scored = [_as_guess(f.candidate) if _is_guess(f, fits) else f.candidate for f in fits]
+    scored = [_as_guess(f.candidate, _unconfirmed(f)) if _is_guess(f, fits) else f.candidate for f in fits]
     scored = [_below_backed_rival(c, f, fits) for c, f in zip(scored, fits)]
     scored = [_below_printed_failure(c, f, fits) for c, f in zip(scored, fits)]
     scored = [c for c in scored if c.score >= MIN_SCORE]
