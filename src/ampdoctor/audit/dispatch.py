@@ -11,6 +11,7 @@ import sys
 import sysconfig
 import threading
 import weakref
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ampdoctor.audit.evidence import Tag
 from ampdoctor.audit.fakes import FaithfulFakeTensorMode
 from ampdoctor.audit.fields import BACKWARD, FORWARD, OPTIMIZER
+from ampdoctor.audit.watch import HOLD_VALUES
 from ampdoctor.dtypes import FLOAT_NAMES, HALF, to_torch
 
 # The fake modes the recording goes inside of (see `enter`): torch's, and the audit's own that only differs where a
@@ -134,33 +136,11 @@ def _inputs(r: "Recorder", ins: list, seq: int) -> tuple[tuple, tuple]:
                 in_prod.append(producers[tid])
             else:
                 in_prod.append(-tid)
-                if values is not None:
+                if values is not None and type(t) in HOLD_VALUES:  # `leaf` measures no other
                     values.leaf(t, seq)
         else:
             in_prod.append(None)
     return tuple(in_dt), tuple(in_prod)
-
-
-def _phase_and_module(r: "Recorder", values: Any, seq: int) -> tuple[str, int, Any]:
-    """The phase an op runs in and the module it belongs to: the running module in forward, the module that made the
-    autograd node in backward (an AccumulateGrad node has no sequence number: its parameter is noted instead)."""
-    node = _current_autograd_node()
-    if node is None:
-        stack = r.stack
-        if r.in_optimizer or (r.saw_backward and not stack):
-            return OPTIMIZER, stack[-1] if stack else -1, None
-        if values is not None:
-            values.forward_seqs.append(seq)
-            values.forward_nrs.append(_peek_sequence_nr())
-        return FORWARD, stack[-1] if stack else -1, None
-    r.saw_backward = True
-    nr = node._sequence_nr()
-    if nr == _NO_SEQUENCE_NR:
-        var = getattr(node, "variable", None)
-        return BACKWARD, -1, (Tag.ACCUMULATE, id(var)) if var is not None else None
-    if values is not None:
-        values.backward_nrs[seq] = nr
-    return BACKWARD, r.module_at(nr), None
 
 
 def _outputs(out: Any, r: "Recorder", seq: int) -> tuple[list, list]:
@@ -269,6 +249,7 @@ class RecordingMode(TorchDispatchMode):
         # Records hold one shared tuple per distinct dtype list or call site: fewer objects that outlive the op,
         # so fewer garbage-collector passes during a long recording.
         self._shared: dict[tuple, tuple] = {}
+        self._ones: dict[Any, tuple] = {}  # dtype -> the shared `(dtype,)` of `_shared` (`_one`)
         self.fake: Any = None  # the FakeTensorMode whose dispatch records, when recording sits there (`enter`)
         self._target = ""  # the fake mode's method the recording wraps there (`_fake_target`)
         # Whether an op's results can hold values: not when every op runs in a fake mode that takes fake inputs only
@@ -278,13 +259,16 @@ class RecordingMode(TorchDispatchMode):
         self._results_hold_values = True
         self._entry_depth = 0  # see `_find_entry`; 0 until the first op
 
-    def _kind(self, fid: int, func: Any) -> tuple[bool, Any, Any, frozenset]:
+    def _kind(self, fid: int, func: Any) -> tuple[bool, Any, Any, frozenset, tuple | None]:
         """What `record` needs to know of an op, once per op kind: whether its results can hold values to measure,
-        its watch, and where its tensor arguments are (`_plan`)."""
+        its watch, where its tensor arguments are (`_plan`) and, when each place holds one tensor, those places."""
         r = self.r
         r.ops[fid] = func
         measured = r.values is not None and self._results_hold_values and r.values.how(fid, func) is not None
-        kind = self._kinds[fid] = (measured, r.watch.get(fid), *_plan(func))
+        where, keywords = _plan(func)
+        # the places of a plan of single tensors only (`mm`, `add`: `record` reads them without `_tensor_args`)
+        single = tuple(i for i, _ in where) if where is not None and where is not _FIRST and not any(many for _, many in where) else None
+        kind = self._kinds[fid] = (measured, r.watch.get(fid), where, keywords, single)
         return kind
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -385,6 +369,13 @@ class RecordingMode(TorchDispatchMode):
         self._entry_depth = 1
         return 1
 
+    def _one(self, dt: Any) -> tuple:
+        """The shared one-dtype tuple `(dt,)` (the dtypes of most ops' inputs and outputs), found by its dtype: no tuple
+        is made and hashed per op to find it among `_shared`, whose entry it is."""
+        t = (dt,)
+        t = self._ones[dt] = self._shared.setdefault(t, t)
+        return t
+
     def record(self, func, types, args, kwargs, through):
         """Run the op (through `through`, the fake mode's dispatch, when given) and append its record."""
         r = self.r
@@ -393,26 +384,104 @@ class RecordingMode(TorchDispatchMode):
         values = r.values
         fid = id(func)
         kind = self._kinds.get(fid) or self._kind(fid, func)
-        ins = _tensor_args(args, kwargs, kind)
-        in_dt, in_prod = _inputs(r, ins, seq)
-        phase, mod, extra = _phase_and_module(r, values, seq)
+        ones = self._ones
+        shared = self._shared
+        # The commonest op reads one tensor, its first argument: its input read here (what `_tensor_args` and
+        # `_inputs` do, without the lists), others through them.
+        if kind[2] is _FIRST and (not kwargs or kwargs.keys() <= kind[3]):
+            a = args[0] if args else None
+            if type(a) in _TENSOR_TYPES or isinstance(a, torch.Tensor):
+                ins: Any = None  # made when a watch asks for it
+                dt = a.dtype
+                if dt in _FLOATS:
+                    tid = id(a)
+                    ref = r.produced.get(tid)
+                    if ref is not None and ref() is a:
+                        in_prod: tuple = (r.producers[tid],)
+                    else:
+                        in_prod = (-tid,)
+                        if values is not None and type(a) in HOLD_VALUES:
+                            values.leaf(a, seq)
+                else:
+                    in_prod = (None,)
+                in_dt = ones.get(dt) or self._one(dt)
+            else:
+                ins = []
+                in_dt = in_prod = ()
+        elif kind[4] is not None and (not kwargs or kwargs.keys() <= kind[3]):
+            # one tensor or none at each place (`_tensor_args` and `_inputs` in one loop)
+            ins = []
+            dts = []
+            prods = []
+            n = len(args)
+            for i in kind[4]:
+                if i >= n:
+                    break
+                a = args[i]
+                if type(a) in _TENSOR_TYPES or (a is not None and isinstance(a, torch.Tensor)):
+                    ins.append(a)
+                    dt = a.dtype
+                    dts.append(dt)
+                    if dt in _FLOATS:
+                        tid = id(a)
+                        ref = r.produced.get(tid)
+                        if ref is not None and ref() is a:
+                            prods.append(r.producers[tid])
+                        else:
+                            prods.append(-tid)
+                            if values is not None and type(a) in HOLD_VALUES:
+                                values.leaf(a, seq)
+                    else:
+                        prods.append(None)
+            in_dt = tuple(dts)
+            in_dt = shared.setdefault(in_dt, in_dt)
+            in_prod = tuple(prods)
+        else:
+            ins = _tensor_args(args, kwargs, kind)
+            in_dt, in_prod = _inputs(r, ins, seq)
+            in_dt = shared.setdefault(in_dt, in_dt)
+        # The phase and the module (`_phase_and_module`, inline).
+        extra = None
+        node = _current_autograd_node()
+        if node is None:
+            stack = r.stack
+            mod = stack[-1] if stack else -1
+            if r.in_optimizer or (r.saw_backward and not stack):
+                phase = OPTIMIZER
+            else:
+                phase = FORWARD
+                if values is not None:
+                    values.forward_seqs.append(seq)
+                    values.forward_nrs.append(_peek_sequence_nr())
+        else:
+            phase = BACKWARD
+            r.saw_backward = True
+            nr = node._sequence_nr()
+            if nr == _NO_SEQUENCE_NR:
+                mod = -1
+                var = getattr(node, "variable", None)
+                if var is not None:
+                    extra = (Tag.ACCUMULATE, id(var))
+            else:
+                if values is not None:
+                    values.backward_nrs[seq] = nr
+                i = bisect_right(r._scope_nrs, nr) - 1  # `module_at`
+                mod = r._scope_mods[i] if i >= 0 else -1
         # The walks start above the mode's own entry, reached in one jump: `sys._getframe` makes a frame object for
         # the frame it returns only, a walk one for every frame it passes (the fake mode's entry is five deep).
         try:
             caller = sys._getframe(self._entry_depth or self._find_entry())
         except ValueError:  # no frame above the entry (an autograd device thread): the walks pass the machinery
             caller = None
-        if phase == BACKWARD and values is not None and ((caller is not None and caller.f_code is _ENGINE_CODE) or r.engine_issued(caller)):
+        if phase is BACKWARD and values is not None and ((caller is not None and caller.f_code is _ENGINE_CODE) or r.engine_issued(caller)):
             # An op the autograd engine runs has only the `.backward()` call on its Python stack: the report places
             # it at the forward line that built its node (`Trace.location`, through the value watch's sequence
             # numbers). Ops of Python run inside backward (hooks, a Function's backward) keep their own line.
             code, lasti, inner = None, 0, None
         else:
             code, lasti, inner = r.frames(caller)
-        shared = self._shared
-        in_dt = shared.setdefault(in_dt, in_dt)
-        if inner is not None:
-            inner = shared.setdefault(inner, inner)
+            if inner is not None:
+                inner = shared.setdefault(inner, inner)
         autocast = r.autocast_on
         try:
             out = func(*args, **kwargs) if through is None else through(func, types, args, kwargs)
@@ -423,18 +492,23 @@ class RecordingMode(TorchDispatchMode):
         if type(out) in _TENSOR_TYPES:  # most ops: one tensor, of a common type
             dt = out.dtype
             if dt in _FLOATS:
-                r.produced[id(out)] = weakref.ref(out)
-                r.producers[id(out)] = seq
-            outs = [out]
-            out_t = (dt,)
+                tid = id(out)
+                r.produced[tid] = weakref.ref(out)
+                r.producers[tid] = seq
+            out_t = ones.get(dt) or self._one(dt)
+            if kind[0]:
+                values.output(seq, fid, func, args, kwargs, [out], phase is OPTIMIZER)
         else:
             outs, out_dt = _outputs(out, r, seq)
             out_t = tuple(out_dt)
-        if kind[0] and (out_t or out is None):
-            values.output(seq, fid, func, args, kwargs, outs, phase == OPTIMIZER)
+            out_t = shared.setdefault(out_t, out_t)
+            if kind[0] and (out_t or out is None):
+                values.output(seq, fid, func, args, kwargs, outs, phase is OPTIMIZER)
         if kind[1] is not None and extra is None:  # an AccumulateGrad add_ keeps its ACCUMULATE tag
+            if ins is None:
+                ins = [a]
             extra = kind[1](r, func, args, kwargs, out, ins)
-        records.append((seq, fid, in_dt, in_prod, shared.setdefault(out_t, out_t), mod, phase, code, lasti, inner, autocast, extra))
+        records.append((seq, fid, in_dt, in_prod, out_t, mod, phase, code, lasti, inner, autocast, extra))
         return out
 
 
