@@ -123,7 +123,6 @@ def _inputs(r: "Recorder", ins: list, seq: int) -> tuple[tuple, tuple]:
     (parameter, buffer, input: named later); a leaf's values are measured the first time it is read."""
     made = r.produced
     producers = r.producers
-    values = r.values
     in_dt = []
     in_prod = []
     for t in ins:
@@ -135,12 +134,64 @@ def _inputs(r: "Recorder", ins: list, seq: int) -> tuple[tuple, tuple]:
             if ref is not None and ref() is t:
                 in_prod.append(producers[tid])
             else:
-                in_prod.append(-tid)
-                if values is not None and type(t) in HOLD_VALUES:  # `leaf` measures no other
-                    values.leaf(t, seq)
+                in_prod.append(_leaf(r, t, seq))
         else:
             in_prod.append(None)
     return tuple(in_dt), tuple(in_prod)
+
+
+def _phase_and_module(r: "Recorder", values: Any, seq: int) -> tuple[str, int, Any]:
+    """The phase an op runs in and the module it belongs to: the running module in forward, the module that made the
+    autograd node in backward (an AccumulateGrad node has no sequence number: its parameter is noted instead)."""
+    node = _current_autograd_node()
+    if node is None:
+        stack = r.stack
+        if r.in_optimizer or (r.saw_backward and not stack):
+            return OPTIMIZER, stack[-1] if stack else -1, None
+        if values is not None:
+            values.forward_seqs.append(seq)
+            values.forward_nrs.append(_peek_sequence_nr())
+        return FORWARD, stack[-1] if stack else -1, None
+    r.saw_backward = True
+    nr = node._sequence_nr()
+    if nr == _NO_SEQUENCE_NR:
+        var = getattr(node, "variable", None)
+        return BACKWARD, -1, (Tag.ACCUMULATE, id(var)) if var is not None else None
+    if values is not None:
+        values.backward_nrs[seq] = nr
+    i = bisect_right(r._scope_nrs, nr) - 1  # `module_at`
+    return BACKWARD, r._scope_mods[i] if i >= 0 else -1, None
+
+
+def _leaf(r: "Recorder", a: Any, seq: int) -> int:
+    """What an op's float input `a` that no recorded op made (a leaf) is recorded as: minus its id; its values are
+    offered to the value watch where its type can hold some (`leaf` measures no other)."""
+    if r.values is not None and type(a) in HOLD_VALUES:
+        r.values.leaf(a, seq)
+    return -id(a)
+
+
+def _single_inputs(r: "Recorder", places: tuple, args: tuple, seq: int) -> tuple[list, tuple, tuple]:
+    """`_tensor_args` and `_inputs` in one loop, for a plan with one tensor or none at each of its `places`."""
+    ins = []
+    dts = []
+    prods = []
+    n = len(args)
+    for i in places:
+        if i >= n:
+            break
+        a = args[i]
+        if type(a) in _TENSOR_TYPES or (a is not None and isinstance(a, torch.Tensor)):
+            ins.append(a)
+            dt = a.dtype
+            dts.append(dt)
+            if dt in _FLOATS:
+                tid = id(a)
+                ref = r.produced.get(tid)
+                prods.append(r.producers[tid] if ref is not None and ref() is a else _leaf(r, a, seq))
+            else:
+                prods.append(None)
+    return ins, tuple(dts), tuple(prods)
 
 
 def _outputs(out: Any, r: "Recorder", seq: int) -> tuple[list, list]:
@@ -231,6 +282,11 @@ def _fake_target(fake: Any) -> str | None:
     return target if callable(getattr(fake, target, None)) else None
 
 
+def _direct(func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+    """How `record` runs an op from the dispatch mode above the others (inside a fake mode: its dispatch)."""
+    return func(*args, **kwargs)
+
+
 @dataclass
 class Failure:
     seq: int
@@ -275,7 +331,7 @@ class RecordingMode(TorchDispatchMode):
         kwargs = kwargs or {}
         if not self.r.active or id(func) in _METADATA_QUERIES:
             return func(*args, **kwargs)
-        return self.record(func, types, args, kwargs, None)
+        return self.record(func, types, args, kwargs, _direct)
 
     # --- where the mode sits ----------------------------------------------------------------------
     # Under a FakeTensorMode and nothing else, the recording goes inside the fake mode's own Python dispatch (an
@@ -376,97 +432,42 @@ class RecordingMode(TorchDispatchMode):
         t = self._ones[dt] = self._shared.setdefault(t, t)
         return t
 
+    def _read_inputs(self, kind: tuple, args: tuple, kwargs: dict, seq: int) -> tuple[Any, tuple, tuple]:
+        """An op's tensor inputs, their dtypes (a tuple `_shared` holds) and producers. The commonest op reads one
+        tensor, its first argument (`_FIRST`), and an op with one tensor or none at each place (`mm`, `add`) is read
+        in one loop: neither builds the lists `_tensor_args` and `_inputs` do."""
+        if kind[2] is _FIRST and (not kwargs or kwargs.keys() <= kind[3]):
+            a = args[0] if args else None
+            if type(a) in _TENSOR_TYPES or isinstance(a, torch.Tensor):
+                dt = a.dtype
+                in_dt = self._ones.get(dt) or self._one(dt)
+                if dt not in _FLOATS:
+                    return (a,), in_dt, (None,)
+                r = self.r
+                tid = id(a)
+                ref = r.produced.get(tid)
+                if ref is not None and ref() is a:
+                    return (a,), in_dt, (r.producers[tid],)
+                return (a,), in_dt, (_leaf(r, a, seq),)
+            return (), (), ()
+        if kind[4] is not None and (not kwargs or kwargs.keys() <= kind[3]):
+            ins, in_dt, in_prod = _single_inputs(self.r, kind[4], args, seq)
+        else:
+            ins = _tensor_args(args, kwargs, kind)
+            in_dt, in_prod = _inputs(self.r, ins, seq)
+        return ins, self._shared.setdefault(in_dt, in_dt), in_prod
+
     def record(self, func, types, args, kwargs, through):
-        """Run the op (through `through`, the fake mode's dispatch, when given) and append its record."""
+        """Run the op through `through` (the fake mode's dispatch, or `_direct`) and append its record."""
         r = self.r
         records = r.records
         seq = len(records)
         values = r.values
         fid = id(func)
         kind = self._kinds.get(fid) or self._kind(fid, func)
-        ones = self._ones
+        ins, in_dt, in_prod = self._read_inputs(kind, args, kwargs, seq)
+        phase, mod, extra = _phase_and_module(r, values, seq)
         shared = self._shared
-        # The commonest op reads one tensor, its first argument: its input read here (what `_tensor_args` and
-        # `_inputs` do, without the lists), others through them.
-        if kind[2] is _FIRST and (not kwargs or kwargs.keys() <= kind[3]):
-            a = args[0] if args else None
-            if type(a) in _TENSOR_TYPES or isinstance(a, torch.Tensor):
-                ins: Any = None  # made when a watch asks for it
-                dt = a.dtype
-                if dt in _FLOATS:
-                    tid = id(a)
-                    ref = r.produced.get(tid)
-                    if ref is not None and ref() is a:
-                        in_prod: tuple = (r.producers[tid],)
-                    else:
-                        in_prod = (-tid,)
-                        if values is not None and type(a) in HOLD_VALUES:
-                            values.leaf(a, seq)
-                else:
-                    in_prod = (None,)
-                in_dt = ones.get(dt) or self._one(dt)
-            else:
-                ins = []
-                in_dt = in_prod = ()
-        elif kind[4] is not None and (not kwargs or kwargs.keys() <= kind[3]):
-            # one tensor or none at each place (`_tensor_args` and `_inputs` in one loop)
-            ins = []
-            dts = []
-            prods = []
-            n = len(args)
-            for i in kind[4]:
-                if i >= n:
-                    break
-                a = args[i]
-                if type(a) in _TENSOR_TYPES or (a is not None and isinstance(a, torch.Tensor)):
-                    ins.append(a)
-                    dt = a.dtype
-                    dts.append(dt)
-                    if dt in _FLOATS:
-                        tid = id(a)
-                        ref = r.produced.get(tid)
-                        if ref is not None and ref() is a:
-                            prods.append(r.producers[tid])
-                        else:
-                            prods.append(-tid)
-                            if values is not None and type(a) in HOLD_VALUES:
-                                values.leaf(a, seq)
-                    else:
-                        prods.append(None)
-            in_dt = tuple(dts)
-            in_dt = shared.setdefault(in_dt, in_dt)
-            in_prod = tuple(prods)
-        else:
-            ins = _tensor_args(args, kwargs, kind)
-            in_dt, in_prod = _inputs(r, ins, seq)
-            in_dt = shared.setdefault(in_dt, in_dt)
-        # The phase and the module (`_phase_and_module`, inline).
-        extra = None
-        node = _current_autograd_node()
-        if node is None:
-            stack = r.stack
-            mod = stack[-1] if stack else -1
-            if r.in_optimizer or (r.saw_backward and not stack):
-                phase = OPTIMIZER
-            else:
-                phase = FORWARD
-                if values is not None:
-                    values.forward_seqs.append(seq)
-                    values.forward_nrs.append(_peek_sequence_nr())
-        else:
-            phase = BACKWARD
-            r.saw_backward = True
-            nr = node._sequence_nr()
-            if nr == _NO_SEQUENCE_NR:
-                mod = -1
-                var = getattr(node, "variable", None)
-                if var is not None:
-                    extra = (Tag.ACCUMULATE, id(var))
-            else:
-                if values is not None:
-                    values.backward_nrs[seq] = nr
-                i = bisect_right(r._scope_nrs, nr) - 1  # `module_at`
-                mod = r._scope_mods[i] if i >= 0 else -1
         # The walks start above the mode's own entry, reached in one jump: `sys._getframe` makes a frame object for
         # the frame it returns only, a walk one for every frame it passes (the fake mode's entry is five deep).
         try:
@@ -484,7 +485,7 @@ class RecordingMode(TorchDispatchMode):
                 inner = shared.setdefault(inner, inner)
         autocast = r.autocast_on
         try:
-            out = func(*args, **kwargs) if through is None else through(func, types, args, kwargs)
+            out = through(func, types, args, kwargs)
         except Exception as exc:
             records.append((seq, fid, in_dt, in_prod, None, mod, phase, code, lasti, inner, autocast, extra))
             r.failure = Failure(seq, exc)
@@ -495,7 +496,7 @@ class RecordingMode(TorchDispatchMode):
                 tid = id(out)
                 r.produced[tid] = weakref.ref(out)
                 r.producers[tid] = seq
-            out_t = ones.get(dt) or self._one(dt)
+            out_t = self._ones.get(dt) or self._one(dt)
             if kind[0]:
                 values.output(seq, fid, func, args, kwargs, [out], phase is OPTIMIZER)
         else:
@@ -505,8 +506,6 @@ class RecordingMode(TorchDispatchMode):
             if kind[0] and (out_t or out is None):
                 values.output(seq, fid, func, args, kwargs, outs, phase is OPTIMIZER)
         if kind[1] is not None and extra is None:  # an AccumulateGrad add_ keeps its ACCUMULATE tag
-            if ins is None:
-                ins = [a]
             extra = kind[1](r, func, args, kwargs, out, ins)
         records.append((seq, fid, in_dt, in_prod, out_t, mod, phase, code, lasti, inner, autocast, extra))
         return out
