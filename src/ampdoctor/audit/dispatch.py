@@ -21,6 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ampdoctor.audit.evidence import Tag
 from ampdoctor.audit.fakes import FaithfulFakeTensorMode
 from ampdoctor.audit.fields import BACKWARD, FORWARD, OPTIMIZER
+from ampdoctor.audit.watch import HOLD_VALUES
 from ampdoctor.dtypes import FLOAT_NAMES, HALF, to_torch
 
 # The fake modes the recording goes inside of (see `enter`): torch's, and the audit's own that only differs where a
@@ -121,7 +122,6 @@ def _inputs(r: "Recorder", ins: list, seq: int) -> tuple[tuple, tuple]:
     (parameter, buffer, input: named later); a leaf's values are measured the first time it is read."""
     made = r.produced
     producers = r.producers
-    values = r.values
     in_dt = []
     in_prod = []
     for t in ins:
@@ -133,9 +133,7 @@ def _inputs(r: "Recorder", ins: list, seq: int) -> tuple[tuple, tuple]:
             if ref is not None and ref() is t:
                 in_prod.append(producers[tid])
             else:
-                in_prod.append(-tid)
-                if values is not None:
-                    values.leaf(t, seq)
+                in_prod.append(_leaf(r, t, seq))
         else:
             in_prod.append(None)
     return tuple(in_dt), tuple(in_prod)
@@ -161,6 +159,37 @@ def _phase_and_module(r: "Recorder", values: Any, seq: int) -> tuple[str, int, A
     if values is not None:
         values.backward_nrs[seq] = nr
     return BACKWARD, r.module_at(nr), None
+
+
+def _leaf(r: "Recorder", a: Any, seq: int) -> int:
+    """What an op's float input `a` that no recorded op made (a leaf) is recorded as: minus its id; its values are
+    offered to the value watch where its type can hold some (`leaf` measures no other)."""
+    if r.values is not None and type(a) in HOLD_VALUES:
+        r.values.leaf(a, seq)
+    return -id(a)
+
+
+def _single_inputs(r: "Recorder", places: tuple, args: tuple, seq: int) -> tuple[list, tuple, tuple]:
+    """`_tensor_args` and `_inputs` in one loop, for a plan with one tensor or none at each of its `places`."""
+    ins = []
+    dts = []
+    prods = []
+    n = len(args)
+    for i in places:
+        if i >= n:
+            break
+        a = args[i]
+        if type(a) in _TENSOR_TYPES or (a is not None and isinstance(a, torch.Tensor)):
+            ins.append(a)
+            dt = a.dtype
+            dts.append(dt)
+            if dt in _FLOATS:
+                tid = id(a)
+                ref = r.produced.get(tid)
+                prods.append(r.producers[tid] if ref is not None and ref() is a else _leaf(r, a, seq))
+            else:
+                prods.append(None)
+    return ins, tuple(dts), tuple(prods)
 
 
 def _outputs(out: Any, r: "Recorder", seq: int) -> tuple[list, list]:
@@ -251,6 +280,11 @@ def _fake_target(fake: Any) -> str | None:
     return target if callable(getattr(fake, target, None)) else None
 
 
+def _direct(func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+    """How `record` runs an op from the dispatch mode above the others (inside a fake mode: its dispatch)."""
+    return func(*args, **kwargs)
+
+
 @dataclass
 class Failure:
     seq: int
@@ -269,6 +303,7 @@ class RecordingMode(TorchDispatchMode):
         # Records hold one shared tuple per distinct dtype list or call site: fewer objects that outlive the op,
         # so fewer garbage-collector passes during a long recording.
         self._shared: dict[tuple, tuple] = {}
+        self._ones: dict[Any, tuple] = {}  # dtype -> the shared `(dtype,)` of `_shared` (`_one`)
         self.fake: Any = None  # the FakeTensorMode whose dispatch records, when recording sits there (`enter`)
         self._target = ""  # the fake mode's method the recording wraps there (`_fake_target`)
         # Whether an op's results can hold values: not when every op runs in a fake mode that takes fake inputs only
@@ -278,20 +313,23 @@ class RecordingMode(TorchDispatchMode):
         self._results_hold_values = True
         self._entry_depth = 0  # see `_find_entry`; 0 until the first op
 
-    def _kind(self, fid: int, func: Any) -> tuple[bool, Any, Any, frozenset]:
+    def _kind(self, fid: int, func: Any) -> tuple[bool, Any, Any, frozenset, tuple | None]:
         """What `record` needs to know of an op, once per op kind: whether its results can hold values to measure,
-        its watch, and where its tensor arguments are (`_plan`)."""
+        its watch, where its tensor arguments are (`_plan`) and, when each place holds one tensor, those places."""
         r = self.r
         r.ops[fid] = func
         measured = r.values is not None and self._results_hold_values and r.values.how(fid, func) is not None
-        kind = self._kinds[fid] = (measured, r.watch.get(fid), *_plan(func))
+        where, keywords = _plan(func)
+        # the places of a plan of single tensors only (`mm`, `add`: `record` reads them without `_tensor_args`)
+        single = tuple(i for i, _ in where) if where is not None and where is not _FIRST and not any(many for _, many in where) else None
+        kind = self._kinds[fid] = (measured, r.watch.get(fid), where, keywords, single)
         return kind
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if not self.r.active or id(func) in _METADATA_QUERIES:
             return func(*args, **kwargs)
-        return self.record(func, types, args, kwargs, None)
+        return self.record(func, types, args, kwargs, _direct)
 
     # --- where the mode sits ----------------------------------------------------------------------
     # Under a FakeTensorMode and nothing else, the recording goes inside the fake mode's own Python dispatch (an
@@ -385,37 +423,67 @@ class RecordingMode(TorchDispatchMode):
         self._entry_depth = 1
         return 1
 
+    def _one(self, dt: Any) -> tuple:
+        """The shared one-dtype tuple `(dt,)` (the dtypes of most ops' inputs and outputs), found by its dtype: no tuple
+        is made and hashed per op to find it among `_shared`, whose entry it is."""
+        t = (dt,)
+        t = self._ones[dt] = self._shared.setdefault(t, t)
+        return t
+
+    def _read_inputs(self, kind: tuple, args: tuple, kwargs: dict, seq: int) -> tuple[Any, tuple, tuple]:
+        """An op's tensor inputs, their dtypes (a tuple `_shared` holds) and producers. The commonest op reads one
+        tensor, its first argument (`_FIRST`), and an op with one tensor or none at each place (`mm`, `add`) is read
+        in one loop: neither builds the lists `_tensor_args` and `_inputs` do."""
+        if kind[2] is _FIRST and (not kwargs or kwargs.keys() <= kind[3]):
+            a = args[0] if args else None
+            if type(a) in _TENSOR_TYPES or isinstance(a, torch.Tensor):
+                dt = a.dtype
+                in_dt = self._ones.get(dt) or self._one(dt)
+                if dt not in _FLOATS:
+                    return (a,), in_dt, (None,)
+                r = self.r
+                tid = id(a)
+                ref = r.produced.get(tid)
+                if ref is not None and ref() is a:
+                    return (a,), in_dt, (r.producers[tid],)
+                return (a,), in_dt, (_leaf(r, a, seq),)
+            return (), (), ()
+        if kind[4] is not None and (not kwargs or kwargs.keys() <= kind[3]):
+            ins, in_dt, in_prod = _single_inputs(self.r, kind[4], args, seq)
+        else:
+            ins = _tensor_args(args, kwargs, kind)
+            in_dt, in_prod = _inputs(self.r, ins, seq)
+        return ins, self._shared.setdefault(in_dt, in_dt), in_prod
+
     def record(self, func, types, args, kwargs, through):
-        """Run the op (through `through`, the fake mode's dispatch, when given) and append its record."""
+        """Run the op through `through` (the fake mode's dispatch, or `_direct`) and append its record."""
         r = self.r
         records = r.records
         seq = len(records)
         values = r.values
         fid = id(func)
         kind = self._kinds.get(fid) or self._kind(fid, func)
-        ins = _tensor_args(args, kwargs, kind)
-        in_dt, in_prod = _inputs(r, ins, seq)
+        ins, in_dt, in_prod = self._read_inputs(kind, args, kwargs, seq)
         phase, mod, extra = _phase_and_module(r, values, seq)
+        shared = self._shared
         # The walks start above the mode's own entry, reached in one jump: `sys._getframe` makes a frame object for
         # the frame it returns only, a walk one for every frame it passes (the fake mode's entry is five deep).
         try:
             caller = sys._getframe(self._entry_depth or self._find_entry())
         except ValueError:  # no frame above the entry (an autograd device thread): the walks pass the machinery
             caller = None
-        if phase == BACKWARD and values is not None and ((caller is not None and caller.f_code is _ENGINE_CODE) or r.engine_issued(caller)):
+        if phase is BACKWARD and values is not None and ((caller is not None and caller.f_code is _ENGINE_CODE) or r.engine_issued(caller)):
             # An op the autograd engine runs has only the `.backward()` call on its Python stack: the report places
             # it at the forward line that built its node (`Trace.location`, through the value watch's sequence
             # numbers). Ops of Python run inside backward (hooks, a Function's backward) keep their own line.
             code, lasti, inner = None, 0, None
         else:
             code, lasti, inner = r.frames(caller)
-        shared = self._shared
-        in_dt = shared.setdefault(in_dt, in_dt)
-        if inner is not None:
-            inner = shared.setdefault(inner, inner)
+            if inner is not None:
+                inner = shared.setdefault(inner, inner)
         autocast = r.autocast_on
         try:
-            out = func(*args, **kwargs) if through is None else through(func, types, args, kwargs)
+            out = through(func, types, args, kwargs)
         except Exception as exc:
             records.append((seq, fid, in_dt, in_prod, None, mod, phase, code, lasti, inner, autocast, extra))
             r.failure = Failure(seq, exc)
@@ -423,18 +491,21 @@ class RecordingMode(TorchDispatchMode):
         if type(out) in _TENSOR_TYPES:  # most ops: one tensor, of a common type
             dt = out.dtype
             if dt in _FLOATS:
-                r.produced[id(out)] = weakref.ref(out)
-                r.producers[id(out)] = seq
-            outs = [out]
-            out_t = (dt,)
+                tid = id(out)
+                r.produced[tid] = weakref.ref(out)
+                r.producers[tid] = seq
+            out_t = self._ones.get(dt) or self._one(dt)
+            if kind[0]:
+                values.output(seq, fid, func, args, kwargs, [out], phase is OPTIMIZER)
         else:
             outs, out_dt = _outputs(out, r, seq)
             out_t = tuple(out_dt)
-        if kind[0] and (out_t or out is None):
-            values.output(seq, fid, func, args, kwargs, outs, phase == OPTIMIZER)
+            out_t = shared.setdefault(out_t, out_t)
+            if kind[0] and (out_t or out is None):
+                values.output(seq, fid, func, args, kwargs, outs, phase is OPTIMIZER)
         if kind[1] is not None and extra is None:  # an AccumulateGrad add_ keeps its ACCUMULATE tag
             extra = kind[1](r, func, args, kwargs, out, ins)
-        records.append((seq, fid, in_dt, in_prod, shared.setdefault(out_t, out_t), mod, phase, code, lasti, inner, autocast, extra))
+        records.append((seq, fid, in_dt, in_prod, out_t, mod, phase, code, lasti, inner, autocast, extra))
         return out
 
 

@@ -22,12 +22,16 @@ _INF_AT = {torch.float16: 65520.0, torch.bfloat16: 2.0 ** 128 * (1 - 2.0 ** -9)}
 _INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
+# The only types of tensor whose values the audit reads (`no_values`): the recording offers a leaf to the value watch
+# only when it is of one of them (a fake step's leaves are fake: none is).
+HOLD_VALUES = frozenset({torch.Tensor, torch.nn.Parameter})
+
+
 def no_values(t: torch.Tensor) -> bool:
     """Tensors whose values the audit does not read: fake/meta ones have none, reading a subclass's (a DTensor
     shard) from inside the dispatch mode would run the subclass's own dispatch (sharding propagation) again, and a
     sparse or nested one's have no kernels for the reductions and indexing the audit reads them with."""
-    return type(t) not in (torch.Tensor, torch.nn.Parameter) or t.device.type == "meta" or t.layout is not torch.strided \
-        or t.is_nested
+    return type(t) not in HOLD_VALUES or t.device.type == "meta" or t.layout is not torch.strided or t.is_nested
 
 
 def _shapes(a: Any) -> Any:
