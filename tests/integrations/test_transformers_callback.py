@@ -106,9 +106,10 @@ def test_recast_gradients_are_found_with_their_parameters(tmp_path):
 
 
 def test_fail_on_stops_training_before_the_first_step(tmp_path):
-    # fp16 autocast over a model pretrained in bf16 (by its name) is a warning before any step runs (AMP126).
+    # fp16 autocast over a model pretrained in bf16 and known to overflow fp16 (Gemma, by its name) is a warning before
+    # any step runs (AMP126).
     model = tiny_llama()
-    model.config._name_or_path = "meta-llama/Llama-3.2-1B"
+    model.config._name_or_path = "google/gemma-2-2b"
     doctor = AmpDoctorCallback(fail_on="warning")
     trainer = train(tmp_path, model, [doctor], steps=1)
     trainer.args.bf16, trainer.args.fp16 = False, True

@@ -11,7 +11,7 @@ from ampdoctor.audit.evidence import Phase, Tag
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Location, Severity
 from ampdoctor.core.registry import Hit, code_check, code_fix, policy_check, runtime_check
-from ampdoctor.dtypes import EXACT_INT, FP16, HALF, ROPE_TABLE_NAME, describe_half, name_of
+from ampdoctor.dtypes import ALIASES, EXACT_INT, FP16, HALF, PRECISION_MODES, ROPE_TABLE_NAME, describe_half, name_of
 from ampdoctor.facts import RunFacts
 from ampdoctor.lint.cstedit import dotted as cst_dotted
 from ampdoctor.lint.python.context import (
@@ -26,7 +26,7 @@ from ampdoctor.lint.python.context import (
     rotary_said,
 )
 from ampdoctor.lint.python.dataflow import describe
-from ampdoctor.lint.python.resolve import keyword, last_identifier, names_rotary, self_attribute, tokens
+from ampdoctor.lint.python.resolve import argument, keyword, last_identifier, names_rotary, self_attribute, tokens
 from ampdoctor.policy import Policy
 
 if TYPE_CHECKING:
@@ -61,15 +61,97 @@ def rope_cache_low_precision(ctx: Context) -> Iterator[CodeHit]:
         else:
             continue
         uncast = {"uncast": call.col_offset} if stored is not None and _dropped_safely(ctx, call) else {}
-        said = f"{table_kind(ctx)} {what} is cast to {describe_half(dtypes)}; keep cos/sin/inv_freq in float32"
-        if dtypes == {FP16} and words & _FINISHED:
-            # fp16 keeps 11 bits: a finished cos/sin table (values in [-1, 1]) is rounded by 2**-12 at most, as much
-            # as the fp16 product with q and k that follows rounds anyway. Frequencies and angles are another matter:
-            # their error grows with the position that multiplies them.
-            yield call, (f"{said} (fp16 rounds a cos/sin value by at most 2**-12, the rounding the fp16 product "
-                         "with q and k makes anyway; bf16 tables lose 8 times more)"), Severity.INFO, uncast
-            continue
-        yield call, said, None, uncast
+        yield _cast_table(ctx, call, f"{table_kind(ctx)} {what}", words, dtypes, uncast)
+
+
+def _cast_table(ctx: Context, call: ast.Call, table: str, words: frozenset, dtypes: frozenset, uncast: dict) -> CodeHit:
+    """The finding for a table cast to half: a note for a finished cos/sin table in fp16, or cast to a dtype every
+    call passes (`_cast_to_a_passed_dtype`); a warning otherwise."""
+    passed = _tensor_dtype_every_call_passes(ctx, call) if words & _FINISHED else None
+    if passed is not None:
+        return _cast_to_a_passed_dtype(ctx, call, table, dtypes, passed, uncast)
+    said = f"{table} is cast to {describe_half(dtypes)}; keep cos/sin/inv_freq in float32"
+    if dtypes == {FP16} and words & _FINISHED:
+        # fp16 keeps 11 bits: a finished cos/sin table (values in [-1, 1]) is rounded by 2**-12 at most, as much
+        # as the fp16 product with q and k that follows rounds anyway. Frequencies and angles are another matter:
+        # their error grows with the position that multiplies them.
+        return call, (f"{said} (fp16 rounds a cos/sin value by at most 2**-12, the rounding the fp16 product "
+                      "with q and k makes anyway; bf16 tables lose 8 times more)"), Severity.INFO, uncast
+    return call, said, None, uncast
+
+
+def _cast_to_a_passed_dtype(ctx: Context, call: ast.Call, table: str, dtypes: frozenset, passed: tuple[str, ast.expr],
+                            uncast: dict) -> CodeHit:
+    """The finding for a finished table cast to a dtype parameter that every call passes as a tensor's dtype
+    (`_tensor_dtype_every_call_passes`): the half dtype is only the parameter's default, which no call leaves it at.
+    Half where the project runs this code in half, said with what shows such runs; a note where nothing does."""
+    parameter, given = passed
+    said = (f"{table} is cast to `{parameter}`, which every call passes as `{ast.unparse(given)[:40]}` "
+            f"(line {given.lineno}), not its default {describe_half(dtypes)}")
+    runs = _half_runs_shown(ctx)
+    if runs is not None:
+        return call, f"{said}: {runs}; keep cos/sin in float32", None, uncast
+    return call, (f"{said}: half only where that tensor is, and nothing in this project (no autocast or model cast "
+                  "that reaches this file, no config that names a half dtype) shows a half run; keep cos/sin in "
+                  "float32 for one"), Severity.INFO, uncast
+
+
+def _half_runs_shown(ctx: Context) -> str | None:
+    """What shows that the project runs this file's code in half precision: a half autocast, a model cast or a
+    training config that reaches the file, or else a YAML config of the project that writes a half dtype or
+    precision (``model: {dtype: bfloat16}``, ``mixed_precision: bf16``), which builds or runs some model in half.
+    None where nothing does."""
+    project = ctx.project
+    reached = next((e for e in (project.autocast, project.half_model, project.half) if e is not None and e.dtypes & HALF), None)
+    if reached is not None:
+        return f"{describe_half(reached.dtypes & HALF)} where this project runs it so: {reached.describe()}"
+    for value in project.config_values.values if project.config_values is not None else ():
+        written = (value.value or "").strip().lower()
+        named = ALIASES.get(written.removeprefix("torch.")) or PRECISION_MODES.get(written)
+        if named in HALF and any(w in value.path[-1].lower() for w in ("dtype", "precision")):
+            return f"half in the runs of this project's config that says `{value.path[-1]}: {value.value}` ({value.where})"
+    return None
+
+
+def _tensor_dtype_every_call_passes(ctx: Context, call: ast.Call) -> tuple[str, ast.expr] | None:
+    """The cast's dtype is a parameter of its function (``def cos_sin(self, seq_len, device, dtype=torch.bfloat16)``,
+    then ``.type(dtype)``), never rebound there, that every call of the function in the file passes as the dtype of a
+    tensor (``self.cos_sin(seq_len, q.device, q.dtype)``): the half dtype resolved from its default is what no call
+    gets. Returns the parameter and the first value passed; None where a call leaves the default or passes anything
+    else, or where no call is seen."""
+    found = _dtype_parameter(ctx, call)
+    if found is None:
+        return None
+    fn, name = found
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    owner = ctx.src.parents.get(fn)
+    position = params.index(name) - isinstance(owner, ast.ClassDef) if name in params else -1
+    values = []
+    for site in ctx.flow.calls_of(fn, owner):
+        if any(isinstance(a, ast.Starred) for a in site.args) or any(k.arg is None for k in site.keywords):
+            return None
+        value = keyword(site, name) if position < 0 else argument(site, position, name)
+        if not (isinstance(value, ast.Attribute) and value.attr == "dtype" and isinstance(value.value, ast.Name)
+                and value.value.id not in ("self", "cls", "torch")):
+            return None
+        values.append(value)
+    return (name, values[0]) if values else None
+
+
+def _dtype_parameter(ctx: Context, call: ast.Call) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, str] | None:
+    """The function and the name of the parameter a ``.to(...)``/``.type(...)`` cast takes its dtype from, where it
+    is a parameter its function never rebinds; None otherwise."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr not in ("to", "type"):
+        return None
+    given = keyword(call, "dtype")
+    if given is None:
+        given = next((a for a in call.args[:2] if isinstance(a, ast.Name) and ctx.flow.dtype_of(a)), None)
+    fn = ctx.src.enclosing_function(call)
+    if not isinstance(given, ast.Name) or fn is None or not ctx.src.is_parameter(given) \
+            or any(line != fn.lineno for line, _ in ctx.src.bindings(given, fn)):
+        return None
+    return fn, given.id
 
 
 def _cast_to_an_activation_dtype(ctx: Context, call: ast.Call, dtypes: frozenset) -> bool:
