@@ -110,6 +110,15 @@ def test_a_file_that_trains_is_training_code_whatever_its_name():
     assert file_kind("sample.py", "x = 1").kind is CodeKind.INFERENCE
 
 
+def test_a_fit_of_an_estimator_built_in_the_same_expression_trains_nothing_but_a_trainers_does():
+    neighbours = "idx = NearestNeighbors(n_neighbors=8).fit(points).kneighbors(points)\nwith torch.autocast('cuda'):\n    y = model(x)"
+    assert file_kind("surface/inference.py", neighbours).kind is CodeKind.INFERENCE
+    assert file_kind("surface/predict_fields.py", neighbours).kind is CodeKind.INFERENCE
+    assert file_kind("fit_model.py", "L.Trainer(max_epochs=1, precision='bf16-mixed').fit(model, loader)").kind is CodeKind.TRAINING
+    assert file_kind("run.py", "trainer = L.Trainer()\ntrainer.fit(model)").kind is CodeKind.TRAINING
+    assert file_kind("run.py", "build_trainer(cfg).fit(model)").kind is CodeKind.TRAINING
+
+
 def test_validation_and_sampling_inside_a_training_file_are_evaluation_code():
     code = """
     import torch

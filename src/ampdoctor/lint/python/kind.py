@@ -72,8 +72,10 @@ _PLOT = frozenset({"plot", "plots", "plotting", "visualize", "visualise", "visua
 # a note). "vis"/"viz" also abbreviate vision (`vis_encoder.py`, a model that runs): inference code, judged as such.
 _PLOT_ONLY = _PLOT - {"vis", "viz"}
 # A training loop of its own: an optimizer stepped or its gradients zeroed, or a trainer's fit/train. Not a
-# `def backward(`, which every autograd Function has: a file that defines one is no training loop.
-_LOOP = r"\.step\(\)|\bzero_grad\(|\.fit\(|\btrainer\.train\("
+# `def backward(`, which every autograd Function has: a file that defines one is no training loop. Nor a fit called on
+# the object a call has just built (`NearestNeighbors(n_neighbors=k).fit(points)`: a scikit-learn estimator fitted
+# to data, which trains no network), unless what built it says trainer (`L.Trainer(max_epochs=1).fit(model)`, `build_trainer(cfg).fit(model)`).
+_LOOP = r"\.step\(\)|\bzero_grad\(|(?<!\))\.fit\(|[Tt]rainer\w*\(.*\)\.fit\(|\btrainer\.train\("
 TRAINING_LOOP = re.compile(_LOOP)
 # What every match of TRAINING_LOOP holds: tested first, since the regex over every file of a large tree costs
 # about a second (its alternatives begin with no literal the regex engine can scan for).
