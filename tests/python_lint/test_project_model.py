@@ -89,6 +89,33 @@ def test_the_trainer_autocast_reaches_the_model_file_and_is_cited(tmp_path):
     assert [(f, line) for f, line, _ in amp101(lint(str(root / "pkg" / "rope.py"), "--project", str(root)))] == [("rope.py", 11)]
 
 
+TRAIN_WITH_VALIDATION = """
+import torch
+from pkg.rope import RotaryEmbedding
+
+def main(loader, val_pos):
+    rope = RotaryEmbedding(64)
+    for epoch in range(3):
+        for pos in loader:
+            if pos.numel():
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    cos, sin = rope(pos)
+                loss = (cos + sin).mean()
+                loss.backward()
+        with torch.no_grad():
+            with torch.autocast("cuda", dtype=torch.float16):
+                rope(val_pos)
+"""
+
+
+def test_the_evidence_cited_is_the_autocast_training_runs_under_not_a_validation_one(tmp_path):
+    # The validation autocast sits less deep in the file; the training one is what the model is trained under.
+    root = write(tmp_path / "proj", {"pkg/__init__.py": "", "pkg/rope.py": ROPE, "train.py": TRAIN_WITH_VALIDATION})
+    found = amp101(lint(str(root)))
+    assert [(f, line) for f, line, _ in found] == [("rope.py", 11)]
+    assert "bf16 autocast (train.py:10, imported at train.py:3)" in found[0][2]  # not the fp16 one at line 15
+
+
 def test_each_folder_named_is_its_own_project(tmp_path):
     a = write(tmp_path / "a", {"pkg/__init__.py": "", "pkg/rope.py": ROPE})
     b = write(tmp_path / "b", {"pkg/__init__.py": "", "pkg/rope.py": "", "train.py": TRAIN})

@@ -24,7 +24,7 @@ from ampdoctor.lint.launch import Launch, option_values, runs_of, short_path
 from ampdoctor.lint.python.config_values import ConfigValues
 from ampdoctor.lint.python.dataflow import HALF, autocast_argument
 from ampdoctor.lint.python.facts import AUTOCASTS, MODEL_TOKENS, half_setting
-from ampdoctor.lint.python.kind import runs_training_loop
+from ampdoctor.lint.python.kind import CodeKind, Kind, runs_training_loop, site_kind
 from ampdoctor.lint.python.resolve import words
 from ampdoctor.lint.python.words import TextWords, text_and_words
 
@@ -968,9 +968,14 @@ def _read_from_text(source: str | TextWords) -> dict[str, object]:
 
 def _first_made(facts: "Facts", nodes: Sequence[ast.AST]) -> tuple[ast.AST | None, str | None]:
     """The first of a training file's autocasts or model casts that some run the project makes of it enters, else
-    the first, with the option only a run that sets it would take it under (`Facts.option_only`, `Evidence.only_with`)."""
+    the first, with the option only a run that sets it would take it under (`Facts.option_only`, `Evidence.only_with`).
+    Among those, one in the code that trains comes before one in a validation or sampling block of the file
+    (`kind.site_kind`): the evidence a finding cites says what training runs under, and no backward follows an
+    autocast inside ``torch.no_grad()``."""
     entered = [(n, facts.option_only(n)) for n in nodes]
-    return next(((n, o) for n, o in entered if o is None), entered[0] if entered else (None, None))
+    training = Kind(CodeKind.TRAINING, "")
+    entered.sort(key=lambda e: (e[1] is not None, site_kind(facts.src, e[0], training).kind is not CodeKind.TRAINING))  # stable
+    return entered[0] if entered else (None, None)
 
 
 # A class whose bases name `Function` (``class RoIAlign(Function):``, ``(torch.autograd.Function)``), from the text.
