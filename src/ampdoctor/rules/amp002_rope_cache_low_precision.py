@@ -125,7 +125,9 @@ def _tensor_dtype_every_call_passes(ctx: Context, call: ast.Call) -> tuple[str, 
     fn, name = found
     params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
     owner = ctx.src.parents.get(fn)
-    position = params.index(name) - isinstance(owner, ast.ClassDef) if name in params else -1
+    # a call through `self.` or the class passes no `self` for a method; a static method has none to skip
+    bound = isinstance(owner, ast.ClassDef) and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
+    position = params.index(name) - bound if name in params else -1
     values = []
     for site in ctx.flow.calls_of(fn, owner):
         if any(isinstance(a, ast.Starred) for a in site.args) or any(k.arg is None for k in site.keywords):
