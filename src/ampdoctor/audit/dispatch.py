@@ -120,22 +120,12 @@ def _tensor_args(args: tuple, kwargs: dict, kind: tuple) -> list:
 def _inputs(r: "Recorder", ins: list, seq: int) -> tuple[tuple, tuple]:
     """The dtypes of an op's tensor inputs and, for float ones, their producer's seq or minus the id of a leaf
     (parameter, buffer, input: named later); a leaf's values are measured the first time it is read."""
-    made = r.produced
-    producers = r.producers
     in_dt = []
     in_prod = []
     for t in ins:
         dt = t.dtype
         in_dt.append(dt)
-        if dt in _FLOATS:
-            tid = id(t)
-            ref = made.get(tid)
-            if ref is not None and ref() is t:
-                in_prod.append(producers[tid])
-            else:
-                in_prod.append(_leaf(r, t, seq))
-        else:
-            in_prod.append(None)
+        in_prod.append(_producer(r, t, seq) if dt in _FLOATS else None)
     return tuple(in_dt), tuple(in_prod)
 
 
@@ -161,12 +151,17 @@ def _phase_and_module(r: "Recorder", values: Any, seq: int) -> tuple[str, int, A
     return BACKWARD, r.module_at(nr), None
 
 
-def _leaf(r: "Recorder", a: Any, seq: int) -> int:
-    """What an op's float input `a` that no recorded op made (a leaf) is recorded as: minus its id; its values are
-    offered to the value watch where its type can hold some (`leaf` measures no other)."""
+def _producer(r: "Recorder", a: Any, seq: int) -> int:
+    """What an op's float input `a` is recorded as: the seq of the recorded op that made it, or for a leaf (no
+    recorded op made it) minus its id, its values offered to the value watch where its type can hold some (`leaf`
+    measures no other)."""
+    tid = id(a)
+    ref = r.produced.get(tid)
+    if ref is not None and ref() is a:
+        return r.producers[tid]
     if r.values is not None and type(a) in HOLD_VALUES:
         r.values.leaf(a, seq)
-    return -id(a)
+    return -tid
 
 
 def _single_inputs(r: "Recorder", places: tuple, args: tuple, seq: int) -> tuple[list, tuple, tuple]:
@@ -183,12 +178,7 @@ def _single_inputs(r: "Recorder", places: tuple, args: tuple, seq: int) -> tuple
             ins.append(a)
             dt = a.dtype
             dts.append(dt)
-            if dt in _FLOATS:
-                tid = id(a)
-                ref = r.produced.get(tid)
-                prods.append(r.producers[tid] if ref is not None and ref() is a else _leaf(r, a, seq))
-            else:
-                prods.append(None)
+            prods.append(_producer(r, a, seq) if dt in _FLOATS else None)
     return ins, tuple(dts), tuple(prods)
 
 
@@ -439,14 +429,7 @@ class RecordingMode(TorchDispatchMode):
             if type(a) in _TENSOR_TYPES or isinstance(a, torch.Tensor):
                 dt = a.dtype
                 in_dt = self._ones.get(dt) or self._one(dt)
-                if dt not in _FLOATS:
-                    return (a,), in_dt, (None,)
-                r = self.r
-                tid = id(a)
-                ref = r.produced.get(tid)
-                if ref is not None and ref() is a:
-                    return (a,), in_dt, (r.producers[tid],)
-                return (a,), in_dt, (_leaf(r, a, seq),)
+                return (a,), in_dt, (_producer(self.r, a, seq) if dt in _FLOATS else None,)
             return (), (), ()
         if kind[4] is not None and (not kwargs or kwargs.keys() <= kind[3]):
             ins, in_dt, in_prod = _single_inputs(self.r, kind[4], args, seq)
