@@ -274,7 +274,7 @@ def _score(rule: Rule, text: str) -> _Fit | None:
     sig, match = best
     doubt = _doubted(sig, text, match)
     hits = [c for c in rule.context if _search(c, text)]
-    found = sum(c.weight for c in hits) / sum(c.weight for c in rule.context) if rule.context else 0.0
+    found = _context_share(rule, hits) if rule.context else 0.0
     fraction = found if rule.context else _NEUTRAL_CONTEXT
     score = sig.weight * (_SIGNATURE_SHARE + (1 - _SIGNATURE_SHARE) * fraction)
     reason = _reason(rule, text, match, hits, doubt)
@@ -291,7 +291,12 @@ def _share_beside(rule: Rule, hits: Sequence[Signature], text: str, span: tuple[
         return 0.0
     beside = [c for c in hits if any(m.start() < span[0] or m.end() > span[1]
                                      for m in re.finditer(c.pattern, text, flags=_FLAGS))]
-    return sum(c.weight for c in beside) / sum(c.weight for c in rule.context)
+    return _context_share(rule, beside)
+
+
+def _context_share(rule: Rule, found: Sequence[Signature]) -> float:
+    """The share of the weight of the rule's context (its `context` patterns) that `found` holds."""
+    return sum(c.weight for c in found) / sum(c.weight for c in rule.context)
 
 
 def _reason(rule: Rule, text: str, match: re.Match[str], hits: Sequence[Signature], doubt: re.Match[str] | None) -> str:
