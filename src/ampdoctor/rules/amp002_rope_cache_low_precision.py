@@ -11,8 +11,9 @@ from ampdoctor.audit.evidence import Phase, Tag
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Location, Severity
 from ampdoctor.core.registry import Hit, code_check, code_fix, policy_check, runtime_check
-from ampdoctor.dtypes import ALIASES, EXACT_INT, FP16, HALF, PRECISION_MODES, ROPE_TABLE_NAME, describe_half, name_of
+from ampdoctor.dtypes import EXACT_INT, FP16, HALF, ROPE_TABLE_NAME, describe_half, name_of
 from ampdoctor.facts import RunFacts
+from ampdoctor.frameworks.base import as_dtype
 from ampdoctor.lint.cstedit import dotted as cst_dotted
 from ampdoctor.lint.python.context import (
     HALF_WORDS,
@@ -106,9 +107,7 @@ def _half_runs_shown(ctx: Context) -> str | None:
     if reached is not None:
         return f"{describe_half(reached.dtypes & HALF)} where this project runs it so: {reached.describe()}"
     for value in project.config_values.values if project.config_values is not None else ():
-        written = (value.value or "").strip().lower()
-        named = ALIASES.get(written.removeprefix("torch.")) or PRECISION_MODES.get(written)
-        if named in HALF and any(w in value.path[-1].lower() for w in ("dtype", "precision")):
+        if as_dtype(value.value) in HALF and any(w in value.path[-1].lower() for w in ("dtype", "precision")):
             return f"half in the runs of this project's config that says `{value.path[-1]}: {value.value}` ({value.where})"
     return None
 
