@@ -150,7 +150,8 @@ def test_matmul_rope_angles_without_tf32_are_fine():
 def test_an_identifier_names_rotary_in_snake_camel_and_the_papers_spelling():
     from ampdoctor.lint.python.resolve import names_rotary
 
-    for name in ("RotaryEmbedding", "build_rope", "apply_rotary_pos_emb", "LlamaRoPE", "RoPEScaling", "NTKRoPE", "ROPE"):
+    for name in ("RotaryEmbedding", "build_rope", "apply_rotary_pos_emb", "LlamaRoPE", "RoPEScaling", "NTKRoPE", "ROPE",
+                 "Rope3D", "RoPE2D", "rotary1d", "GPTNeoXRotaryEmbedding"):
         assert names_rotary(name), name
-    for name in ("SinusoidalEmbedding", "europe_map", "tropes", "rotate", "PosEncoder"):
+    for name in ("SinusoidalEmbedding", "europe_map", "tropes", "rotate", "PosEncoder", "Europe2D"):
         assert not names_rotary(name), name

@@ -178,7 +178,7 @@ def _evidence(data: dict | None) -> Evidence | None:
     if data is None:
         return None
     return Evidence(str(data["what"]), frozenset(data["dtypes"]), str(data["file"]), int(data["line"]), str(data["through"]),
-                    bool(data["casts_weights"]), bool(data["autocasts"]), frozenset(data["classes"]), str(data.get("only_with", "")))
+                    bool(data["casts_weights"]), bool(data["autocasts"]), frozenset(data["classes"]), str(data.get("only_with", "")), str(data.get("device", "")))
 
 
 def _summary(data: dict) -> Summary:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Iterator
 
+from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
-from ampdoctor.lint.python.context import TRIG, CodeHit, Context, angle_matmuls, construction_only, rotary_said
-from ampdoctor.lint.python.resolve import names_rotary
+from ampdoctor.lint.python.context import TRIG, CodeHit, Context, angle_matmuls, construction_only, contracts, rotary_said
+from ampdoctor.lint.python.project import SHIPPED_WORD
+from ampdoctor.lint.python.resolve import keyword, names_rotary
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -30,36 +32,169 @@ def _rotary_functions(ctx: Context) -> set[ast.AST]:
     return found
 
 
-@code_check("AMP101", triggers=("freq",), also=(("@", "matmul", "mm(", "einsum"), ("autocast", "mixed_precision", "precision=", "bf16=", "fp16=")), project=True)
-def rope_under_autocast(ctx: Context) -> Iterator[CodeHit]:
-    # transformers PR #29285, diffusers PR #13922. Autocast's lower-precision list has matmul/mm/bmm and, on
-    # CUDA, einsum: `.float()` on both operands does not help, the product is still bf16. An elementwise product
-    # (`pos[..., None] * inv_freq`, `torch.outer`) is not on the list and stays fp32, so only matmuls are reported.
-    # Conservative: a library model file that never mentions autocast is not reported; the file has to enable
-    # autocast or mixed precision, or disable autocast around other code (so it is meant to run under autocast).
+def _runs_under_autocast(ctx: Context) -> tuple[str, bool] | None:
+    """What shows this file's code runs under autocast, and whether every autocast it cites is entered on the CPU
+    (whose autocast leaves an einsum that contracts no index in fp32; CUDA's casts every einsum)."""
     facts = ctx.facts
     if facts.mixed_precision_on:
-        evidence = f"this file enables autocast or mixed precision (line {facts.mixed_precision_on[0].lineno})"
-    elif facts.mixed_precision:  # offered by the command line or the environment, off in a run that names no option
-        evidence = f"this file may enable mixed precision: its runs can choose a half mode (line {facts.mixed_precision[0].lineno})"
-    elif facts.autocast_disabled:
-        evidence = f"this file runs under autocast: it turns it off or to fp32 around other code (line {facts.autocast_disabled[0].lineno})"
-    elif ctx.project.autocast is not None:
-        evidence = f"this file's code runs under {ctx.project.autocast.describe()}"
-    elif ctx.project.guarded is not None:
-        evidence = f"its project's models are written to run under autocast: {ctx.project.guarded.describe()}"
-    else:
+        return (f"this file enables autocast or mixed precision (line {facts.mixed_precision_on[0].lineno})",
+                all(facts.autocast_device(n) == "cpu" for n in facts.mixed_precision_on))
+    if facts.mixed_precision:  # offered by the command line or the environment, off in a run that names no option
+        return (f"this file may enable mixed precision: its runs can choose a half mode (line {facts.mixed_precision[0].lineno})",
+                all(facts.autocast_device(n) == "cpu" for n in facts.mixed_precision))
+    if facts.autocast_disabled:
+        return f"this file runs under autocast: it turns it off or to fp32 around other code (line {facts.autocast_disabled[0].lineno})", False
+    if ctx.project.autocast is not None:
+        return f"this file's code runs under {ctx.project.autocast.describe()}", ctx.project.autocast.device == "cpu"
+    if ctx.project.guarded is not None:
+        return f"its project's models are written to run under autocast: {ctx.project.guarded.describe()}", False
+    if ctx.project.shipped:
+        return SHIPPED, False
+    return None
+
+
+# Said of a rotary module an installable package ships where nothing of the package autocasts: its users' training
+# runs it under theirs (transformers' Llama, PR #29285, computed its angles so for every user of bf16 autocast).
+SHIPPED = "this package ships it, and its users' training runs it under their autocast (nothing in this project does: a note)"
+
+
+# torch's factories: a tensor they make without a device is on the CPU, where CUDA's autocast casts nothing.
+_FACTORIES = frozenset({"torch.arange", "torch.linspace", "torch.logspace", "torch.tensor", "torch.as_tensor", "torch.zeros",
+                        "torch.ones", "torch.full", "torch.empty", "torch.rand", "torch.randn", "torch.from_numpy"})
+# Methods that keep their receiver's device (dtype casts, views, slices).
+_SAME_DEVICE = frozenset({"float", "double", "half", "bfloat16", "reshape", "view", "unsqueeze", "squeeze", "flatten",
+                          "repeat_interleave", "repeat", "expand", "contiguous", "clone", "detach", "t"})
+
+
+def _on_the_cpu(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> bool:
+    """`expr` is a tensor made on the CPU in this function: a factory given no device (or "cpu"), a dtype cast,
+    view or slice of one, arithmetic with one (a CPU tensor of one or more dimensions keeps the result there), or
+    a name every assignment of which is one. An attribute (a module's buffer moves with the module), a parameter
+    or anything else may be on the GPU."""
+    if depth > 4:
+        return False
+    if isinstance(expr, ast.BinOp):
+        return _on_the_cpu(ctx, expr.left, scope, depth + 1) or _on_the_cpu(ctx, expr.right, scope, depth + 1)
+    if isinstance(expr, ast.Subscript):
+        return _on_the_cpu(ctx, expr.value, scope, depth + 1)
+    if isinstance(expr, ast.Name):
+        # the assignment the use reads: the last one above it (``grid = np.linspace(...)`` then
+        # ``grid = torch.from_numpy(grid)``: the second)
+        made = [v for line, v in ctx.src.bindings(expr, scope) if line < expr.lineno]
+        return bool(made) and made[-1] is not None and _on_the_cpu(ctx, made[-1], scope, depth + 1)
+    if not isinstance(expr, ast.Call):
+        return False
+    if isinstance(expr.func, ast.Attribute) and expr.func.attr in _SAME_DEVICE and ctx.qualname(expr.func) is None:
+        return _on_the_cpu(ctx, expr.func.value, scope, depth + 1)
+    if ctx.qualname(expr.func) not in _FACTORIES:
+        return False
+    device = keyword(expr, "device")
+    return device is None or isinstance(device, ast.Constant) and device.value == "cpu"
+
+
+def _cast_by_cuda_autocast(ctx: Context, node: ast.AST) -> bool:
+    """An einsum that contracts no index is cast by CUDA's autocast only where its operands are on the GPU: not
+    where one is a tensor this function made on the CPU (a table precomputed there and moved later)."""
+    scope = ctx.src.enclosing_function(node) or ctx.src.tree
+    return not any(_on_the_cpu(ctx, a, scope) for a in node.args[1:]) if isinstance(node, ast.Call) else True
+
+
+@code_check("AMP101", triggers=("freq",), also=(("@", "matmul", "mm(", "einsum"), ("autocast", "mixed_precision", "precision=", "bf16=", "fp16=",
+                                                                                 SHIPPED_WORD)), project=True)
+def rope_under_autocast(ctx: Context) -> Iterator[CodeHit]:
+    # transformers PR #29285, diffusers PR #13922. Autocast's lower-precision list has matmul/mm/bmm and, on
+    # CUDA, einsum whatever it contracts: `.float()` on both operands does not help, the product is still bf16. An
+    # elementwise product (`pos[..., None] * inv_freq`, `torch.outer`) is not on the list and stays fp32.
+    # A model file that never mentions autocast is reported where the project runs it under autocast (a training
+    # file's, a config's, another module's guard) and, as a note, where an installable package ships it to users.
+    shown = _runs_under_autocast(ctx)
+    if shown is None:
         return
+    evidence, on_cpu = shown
     rotary = None
-    for node in angle_matmuls(ctx):
+    for node in angle_matmuls(ctx, every_einsum=not on_cpu):
         if rotary is None:
             rotary = _rotary_functions(ctx)
         fn = ctx.src.enclosing_function(node)
-        if (fn or ctx.src.tree) not in rotary or facts.autocast_off_at(node) or construction_only(ctx, fn):
+        if (fn or ctx.src.tree) not in rotary or ctx.facts.autocast_off_at(node) or construction_only(ctx, fn):
             continue
-        kind = "RoPE angles" if rotary_said(ctx) else "angles for a cos/sin table"
-        yield node, (f"{kind} `{ast.unparse(node)[:60]}` are a matmul, which autocast runs in bf16/fp16 even on fp32 "
-                     f"operands; {evidence}. Compute them inside `torch.autocast(device_type, enabled=False)`")
+        kind = "RoPE angles" if _rotary_at(ctx, node) else "angles for a cos/sin table"
+        outer = isinstance(node, ast.Call) and ctx.qualname(node.func) == "torch.einsum" and not contracts(node)
+        if outer and not _cast_by_cuda_autocast(ctx, node):
+            continue
+        what = ("an einsum, which CUDA's autocast runs in bf16/fp16 even on fp32 operands and whatever it contracts" if outer
+                else "a matmul, which autocast runs in bf16/fp16 even on fp32 operands")
+        said = (f"{kind} `{ast.unparse(node)[:60]}` are {what}; {evidence}. "
+                "Compute them inside `torch.autocast(device_type, enabled=False)`")
+        longer = _rebuilt_for_longer(ctx, node, fn)
+        if longer is not None:
+            yield node, (f"{said}. A note: the table is built with the model, outside autocast, and the forward builds it "
+                         f"again only under `{ast.unparse(longer.test)[:60]}` (line {longer.lineno}), for a sequence longer "
+                         "than it was built for"), Severity.INFO
+        else:
+            yield (node, said, Severity.INFO) if evidence is SHIPPED else (node, said)
+
+
+def _rebuilt_for_longer(ctx: Context, node: ast.AST, fn: ast.AST | None) -> ast.If | None:
+    """The comparison under which the forward rebuilds a table that the constructor builds: the angles `node` lie
+    in an ``if`` over a comparison (``if seq_len > self.max_seq_len_cached:``) that stores a table the class's
+    ``__init__`` stores computed too (not None: a table built lazily is built under the first forward's autocast);
+    or `fn` is a method that an ``__init__`` of the file calls (``self._set_cos_sin_cache(max_position_embeddings,
+    ...)``, a subclass's override too) and that every other method calls only inside such an ``if``. That ``if``;
+    None otherwise."""
+    cls = ctx.src.enclosing_class(node)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or cls is None:
+        return None
+    guard = _comparison_around(ctx, node)
+    init = next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+    if guard is not None and init is not None and _tables_stored(guard) & _tables_stored(init):
+        return guard
+    return _called_for_longer(ctx, fn)
+
+
+def _called_for_longer(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.If | None:
+    """The ``if`` over a comparison that holds every call of the method `fn` outside an ``__init__`` of the file,
+    where an ``__init__`` calls it too; None otherwise."""
+    calls = [c for c in ctx.src.calls if isinstance(c.func, ast.Attribute) and c.func.attr == fn.name
+             and isinstance(c.func.value, ast.Name) and c.func.value.id == "self"]
+    callers = [(c, ctx.src.enclosing_function(c)) for c in calls]
+    if not any(f is not None and f.name == "__init__" for _, f in callers):
+        return None
+    guards = [_comparison_around(ctx, c) for c, f in callers if f is not None and f.name != "__init__"]
+    return guards[0] if guards and all(g is not None for g in guards) else None
+
+
+def _tables_stored(block: ast.AST) -> set[str]:
+    """The attributes `block` stores a value in (``self.x = ...``, ``self.register_buffer("x", ...)``), None not
+    counted."""
+    out: set[str] = set()
+    for n in ast.walk(block):
+        if isinstance(n, ast.Assign) and not (isinstance(n.value, ast.Constant) and n.value.value is None):
+            out.update(t.attr for t in n.targets if isinstance(t, ast.Attribute))
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "register_buffer" and len(n.args) >= 2 \
+                and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str) \
+                and not (isinstance(n.args[1], ast.Constant) and n.args[1].value is None):
+            out.add(n.args[0].value)
+    return out
+
+
+def _comparison_around(ctx: Context, node: ast.AST) -> ast.If | None:
+    """The nearest ``if`` of `node`'s function whose body holds it and whose test is a comparison."""
+    for parent, child in ctx.src.steps(node):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return None
+        if isinstance(parent, ast.If) and child in parent.body:
+            return parent if isinstance(parent.test, ast.Compare) else None
+    return None
+
+
+def _rotary_at(ctx: Context, node: ast.AST) -> bool:
+    """The angles are a rotary embedding's: their class or function is named so, or, outside any class, the file
+    speaks of rotary embeddings. A sinusoidal embedding's class beside a rotary one in the file is not."""
+    cls, fn = ctx.src.enclosing_class(node), ctx.src.enclosing_function(node)
+    if any(names_rotary(d.name) for d in (cls, fn) if d is not None):
+        return True
+    return cls is None and rotary_said(ctx)
 
 
 @runtime_check("AMP101")

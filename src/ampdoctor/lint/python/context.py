@@ -101,8 +101,9 @@ NOT_ROPE = frozenset({"sim", "similarity", "loss", "cossim", "dist", "distance",
 POSITION_FACTORIES = frozenset({"torch.arange", "torch.linspace", "torch.range"})
 TRIG = frozenset({"torch.cos", "torch.sin", "torch.polar"})
 COMBINE = frozenset({"torch.cat", "torch.stack", "torch.outer", "torch.einsum"})
-# On autocast's lower-precision lists. einsum is not itself: torch decomposes it, into bmm when it contracts an
-# index and into an elementwise mul (left in fp32) when it does not, on CUDA as on CPU (`contracts`).
+# On autocast's lower-precision lists. einsum is on CUDA's itself (its operands are cast before torch decomposes
+# it, whatever it contracts), not on the CPU's: there only the bmm a contraction decomposes into is cast, and an
+# einsum that contracts no index is an elementwise mul left in fp32 (`contracts`).
 ANGLE_MATMULS = frozenset({"torch.matmul", "torch.mm", "torch.bmm", "torch.einsum"})
 # The torch functions whose product autocast computes in its half dtype (attention scores, logits).
 MATMUL_CALLS = ANGLE_MATMULS | {"torch.baddbmm"}
@@ -260,12 +261,13 @@ def contracts(call: ast.Call) -> bool:
     return bool(set(letters) - set(output))
 
 
-def angle_matmuls(ctx: Context) -> Iterator[ast.AST]:
-    """Matrix products with an inv_freq/freqs operand: ``inv_freq @ position_ids``, ``torch.einsum("i,j->ij", t, freqs)``."""
+def angle_matmuls(ctx: Context, every_einsum: bool = False) -> Iterator[ast.AST]:
+    """Matrix products with an inv_freq/freqs operand: ``inv_freq @ position_ids``, ``torch.einsum("bdj,bjn->bnd", inv_freq, pos)``;
+    with `every_einsum` (what CUDA's autocast casts), an einsum that contracts no index too (``"i,j->ij"``)."""
     operands: list[tuple[ast.AST, list[ast.AST]]] = [(m, [m.left, m.right]) for m in ctx.src.matmuls]
     for call in ctx.src.calls:
         name = ctx.qualname(call.func)
-        if name in ANGLE_MATMULS and (name != "torch.einsum" or contracts(call)):
+        if name in ANGLE_MATMULS and (name != "torch.einsum" or every_einsum or contracts(call)):
             operands.append((call, [a for a in call.args if not isinstance(a, ast.Constant)]))
     for node, parts in operands:
         words = [chain_words(p, ctx) for p in parts]

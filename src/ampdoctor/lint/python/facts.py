@@ -779,10 +779,20 @@ class Facts:
             if isinstance(attr.ctx, ast.Load) and tokens(attr.attr) & {"bf16", "bfloat16"} and attr.attr != "bfloat16":
                 yield attr
         for call, name in self.autocast_calls:
-            device = autocast_argument(call, name, "device_type")
-            if name == "torch.cpu.amp.autocast" or (isinstance(device, ast.Constant) and device.value == "cpu"):
-                if autocast_argument(call, name, "dtype") is None:
-                    yield call  # CPU autocast defaults to bf16
+            if self.autocast_device(call) == "cpu" and autocast_argument(call, name, "dtype") is None:
+                yield call  # CPU autocast defaults to bf16
+
+    def autocast_device(self, node: ast.AST) -> str | None:
+        """The device an autocast call enters autocast on, where the call says it with a literal ("cpu" for
+        ``torch.cpu.amp.autocast(...)`` and ``torch.autocast("cpu")``); None for anything else (a framework's mixed
+        precision, a device the run chooses)."""
+        name = self.src.imports.qualname(node.func) if isinstance(node, ast.Call) else None
+        if name not in AUTOCASTS:
+            return None
+        if name != "torch.autocast":
+            return name.split(".")[1]  # torch.cuda.amp.autocast, torch.cpu.amp.autocast
+        device = autocast_argument(node, name, "device_type")
+        return device.value if isinstance(device, ast.Constant) and isinstance(device.value, str) else None
 
     @functools.cached_property
     def autocast_disabled(self) -> list[ast.Call]:

@@ -59,6 +59,9 @@ class Evidence:
     # The test of the branch that holds it in its file, where no run the project makes of that file takes it
     # (`Facts.option_only`: ``args.fp16``, a flag no launcher passes): what it says holds only for runs that set it.
     only_with: str = ""
+    # The device an autocast enters it on, where its call names one ("cpu", "cuda"); "" where it does not. CUDA's
+    # autocast casts more ops than the CPU's (einsum whatever it contracts): a rule about those reads it.
+    device: str = ""
 
     def describe(self) -> str:
         where = f"{self.what} ({self.file}:{self.line}"
@@ -165,7 +168,9 @@ class Summary:
     configs: tuple[tuple[str, int], ...] = ()  # config file names this training file mentions, with the line
     half: Evidence | None = None  # set by the model: a training config this file names trains in half
     guards: int | None = None  # a line where this (library) file turns autocast off around its own math
-    angles: bool = False  # the file may compute rotary angles (a matmul of frequencies): a guard elsewhere concerns it
+    # the file may compute rotary angles (a matmul of frequencies): a guard elsewhere concerns it, and, in a package
+    # that ships it, its users' autocast
+    angles: bool = False
     sensitive: bool = True  # a project context could change the file's findings (a detector that reads it would run)
     cpu_autocast: int | None = None  # a line where this file enters autocast on the CPU
     autocast_state: bool = False  # the file reads autocast's state with no device (CUDA's): a CPU autocast elsewhere concerns it
@@ -424,7 +429,7 @@ class ProjectModel:
                                  option_values(self.launches.get(path, ())), runs_of(self.launches.get(path, ())),
                                  self._unused_helpers(path), _nearest_device(path, summary, devices),
                                  config_values=base.config_values, config_autocast=base.config_autocast,
-                                 shipped=summary.functions and self._shipped(path), weights_fp32=weights_fp32 & summary.weights_dtype,
+                                 shipped=self._ships_to_users(path, summary), weights_fp32=weights_fp32 & summary.weights_dtype,
                                  unscaled_in=_unscaled_elsewhere(path, summary, unscaling))
             if ctx:
                 out[path] = ctx
@@ -493,6 +498,11 @@ class ProjectModel:
         mentioned = self._mentioned()
         return frozenset(name for name in candidates
                          if not any(self._imports_helper(other, path, name) for other in mentioned[name] if other != path))
+
+    def _ships_to_users(self, path: str, summary: Summary) -> bool:
+        """The file is shipped (`_shipped`) and holds code its users run under their own precision: an autograd
+        Function, rotary angles."""
+        return (summary.functions or summary.angles) and self._shipped(path)
 
     def _shipped(self, path: str) -> bool:
         """Is the file part of what the installable package gives its users (`packaged`)? A module at the top of the
@@ -944,7 +954,8 @@ def summarize(rel_path: str, source: str | TextWords, ctx: "Context | None", tra
         # runs its autocast with half weights (`Evidence.casts_weights`)
         from ampdoctor.lint.python.embedded import half_weights_config  # the config readers: only for a file linted now, not from the cache
         casts = bool(facts.model_casts) or half_weights_config(ctx) is not None
-        autocast = Evidence(f"{_names(dtypes)} {what}", dtypes, rel_path, node.lineno, casts_weights=casts, only_with=only_with or "")
+        autocast = Evidence(f"{_names(dtypes)} {what}", dtypes, rel_path, node.lineno, casts_weights=casts, only_with=only_with or "",
+                            device=facts.autocast_device(node) or "")
     model_classes: tuple[str, ...] = ()
     if autocast is None and facts.model_casts and not facts.mixed_precision_on:
         made, only_with = _first_made(facts, [c.node for c in facts.model_casts])

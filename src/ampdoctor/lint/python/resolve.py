@@ -100,13 +100,20 @@ def tokens(identifier: str) -> frozenset[str]:
     return frozenset(words(identifier))
 
 
-_ROTARY_WORDS = frozenset({"rotary", "rope"})
+# "rotary" or "rope", with the dimensions some carry (``rope3``, ``rotary1d``: `tokens` keeps digits on the word)
+_ROTARY_WORD = re.compile(r"(?:rotary|rope)(?:\d+d?)?")
+# The end of a run of capitals before a capitalised word (``GPTNeoXRotary``: "X" | "Rotary"), which `words` keeps
+# together ("xrotary")
+_ACRONYM_END = re.compile(r"(?<=[A-Z])(?=[A-Z][a-z])")
 
 
 def names_rotary(identifier: str) -> bool:
     """An identifier that names a rotary embedding: ``RotaryEmbedding``, ``build_rope``, ``apply_rotary_pos_emb``, and
-    the paper's own spelling ``LlamaRoPE`` / ``RoPEScaling``, which camel-case splitting would cut into "ro" and "pe"."""
-    return bool(tokens(identifier.replace("RoPE", "_rope_")) & _ROTARY_WORDS)
+    the paper's own spelling ``LlamaRoPE`` / ``RoPEScaling``, which camel-case splitting would cut into "ro" and "pe",
+    the dimensioned ones (``Rope3D``, ``rotary2d``), whose digits `tokens` keeps on the word, and those after an
+    acronym (``GPTNeoXRotaryEmbedding``)."""
+    spaced = _ACRONYM_END.sub("_", identifier.replace("RoPE", "_rope_"))
+    return any(_ROTARY_WORD.fullmatch(t) for t in tokens(spaced))
 
 
 def node_words(node: ast.AST) -> frozenset[str]:
