@@ -11,6 +11,7 @@ from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import code_check
 from ampdoctor.lint.python.context import CodeHit, Context, assigned_name
 from ampdoctor.lint.python.dataflow import BF16, FP16, FP32, HALF, describe, torch_factory
+from ampdoctor.lint.python.fp32 import device_move
 from ampdoctor.lint.python.resolve import keyword, last_identifier, method, node_words, tokens
 from ampdoctor.lint.python.source import parameters
 
@@ -76,8 +77,8 @@ def _chain(ctx: Context, node: ast.expr, given: ast.expr | None) -> tuple[ast.ex
             given, cast = None, _CAST_METHODS[parent.attr]
         elif parent.attr in ("to", "type"):
             target = keyword(outer, "dtype") or next((a for a in outer.args if _dtype_like(ctx, a)), None)
-            if target is not None:
-                given, cast = target, None
+            if target is not None or (outer.args and not device_move(outer)):
+                given, cast = target, None  # a dtype, or another tensor's (``.to(k)``), which it then follows
         elif parent.attr not in _MOVES:
             return node, given, cast
         node = outer

@@ -69,3 +69,9 @@ def prefill(model, prompt):
     model.setup_caches(prompt.shape[0], 2048)
     model.setup_given(prompt.shape[0], 2048, model.blocks[0].weight.dtype)
     return model(prompt)
+
+
+def cache_like_the_keys(batch, length, width, keys):
+    # allocated fp32, then given the keys' dtype by `.to(keys)`: it follows them
+    k_cache = torch.zeros(batch, length, width, dtype=torch.float32).to(keys)
+    return k_cache
