@@ -757,3 +757,15 @@ def test_context_that_only_the_signatures_own_match_holds_does_not_decide_a_gene
     # the same call shown again beside the match (a frame of the attention function) is independent: it decides
     framed = explain('  File "/site-packages/torch/nn/functional.py", line 5, in multi_head_attention_forward\n' + text)[0]
     assert framed.rule.id == "AMP122" and not framed.guess
+
+
+def test_a_rule_naming_no_context_ranks_below_a_rival_on_the_same_message_whose_context_is_in_view():
+    # A shared dtype message that a rule naming no context (implicit promotion) reads too: the launch line shows the
+    # precision flag of the config-mismatch rule's context, so that rule comes first, the other just below it.
+    text = ("RuntimeError: mat1 and mat2 must have the same dtype, but got Float and BFloat16\n"
+            "accelerate launch --mixed_precision bf16 train_model.py --lr 1e-4\n")
+    cands = explain(text, weak=True)
+    ids = [c.rule.id for c in cands]
+    assert ids[0] == "AMP001" and all(c.guess for c in cands)
+    promotion = cands[ids.index("AMP201")]
+    assert promotion.score < cands[0].score and "ranked below AMP001" in promotion.reason

@@ -592,3 +592,26 @@ def test_a_cuda_autocast_region_told_to_be_inert_on_another_device_is_the_device
         assert cand.rule.id == "AMP140" and cand.basis == "signature" and cand.guess, told
     assert all(c.rule.id != "AMP140" or c.basis == "wording"
                for c in explain("the autocast around the loss is inert here, the loss is already fp32"))
+
+
+def test_the_fp16_spelling_of_the_scalar_type_refusal_reads_the_config_mismatch_where_its_context_is_in_view():
+    # The incident's message with Half in place of BFloat16 (an fp16 pipeline run whose attention product meets an
+    # fp32 operand): the same mismatch, so the config-mismatch rule reads it too, first where its context is shown.
+    text = ('  File "/opt/run/deepspeed/runtime/pipe/engine.py", line 640, in _exec_forward_pass\n'
+            "    outputs = super().forward(inputs)\n"
+            '  File "/opt/run/megatron/model/transformer.py", line 311, in forward\n'
+            "    attention_scores = torch.baddbmm(matmul_result, query_layer, key_layer)\n"
+            "RuntimeError: expected scalar type Half but found Float\n")
+    cand = first(text)
+    assert cand.rule.id == "AMP001" and cand.guess
+
+
+@pytest.mark.parametrize("text, rule", [
+    ("After training, the checkpoint is saved as fp32 instead of fp16, doubling its size on disk.", "AMP132"),
+    ("The running loss is accumulated in a float16 tensor, so the logged epoch loss stops growing after a while.",
+     "AMP137"),
+    ("Outputs differ between eager and torch.compile when the model runs in fp16.", "AMP215"),
+])
+def test_a_cause_told_in_words_with_fp16_reads_as_its_bf16_wording_does(text, rule):
+    cands = explain(text)
+    assert cands[0].rule.id == rule and cands[0].basis == "signature" and cands[0].guess

@@ -544,10 +544,12 @@ def _below_printed_failure(cand: Candidate, fit: _Fit, fits: Sequence[_Fit]) -> 
 
 
 def _below_backed_rival(cand: Candidate, fit: _Fit, fits: Sequence[_Fit]) -> Candidate:
-    """A rule that names context, none of which is in the text, ranks just below another rule that reads the same
-    message (an overlapping match) with some of its own context in view: the one the text backs comes first, whatever
-    the two signatures weigh. The order only; whether either is a guess was decided before."""
-    if not fit.candidate.rule.context or fit.context > 0:
+    """A rule none of whose context is in the text ranks just below another rule that reads the same message (an
+    overlapping match) with some of its own context in view: the one the text backs comes first, whatever the two
+    signatures weigh. A rule that names no context is such a rule too: nothing in the text backs it, and the neutral
+    share it scores with (`_NEUTRAL_CONTEXT`) stands for context that might have been shown, not for context that was.
+    The order only; whether either is a guess was decided before."""
+    if fit.context > 0:
         return cand
     start, end = fit.span
     backed = [o for o in fits if o is not fit and o.context > 0 and o.candidate.score > MIN_SCORE

@@ -110,6 +110,15 @@ def test_a_file_that_trains_is_training_code_whatever_its_name():
     assert file_kind("sample.py", "x = 1").kind is CodeKind.INFERENCE
 
 
+def test_a_file_under_an_evaluation_folder_is_evaluation_code_unless_it_trains():
+    # an eval/ folder holds benchmark harnesses and scoring scripts; a file there that steps an optimizer trains
+    found = file_kind("src/pkg/eval/embed_queries.py", "x = 1")
+    assert found.kind is CodeKind.INFERENCE and "evaluation code under eval/" in found.why
+    assert file_kind("evaluation/score.py", "x = 1").kind is CodeKind.INFERENCE
+    assert file_kind("src/pkg/eval/probe.py", "loss.backward()\noptimizer.step()").kind is CodeKind.TRAINING
+    assert file_kind("src/pkg/evaluator/metrics.py", "x = 1").kind is CodeKind.LIBRARY
+
+
 def test_a_fit_of_an_estimator_built_in_the_same_expression_trains_nothing_but_a_trainers_does():
     neighbours = "idx = NearestNeighbors(n_neighbors=8).fit(points).kneighbors(points)\nwith torch.autocast('cuda'):\n    y = model(x)"
     assert file_kind("surface/inference.py", neighbours).kind is CodeKind.INFERENCE

@@ -10,7 +10,7 @@ from typing import Iterator
 from ampdoctor.core.engine import Places
 from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, policy_check
-from ampdoctor.dtypes import HALF, describe_half
+from ampdoctor.dtypes import FP32, HALF, describe_half
 from ampdoctor.facts import RunFacts
 from ampdoctor.frameworks import deepspeed
 from ampdoctor.lint.python.config_values import ConfigValue, ConfigValues, key_path, stored_keys
@@ -38,12 +38,36 @@ def low_precision_reduce(ctx: Context) -> Iterator[CodeHit]:
         if reduce is not None and not (isinstance(reduce, ast.Constant) and reduce.value is None):
             said = _half(ctx, reduce, scope)
             if said:
-                yield reduce, f"gradients are reduced in {said[0]}{_advice(said, 'use')}", said[1]
+                chosen = _pure_half_beside_fp32(ctx, call, reduce, scope) if said[1] is None else None
+                yield (reduce, f"gradients are reduced in {said[0]}{chosen}", Severity.INFO) if chosen \
+                    else (reduce, f"gradients are reduced in {said[0]}{_advice(said, 'use')}", said[1])
             continue
         said = _half(ctx, argument(call, 0, "param_dtype"), scope, describe)
         if said:
             yield call, (f"`{name.rsplit('.', 1)[-1]}` without `reduce_dtype` reduces gradients in the param dtype "
                          f"({said[0]}){_advice(said, 'pass')}"), said[1]
+
+
+def _pure_half_beside_fp32(ctx: Context, call: ast.Call, reduce: ast.AST, scope: ast.AST) -> str:
+    """The policy is all one half dtype (params, reduce and buffers: a pure-half mode), and the other side of a
+    branch builds a policy that reduces in float32 (``if args.fsdp_amp: MixedPrecision(param_dtype=torch.bfloat16,
+    reduce_dtype=torch.float32, ...) elif args.fsdp_pure_bf16: MixedPrecision(<all bf16>)``): the code offers the fp32
+    reduce and this one as alternatives, and a run reduces in half only where it picks the pure-half mode over the
+    other. Said as the end of a note's message; "" otherwise."""
+    half = ctx.flow.dtype_of(reduce, scope)
+    if not half or not half <= HALF or len(half) != 1:
+        return ""
+    if any(ctx.flow.dtype_of(argument(call, i, name), scope) != half for i, name in ((0, "param_dtype"), (2, "buffer_dtype"))):
+        return ""
+    names = {"torch.distributed.fsdp.MixedPrecision", "torch.distributed.fsdp.MixedPrecisionPolicy"}
+    for other, _ in calls_named(ctx, names):
+        wide = argument(other, 1, "reduce_dtype")
+        if other is not call and wide is not None and ctx.flow.dtype_of(wide, ctx.src.scope(other)) == {FP32} \
+                and ctx.src.exclusive(other, call):
+            return (f" in a pure-{describe(half)} policy (params, reduce and buffers), built on the other side of a branch "
+                    f"from the policy of line {other.lineno}, which reduces in float32: a run reduces in half only where it "
+                    "picks this mode over that one")
+    return ""
 
 
 # What `_half` says of a dtype, and the severity where it is not the catalog's (None).

@@ -24,7 +24,7 @@ from ampdoctor.lint.python.fp32 import (
     made_in,
     under_autocast,
 )
-from ampdoctor.lint.python.resolve import argument, keyword, last_identifier, tokens
+from ampdoctor.lint.python.resolve import argument, keyword, last_identifier, method, tokens
 from ampdoctor.lint.python.source import parameters
 
 if TYPE_CHECKING:
@@ -263,6 +263,8 @@ def _traced(ctx: Context, expr: ast.AST | None, frame: _Frame, line: int, depth:
         return _traced_name(ctx, expr, frame, line, depth)
     if isinstance(expr, ast.Subscript):
         return _traced(ctx, expr.value, frame, line, depth + 1)
+    if isinstance(expr, ast.Attribute):
+        return _traced_attribute(ctx, expr, depth)
     if isinstance(expr, ast.BinOp) and not isinstance(expr.op, ast.MatMult):
         return _traced_arithmetic(ctx, expr, frame, line, depth)
     if not isinstance(expr, ast.Call):
@@ -276,6 +278,28 @@ def _traced(ctx: Context, expr: ast.AST | None, frame: _Frame, line: int, depth:
                                                                   or expr.func.attr == "type"):
         return _traced_method(ctx, expr, expr.func, frame, line, depth)
     return _traced_callee(ctx, expr, frame, depth)
+
+
+def _traced_attribute(ctx: Context, expr: ast.Attribute, depth: int) -> _Made | None:
+    """``self.causal_mask``: a plain attribute that the class's ``__init__`` binds once, read where it was made there.
+    Not a buffer: a cast of the module casts its buffers (and parameters) with it, never its plain tensor attributes,
+    which keep the dtype they were made in whatever the model is cast to."""
+    cls = ctx.src.enclosing_class(expr)
+    init = method(cls, "__init__") if cls is not None and isinstance(expr.value, ast.Name) and expr.value.id == "self" else None
+    if init is None or _registered(ctx, cls, expr.attr):
+        return None
+    bound = [(line, v) for line, v in ctx.src.bindings(expr, ctx.src.scope(expr)) if ctx.src.enclosing_class(v or expr) is cls]
+    if len(bound) != 1 or bound[0][1] is None or ctx.src.enclosing_function(bound[0][1]) is not init:
+        return None
+    return _traced(ctx, bound[0][1], _Frame(init), bound[0][0], depth + 1)
+
+
+def _registered(ctx: Context, cls: ast.ClassDef, attr: str) -> bool:
+    """The class registers `attr` as a buffer or parameter (``self.register_buffer("mask", ...)``), which a cast of the
+    module casts."""
+    return any(isinstance(c.func, ast.Attribute) and c.func.attr in ("register_buffer", "register_parameter") and c.args
+               and isinstance(c.args[0], ast.Constant) and c.args[0].value == attr and ctx.src.enclosing_class(c) is cls
+               for c in ctx.src.calls)
 
 
 def _traced_name(ctx: Context, expr: ast.Name, frame: _Frame, line: int, depth: int) -> _Made | None:

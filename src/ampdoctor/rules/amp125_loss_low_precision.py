@@ -73,7 +73,16 @@ def _criteria(ctx: Context) -> set[str]:
     """The names the file binds a loss module to (``loss_fct = CrossEntropyLoss()``, ``self.criterion = ...``): calls
     of them compute a loss. A target no dotted name spells (``losses[k] = ...``) names no call."""
     return {name for node in ctx.src.assigns if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-            and ctx.qualname(node.value.func) in LOSS_CLASSES for t in node.targets if (name := dotted(t)) is not None}
+            and ctx.qualname(_unmoved(ctx, node.value).func) in LOSS_CLASSES for t in node.targets if (name := dotted(t)) is not None}
+
+
+def _unmoved(ctx: Context, call: ast.Call) -> ast.Call:
+    """The construction a module is moved from: ``nn.CrossEntropyLoss().cuda()`` and ``.to(device)`` move a loss
+    module (its weights, if any), they do not make another kind of callable."""
+    while isinstance(call.func, ast.Attribute) and call.func.attr in ("cuda", "to", "cpu") and ctx.qualname(call.func) is None \
+            and isinstance(call.func.value, ast.Call):
+        call = call.func.value
+    return call
 
 
 def _log_probs_of_half_logits(ctx: Context) -> Iterator[CodeHit]:

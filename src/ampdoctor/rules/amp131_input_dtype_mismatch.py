@@ -244,7 +244,7 @@ def fp32_batch_into_half_model(ctx: Context) -> Iterator[CodeHit]:
             continue
         scope = ctx.src.scope(call)
         for arg in _batch_arguments(call):
-            made = fp32_made(ctx, arg, scope)
+            made = fp32_made(ctx, arg, scope) or _collated_fp32(ctx, arg, scope)
             if made is None:
                 continue
             external = cast.local_class is None and isinstance(cast.node.func, ast.Attribute) and cast.node.func.attr == "from_pretrained"
@@ -584,9 +584,10 @@ def _input_dtypes(ctx: Context, arg: ast.AST, call: ast.Call, scope: ast.AST) ->
 
 
 def _cast_of_input(ctx: Context, expr: ast.AST, scope: ast.AST) -> frozenset | None:
-    """The dtype an expression surely casts or makes its tensor in: `fp32_made`'s fp32, or an explicit cast
-    (``.to(dtype=weight_dtype)``, ``.half()``), through views and moves to a device after it."""
-    if fp32_made(ctx, expr, scope) is not None:
+    """The dtype an expression surely casts or makes its tensor in: `fp32_made`'s fp32 (or a batch's item the file's
+    collate function makes fp32), or an explicit cast (``.to(dtype=weight_dtype)``, ``.half()``), through views and
+    moves to a device after it."""
+    if fp32_made(ctx, expr, scope) is not None or _collated_fp32(ctx, expr, scope) is not None:
         return FP32
     while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
         found = ctx.flow.cast_dtype(expr, scope)
@@ -631,3 +632,47 @@ def _differ(model: frozenset, given: frozenset) -> bool:
     if len(given) == 1 and given <= floats:
         return bool((model & floats) - given) and bool(model & HALF or given & HALF)
     return False
+
+
+# Wrappers a training loop iterates a loader through (``enumerate(loader)``, ``tqdm(loader)``): they yield its batches.
+_ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter"})
+
+
+def _collated_fp32(ctx: Context, expr: ast.AST, scope: ast.AST) -> ast.AST | None:
+    """``batch["pixel_values"]`` (through views and moves) in ``for batch in loader:``, where ``loader =
+    DataLoader(..., collate_fn=collate_fn)`` and the file's ``collate_fn`` returns a dict whose "pixel_values" it made
+    fp32 (``torch.stack(...).float()``): where that tensor was made fp32, else None."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and (device_move(expr) or expr.func.attr in VIEWS) \
+            and expr.func.attr != "float":
+        expr = expr.func.value
+    if not (isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Name) and isinstance(expr.slice, ast.Constant)
+            and isinstance(expr.slice.value, str)):
+        return None
+    collate = next((c for c in _loaders_of(ctx, expr.value, scope)), None)
+    if collate is None:
+        return None
+    for ret in ctx.src.own_returns(collate):
+        if isinstance(ret.value, ast.Dict):
+            value = next((v for k, v in zip(ret.value.keys, ret.value.values) if isinstance(k, ast.Constant) and k.value == expr.slice.value), None)
+            made = fp32_made(ctx, value, collate) if value is not None else None
+            if made is not None:
+                return made
+    return None
+
+
+def _loaders_of(ctx: Context, batch: ast.Name, scope: ast.AST) -> Iterator[ast.FunctionDef]:
+    """The collate functions of this file that the loaders a loop over `batch` iterates were built with."""
+    loop = next((p for p, child in ctx.src.steps(batch) if isinstance(p, ast.For) and child is not p.iter), None)
+    if loop is None or not any(isinstance(n, ast.Name) and n.id == batch.id for n in ast.walk(loop.target)):
+        return
+    source = loop.iter
+    if isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id in _ITERATION_WRAPPERS and source.args:
+        source = source.args[0]
+    if not isinstance(source, (ast.Name, ast.Attribute)):
+        return
+    functions = {f.name: f for f in ctx.src.tree.body if isinstance(f, ast.FunctionDef)}
+    for _, value in ctx.src.bindings(source, scope):
+        if isinstance(value, ast.Call) and last_identifier(value.func) == "DataLoader":
+            given = keyword(value, "collate_fn")
+            if isinstance(given, ast.Name) and given.id in functions:
+                yield functions[given.id]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from ampdoctor.audit.evidence import Tag
 from ampdoctor.core.registry import Hit, code_check, runtime_check
+from ampdoctor.dtypes import describe_half
 from ampdoctor.lint.python.context import CodeHit, Context
 from ampdoctor.lint.python.dataflow import FP32, FP64, HALF, describe
 from ampdoctor.lint.python.resolve import dotted, keyword, last_identifier, tokens
@@ -74,7 +75,7 @@ def _half_ema(ctx: Context, call: ast.Call) -> str | None:
         dtypes = ctx.flow.cast_dtype(call)
         name = dotted(func.value)
         if dtypes and dtypes & HALF and name and not _made_float_later(ctx, name, call.lineno):
-            return f"the EMA copy `{name}` is cast to {describe(dtypes)}"
+            return f"the EMA copy `{name}` is cast to {describe_half(dtypes)}"
         return None
     if ctx.qualname(func) not in COPIES and last_identifier(func) not in EMA_CLASSES:
         return None
@@ -86,7 +87,7 @@ def _half_ema(ctx: Context, call: ast.Call) -> str | None:
         dtypes = ctx.flow.dtype_of(asked, ctx.src.scope(call))
         return f"the EMA copy `{name}` is kept in {describe(dtypes & HALF)}" if dtypes and dtypes & HALF else None
     dtypes = _half_source(ctx, call)
-    return f"the EMA copy `{name}` is made from a model cast to {describe(dtypes)}" if dtypes else None
+    return f"the EMA copy `{name}` is made from a model cast to {describe_half(dtypes)}" if dtypes else None
 
 
 # "ema" alone is in gemma, schema and remaining: the triggers ask for it as a word piece.

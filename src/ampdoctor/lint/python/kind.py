@@ -121,9 +121,23 @@ def file_kind(path: str, source: str | TextWords) -> Kind:
                     "it): what it computes is drawn, no model is trained or served from it")
     if words & _PLOT and "train" not in words:
         return Kind(CodeKind.INFERENCE, f"{name} plots or visualises results (no backward pass or optimizer step in it)")
-    if (words & _INFER or folders & {"inference", "serving", "demo", "demos"}) and "train" not in words:
-        return Kind(CodeKind.INFERENCE, f"{name} runs inference (no backward pass or optimizer step in it)")
+    if (words & _INFER or folders & _INFER_DIRS) and "train" not in words:
+        return Kind(CodeKind.INFERENCE, _inference_why(name, words, parts[:-1]))
     return Kind(CodeKind.LIBRARY, "")
+
+
+# Folders of code that runs a model and trains nothing: serving and demos, and the evaluation code of a project
+# (``src/pkg/eval/``: benchmark harnesses and scoring scripts, which a training config's precision does not reach;
+# validation run from a training loop changes no weights either). A file there that trains is training code.
+_INFER_DIRS = frozenset({"inference", "serving", "demo", "demos", "eval", "evals", "evaluation"})
+
+
+def _inference_why(name: str, words: frozenset[str], folders: list[str]) -> str:
+    where = next((f for f in reversed(folders) if f in _INFER_DIRS), None)
+    if words & _INFER or where is None:
+        return f"{name} runs inference (no backward pass or optimizer step in it)"
+    what = "evaluation" if where.startswith("eval") else "inference"
+    return f"the file is {what} code under {where}/ (no backward pass or optimizer step in it)"
 
 
 # A module named like these is a training script: one that another training script imports (to reuse its model or

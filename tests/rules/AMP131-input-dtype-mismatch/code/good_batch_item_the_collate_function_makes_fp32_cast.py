@@ -1,0 +1,36 @@
+# The same loops with the item cast to the model's dtype where it enters, and a collate function that leaves its
+# images in the dataset's dtype (which the file does not show).
+import torch
+
+
+def collate_examples(examples):
+    images = torch.stack([ex["image"] for ex in examples])
+    images = images.to(memory_format=torch.contiguous_format).float()
+    return {"images": images, "ids": torch.stack([ex["ids"] for ex in examples])}
+
+
+def collate_as_stored(examples):
+    return {"images": torch.stack([ex["image"] for ex in examples])}
+
+
+def train(args, dataset, autoencoder, denoiser, optimizer):
+    weight_dtype = torch.float32
+    if args.mixed_precision == "bf16":
+        weight_dtype = torch.bfloat16
+    elif args.mixed_precision == "fp16":
+        weight_dtype = torch.float16
+    autoencoder.to("cuda", dtype=weight_dtype)
+    autoencoder.requires_grad_(False)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4, shuffle=True, collate_fn=collate_examples)
+    for step, batch in enumerate(loader):
+        latents = autoencoder.encode(batch["images"].to("cuda", dtype=weight_dtype)).latent_dist.sample()
+        loss = denoiser(latents).mean()
+        loss.backward()
+        optimizer.step()
+
+
+def score(classifier, dataset):
+    classifier = classifier.cuda().half()
+    loader = torch.utils.data.DataLoader(dataset, batch_size=16, collate_fn=collate_as_stored)
+    for batch in loader:
+        print(classifier(batch["images"].cuda()).argmax(-1))
