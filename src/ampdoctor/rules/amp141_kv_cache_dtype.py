@@ -5,6 +5,7 @@ Every detector of this rule; its documentation is the catalog entry (`ampdoctor 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from typing import Iterator
 
 from ampdoctor.core.model import Severity
@@ -41,12 +42,14 @@ _MOVES = frozenset({"cuda", "cpu", "contiguous", "zero_", "fill_", "requires_gra
 _ADDS = frozenset({"append", "extend", "insert"})
 
 
+@dataclass(frozen=True)
 class Allocation:
     """A cache allocation: the name it is stored under, the expression that gives its dtype (the factory's ``dtype=``
     or a later ``.to(dtype)``) or the dtypes a ``.half()`` fixes."""
 
-    def __init__(self, name: str, given: ast.expr | None, cast: frozenset | None) -> None:
-        self.name, self.given, self.cast = name, given, cast
+    name: str
+    given: ast.expr | None
+    cast: frozenset | None
 
 
 def _allocated_cache(ctx: Context, call: ast.Call) -> Allocation | None:
