@@ -11,8 +11,9 @@ from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import TRIG, CodeHit, Context, angle_matmuls, construction_only, contracts, rotary_said
+from ampdoctor.lint.python.dataflow import torch_factory
 from ampdoctor.lint.python.project import SHIPPED_WORD
-from ampdoctor.lint.python.resolve import keyword, names_rotary
+from ampdoctor.lint.python.resolve import keyword, method, names_rotary
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -58,18 +59,16 @@ def _runs_under_autocast(ctx: Context) -> tuple[str, bool] | None:
 SHIPPED = "this package ships it, and its users' training runs it under their autocast (nothing in this project does: a note)"
 
 
-# torch's factories: a tensor they make without a device is on the CPU, where CUDA's autocast casts nothing.
-_FACTORIES = frozenset({"torch.arange", "torch.linspace", "torch.logspace", "torch.tensor", "torch.as_tensor", "torch.zeros",
-                        "torch.ones", "torch.full", "torch.empty", "torch.rand", "torch.randn", "torch.from_numpy"})
 # Methods that keep their receiver's device (dtype casts, views, slices).
 _SAME_DEVICE = frozenset({"float", "double", "half", "bfloat16", "reshape", "view", "unsqueeze", "squeeze", "flatten",
                           "repeat_interleave", "repeat", "expand", "contiguous", "clone", "detach", "t"})
 
 
 def _on_the_cpu(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> bool:
-    """`expr` is a tensor made on the CPU in this function: a factory given no device (or "cpu"), a dtype cast,
-    view or slice of one, arithmetic with one (a CPU tensor of one or more dimensions keeps the result there), or
-    a name every assignment of which is one. An attribute (a module's buffer moves with the module), a parameter
+    """`expr` is a tensor made on the CPU in this function: one of torch's factories (`dataflow.FACTORIES`, not a
+    ``*_like`` one, which follows its input) given no device (or "cpu"), ``torch.from_numpy``, a dtype cast, view or
+    slice of one, arithmetic with one (a CPU tensor of one or more dimensions keeps the result there), or a name whose
+    last assignment above the use is one. An attribute (a module's buffer moves with the module), a parameter
     or anything else may be on the GPU."""
     if depth > 4:
         return False
@@ -86,7 +85,9 @@ def _on_the_cpu(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> 
         return False
     if isinstance(expr.func, ast.Attribute) and expr.func.attr in _SAME_DEVICE and ctx.qualname(expr.func) is None:
         return _on_the_cpu(ctx, expr.func.value, scope, depth + 1)
-    if ctx.qualname(expr.func) not in _FACTORIES:
+    name = ctx.qualname(expr.func)
+    made = torch_factory(name)
+    if name != "torch.from_numpy" and (made is None or made.endswith("_like")):
         return False
     device = keyword(expr, "device")
     return device is None or isinstance(device, ast.Constant) and device.value == "cpu"
@@ -146,7 +147,7 @@ def _rebuilt_for_longer(ctx: Context, node: ast.AST, fn: ast.AST | None) -> ast.
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or cls is None:
         return None
     guard = _comparison_around(ctx, node)
-    init = next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+    init = method(cls, "__init__")
     if guard is not None and init is not None and _tables_stored(guard) & _tables_stored(init):
         return guard
     return _called_for_longer(ctx, fn)
