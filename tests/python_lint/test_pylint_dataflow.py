@@ -187,3 +187,41 @@ def test_a_dtype_test_is_decided_only_where_every_value_the_file_shows_agrees():
     assert decided("import torch\nif args.dtype == torch.bfloat16:\n    pass\n") is None
     # a configurator run with exec may rebind `dtype` from the command line (nanoGPT's)
     assert decided("import torch\ndtype = torch.float32\nexec(open('configurator.py').read())\nif dtype == torch.bfloat16:\n    pass\n") is None
+
+
+def test_the_assignments_a_use_may_read_stop_at_one_that_always_ran():
+    code = """
+    def f(flag, items):
+        x = 1
+        x = 2
+        if flag:
+            x = 3
+        else:
+            x = 4
+        use(x)
+        y = 1
+        for i in items:
+            y = 2
+        use(y)
+        z = 1
+        if flag:
+            z = 2
+            use(z)
+        try:
+            w = 1
+        except ValueError:
+            w = 2
+        use(w)
+    """
+    src = SourceFile.parse("t.py", textwrap.dedent(code))
+    fn = src.tree.body[0]
+    uses = {c.args[0].id: c.args[0] for c in src.calls if ast.unparse(c.func) == "use"}
+    read = {name: [ast.unparse(v) for _, v in src.reaching(use, fn)] for name, use in uses.items()}
+    # both sides of the if, then the assignment above it that always ran
+    assert read["x"] == ["4", "3", "2"]
+    # a loop body may not run
+    assert read["y"] == ["2", "1"]
+    # inside the branch that assigned it, the branch's own assignment is the one
+    assert read["z"] == ["2"]
+    # a handler runs instead of the rest of the try body, and either may have run
+    assert read["w"] == ["2", "1"]

@@ -13,7 +13,7 @@ from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import TRIG, CodeHit, Context, angle_matmuls, construction_only, contracts, rotary_said
 from ampdoctor.lint.python.dataflow import torch_factory
 from ampdoctor.lint.python.project import SHIPPED_WORD
-from ampdoctor.lint.python.resolve import keyword, method, names_rotary
+from ampdoctor.lint.python.resolve import keyword, last_identifier, method, names_rotary
 
 if TYPE_CHECKING:
     from ampdoctor.audit.analysis import RuntimeContext
@@ -67,9 +67,10 @@ _SAME_DEVICE = frozenset({"float", "double", "half", "bfloat16", "reshape", "vie
 def _on_the_cpu(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> bool:
     """`expr` is a tensor made on the CPU in this function: one of torch's factories (`dataflow.FACTORIES`, not a
     ``*_like`` one, which follows its input) given no device (or "cpu"), ``torch.from_numpy``, a dtype cast, view or
-    slice of one, arithmetic with one (a CPU tensor of one or more dimensions keeps the result there), or a name whose
-    last assignment above the use is one. An attribute (a module's buffer moves with the module), a parameter
-    or anything else may be on the GPU."""
+    slice of one, arithmetic with one (a CPU tensor of one or more dimensions keeps the result there), or a name that
+    every assignment the use may read makes one (`SourceFile.reaching`: a table made on the GPU in one branch and on
+    the CPU in the other may be on the GPU). An attribute (a module's buffer moves with the module), a parameter or
+    anything else may be on the GPU."""
     if depth > 4:
         return False
     if isinstance(expr, ast.BinOp):
@@ -77,10 +78,10 @@ def _on_the_cpu(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> 
     if isinstance(expr, ast.Subscript):
         return _on_the_cpu(ctx, expr.value, scope, depth + 1)
     if isinstance(expr, ast.Name):
-        # the assignment the use reads: the last one above it (``grid = np.linspace(...)`` then
-        # ``grid = torch.from_numpy(grid)``: the second)
-        made = [v for line, v in ctx.src.bindings(expr, scope) if line < expr.lineno]
-        return bool(made) and made[-1] is not None and _on_the_cpu(ctx, made[-1], scope, depth + 1)
+        # the assignments the use may read (``grid = np.linspace(...)`` then ``grid = torch.from_numpy(grid)``: the
+        # second alone)
+        made = ctx.src.reaching(expr, scope)
+        return bool(made) and all(v is not None and _on_the_cpu(ctx, v, scope, depth + 1) for _, v in made)
     if not isinstance(expr, ast.Call):
         return False
     if isinstance(expr.func, ast.Attribute) and expr.func.attr in _SAME_DEVICE and ctx.qualname(expr.func) is None:
@@ -154,15 +155,33 @@ def _rebuilt_for_longer(ctx: Context, node: ast.AST, fn: ast.AST | None) -> ast.
 
 
 def _called_for_longer(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.If | None:
-    """The ``if`` over a comparison that holds every call of the method `fn` outside an ``__init__`` of the file,
-    where an ``__init__`` calls it too; None otherwise."""
+    """The ``if`` over a comparison that holds every call of the method `fn` outside an ``__init__`` of its class's
+    family in the file, where such an ``__init__`` calls it too; None otherwise."""
+    family = _family(ctx, ctx.src.enclosing_class(fn))
     calls = [c for c in ctx.src.calls if isinstance(c.func, ast.Attribute) and c.func.attr == fn.name
-             and isinstance(c.func.value, ast.Name) and c.func.value.id == "self"]
+             and isinstance(c.func.value, ast.Name) and c.func.value.id == "self"
+             and getattr(ctx.src.enclosing_class(c), "name", None) in family]
     callers = [(c, ctx.src.enclosing_function(c)) for c in calls]
     if not any(f is not None and f.name == "__init__" for _, f in callers):
         return None
     guards = [_comparison_around(ctx, c) for c, f in callers if f is not None and f.name != "__init__"]
     return guards[0] if guards and all(g is not None for g in guards) else None
+
+
+def _family(ctx: Context, cls: ast.ClassDef | None) -> set[str]:
+    """The names of the classes of the file that `cls` derives from or that derive from it, `cls`'s own included:
+    those whose ``self.<method>(...)`` may run its method (a subclass calls the base's ``__init__``, which calls the
+    subclass's override). A same-named method of an unrelated class is another method."""
+    if cls is None:
+        return set()
+    bases = {c.name: {last_identifier(b) for b in c.bases} for c in ctx.src.classes}
+    family, grown = {cls.name}, True
+    while grown:
+        more = {name for name, above in bases.items() if above & family} | {b for name in family for b in bases.get(name, ())
+                                                                           if b in bases}
+        grown = not more <= family
+        family |= more
+    return family
 
 
 def _tables_stored(block: ast.AST) -> set[str]:

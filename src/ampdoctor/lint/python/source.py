@@ -418,8 +418,58 @@ class SourceFile:
         key = dotted(expr)
         return self._attrs.get(key, []) if key else []
 
+    def reaching(self, expr: ast.Name, scope: ast.AST) -> list[Binding]:
+        """The assignments above the use `expr` that may be the value it reads: the last one above it and, while
+        that one may not have run when the use runs (it sits in a branch, loop or ``try`` the use is not on the same
+        side of), the ones before it, up to one that always has. Last first. ``x = cpu()`` in an ``if`` and
+        ``x = gpu()`` in its ``else``: both."""
+        out: list[Binding] = []
+        for line, value in reversed(self.bindings(expr, scope)):
+            if line >= expr.lineno:
+                continue
+            out.append((line, value))
+            if value is not None and self._runs_before(value, expr):
+                break
+        return out
+
+    def _runs_before(self, first: ast.AST, then: ast.AST) -> bool:
+        """Has `first` always run where `then` runs: every branch, loop body or ``try`` part that holds `first`
+        holds `then` in the same part? (Its place above `then` is the caller's to know.)"""
+        path = {id(p): c for p, c in self.steps(then)}
+        for parent, child in self.steps(first):
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)):
+                return True
+            if not isinstance(parent, _BRANCHING) or child is getattr(parent, "test", None) \
+                    or child is getattr(parent, "iter", None):
+                continue
+            if id(parent) not in path:
+                return False
+            other = path[id(parent)]
+            if _part_of(parent, child) != _part_of(parent, other):
+                return False
+        return True
+
 
 _EXITS = (ast.Raise, ast.Return, ast.Break, ast.Continue)
+
+
+# Statements and expressions whose parts may not run, or may run without the others (``try``/``except*`` from
+# Python 3.11).
+_TRIES = (ast.Try, getattr(ast, "TryStar", ast.Try))
+_BRANCHING = (ast.If, ast.For, ast.AsyncFor, ast.While, *_TRIES, ast.ExceptHandler, ast.Match, ast.match_case, ast.IfExp,
+              ast.BoolOp, ast.comprehension)
+
+
+def _part_of(parent: ast.AST, child: ast.AST) -> str | int:
+    """The field of `parent` that holds `child` (``body``, ``orelse``...), or its place in a list field that runs
+    one element at a time (a handler, a match case, a BoolOp's operand)."""
+    for name, value in ast.iter_fields(parent):
+        if value is child:
+            return name
+        if isinstance(value, list) and child in value:
+            return value.index(child) if isinstance(parent, (*_TRIES, ast.Match, ast.BoolOp)) \
+                and name in ("handlers", "cases", "values") else name
+    return ""
 
 
 def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
