@@ -137,3 +137,81 @@ def test_an_argparse_definition_of_the_option_turns_it_on_only_where_its_default
     assert [f.severity for f in _project(tmp_path / "off", files)["a/nn.py"]] == [Severity.INFO]
     files["opts.py"] = opts.format(how="default=True")
     assert [f.severity for f in _project(tmp_path / "on", files)["a/nn.py"]] == [Severity.WARNING]
+
+
+def _unused(tmp_path: Path, files: dict[str, str], packaged: bool = False, module: str = "model.py") -> frozenset[str]:
+    from ampdoctor.lint.python.options import ProjectOptions
+
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    paths = sorted(str(p) for p in tmp_path.rglob("*.py"))
+    options = ProjectOptions(paths, rel=lambda p: Path(p).relative_to(tmp_path).as_posix(), packaged=packaged)
+    return options._unused_definitions(options.parsed(str(tmp_path / module)))
+
+
+MODEL = """
+import registry
+
+
+class Used:
+    pass
+
+
+class Helper:
+    pass
+
+
+class Dead(Used):
+    def build(self):
+        return Helper(), Dead()
+
+
+def _kernel():
+    return Helper()
+
+
+@registry.register
+class Registered:
+    pass
+
+
+class Kept(Used, metaclass=registry.Meta):
+    pass
+
+
+__all__ = ["Exported"]
+
+
+class Exported:
+    pass
+"""
+
+
+def test_definitions_nothing_builds_are_those_named_only_by_themselves_or_by_other_such(tmp_path):
+    train = "from model import Used\n\nif __name__ == '__main__':\n    Used()\n"
+    # Helper is named only by Dead and _kernel, which nothing names: dead as well; a decorated class, one with a
+    # metaclass, one a string names are not
+    assert _unused(tmp_path, {"model.py": MODEL, "train.py": train}) == {"Dead", "Helper", "_kernel"}
+
+
+def test_nothing_is_unused_without_a_script_or_where_a_package_ships_it(tmp_path):
+    # a folder of modules alone is used by code outside it
+    assert _unused(tmp_path / "a", {"model.py": MODEL, "other.py": "import model\n"}) == frozenset()
+    # an installable package's users build its public classes; its private functions are its own
+    train = "from model import Used\n\nif __name__ == '__main__':\n    Used()\n"
+    assert _unused(tmp_path / "b", {"model.py": MODEL, "train.py": train}, packaged=True) == {"_kernel"}
+    # a module imported by its name as a string may have any of its classes built by name
+    dynamic = "import importlib\n\nif __name__ == '__main__':\n    importlib.import_module('model').Dead()\n"
+    assert _unused(tmp_path / "c", {"model.py": MODEL, "train.py": dynamic}) == frozenset()
+
+
+def test_a_class_a_package_defines_in_its_init_is_used_where_a_script_imports_the_package(tmp_path):
+    train = "from core import Engine\n\nif __name__ == '__main__':\n    Engine()\n"
+    package = "class Engine:\n    pass\n\n\nclass Unused:\n    pass\n"
+    assert _unused(tmp_path, {"core/__init__.py": package, "train/run.py": train}, module="core/__init__.py") == {"Unused"}
+    # a package imported whole, its module reached by attributes
+    train = "import models\n\nif __name__ == '__main__':\n    models.dit.DIT()\n"
+    module = "class DIT:\n    pass\n\n\nclass Unused:\n    pass\n"
+    assert _unused(tmp_path / "b", {"models/__init__.py": "from . import dit\n", "models/dit.py": module, "run.py": train},
+                   module="models/dit.py") == {"Unused"}

@@ -212,6 +212,12 @@ def test_the_assignments_a_use_may_read_stop_at_one_that_always_ran():
         except ValueError:
             w = 2
         use(w)
+        if flag:
+            v = 1
+        else:
+            v = 2
+            v = 3
+        use(v)
     """
     src = SourceFile.parse("t.py", textwrap.dedent(code))
     fn = src.tree.body[0]
@@ -225,3 +231,31 @@ def test_the_assignments_a_use_may_read_stop_at_one_that_always_ran():
     assert read["z"] == ["2"]
     # a handler runs instead of the rest of the try body, and either may have run
     assert read["w"] == ["2", "1"]
+    # one a later assignment of its branch overwrites is read by nothing
+    assert read["v"] == ["3", "1"]
+
+
+def test_an_autocast_to_an_fp32_attribute_turns_autocast_off():
+    from ampdoctor.lint.python.facts import disables_autocast
+
+    code = """
+    import torch
+
+    class Backbone(torch.nn.Module):
+        def __init__(self, half):
+            super().__init__()
+            self.precision = torch.float32
+            self.compute = torch.bfloat16 if half else torch.float32
+
+        def forward(self, x):
+            with torch.cuda.amp.autocast(dtype=self.precision):
+                y = x
+            with torch.autocast("cuda", dtype=self.compute):
+                return y
+    """
+    src = SourceFile.parse("t.py", textwrap.dedent(code))
+    first, second = sorted((c for c in src.calls if "autocast" in ast.unparse(c.func)), key=lambda c: c.lineno)
+    # every assignment of the attribute is fp32: a region kept in fp32
+    assert disables_autocast(first, src)
+    # one that may be bf16 is not
+    assert not disables_autocast(second, src)

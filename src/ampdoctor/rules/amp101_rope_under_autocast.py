@@ -64,14 +64,19 @@ _SAME_DEVICE = frozenset({"float", "double", "half", "bfloat16", "reshape", "vie
                           "repeat_interleave", "repeat", "expand", "contiguous", "clone", "detach", "t"})
 
 
+# torch's functions that join a sequence of tensors, all of one device.
+_JOINS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.stack", "torch.hstack", "torch.vstack"})
+
+
 def _on_the_cpu(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> bool:
     """`expr` is a tensor made on the CPU in this function: one of torch's factories (`dataflow.FACTORIES`, not a
     ``*_like`` one, which follows its input) given no device (or "cpu"), ``torch.from_numpy``, a dtype cast, view or
-    slice of one, arithmetic with one (a CPU tensor of one or more dimensions keeps the result there), or a name that
+    slice of one, arithmetic with one (a CPU tensor of one or more dimensions keeps the result there), a join
+    (``torch.cat``) of a sequence with one, or a name that
     every assignment the use may read makes one (`SourceFile.reaching`: a table made on the GPU in one branch and on
     the CPU in the other may be on the GPU). An attribute (a module's buffer moves with the module), a parameter or
     anything else may be on the GPU."""
-    if depth > 4:
+    if depth > 6:
         return False
     if isinstance(expr, ast.BinOp):
         return _on_the_cpu(ctx, expr.left, scope, depth + 1) or _on_the_cpu(ctx, expr.right, scope, depth + 1)
@@ -82,11 +87,17 @@ def _on_the_cpu(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 0) -> 
         # second alone)
         made = ctx.src.reaching(expr, scope)
         return bool(made) and all(v is not None and _on_the_cpu(ctx, v, scope, depth + 1) for _, v in made)
-    if not isinstance(expr, ast.Call):
-        return False
+    return isinstance(expr, ast.Call) and _made_on_the_cpu(ctx, expr, scope, depth)
+
+
+def _made_on_the_cpu(ctx: Context, expr: ast.Call, scope: ast.AST, depth: int) -> bool:
+    """`_on_the_cpu` for a call."""
     if isinstance(expr.func, ast.Attribute) and expr.func.attr in _SAME_DEVICE and ctx.qualname(expr.func) is None:
         return _on_the_cpu(ctx, expr.func.value, scope, depth + 1)
     name = ctx.qualname(expr.func)
+    if name in _JOINS and expr.args and isinstance(expr.args[0], (ast.List, ast.Tuple)):
+        # torch joins tensors of one device only: one made on the CPU puts the result there
+        return any(_on_the_cpu(ctx, e, scope, depth + 1) for e in expr.args[0].elts)
     made = torch_factory(name)
     if name != "torch.from_numpy" and (made is None or made.endswith("_like")):
         return False

@@ -169,7 +169,7 @@ def disables_autocast(call: ast.Call, src: SourceFile) -> bool:
     if name in AUTOCASTS:
         enabled = autocast_argument(call, name, "enabled")
         dtype = autocast_argument(call, name, "dtype")
-        if dtype is not None and src.imports.qualname(dtype) in _FULL_PRECISION:
+        if dtype is not None and _full_precision(dtype, call, src):
             return True  # autocast to fp32 keeps its body in fp32 (CUDA autocast even disables itself for it)
     elif "autocast" in tokens(last_identifier(call.func) or ""):
         enabled = keyword(call, "enabled")
@@ -180,6 +180,17 @@ def disables_autocast(call: ast.Call, src: SourceFile) -> bool:
         passed = [value for _, value in src.bindings(enabled, src.scope(call))]
         return bool(passed) and all(isinstance(v, ast.Constant) and v.value is False for v in passed)
     return isinstance(enabled, ast.Constant) and enabled.value is False
+
+
+def _full_precision(dtype: ast.expr, call: ast.Call, src: SourceFile) -> bool:
+    """Is an autocast's `dtype` fp32 or fp64: spelled so, or a name or attribute every assignment of which is
+    (``self.precision = torch.float32`` in ``__init__``, then ``autocast(dtype=self.precision)``)?"""
+    if src.imports.qualname(dtype) in _FULL_PRECISION:
+        return True
+    if not isinstance(dtype, (ast.Name, ast.Attribute)):
+        return False
+    values = [v for _, v in src.bindings(dtype, src.scope(call))]
+    return bool(values) and all(v is not None and src.imports.qualname(v) in _FULL_PRECISION for v in values)
 
 
 # Identifier words by which code handles autocast state (`is_autocast_enabled`, `_get_active_autocast_contexts`,

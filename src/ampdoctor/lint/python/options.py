@@ -1,4 +1,11 @@
-"""Findings whose code runs only with an option that is off by default and that nothing in the project turns on.
+"""Findings in code the project carries but does not run: a module-level class nothing builds or function nothing
+calls, and code that runs only with an option that is off by default and that nothing in the project turns on.
+
+A definition is unused where its own file names it only inside itself or inside other unused definitions, no other
+file takes it from its module, no config or launcher names it, and its module is not imported by a name in a string
+(``importlib.import_module("models.video")``). Only in a project that runs scripts of its own (a folder of modules
+alone is used by code outside it), and never for a decorated definition (a registry builds it by name, a framework
+calls it) or a public one that an installable package gives its users. Such a finding is a note that names it.
 
 Guided-diffusion's UNet blocks recompute through their own checkpoint Function only with ``use_checkpoint=True``,
 a constructor parameter that defaults to False; a trainer enters its autocast only when a `peft_config` it
@@ -24,6 +31,8 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable, Iterator, Sequence
 
 from ampdoctor.core.model import Finding, Severity
+from ampdoctor.lint.python.kind import CodeKind, file_kind, main_block
+from ampdoctor.lint.python.project import shipped_module
 from ampdoctor.lint.python.resolve import argument, is_dataclass, keyword, self_attribute
 from ampdoctor.lint.python.source import SourceFile
 
@@ -37,6 +46,7 @@ INHERITED = {"_peft_has_been_casted_to_bf16": "peft_config"}
 _MAX_DEPTH = 2
 _FALSE_WORDS = frozenset({"false", "none", "null", "0", "no", "off", "~"})
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_DEFINITIONS = (ast.ClassDef, *_FUNCTIONS)
 
 
 @dataclass(frozen=True)
@@ -84,11 +94,15 @@ class ProjectOptions:
     """The options of one project's files and whether anything in the project turns them on. `files`: the project's
     Python files; `configs`: its config files and shell launchers (their text is searched for the option's key)."""
 
-    def __init__(self, files: Sequence[str], configs: Sequence[str] = (), rel: Callable[[str], str] = str, docs: Sequence[str] = ()) -> None:
-        self.files, self.configs, self.rel, self.docs = list(files), list(configs), rel, list(docs)
+    def __init__(self, files: Sequence[str], configs: Sequence[str] = (), rel: Callable[[str], str] = str, docs: Sequence[str] = (),
+                 packaged: bool = False) -> None:
+        self.files, self.configs, self.rel, self.docs, self.packaged = list(files), list(configs), rel, list(docs), packaged
         self._texts: dict[str, str | None] = {}
         self._parsed: dict[str, SourceFile | None] = {}
         self._on: dict[str, str | None] = {}
+        self._dead: dict[str, frozenset[str]] = {}
+        self._modules: frozenset[str] | None = None
+        self._scripts: bool | None = None
 
     def text(self, path: str) -> str | None:
         if path not in self._texts:
@@ -108,11 +122,20 @@ class ProjectOptions:
         return self._parsed[path]
 
     def judged(self, found: Finding) -> Finding:
-        """The finding, a note if the code it concerns runs only with options nothing in the project turns on."""
-        if found.rule_id not in OPTION_RULES or found.severity is Severity.INFO or found.location.file is None:
+        """The finding, a note if the code it concerns is code nothing in the project runs (`_unused_definition`) or,
+        for a rule about how a run is set up, runs only with options nothing in the project turns on."""
+        if found.severity is Severity.INFO or found.location.file is None or not found.location.file.endswith(".py"):
             return found
         mod = self.parsed(found.location.file)
         node = _node_at(mod, found.location.line, found.location.column) if mod is not None else None
+        dead = self._unused_definition(mod, node) if node is not None else None
+        if dead is not None:
+            kind = "builds" if isinstance(dead, ast.ClassDef) else "calls"
+            return replace(found, severity=Severity.INFO, details={**found.details, "unused": dead.name},
+                           message=f"{found.message}; nothing in this project {kind} `{dead.name}` (line {dead.lineno}), "
+                                   "and no installable package gives it to users: code the project carries but does not run")
+        if found.rule_id not in OPTION_RULES:
+            return found
         unused = self._unused_constant(mod, node) if node is not None else None
         if unused is not None:
             return replace(found, severity=Severity.INFO, details={**found.details, "unused": unused},
@@ -139,6 +162,80 @@ class ProjectOptions:
             if path != mod.path and (other is None or _names(other, name)):
                 return None
         return name
+
+    def _unused_definition(self, mod: SourceFile, node: ast.AST) -> ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The module-level class or function that holds `node`, where nothing the project runs builds or calls it
+        (`_unused_definitions`); None otherwise."""
+        top = next((c for p, c in mod.steps(node) if p is mod.tree), None)
+        if not isinstance(top, _DEFINITIONS) or top.name not in self._unused_definitions(mod):
+            return None
+        return top
+
+    def _unused_definitions(self, mod: SourceFile) -> frozenset[str]:
+        """The module-level classes and functions of `mod` that nothing in the project builds or calls: its own
+        file names them (in code, or a string that is just the name) only inside themselves or inside other such
+        definitions, no other file of the project takes them from this module, and no config or launcher names them.
+        Not a decorated one (a registry builds it by name, a framework calls it), one with a metaclass or other class
+        keywords (which may register it), nor a public one of a module an installable package gives its users."""
+        if mod.path in self._dead:
+            return self._dead[mod.path]
+        if not self._runs_scripts() or self._imported_by_name(mod.path):
+            self._dead[mod.path] = frozenset()
+            return self._dead[mod.path]
+        defined = {n.name: n for n in mod.tree.body if isinstance(n, _DEFINITIONS)}
+        named_by = _named_by(mod, defined)
+        candidates = {name for name, d in defined.items()
+                      if not d.decorator_list and not getattr(d, "keywords", ()) and not self._given_to_users(mod.path, name)
+                      and None not in named_by[name]}
+        dead: set[str] = set()
+        grown = True
+        while grown:
+            more = {name for name in candidates - dead if named_by[name] <= dead and not self._named_elsewhere(mod.path, name)}
+            grown = bool(more)
+            dead |= more
+        self._dead[mod.path] = frozenset(dead)
+        return self._dead[mod.path]
+
+    def _runs_scripts(self) -> bool:
+        """Does the project run anything itself: a script of it (``if __name__ == "__main__":``) outside its tests?
+        A folder of modules alone (a model library linted by itself) is used by code that is not in it."""
+        if self._scripts is None:
+            texts = ((f, self.text(f)) for f in self.files)
+            self._scripts = any(text is None or "__main__" in text and main_block(text) is not None
+                                and file_kind(self.rel(f), text).kind is not CodeKind.TEST for f, text in texts)
+        return self._scripts
+
+    def _imported_by_name(self, path: str) -> bool:
+        """Does another file, config or launcher of the project name the module at `path` to import it by that name
+        (``importlib.import_module("models.video")``, ``--model models/video.py``, ``_target_: models.video.X``): its
+        dotted name from two parts up (in a Python file, where a string begins: an import statement names it too)
+        or its path, or the bare name in quotes for a module at the top?"""
+        parts = PurePosixPath(self.rel(path)).with_suffix("").parts
+        tails = [parts[i:] for i in range(len(parts) - 1)]
+        paths = ["/".join(t) for t in tails]
+        dotted = [".".join(t) for t in tails]
+        quoted = [q + d for d in dotted or parts[-1:] for q in "\"'"]
+        code = [*paths, *quoted]
+        config = [*paths, *dotted] or quoted
+        return any(text is None or any(n in text for n in code)
+                   for text in (self.text(f) for f in self.files if f != path)) \
+            or any(text is None or any(n in text for n in config) for text in map(self.text, self.configs))
+
+    def _given_to_users(self, path: str, name: str) -> bool:
+        """Is `name` public in a module of an installable package that its users import (`shipped_module`)?"""
+        if not self.packaged or name.startswith("_"):
+            return False
+        if self._modules is None:
+            self._modules = frozenset(self.rel(f) for f in self.files)
+        return shipped_module(self.rel(path), self._modules, {PurePosixPath(m).parent for m in self._modules})
+
+    def _named_elsewhere(self, path: str, name: str) -> bool:
+        """Does another file of the project take `name` from the module at `path` (`_imports_name`), or a config or
+        launcher of the project name it (a class a config builds by its name or dotted path)?"""
+        if any(other != path and self._imports_name(other, name, path) for other, _ in self._naming(name)):
+            return True
+        word = re.compile(rf"\b{re.escape(name)}\b")
+        return any(text is None or (name in text and word.search(text)) for text in map(self.text, self.configs))
 
     def _naming(self, name: str) -> Iterator[tuple[str, SourceFile | None]]:
         """The project's files whose text holds `name` as a word, or cannot be read, each with its parse (None: it
@@ -425,6 +522,7 @@ def _takes_from(importer: str, tree: ast.Module, name: str, defining: str) -> tu
     """Does the file at `importer` import `name` from the module at `defining` (or star-import it), and does it
     import that module itself (to call ``module.name(...)``)?"""
     stem = PurePosixPath(defining).stem
+    modules = [PurePosixPath(defining), *(p for p in PurePosixPath(defining).parents if p.name)]
     by_name = by_module = False
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -432,7 +530,9 @@ def _takes_from(importer: str, tree: ast.Module, name: str, defining: str) -> tu
             by_name |= bool(names & {name, "*"}) and _names_module(importer, node.level, node.module or "", defining)
             by_module |= stem in names and _names_module(importer, node.level, f"{node.module or ''}.{stem}".lstrip("."), defining)
         elif isinstance(node, ast.Import):
-            by_module |= any(_names_module(importer, 0, a.name, defining) for a in node.names)
+            # the module, or a package above it whose attribute chain then reaches it (``import models`` for
+            # ``models.dit.DIT(...)``)
+            by_module |= any(_names_module(importer, 0, a.name, str(m)) for a in node.names for m in modules)
     return by_name, by_module
 
 
@@ -440,6 +540,8 @@ def _names_module(importer: str, level: int, module: str, defining: str) -> bool
     """Does an import of `module` (relative by `level` dots) in the file at `importer` name the file at `defining`:
     the sibling module a relative import names, or one whose path ends with an absolute import's dotted name?"""
     target = PurePosixPath(defining).with_suffix("")
+    if target.name == "__init__":
+        target = target.parent  # a package's own module: ``import core`` names core/__init__.py
     parts = [p for p in module.split(".") if p]
     if level:
         base = PurePosixPath(importer).parents[level - 1] if level <= len(PurePosixPath(importer).parents) else None
@@ -494,17 +596,35 @@ def _flag_off(mod: SourceFile, name: str) -> Option | None:
     return Option(name, ast.unparse(default) if default is not None else "False", mod.path, call.lineno, flag=flag)
 
 
-def _names(mod: SourceFile, name: str, skip: ast.AST | None = None) -> bool:
-    """Does the file name `name` in its code (a name, an attribute, an import) or in a string that is just the name
-    (``__all__``, ``getattr(policies, "bf16")``), other than at `skip`?"""
+def _named_by(mod: SourceFile, defined: dict[str, ast.AST]) -> dict[str, set[str | None]]:
+    """Who names each of the module-level definitions `defined` in their own file, themselves aside: the other
+    definitions, by name, and None for any other code (module-level statements)."""
+    named_by: dict[str, set[str | None]] = {name: set() for name in defined}
     for node in ast.walk(mod.tree):
-        if node is skip:
-            continue
-        if isinstance(node, ast.Name) and node.id == name or isinstance(node, ast.Attribute) and node.attr == name \
-                or isinstance(node, ast.alias) and name in (node.name.rpartition(".")[2], node.asname) \
-                or isinstance(node, ast.Constant) and node.value == name:
-            return True
-    return False
+        name = _named(node)
+        if name in named_by:
+            top = next((c for p, c in mod.steps(node) if p is mod.tree), None)
+            if top is not defined[name]:
+                named_by[name].add(top.name if isinstance(top, _DEFINITIONS) else None)
+    return named_by
+
+
+def _named(node: ast.AST) -> str | None:
+    """The name `node` names, as `_names` reads a mention: a name, an attribute, an import, a string."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.alias):
+        return node.name.rpartition(".")[2]
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _names(mod: SourceFile, name: str, skip: ast.AST | None = None) -> bool:
+    """Does the file name `name` in its code (a name, an attribute, an import, as itself or as what it binds) or in a
+    string that is just the name (``__all__``, ``getattr(policies, "bf16")``), other than at `skip`?"""
+    return any(node is not skip and (_named(node) == name or isinstance(node, ast.alias) and node.asname == name)
+               for node in ast.walk(mod.tree))
 
 
 def _parser_option_off(mod: SourceFile, expr: ast.expr) -> Option | None:

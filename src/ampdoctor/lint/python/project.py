@@ -18,7 +18,7 @@ import tokenize
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Container, Iterable, Mapping, Sequence
 
 from ampdoctor.lint.launch import Launch, option_values, runs_of, short_path
 from ampdoctor.lint.python.config_values import ConfigValues
@@ -510,16 +510,7 @@ class ProjectModel:
         up) whose outermost folder sits at the top or in a folder of no modules (``src/``). A folder of scripts and
         the packages they import as siblings (``demo.py`` beside ``models/``, run from that folder) is no part of it:
         nothing but those scripts calls its functions."""
-        if not self.packaged:
-            return False
-        folder = PurePosixPath(path).parent
-        if folder == PurePosixPath("."):
-            return True
-        if f"{folder}/__init__.py" not in self.summaries:
-            return False
-        while f"{folder}/__init__.py" in self.summaries:
-            folder = folder.parent
-        return folder == PurePosixPath(".") or folder not in self._module_folders()
+        return self.packaged and shipped_module(path, self.summaries, self._module_folders())
 
     def _module_folders(self) -> frozenset[PurePosixPath]:
         """The folders that hold a module of the project directly (computed once)."""
@@ -790,6 +781,20 @@ def _trainer_signs(text: str, past_guards: bool) -> tuple[set[str], set[str]] | 
             continue  # `trainer(0)`: an object the project made is called, no framework's class is built
         called.add(name)
     return called, {m.group(1) for m in _PLAIN_TRAINER_CLASS.finditer(lowered)}
+
+
+def shipped_module(path: str, modules: Container[str], folders: Container[PurePosixPath]) -> bool:
+    """In an installable package, is the module at `path` (below the project's top, as the paths of `modules`, the
+    project's modules, are; `folders`: those that hold one directly) part of what it gives its users
+    (`ProjectModel._shipped`)?"""
+    folder = PurePosixPath(path).parent
+    if folder == PurePosixPath("."):
+        return True
+    if f"{folder}/__init__.py" not in modules:
+        return False
+    while f"{folder}/__init__.py" in modules:
+        folder = folder.parent
+    return folder == PurePosixPath(".") or folder not in folders
 
 
 def _unscaled_elsewhere(path: str, summary: Summary, unscaling: Sequence[str]) -> str:

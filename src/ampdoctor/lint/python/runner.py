@@ -461,22 +461,26 @@ def lint_python_files(files: Sequence[Path | str], jobs: int = 0, roots: Sequenc
 
 
 def _options_judged(results: list[FileResult], roots: Sequence[Path | str], files: list[str], configs: list[str]) -> list[FileResult]:
-    """The results with each finding whose code runs only with an option that nothing in its project turns on made a
-    note (`lint.python.options`). A project's files are read for it only when one of its files has such a finding
-    of a rule that concerns it; files named alone are no project, and keep their findings."""
-    from ampdoctor.lint.python.options import OPTION_RULES, ProjectOptions
+    """The results with each finding in code that nothing in its project runs (a class nothing builds, a function
+    nothing calls), or whose code runs only with an option that nothing in its project turns on, made a note
+    (`lint.python.options`). A project's files are read for it only when one of its files has a warning or an error;
+    files named alone are no project, and keep their findings."""
+    from ampdoctor.lint.python.options import ProjectOptions
+    from ampdoctor.lint.python.reach import packaged
 
     projects: dict[Path | str, ProjectOptions] = {}
     out = []
     for path, found, error, summary in results:
-        root = root_of(path, roots) if any(f.rule_id in OPTION_RULES and f.severity is not Severity.INFO for f in found) else None
+        root = root_of(path, roots) if any(f.severity is not Severity.INFO for f in found) else None
         if root is None:
             out.append((path, found, error, summary))
             continue
         if root not in projects:
-            docs = sorted(str(p) for p in Path(root).glob("README*") if p.is_file()) if Path(root).is_dir() else []
+            folder = Path(root)
+            docs = sorted(str(p) for p in folder.glob("README*") if p.is_file()) if folder.is_dir() else []
             projects[root] = ProjectOptions([f for f in files if root_of(f, [root]) is not None],
-                                            [c for c in configs if root_of(c, [root]) is not None], lambda p, r=root: below(p, [r]) or p, docs)
+                                            [c for c in configs if root_of(c, [root]) is not None], lambda p, r=root: below(p, [r]) or p, docs,
+                                            packaged=folder.is_dir() and packaged(folder))
         out.append((path, [projects[root].judged(f) for f in found], error, summary))
     return out
 

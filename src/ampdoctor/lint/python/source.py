@@ -421,11 +421,15 @@ class SourceFile:
     def reaching(self, expr: ast.Name, scope: ast.AST) -> list[Binding]:
         """The assignments above the use `expr` that may be the value it reads: the last one above it and, while
         that one may not have run when the use runs (it sits in a branch, loop or ``try`` the use is not on the same
-        side of), the ones before it, up to one that always has. Last first. ``x = cpu()`` in an ``if`` and
-        ``x = gpu()`` in its ``else``: both."""
+        side of), the ones before it, up to one that always has, less those a later one always overwrites. Last
+        first. ``x = cpu()`` in an ``if`` and ``x = gpu()`` in its ``else``: both."""
         out: list[Binding] = []
         for line, value in reversed(self.bindings(expr, scope)):
             if line >= expr.lineno:
+                continue
+            # one that a later one always overwrites is read by nothing (``grid = np.linspace(...)`` then
+            # ``grid = torch.from_numpy(grid)`` in one ``else``)
+            if value is not None and any(v is not None and self._runs_before(v, value) for _, v in out):
                 continue
             out.append((line, value))
             if value is not None and self._runs_before(value, expr):

@@ -6,7 +6,7 @@ from accelerate import Accelerator
 
 
 def rope(pos, dim, theta=10000.0):
-    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)).float()
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64, device=pos.device) / dim)).float()
     angles = torch.einsum("...n,d->...nd", pos.float(), freqs)  # ampdoctor: expect[AMP101]
     return torch.cos(angles), torch.sin(angles)
 
