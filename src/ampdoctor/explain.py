@@ -354,24 +354,31 @@ def _told_in_text(text: str, match: re.Match[str]) -> bool:
 
 
 # A line of the code that ran, as a report pastes it: an assignment from a call (`model = AutoModel.from_pretrained(`,
-# `>>> x = net(y)`, `logits[i] = f(`), a `with` block entered on a call (`with torch.autocast("cuda"):`), or a call of
-# a dotted name alone on its line (`trainer.fit(model)`, `torch.cuda.is_bf16_supported()` above what it printed).
-# Replaying the corpus's history with the bare call counted, one confident wrong answer (a rule naming no context, a
-# hardware refusal beside the check that says the hardware has bf16) became a guess and no confident right one did.
+# `>>> x = net(y)`, `logits[i] = f(`) or a `with` block entered on a call (`with torch.autocast("cuda"):`).
 _CODE_LINE = re.compile(r"^[ \t]*(?:>>>[ \t]*)?(?:[A-Za-z_][\w.]*(?:\[[^\]\n]*\])?[ \t]*=[ \t]*[A-Za-z_][\w.]*\("
-                        r"|with[ \t]+[\w.]+\(.*\)(?:[ \t]+as[ \t]+\w+)?[ \t]*:"
-                        r"|[A-Za-z_]\w*(?:\.\w+)+\([^\n]*\)[ \t]*$)", re.MULTILINE)
+                        r"|with[ \t]+[\w.]+\(.*\)(?:[ \t]+as[ \t]+\w+)?[ \t]*:)", re.MULTILINE)
+# A call of a dotted name alone on its line, as a report pastes what it ran (`trainer.fit(model)`,
+# `torch.cuda.is_bf16_supported()` above what it printed): code that ran too, unless it is the line a signature reads
+# (a message that is itself a call, such as a clipping line told as the fix). Replaying the corpus's history with it
+# counted, one confident wrong answer (a rule naming no context, a hardware refusal beside the check that says the
+# hardware has bf16) became a guess and no confident right one did.
+_CALL_LINE = re.compile(r"^[ \t]*(?:>>>[ \t]*)?[A-Za-z_]\w*(?:\.\w+)+\([^\n]*\)[ \t]*$", re.MULTILINE)
 
 
 def _shows_where(text: str, span: tuple[int, int] = (0, 0)) -> bool:
-    """Does the text show where its failure happened: a traceback frame, or a line of the code that ran other than
-    one the stretch `span` (what a signature read) overlaps, which is the message itself and not where it came from?"""
-    return bool(_FRAME.search(text)) or any(s >= span[1] or e <= span[0] for s, e in _code_lines(text))
+    """Does the text show where its failure happened: a traceback frame, or a line of the code that ran (a call alone
+    on its line only where the stretch `span`, what a signature read, does not overlap it: that is the message)?"""
+    return _shows_code(text) or any(s >= span[1] or e <= span[0] for s, e in _call_lines(text))
 
 
 @functools.lru_cache(maxsize=2)  # the text of one explain call, asked once per matching rule
-def _code_lines(text: str) -> tuple[tuple[int, int], ...]:
-    return tuple(m.span() for m in _CODE_LINE.finditer(text))
+def _shows_code(text: str) -> bool:
+    return bool(_FRAME.search(text) or _CODE_LINE.search(text))
+
+
+@functools.lru_cache(maxsize=2)
+def _call_lines(text: str) -> tuple[tuple[int, int], ...]:
+    return tuple(m.span() for m in _CALL_LINE.finditer(text))
 
 
 def _failures_read(sig: Signature, text: str) -> frozenset[int]:
