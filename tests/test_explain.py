@@ -769,3 +769,55 @@ def test_a_rule_naming_no_context_ranks_below_a_rival_on_the_same_message_whose_
     assert ids[0] == "AMP001" and all(c.guess for c in cands)
     promotion = cands[ids.index("AMP201")]
     assert promotion.score < cands[0].score and "ranked below AMP001" in promotion.reason
+
+
+def test_a_shared_message_quoted_in_a_report_is_not_decided_by_the_reports_own_words():
+    # Two rules read one generic dtype message; one's context (an adapter) is in the text. Where the text prints the
+    # failure (its exception, a frame), that context decides. Where the message is only quoted in a report (no
+    # exception printed, no frame, no code), the context is the reporter's words and command line: it ranks the
+    # rule, it does not decide.
+    from dataclasses import replace
+
+    from ampdoctor.core import Signature
+    message = "expected scalar type Float but found Half"
+    adapter = replace(_rule("AMP127", Signature(message, weight=0.6)), context=(Signature("lora"),))
+    promotion = _rule("AMP201", Signature(message, weight=0.6))
+    pool = [adapter, promotion]
+    for printed in (f"RuntimeError: {message}\nI launch it with python train.py --use_lora --fp16",
+                    f'  File "site-packages/peft/tuners/lora/layer.py", line 500, in forward\nRuntimeError: {message}'):
+        first = explain(printed, rules=pool, closest=False)[0]
+        assert first.rule.id == "AMP127" and not first.guess, printed
+    quoted = f'Fine-tuning my adapter stops with "{message}"\nI launch it with python train.py --use_lora --fp16'
+    first = explain(quoted, rules=pool, closest=False)[0]
+    assert first.rule.id == "AMP127" and first.guess
+    # A message only one rule reads is its own, quoted or not.
+    assert not explain(quoted, rules=[adapter], closest=False)[0].guess
+
+
+def test_a_sentence_in_words_beside_code_on_one_line_of_a_chinese_report_only_ranks_its_rule():
+    # A report in Chinese writes several sentences on one line: one names the code it ran (`model.half()`), the next
+    # tells the failure in words. Only the sentence the signature read counts for whether software printed it.
+    from ampdoctor.core import Signature
+    overflow = _rule("AMP212", Signature(r"overflow[^\n]{0,20}\bfp16\b", weight=0.9))
+    report = "我用 model.half() 把模型转成半精度再训练。几步之后就溢出了 fp16 的范围，loss 变成 NaN。\n请问怎么办"
+    first = explain(report, rules=[overflow], closest=False)[0]
+    assert first.rule.id == "AMP212" and first.guess
+    # The sentence itself marked as printed (a quoted message) still decides.
+    printed = "我用 model.half() 把模型转成半精度再训练。日志里出现 'overflow in fp16'，loss 变成 NaN。\n请问怎么办"
+    assert not explain(printed, rules=[overflow], closest=False)[0].guess
+
+
+def test_a_call_pasted_on_its_own_line_shows_where_the_failure_happened():
+    # A rule that names no context, in a text that shows the code that ran (here a bare call on its own line, as a
+    # report pastes what it ran and what it printed), has nothing there to confirm it: a guess (`_context_missing`).
+    # The code line the signature itself reads is the message, not where it came from.
+    from ampdoctor.core import Signature
+    refusal = _rule("AMP113", Signature("bf16 precision was requested but not available on this hardware"))
+    error = "I get `RuntimeError: bf16 precision was requested but not available on this hardware.`"
+    for code in ("torch.cuda.get_device_name(0)\n'Radeon Pro'", ">>> trainer.fit(model)"):
+        first = explain(f"{error}\nthen I ran:\n{code}", rules=[refusal], closest=False)[0]
+        assert first.rule.id == "AMP113" and first.guess, code
+    assert not explain(f"{error}\nyet the card should have it", rules=[refusal], closest=False)[0].guess
+    clip = _rule("AMP136", Signature(r"clip_grad_norm_\([^\n]*LOSS_SCALE"))
+    alone = "To clip the fp32 master weights' gradients:\ntorch.nn.utils.clip_grad_norm_(master_params, 5 * LOSS_SCALE)"
+    assert not explain(alone, rules=[clip], closest=False)[0].guess

@@ -259,6 +259,9 @@ class _Fit:
     # message independently of it. Context inside the match (a signature that reads the SDPA call beside a matmul
     # message, a message that names the `unscale_` kernel) ranks the rule, but is the message's own evidence again.
     beside: float = 0.0
+    # The text prints no exception and shows no frame or code: the message is quoted in a report (its words, its
+    # command line), so what the report says around it is the reporter's account, not the failure's own trace.
+    quoted: bool = False
 
 
 def _score(rule: Rule, text: str) -> _Fit | None:
@@ -282,7 +285,8 @@ def _score(rule: Rule, text: str) -> _Fit | None:
                      context_matched=bool(hits) or not rule.context)
     return _Fit(cand, match.span(), sig.weight, found, not _in_error(sig, text, match), "\n" not in text.strip(),
                 sig.told or _told_in_text(text, match), _got_integer(text, match), _failures_read(sig, text),
-                doubt is not None, _shows_where(text), _share_beside(rule, hits, text, match.span()))
+                doubt is not None, _shows_where(text, match.span()), _share_beside(rule, hits, text, match.span()),
+                not _errors(text) and not _shows_where(text))
 
 
 def _share_beside(rule: Rule, hits: Sequence[Signature], text: str, span: tuple[int, int]) -> float:
@@ -328,30 +332,53 @@ _OUTPUT_MARK = re.compile(r"error|warning|exception|warn\b|assert|fail|traceback
                           r"|\w\.\w|\w_\w|\w\(", re.IGNORECASE)
 
 
+# The full stops of Chinese and Japanese: a report in those languages writes several sentences on one line, so one of
+# them can hold the code or the flag it speaks of while the next describes the failure in words.
+_SENTENCE_END = "\u3002\uff01\uff1f"
+
+
 def _told_in_text(text: str, match: re.Match[str]) -> bool:
     """Is the text a report in words where the message matched: more than one line (a line alone is a message as
     pasted), no exception printed, no traceback frame, and the line the match is on shows no mark of program output
     (`_OUTPUT_MARK`)? Then what the signature read is how a person described the failure ("the implementation
     accumulates grads in BF16"), not what software printed, and it ranks like a `told` signature, never decides
     (replaying the corpus's history, such matches of signatures not marked `told` were confidently wrong 3 times in
-    5)."""
+    5). In a report in Chinese or Japanese the sentence the match is in (`_SENTENCE_END`) stands for the line: one
+    sentence may name the code it ran (`autocast()`) and the next tell the failure in words (replaying the history,
+    that made the one confident wrong answer of such a report a guess, and changed no answer on the tune texts)."""
     if "\n" not in text.strip() or _errors(text) or _FRAME.search(text):
         return False
-    start = text.rfind("\n", 0, match.start()) + 1
-    end = text.find("\n", match.end())
-    return not _OUTPUT_MARK.search(text, start, len(text) if end < 0 else end)
+    start = max(text.rfind(c, 0, match.start()) + 1 for c in "\n" + _SENTENCE_END)
+    end = min((i for c in "\n" + _SENTENCE_END if (i := text.find(c, match.end())) >= 0), default=len(text))
+    return not _OUTPUT_MARK.search(text, start, end)
 
 
 # A line of the code that ran, as a report pastes it: an assignment from a call (`model = AutoModel.from_pretrained(`,
 # `>>> x = net(y)`, `logits[i] = f(`) or a `with` block entered on a call (`with torch.autocast("cuda"):`).
 _CODE_LINE = re.compile(r"^[ \t]*(?:>>>[ \t]*)?(?:[A-Za-z_][\w.]*(?:\[[^\]\n]*\])?[ \t]*=[ \t]*[A-Za-z_][\w.]*\("
                         r"|with[ \t]+[\w.]+\(.*\)(?:[ \t]+as[ \t]+\w+)?[ \t]*:)", re.MULTILINE)
+# A call of a dotted name alone on its line, as a report pastes what it ran (`trainer.fit(model)`,
+# `torch.cuda.is_bf16_supported()` above what it printed): code that ran too, unless it is the line a signature reads
+# (a message that is itself a call, such as a clipping line told as the fix). Replaying the corpus's history with it
+# counted, one confident wrong answer (a rule naming no context, a hardware refusal beside the check that says the
+# hardware has bf16) became a guess and no confident right one did.
+_CALL_LINE = re.compile(r"^[ \t]*(?:>>>[ \t]*)?[A-Za-z_]\w*(?:\.\w+)+\([^\n]*\)[ \t]*$", re.MULTILINE)
+
+
+def _shows_where(text: str, span: tuple[int, int] = (0, 0)) -> bool:
+    """Does the text show where its failure happened: a traceback frame, or a line of the code that ran (a call alone
+    on its line only where the stretch `span`, what a signature read, does not overlap it: that is the message)?"""
+    return _shows_code(text) or any(s >= span[1] or e <= span[0] for s, e in _call_lines(text))
 
 
 @functools.lru_cache(maxsize=2)  # the text of one explain call, asked once per matching rule
-def _shows_where(text: str) -> bool:
-    """Does the text show where its failure happened: a traceback frame, or a line of the code that ran?"""
+def _shows_code(text: str) -> bool:
     return bool(_FRAME.search(text) or _CODE_LINE.search(text))
+
+
+@functools.lru_cache(maxsize=2)
+def _call_lines(text: str) -> tuple[tuple[int, int], ...]:
+    return tuple(m.span() for m in _CALL_LINE.finditer(text))
 
 
 def _failures_read(sig: Signature, text: str) -> frozenset[int]:
@@ -419,12 +446,19 @@ def _is_guess(fit: _Fit, fits: Sequence[_Fit]) -> bool:
     the catalog: nothing confident among the first three. And so is a message beside which the text shows what speaks
     against it (`doubted`: a hardware refusal beside the runtime reporting the support it says is missing), and a
     specific message in a text that shows where it failed and holds none of its rule's context, or whose rule names
-    none (`_context_missing`)."""
+    none (`_context_missing`). And so is a message other rules read too, weighed below SPECIFIC_WEIGHT, in a text that
+    only quotes it (`quoted`: no exception printed, no frame, no code): its context there is in the reporter's words
+    and command line, which point at a rule but do not decide among the rules that read one generic message
+    (replaying the corpus's history, the one such confident answer was wrong; of the tune texts' confident answers it
+    marks two, both right, which stay first as guesses)."""
     if _never_decides(fit, fits):
         return True
     start, end = fit.span
     shared = [o for o in fits if o is not fit and o.span[0] <= start and o.span[1] >= end]
+    read_too = any(o is not fit and o.span[0] < end and o.span[1] > start for o in fits)
     if fit.beside >= SUPPORTING_CONTEXT:
+        if fit.quoted and fit.weight < SPECIFIC_WEIGHT and read_too:
+            return True
         return any(o.candidate.score > fit.candidate.score or
                    (o.context >= fit.context and o.candidate.score >= max(MIN_SCORE, WEAK_SHARE * fit.candidate.score))
                    for o in shared)
@@ -432,7 +466,6 @@ def _is_guess(fit: _Fit, fits: Sequence[_Fit]) -> bool:
         return True
     # A message alone on its line, which other rules read a part of: its specific wording names the mechanism, but
     # which rule of the family it shares is the cause is told by what comes with a message, and nothing does.
-    read_too = any(o is not fit and o.span[0] < end and o.span[1] > start for o in fits)
     return bool(shared) or (fit.alone and read_too)
 
 
