@@ -208,3 +208,21 @@ def test_a_bare_precision_key_or_an_evaluation_config_is_no_composer_training_ru
     [evaluation] = load_documents(toml(tmp_path, "precision: amp_bf16\nicl_tasks: tasks.yaml\ndevice_eval_batch_size: 4\n", "eval.yaml"))[0]
     assert reader_for(evaluation) is reader_named("composer")
     assert reader_named("composer").read(evaluation).facts.trains is False
+
+
+def test_a_projects_own_hyperparameters_naming_train_batch_size_are_no_deepspeed_config(tmp_path):
+    """`train_batch_size` is also a name of many programs' own hyperparameter files: beside `learning_rate`, `seed`
+    and the datasets, with `"fp16": 0` an apex switch, the file is the project's, not a DeepSpeed config with an
+    invalid `fp16` (an input error there is false). The same keys in a file shaped as DeepSpeed's (nothing DeepSpeed
+    does not read, or a precision block that is an object) stay DeepSpeed's, and its wrong `fp16` an input error."""
+    own = tmp_path / "retrieval.json"
+    own.write_text('{"train_datasets": [{"name": "x"}], "train_batch_size": 12, "gradient_accumulation_steps": 1, '
+                   '"learning_rate": 4e-5, "seed": 42, "fp16": 0, "num_workers": 4}\n')
+    docs, _ = load_documents(own)
+    assert reader_for(docs[0]) is None or reader_for(docs[0]).name != "deepspeed"
+    assert not lint_config_files([own]).errors
+    broken = tmp_path / "ds_config.json"
+    broken.write_text('{"train_batch_size": 12, "gradient_accumulation_steps": 1, "fp16": 0}\n')
+    docs, _ = load_documents(broken)
+    assert reader_for(docs[0]) is not None and reader_for(docs[0]).name == "deepspeed"
+    assert any("fp16" in e.message for e in lint_config_files([broken]).errors)

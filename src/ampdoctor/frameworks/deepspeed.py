@@ -50,14 +50,31 @@ _DS_ONLY_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+# A DeepSpeed key that many programs' own hyperparameter files name too (beside `learning_rate`, `seed`, datasets):
+# alone, it makes a file DeepSpeed's only where the rest of the file is shaped as DeepSpeed's (`_shaped`).
+_SHARED_NAMES = frozenset({"train_batch_size"})
+# Blocks of a DeepSpeed config that hold an object with a "type" (`"optimizer": {"type": "AdamW", "params": ...}`).
+_TYPED_BLOCKS = ("optimizer", "scheduler")
+
+
 def detect(doc: Document) -> bool:
     if not isinstance(doc.data, dict):
         return False
     keys = {k for k in doc.data if isinstance(k, str)}
-    if keys & _DS_ONLY:
-        return any(isinstance(doc.data[k], _DS_ONLY_TYPES[k]) for k in keys & _DS_ONLY)
     blocks = [k for k in ("fp16", "bf16", "bfloat16", "amp") if isinstance(doc.data.get(k), dict)]
+    own = keys & _DS_ONLY
+    if own:
+        typed = any(isinstance(doc.data[k], _DS_ONLY_TYPES[k]) for k in own)
+        return typed and (bool(own - _SHARED_NAMES) or _shaped(doc.data, keys, blocks))
     return bool(blocks) and len(keys & DS_KEYS) >= 2
+
+
+def _shaped(data: dict, keys: set[str], blocks: list[str]) -> bool:
+    """Is a file whose only DeepSpeed-only key is a shared name (`_SHARED_NAMES`) shaped as DeepSpeed's: a precision
+    block that is an object, an optimizer or scheduler block with a "type", or no key DeepSpeed does not read? A
+    project's own hyperparameters (`"fp16": 0` beside `learning_rate`, `seed` and its datasets) are not."""
+    return bool(blocks) or any(isinstance(data.get(k), dict) and "type" in data[k] for k in _TYPED_BLOCKS) \
+        or keys <= DS_KEYS | set(_TYPED_BLOCKS)
 
 
 @dataclass(frozen=True)

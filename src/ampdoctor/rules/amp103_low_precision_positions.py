@@ -33,6 +33,38 @@ NOT_POSITIONS = frozenset({"emb", "embed", "embeds", "embedding", "embeddings", 
                            "weight", "weights", "mask", "input", "token", "tokens", "layer", "head"})
 
 
+# Words of a name that holds a count or an index bound: ``linspace(0, size - 1, steps=size)`` spans whole numbers.
+_COUNT_WORDS = frozenset({"size", "len", "length", "num", "n", "steps", "step", "timesteps", "seq", "max", "count",
+                          "total", "frames", "positions", "tokens", "end", "start", "stop"})
+
+
+def _whole_bound(expr: ast.AST) -> bool:
+    """Is a bound of ``torch.linspace`` a whole number: an integer literal, ``len(x)`` or ``int(x)``, a name that
+    says a count, or arithmetic of such? A tensor's element (``bbox_min[0]``), a fraction or anything else spans a
+    grid of coordinates, which half precision rounds by its relative precision only, not a run of positions."""
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool) and float(expr.value).is_integer()
+    if isinstance(expr, ast.UnaryOp):
+        return _whole_bound(expr.operand)
+    if isinstance(expr, ast.BinOp):
+        return not isinstance(expr.op, ast.Div) and _whole_bound(expr.left) and _whole_bound(expr.right)
+    if isinstance(expr, ast.Call):
+        return isinstance(expr.func, ast.Name) and expr.func.id in ("len", "int")
+    if isinstance(expr, (ast.Name, ast.Attribute)):
+        return bool(tokens(expr.id if isinstance(expr, ast.Name) else expr.attr) & _COUNT_WORDS)
+    return False
+
+
+def _spans_positions(ctx: Context, call: ast.Call) -> bool:
+    """Does a position factory make whole numbers: ``arange`` and ``range`` do; ``linspace`` where both its bounds are
+    whole numbers (`_whole_bound`)."""
+    if ctx.qualname(call.func) != "torch.linspace":
+        return True
+    bounds = [keyword(call, "start") or (call.args[0] if call.args else None),
+              keyword(call, "end") or (call.args[1] if len(call.args) > 1 else None)]
+    return all(b is not None and _whole_bound(b) for b in bounds)
+
+
 def _small_range(call: ast.Call, dtypes: frozenset) -> bool:
     limit = min(EXACT_INT[d] for d in dtypes if d in EXACT_INT)
     bounds = [a for a in call.args[:2]]
@@ -86,22 +118,14 @@ def low_precision_positions(ctx: Context) -> Iterator[CodeHit]:
     # pytorch #137774: bf16 holds integers exactly only up to 256, fp16 up to 2048.
     for call, dtypes, like in _position_casts(ctx):
         name = ctx.qualname(call.func)
-        if name in POSITION_FACTORIES:
-            if not _small_range(call, dtypes):
-                yield call, f"`{name}` in {describe(dtypes)}{like} cannot represent positions exactly (bf16 > 256, fp16 > 2048)"
+        if name in POSITION_FACTORIES or name is None and isinstance(call.func, ast.Attribute) and _factory_root(ctx, call):
+            said = _made_in_half(ctx, call, dtypes, like)
+            if said:
+                yield call, said
             continue
         if name is not None or not isinstance(call.func, ast.Attribute):
             continue
         receiver = call.func.value
-        root = receiver
-        while isinstance(root, ast.Call) and isinstance(root.func, ast.Attribute) and ctx.qualname(root.func) is None:
-            root = root.func.value
-        if isinstance(root, ast.Call) and ctx.qualname(root.func) in POSITION_FACTORIES:
-            if not _small_range(root, dtypes):
-                limit = min(EXACT_INT[d] for d in dtypes if d in EXACT_INT)
-                yield call, (f"positions from `{ctx.qualname(root.func)}` are cast to {describe(dtypes)}, which holds whole "
-                             f"numbers exactly only up to {limit}: any position past that is rounded")
-            continue
         holds, by_name = _holds_positions(ctx, call, receiver)
         if not holds:
             continue
@@ -111,6 +135,27 @@ def low_precision_positions(ctx: Context) -> Iterator[CodeHit]:
             # read from a name or another tensor's dtype, in code that does not train: a note (a sampler's timesteps
             # are rounded as the model may have been trained with them)
             yield (call, message, Severity.INFO) if (by_name or like) and not runs_training_loop(ctx.src.text) else (call, message)
+
+
+def _factory_root(ctx: Context, call: ast.Call) -> ast.Call | None:
+    """The position factory a chain of method calls cast starts from (``torch.arange(n).to(dev).half()``), if any."""
+    root = call.func.value if isinstance(call.func, ast.Attribute) else None
+    while isinstance(root, ast.Call) and isinstance(root.func, ast.Attribute) and ctx.qualname(root.func) is None:
+        root = root.func.value
+    return root if isinstance(root, ast.Call) and ctx.qualname(root.func) in POSITION_FACTORIES else None
+
+
+def _made_in_half(ctx: Context, call: ast.Call, dtypes: frozenset, like: str) -> str | None:
+    """What to say of positions a factory makes in half (`call` itself) or that a cast of its result makes half,
+    where they are whole numbers past the dtype's exact range; None where they are not."""
+    root = call if ctx.qualname(call.func) in POSITION_FACTORIES else _factory_root(ctx, call)
+    if root is None or not _spans_positions(ctx, root) or _small_range(root, dtypes):
+        return None
+    if root is call:
+        return f"`{ctx.qualname(call.func)}` in {describe(dtypes)}{like} cannot represent positions exactly (bf16 > 256, fp16 > 2048)"
+    limit = min(EXACT_INT[d] for d in dtypes if d in EXACT_INT)
+    return (f"positions from `{ctx.qualname(root.func)}` are cast to {describe(dtypes)}, which holds whole numbers exactly "
+            f"only up to {limit}: any position past that is rounded")
 
 
 def _holds_positions(ctx: Context, call: ast.Call, receiver: ast.AST) -> tuple[bool, bool]:
