@@ -155,3 +155,20 @@ def test_an_identifier_names_rotary_in_snake_camel_and_the_papers_spelling():
         assert names_rotary(name), name
     for name in ("SinusoidalEmbedding", "europe_map", "tropes", "rotate", "PosEncoder", "Europe2D"):
         assert not names_rotary(name), name
+
+
+def test_amp101_asks_to_drop_a_cast_of_the_angles_that_follows():
+    """The angles cast to the activations' dtype straight away: computing the product in fp32 alone changes nothing
+    where that dtype is half, so the finding names the cast too; a move to a device or a cast to fp32 is no such
+    cast."""
+    from pathlib import Path
+
+    from ampdoctor.lint.python import lint_source
+
+    case = Path(__file__).parents[1] / "rules/AMP101-rope-under-autocast/code/bad_angles_cast_to_the_activation_dtype_right_after.py"
+    text = case.read_text()
+    (found,) = [f for f in lint_source(text, "rope.py")[0] if f.rule_id == "AMP101"]
+    assert "drop the cast that follows" in found.message and ".to(dtype)" in found.message
+    for harmless in (".to(device)", ".float()", ".to(torch.float32)"):
+        (found,) = [f for f in lint_source(text.replace(".to(dtype)", harmless), "rope.py")[0] if f.rule_id == "AMP101"]
+        assert "drop the cast" not in found.message

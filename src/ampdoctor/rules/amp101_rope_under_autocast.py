@@ -11,7 +11,7 @@ from ampdoctor.core.model import Severity
 from ampdoctor.core.registry import Hit, code_check, runtime_check
 from ampdoctor.dtypes import name_of
 from ampdoctor.lint.python.context import TRIG, CodeHit, Context, angle_matmuls, construction_only, contracts, rotary_said
-from ampdoctor.lint.python.dataflow import torch_factory
+from ampdoctor.lint.python.dataflow import HALF, torch_factory
 from ampdoctor.lint.python.project import SHIPPED_WORD
 from ampdoctor.lint.python.resolve import keyword, last_identifier, method, names_rotary
 
@@ -139,6 +139,11 @@ def rope_under_autocast(ctx: Context) -> Iterator[CodeHit]:
                 else "a matmul, which autocast runs in bf16/fp16 even on fp32 operands")
         said = (f"{kind} `{ast.unparse(node)[:60]}` are {what}; {evidence}. "
                 "Compute them inside `torch.autocast(device_type, enabled=False)`")
+        cast = _cast_after(ctx, node)
+        if cast is not None:
+            # the fix alone would change nothing: the cast that follows rounds the angles as much where it is to half
+            said += (f", and drop the cast that follows, `{ast.unparse(cast)[-60:]}`, which rounds the angles as much "
+                     "where that dtype is half: keep them fp32 and cast cos/sin instead")
         longer = _rebuilt_for_longer(ctx, node, fn)
         if longer is not None:
             yield node, (f"{said}. A note: the table is built with the model, outside autocast, and the forward builds it "
@@ -146,6 +151,27 @@ def rope_under_autocast(ctx: Context) -> Iterator[CodeHit]:
                          "than it was built for"), Severity.INFO
         else:
             yield (node, said, Severity.INFO) if evidence is SHIPPED else (node, said)
+
+
+def _cast_after(ctx: Context, node: ast.AST) -> ast.Call | None:
+    """The cast applied to the angles straight away (``torch.einsum("i,j->ij", t, inv_freq).to(dtype)``,
+    ``.type_as(x)``, ``.half()``) to a dtype that may be half: one named by a dtype (``dtype``, ``x.dtype``), a tensor
+    it takes the dtype of, or half itself; None for none, for a move to a device, and for a cast to fp32."""
+    attr = ctx.src.parents.get(node)
+    call = ctx.src.parents.get(attr)
+    if not (isinstance(attr, ast.Attribute) and attr.value is node and isinstance(call, ast.Call) and call.func is attr):
+        return None
+    if attr.attr in ("half", "bfloat16"):
+        return call
+    if attr.attr == "type_as":
+        return call
+    if attr.attr not in ("to", "type"):
+        return None
+    known = ctx.flow.cast_dtype(call, ctx.src.scope(node))
+    if known:
+        return call if known & HALF else None
+    named = [keyword(call, "dtype"), *call.args[:2]]
+    return call if any(a is not None and "dtype" in (last_identifier(a) or "").lower() for a in named) else None
 
 
 def _rebuilt_for_longer(ctx: Context, node: ast.AST, fn: ast.AST | None) -> ast.If | None:
