@@ -215,3 +215,13 @@ def test_a_class_a_package_defines_in_its_init_is_used_where_a_script_imports_th
     module = "class DIT:\n    pass\n\n\nclass Unused:\n    pass\n"
     assert _unused(tmp_path / "b", {"models/__init__.py": "from . import dit\n", "models/dit.py": module, "run.py": train},
                    module="models/dit.py") == {"Unused"}
+
+
+def test_a_summary_says_whether_the_file_runs_as_a_script():
+    from ampdoctor.lint.python.project import runs_as_script
+
+    assert runs_as_script("import torch\n\nif __name__ == '__main__':\n    main()\n")
+    assert runs_as_script('if "__main__" == __name__:\n    main()\n')
+    # a usage example in a docstring, indented, and a string that names it are not a main block
+    assert not runs_as_script('def f():\n    """\n    if __name__ == "__main__": f()\n    """\n')
+    assert not runs_as_script('NAME = "__main__"\n')

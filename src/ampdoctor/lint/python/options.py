@@ -31,8 +31,8 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable, Iterator, Sequence
 
 from ampdoctor.core.model import Finding, Severity
-from ampdoctor.lint.python.kind import CodeKind, file_kind, main_block
-from ampdoctor.lint.python.project import shipped_module
+from ampdoctor.lint.python.kind import CodeKind, file_kind
+from ampdoctor.lint.python.project import runs_as_script, shipped_module
 from ampdoctor.lint.python.resolve import argument, is_dataclass, keyword, self_attribute
 from ampdoctor.lint.python.source import SourceFile
 
@@ -95,14 +95,15 @@ class ProjectOptions:
     Python files; `configs`: its config files and shell launchers (their text is searched for the option's key)."""
 
     def __init__(self, files: Sequence[str], configs: Sequence[str] = (), rel: Callable[[str], str] = str, docs: Sequence[str] = (),
-                 packaged: bool = False) -> None:
+                 packaged: bool = False, scripts: Sequence[str] | None = None) -> None:
         self.files, self.configs, self.rel, self.docs, self.packaged = list(files), list(configs), rel, list(docs), packaged
         self._texts: dict[str, str | None] = {}
         self._parsed: dict[str, SourceFile | None] = {}
         self._on: dict[str, str | None] = {}
         self._dead: dict[str, frozenset[str]] = {}
         self._modules: frozenset[str] | None = None
-        self._scripts: bool | None = None
+        # the files that run as scripts, where the caller knows them (their summaries say so): none is read for it
+        self._scripts: bool | None = None if scripts is None else any(file_kind(rel(f), "").kind is not CodeKind.TEST for f in scripts)
 
     def text(self, path: str) -> str | None:
         if path not in self._texts:
@@ -201,8 +202,8 @@ class ProjectOptions:
         A folder of modules alone (a model library linted by itself) is used by code that is not in it."""
         if self._scripts is None:
             texts = ((f, self.text(f)) for f in self.files)
-            self._scripts = any(text is None or "__main__" in text and main_block(text) is not None
-                                and file_kind(self.rel(f), text).kind is not CodeKind.TEST for f, text in texts)
+            self._scripts = any(text is None or runs_as_script(text) and file_kind(self.rel(f), text).kind is not CodeKind.TEST
+                                for f, text in texts)
         return self._scripts
 
     def _imported_by_name(self, path: str) -> bool:

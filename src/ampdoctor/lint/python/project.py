@@ -181,6 +181,7 @@ class Summary:
     weights_dtype: bool = False  # the file scales a loss or decomposes tensors: whether its weights can be half concerns it
     clips: bool = False  # the file clips gradients and scales a loss: where its project unscales concerns it
     unscales: bool = False  # the file unscales a loss scaler's gradients (``scaler.unscale_(optimizer)``)
+    script: bool = False  # the file runs as a script (``if __name__ == "__main__":`` at its top level)
 
 
 # `from pkg.model import GPT, Config` on one line, or parenthesized over several (black's style for a long list,
@@ -978,8 +979,19 @@ def _read_from_text(source: str | TextWords) -> dict[str, object]:
     return dict(angles=_may_compute_angles(source), cpu_autocast=cpu_autocast_line(source), autocast_state=_reads_autocast_state(source),
                 helpers=apply_helpers(source), loop=runs_training_loop(source), pins_cuda=pins_cuda(source),
                 functions=defines_function(source),
-                clips=_clips_scaled(source), unscales=_unscales(source),
+                clips=_clips_scaled(source), unscales=_unscales(source), script=runs_as_script(source),
                 weights_dtype=any(w in text_and_words(source)[1] for w in _WEIGHTS_DTYPE_WORDS))
+
+
+# The top-level test of a script's main block, either way round (read from the text: every file's summary has it,
+# and a docstring that begins a line with it is rare enough).
+_MAIN_GUARD = re.compile(r"^if[ \t(]+(?:__name__[ \t]*==[ \t]*['\"]__main__['\"]|['\"]__main__['\"][ \t]*==[ \t]*__name__)", re.M)
+
+
+def runs_as_script(source: str | TextWords) -> bool:
+    """Does the file run as a script: a main block at its top level?"""
+    text = text_and_words(source)[0]
+    return "__main__" in text and _MAIN_GUARD.search(text) is not None
 
 
 def _first_made(facts: "Facts", nodes: Sequence[ast.AST]) -> tuple[ast.AST | None, str | None]:

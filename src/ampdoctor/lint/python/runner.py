@@ -10,7 +10,7 @@ import importlib.util
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from ampdoctor.core.catalog import documented_rule, finding
 from ampdoctor.core.model import Finding, Location, Severity
@@ -31,6 +31,9 @@ from ampdoctor.lint.python.triggers import checks_for, code_detectors, project_r
 from ampdoctor.lint.python.words import Known as WordsKnown
 from ampdoctor.lint.python.words import TextWords
 from ampdoctor.report import ErrorKind, Report, ReportError
+
+if TYPE_CHECKING:
+    from ampdoctor.lint.python.options import ProjectOptions
 
 
 def lint_source(text: str, path: str = "<string>", kind_path: str | None = None,
@@ -465,8 +468,6 @@ def _options_judged(results: list[FileResult], roots: Sequence[Path | str], file
     nothing calls), or whose code runs only with an option that nothing in its project turns on, made a note
     (`lint.python.options`). A project's files are read for it only when one of its files has a warning or an error;
     files named alone are no project, and keep their findings."""
-    from ampdoctor.lint.python.options import ProjectOptions
-    from ampdoctor.lint.python.reach import packaged
 
     projects: dict[Path | str, ProjectOptions] = {}
     out = []
@@ -476,13 +477,25 @@ def _options_judged(results: list[FileResult], roots: Sequence[Path | str], file
             out.append((path, found, error, summary))
             continue
         if root not in projects:
-            folder = Path(root)
-            docs = sorted(str(p) for p in folder.glob("README*") if p.is_file()) if folder.is_dir() else []
-            projects[root] = ProjectOptions([f for f in files if root_of(f, [root]) is not None],
-                                            [c for c in configs if root_of(c, [root]) is not None], lambda p, r=root: below(p, [r]) or p, docs,
-                                            packaged=folder.is_dir() and packaged(folder))
+            projects[root] = _project_options(root, results, files, configs)
         out.append((path, [projects[root].judged(f) for f in found], error, summary))
     return out
+
+
+def _project_options(root: Path | str, results: list[FileResult], files: list[str], configs: list[str]) -> "ProjectOptions":
+    """What `_options_judged` reads one project's files with: its Python files, configs, READMEs, whether it is an
+    installable package, and the files that run as scripts where every file's summary is at hand (a file named only
+    for context has none here: the texts are read for it then)."""
+    from ampdoctor.lint.python.options import ProjectOptions
+    from ampdoctor.lint.python.reach import packaged
+
+    folder = Path(root)
+    docs = sorted(str(p) for p in folder.glob("README*") if p.is_file()) if folder.is_dir() else []
+    mine = [f for f in files if root_of(f, [root]) is not None]
+    summaries = {p: s for p, _, _, s in results}
+    known = [f for f in mine if summaries[f].script] if all(summaries.get(f) is not None for f in mine) else None
+    return ProjectOptions(mine, [c for c in configs if root_of(c, [root]) is not None], lambda p, r=root: below(p, [r]) or p, docs,
+                          packaged=folder.is_dir() and packaged(folder), scripts=known)
 
 
 def _indexed(index: lint_cache.Index | None, tasks: list[Task], looked: list[Look]) -> list[Task]:
