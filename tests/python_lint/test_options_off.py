@@ -225,3 +225,14 @@ def test_a_summary_says_whether_the_file_runs_as_a_script():
     # a usage example in a docstring, indented, and a string that names it are not a main block
     assert not runs_as_script('def f():\n    """\n    if __name__ == "__main__": f()\n    """\n')
     assert not runs_as_script('NAME = "__main__"\n')
+
+
+def test_a_module_nothing_imports_is_judged_as_code_of_its_own(tmp_path):
+    # a snippet or example beside the project's scripts: what it defines, nothing here runs, and nothing here should
+    # (its reader runs it); its findings keep their severity
+    script = "if __name__ == '__main__':\n    print('train')\n"
+    assert _unused(tmp_path / "a", {"model.py": MODEL, "train.py": script}) == frozenset()
+    # imported as a module of a package (``from . import model``), it is run, and its unused classes are named
+    importer = "from . import model\n\nif __name__ == '__main__':\n    model.Used()\n"
+    assert _unused(tmp_path / "b", {"pkg/__init__.py": "", "pkg/model.py": MODEL, "pkg/run.py": importer},
+                   module="pkg/model.py") == {"Dead", "Helper", "_kernel"}

@@ -3,8 +3,9 @@ calls, and code that runs only with an option that is off by default and that no
 
 A definition is unused where its own file names it only inside itself or inside other unused definitions, no other
 file takes it from its module, no config or launcher names it, and its module is not imported by a name in a string
-(``importlib.import_module("models.video")``). Only in a project that runs scripts of its own (a folder of modules
-alone is used by code outside it), and never for a decorated definition (a registry builds it by name, a framework
+(``importlib.import_module("models.video")``). Only in a module the project runs (a script, or one another file
+imports: a module nothing imports is judged as code of its own) of a project that runs scripts of its own (a folder
+of modules alone is used by code outside it), and never for a decorated definition (a registry builds it by name, a framework
 calls it) or a public one that an installable package gives its users. Such a finding is a note that names it.
 
 Guided-diffusion's UNet blocks recompute through their own checkpoint Function only with ``use_checkpoint=True``,
@@ -180,7 +181,7 @@ class ProjectOptions:
         keywords (which may register it), nor a public one of a module an installable package gives its users."""
         if mod.path in self._dead:
             return self._dead[mod.path]
-        if not self._runs_scripts() or self._imported_by_name(mod.path):
+        if not self._runs_scripts() or self._imported_by_name(mod.path) or not self._run_module(mod):
             self._dead[mod.path] = frozenset()
             return self._dead[mod.path]
         defined = {n.name: n for n in mod.tree.body if isinstance(n, _DEFINITIONS)}
@@ -205,6 +206,25 @@ class ProjectOptions:
             self._scripts = any(text is None or runs_as_script(text) and file_kind(self.rel(f), text).kind is not CodeKind.TEST
                                 for f, text in texts)
         return self._scripts
+
+    def _run_module(self, mod: SourceFile) -> bool:
+        """Is the module one the project runs: a script, or one another file imports? A module nothing imports (a
+        snippet beside the project's scripts, an example to copy, work not wired in yet) is judged as code of its own,
+        by its own findings: what it defines unused there is its reader's to run."""
+        if runs_as_script(mod.text):
+            return True
+        stem = PurePosixPath(mod.path).stem
+        module = PurePosixPath(mod.path).parent.name if stem == "__init__" else stem
+        word = re.compile(rf"\b{re.escape(module)}\b")
+        for path in self.files:
+            text = self.text(path) if path != mod.path else ""
+            if text is None:
+                return True
+            if module in text and word.search(text):
+                other = self.parsed(path)
+                if other is None or _imports_module(path, other.tree, mod.path):
+                    return True
+        return False
 
     def _imported_by_name(self, path: str) -> bool:
         """Does another file, config or launcher of the project name the module at `path` to import it by that name
@@ -535,6 +555,21 @@ def _takes_from(importer: str, tree: ast.Module, name: str, defining: str) -> tu
             # ``models.dit.DIT(...)``)
             by_module |= any(_names_module(importer, 0, a.name, str(m)) for a in node.names for m in modules)
     return by_name, by_module
+
+
+def _imports_module(importer: str, tree: ast.Module, defining: str) -> bool:
+    """Does the file at `importer` import the module at `defining`, or something from it (``import pkg.mod``,
+    ``from pkg.mod import X``, ``from pkg import mod``, ``from . import mod``)?"""
+    stem = PurePosixPath(defining).stem
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if _names_module(importer, node.level, base, defining) or any(
+                    _names_module(importer, node.level, f"{base}.{a.name}".lstrip("."), defining) for a in node.names if a.name == stem):
+                return True
+        elif isinstance(node, ast.Import) and any(_names_module(importer, 0, a.name, defining) for a in node.names):
+            return True
+    return False
 
 
 def _names_module(importer: str, level: int, module: str, defining: str) -> bool:
