@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from ampdoctor.core.model import Finding, Severity
 from ampdoctor.lint.python.kind import CodeKind, file_kind
-from ampdoctor.lint.python.project import runs_as_script, shipped_module
+from ampdoctor.lint.python.project import from_import_statements, runs_as_script, shipped_module
 from ampdoctor.lint.python.resolve import argument, is_dataclass, keyword, self_attribute
 from ampdoctor.lint.python.source import SourceFile
 
@@ -103,6 +103,8 @@ class ProjectOptions:
         self._on: dict[str, str | None] = {}
         self._dead: dict[str, frozenset[str]] = {}
         self._modules: frozenset[str] | None = None
+        self._folders: frozenset[PurePosixPath] = frozenset()
+        self._import_lists: dict[str, list[ast.stmt]] = {}
         # the files that run as scripts, where the caller knows them (their summaries say so): none is read for it
         self._scripts: bool | None = None if scripts is None else any(file_kind(rel(f), "").kind is not CodeKind.TEST for f in scripts)
 
@@ -113,6 +115,12 @@ class ProjectOptions:
             except (OSError, UnicodeDecodeError, SyntaxError, LookupError):
                 self._texts[path] = None
         return self._texts[path]
+
+    def _imports(self, path: str, mod: SourceFile) -> list[ast.stmt]:
+        """The import statements of the file at `path`, anywhere in it (found once: asked for every name looked up)."""
+        if path not in self._import_lists:
+            self._import_lists[path] = [*mod.import_froms, *mod.plain_imports]  # found by the parse's one walk
+        return self._import_lists[path]
 
     def parsed(self, path: str) -> SourceFile | None:
         if path not in self._parsed:
@@ -220,9 +228,9 @@ class ProjectOptions:
             text = self.text(path) if path != mod.path else ""
             if text is None:
                 return True
-            if module in text and word.search(text):
+            if module in text and word.search(text) and any(module in stmt for stmt in _import_lines(text)):
                 other = self.parsed(path)
-                if other is None or _imports_module(path, other.tree, mod.path):
+                if other is None or _imports_module(path, self._imports(path, other), mod.path):
                     return True
         return False
 
@@ -248,14 +256,17 @@ class ProjectOptions:
             return False
         if self._modules is None:
             self._modules = frozenset(self.rel(f) for f in self.files)
-        return shipped_module(self.rel(path), self._modules, {PurePosixPath(m).parent for m in self._modules})
+            self._folders = frozenset(PurePosixPath(m).parent for m in self._modules)
+        return shipped_module(self.rel(path), self._modules, self._folders)
 
     def _named_elsewhere(self, path: str, name: str) -> bool:
         """Does another file of the project take `name` from the module at `path` (`_imports_name`), or a config or
         launcher of the project name it (a class a config builds by its name or dotted path)?"""
-        if any(other != path and self._imports_name(other, name, path) for other, _ in self._naming(name)):
-            return True
         word = re.compile(rf"\b{re.escape(name)}\b")
+        # the texts first: `_imports_name` parses a file only where an import of it may name `name`
+        if any(other != path and (text is None or name in text and word.search(text)) and self._imports_name(other, name, path)
+               for other, text in ((f, self.text(f)) for f in self.files)):
+            return True
         return any(text is None or (name in text and word.search(text)) for text in map(self.text, self.configs))
 
     def _naming(self, name: str) -> Iterator[tuple[str, SourceFile | None]]:
@@ -388,10 +399,13 @@ class ProjectOptions:
         text = self.text(path)
         if text is not None and name not in text:
             return False
+        if text is not None and f"{PurePosixPath(defining).stem}.{name}" not in text \
+                and not any(name in stmt or "*" in stmt for stmt in from_import_statements(text)):
+            return False  # named, but in no import and not as the module's attribute: no parse needed to say so
         other = self.parsed(path)
         if other is None:
             return True
-        by_name, by_module = _takes_from(path, other.tree, name, defining)
+        by_name, by_module = _takes_from(path, self._imports(path, other), name, defining)
         return by_name or (by_module and f"{PurePosixPath(defining).stem}.{name}" in (text or ""))
 
     def _passed_off(self, mod: SourceFile, fn: ast.FunctionDef | ast.AsyncFunctionDef, param: str, index: int | None,
@@ -410,7 +424,7 @@ class ProjectOptions:
             other = self.parsed(path)
             if other is None:
                 return None
-            by_name, by_module = (True, False) if other is mod else _takes_from(path, other.tree, fn.name, mod.path)
+            by_name, by_module = (True, False) if other is mod else _takes_from(path, self._imports(path, other), fn.name, mod.path)
             if not (by_name or by_module):
                 continue
             for call in _sites(other, fn, by_name, stem):
@@ -539,13 +553,13 @@ def _owners(mod: SourceFile, name: str) -> Iterable[tuple[str, int]]:
         yield owner, index - method
 
 
-def _takes_from(importer: str, tree: ast.Module, name: str, defining: str) -> tuple[bool, bool]:
+def _takes_from(importer: str, tree: ast.Module | list[ast.stmt], name: str, defining: str) -> tuple[bool, bool]:
     """Does the file at `importer` import `name` from the module at `defining` (or star-import it), and does it
     import that module itself (to call ``module.name(...)``)?"""
     stem = PurePosixPath(defining).stem
     modules = [PurePosixPath(defining), *(p for p in PurePosixPath(defining).parents if p.name)]
     by_name = by_module = False
-    for node in ast.walk(tree):
+    for node in _import_statements(tree):
         if isinstance(node, ast.ImportFrom):
             names = {a.name for a in node.names}
             by_name |= bool(names & {name, "*"}) and _names_module(importer, node.level, node.module or "", defining)
@@ -557,11 +571,25 @@ def _takes_from(importer: str, tree: ast.Module, name: str, defining: str) -> tu
     return by_name, by_module
 
 
-def _imports_module(importer: str, tree: ast.Module, defining: str) -> bool:
+def _import_lines(text: str) -> Iterator[str]:
+    """The import statements of a file's text, read without parsing: ``from X import ...`` whole, ``import X`` lines."""
+    yield from from_import_statements(text)
+    yield from (m.group(0) for m in _IMPORT_LINE.finditer(text))
+
+
+_IMPORT_LINE = re.compile(r"^[ \t]*import[ \t][^\n]*", re.M)
+
+
+def _import_statements(tree: ast.Module | list[ast.stmt]) -> Iterable[ast.AST]:
+    """The import statements of a file: given as a list (`ProjectOptions._imports`), or found in its tree."""
+    return tree if isinstance(tree, list) else ast.walk(tree)
+
+
+def _imports_module(importer: str, tree: ast.Module | list[ast.stmt], defining: str) -> bool:
     """Does the file at `importer` import the module at `defining`, or something from it (``import pkg.mod``,
     ``from pkg.mod import X``, ``from pkg import mod``, ``from . import mod``)?"""
     stem = PurePosixPath(defining).stem
-    for node in ast.walk(tree):
+    for node in _import_statements(tree):
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if _names_module(importer, node.level, base, defining) or any(

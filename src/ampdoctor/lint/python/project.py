@@ -18,7 +18,7 @@ import tokenize
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Callable, Container, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Container, Iterable, Iterator, Mapping, Sequence
 
 from ampdoctor.lint.launch import Launch, option_values, runs_of, short_path
 from ampdoctor.lint.python.config_values import ConfigValues
@@ -190,6 +190,11 @@ class Summary:
 _FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(?:\(((?:[^)#]|#[^\n]*)*)\)|([^#\n]*))", re.M)
 _COMMENT = re.compile(r"#[^\n]*")
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w., \t]+?)[ \t]*(?:#.*)?$", re.M)
+
+
+def from_import_statements(text: str) -> Iterator[str]:
+    """The text of each ``from X import ...`` statement of a file (a parenthesized list whole), read without parsing."""
+    return (m.group(0) for m in _FROM.finditer(text))
 
 
 def module_name(rel_path: str) -> str:

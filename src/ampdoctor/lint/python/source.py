@@ -76,6 +76,7 @@ class SourceFile:
     classes: list[ast.ClassDef] = field(default_factory=list)
     attributes: list[ast.Attribute] = field(default_factory=list)
     import_froms: list[ast.ImportFrom] = field(default_factory=list)
+    plain_imports: list[ast.Import] = field(default_factory=list)  # ``import x.y`` statements, anywhere in the file
     matmuls: list[ast.BinOp] = field(default_factory=list)
     # every `a + b` and `a += b` (the mask sums of AMP133, the running sums of AMP137), so those rules walk no tree
     additions: list[ast.BinOp | ast.AugAssign] = field(default_factory=list)
@@ -107,9 +108,13 @@ class SourceFile:
             self.imports.add(node)
             self.import_froms.append(node)
 
+        def plain_import(node: ast.Import) -> None:
+            self.imports.add(node)
+            self.plain_imports.append(node)
+
         found = {ast.Call: self.calls.append, ast.Attribute: self.attributes.append, ast.Assign: self.assigns.append,
                  ast.AnnAssign: self.assigns.append, ast.ClassDef: self.classes.append, ast.Assert: self.asserts.append,
-                 ast.Import: self.imports.add, ast.ImportFrom: import_from, **{f: self.functions.append for f in FUNCTIONS},
+                 ast.Import: plain_import, ast.ImportFrom: import_from, **{f: self.functions.append for f in FUNCTIONS},
                  **{e: self.exits.append for e in _EXITS}}
         Constant, BinOp, AugAssign, MatMult, Add = ast.Constant, ast.BinOp, ast.AugAssign, ast.MatMult, ast.Add
         Name = ast.Name
