@@ -161,9 +161,7 @@ def _cast_after(ctx: Context, node: ast.AST) -> ast.Call | None:
     call = ctx.src.parents.get(attr)
     if not (isinstance(attr, ast.Attribute) and attr.value is node and isinstance(call, ast.Call) and call.func is attr):
         return None
-    if attr.attr in ("half", "bfloat16"):
-        return call
-    if attr.attr == "type_as":
+    if attr.attr in ("half", "bfloat16", "type_as"):
         return call
     if attr.attr not in ("to", "type"):
         return None

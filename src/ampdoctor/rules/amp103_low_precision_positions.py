@@ -118,8 +118,9 @@ def low_precision_positions(ctx: Context) -> Iterator[CodeHit]:
     # pytorch #137774: bf16 holds integers exactly only up to 256, fp16 up to 2048.
     for call, dtypes, like in _position_casts(ctx):
         name = ctx.qualname(call.func)
-        if name in POSITION_FACTORIES or name is None and isinstance(call.func, ast.Attribute) and _factory_root(ctx, call):
-            said = _made_in_half(ctx, call, dtypes, like)
+        root = call if name in POSITION_FACTORIES else _factory_root(ctx, call) if name is None else None
+        if root is not None:
+            said = _made_in_half(ctx, call, root, dtypes, like)
             if said:
                 yield call, said
             continue
@@ -145,11 +146,10 @@ def _factory_root(ctx: Context, call: ast.Call) -> ast.Call | None:
     return root if isinstance(root, ast.Call) and ctx.qualname(root.func) in POSITION_FACTORIES else None
 
 
-def _made_in_half(ctx: Context, call: ast.Call, dtypes: frozenset, like: str) -> str | None:
-    """What to say of positions a factory makes in half (`call` itself) or that a cast of its result makes half,
-    where they are whole numbers past the dtype's exact range; None where they are not."""
-    root = call if ctx.qualname(call.func) in POSITION_FACTORIES else _factory_root(ctx, call)
-    if root is None or not _spans_positions(ctx, root) or _small_range(root, dtypes):
+def _made_in_half(ctx: Context, call: ast.Call, root: ast.Call, dtypes: frozenset, like: str) -> str | None:
+    """What to say of positions the factory `root` makes in half (`call` itself) or that `call`, a cast of its
+    result, makes half, where they are whole numbers past the dtype's exact range; None where they are not."""
+    if not _spans_positions(ctx, root) or _small_range(root, dtypes):
         return None
     if root is call:
         return f"`{ctx.qualname(call.func)}` in {describe(dtypes)}{like} cannot represent positions exactly (bf16 > 256, fp16 > 2048)"

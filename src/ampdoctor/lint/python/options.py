@@ -104,7 +104,6 @@ class ProjectOptions:
         self._dead: dict[str, frozenset[str]] = {}
         self._modules: frozenset[str] | None = None
         self._folders: frozenset[PurePosixPath] = frozenset()
-        self._import_lists: dict[str, list[ast.stmt]] = {}
         # the files that run as scripts, where the caller knows them (their summaries say so): none is read for it
         self._scripts: bool | None = None if scripts is None else any(file_kind(rel(f), "").kind is not CodeKind.TEST for f in scripts)
 
@@ -115,12 +114,6 @@ class ProjectOptions:
             except (OSError, UnicodeDecodeError, SyntaxError, LookupError):
                 self._texts[path] = None
         return self._texts[path]
-
-    def _imports(self, path: str, mod: SourceFile) -> list[ast.stmt]:
-        """The import statements of the file at `path`, anywhere in it (found once: asked for every name looked up)."""
-        if path not in self._import_lists:
-            self._import_lists[path] = [*mod.import_froms, *mod.plain_imports]  # found by the parse's one walk
-        return self._import_lists[path]
 
     def parsed(self, path: str) -> SourceFile | None:
         if path not in self._parsed:
@@ -230,7 +223,7 @@ class ProjectOptions:
                 return True
             if module in text and word.search(text) and any(module in stmt for stmt in _import_lines(text)):
                 other = self.parsed(path)
-                if other is None or _imports_module(path, self._imports(path, other), mod.path):
+                if other is None or _imports_module(path, _import_statements(other), mod.path):
                     return True
         return False
 
@@ -262,21 +255,23 @@ class ProjectOptions:
     def _named_elsewhere(self, path: str, name: str) -> bool:
         """Does another file of the project take `name` from the module at `path` (`_imports_name`), or a config or
         launcher of the project name it (a class a config builds by its name or dotted path)?"""
-        word = re.compile(rf"\b{re.escape(name)}\b")
         # the texts first: `_imports_name` parses a file only where an import of it may name `name`
-        if any(other != path and (text is None or name in text and word.search(text)) and self._imports_name(other, name, path)
-               for other, text in ((f, self.text(f)) for f in self.files)):
+        if any(other != path and self._imports_name(other, name, path) for other in self._named_in(name, self.files)):
             return True
-        return any(text is None or (name in text and word.search(text)) for text in map(self.text, self.configs))
+        return next(self._named_in(name, self.configs), None) is not None
 
     def _naming(self, name: str) -> Iterator[tuple[str, SourceFile | None]]:
         """The project's files whose text holds `name` as a word, or cannot be read, each with its parse (None: it
         cannot be read or parsed, and may name it)."""
+        return ((path, self.parsed(path)) for path in self._named_in(name, self.files))
+
+    def _named_in(self, name: str, paths: Sequence[str]) -> Iterator[str]:
+        """Those of `paths` whose text holds `name` as a word, or cannot be read (and may)."""
         word = re.compile(rf"\b{re.escape(name)}\b")
-        for path in self.files:
+        for path in paths:
             text = self.text(path)
             if text is None or (name in text and word.search(text)):
-                yield path, self.parsed(path)
+                yield path
 
     def _written(self, paths: Sequence[str], pattern: re.Pattern[str], accept: Callable[[str], bool] | None = None) -> str | None:
         """Where (`file:line`) the first match of `pattern` in the texts of `paths` lies whose first group `accept`
@@ -405,7 +400,7 @@ class ProjectOptions:
         other = self.parsed(path)
         if other is None:
             return True
-        by_name, by_module = _takes_from(path, self._imports(path, other), name, defining)
+        by_name, by_module = _takes_from(path, _import_statements(other), name, defining)
         return by_name or (by_module and f"{PurePosixPath(defining).stem}.{name}" in (text or ""))
 
     def _passed_off(self, mod: SourceFile, fn: ast.FunctionDef | ast.AsyncFunctionDef, param: str, index: int | None,
@@ -424,7 +419,7 @@ class ProjectOptions:
             other = self.parsed(path)
             if other is None:
                 return None
-            by_name, by_module = (True, False) if other is mod else _takes_from(path, self._imports(path, other), fn.name, mod.path)
+            by_name, by_module = (True, False) if other is mod else _takes_from(path, _import_statements(other), fn.name, mod.path)
             if not (by_name or by_module):
                 continue
             for call in _sites(other, fn, by_name, stem):
@@ -553,13 +548,13 @@ def _owners(mod: SourceFile, name: str) -> Iterable[tuple[str, int]]:
         yield owner, index - method
 
 
-def _takes_from(importer: str, tree: ast.Module | list[ast.stmt], name: str, defining: str) -> tuple[bool, bool]:
+def _takes_from(importer: str, statements: Sequence[ast.stmt], name: str, defining: str) -> tuple[bool, bool]:
     """Does the file at `importer` import `name` from the module at `defining` (or star-import it), and does it
     import that module itself (to call ``module.name(...)``)?"""
     stem = PurePosixPath(defining).stem
     modules = [PurePosixPath(defining), *(p for p in PurePosixPath(defining).parents if p.name)]
     by_name = by_module = False
-    for node in _import_statements(tree):
+    for node in statements:
         if isinstance(node, ast.ImportFrom):
             names = {a.name for a in node.names}
             by_name |= bool(names & {name, "*"}) and _names_module(importer, node.level, node.module or "", defining)
@@ -580,16 +575,16 @@ def _import_lines(text: str) -> Iterator[str]:
 _IMPORT_LINE = re.compile(r"^[ \t]*import[ \t][^\n]*", re.M)
 
 
-def _import_statements(tree: ast.Module | list[ast.stmt]) -> Iterable[ast.AST]:
-    """The import statements of a file: given as a list (`ProjectOptions._imports`), or found in its tree."""
-    return tree if isinstance(tree, list) else ast.walk(tree)
+def _import_statements(mod: SourceFile) -> list[ast.stmt]:
+    """The import statements of a file, anywhere in it, as the parse's one walk found them."""
+    return [*mod.import_froms, *mod.plain_imports]
 
 
-def _imports_module(importer: str, tree: ast.Module | list[ast.stmt], defining: str) -> bool:
+def _imports_module(importer: str, statements: Sequence[ast.stmt], defining: str) -> bool:
     """Does the file at `importer` import the module at `defining`, or something from it (``import pkg.mod``,
     ``from pkg.mod import X``, ``from pkg import mod``, ``from . import mod``)?"""
     stem = PurePosixPath(defining).stem
-    for node in _import_statements(tree):
+    for node in statements:
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if _names_module(importer, node.level, base, defining) or any(
